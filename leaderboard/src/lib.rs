@@ -1,0 +1,1 @@
+//! Leaderboard submission rules over job directories, and the secret scrubber for publishable copies.

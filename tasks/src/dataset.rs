@@ -1,0 +1,191 @@
+//! A dataset: a directory of task directories, optionally described by `dataset.toml`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::digest::{dataset_digest, sha256_hex};
+use crate::error::TaskError;
+use crate::task::Task;
+
+/// A loaded dataset: the tasks that loaded and the ones that did not.
+#[derive(Debug)]
+pub struct Dataset {
+    /// The dataset directory (or the single task's directory).
+    pub dir: PathBuf,
+    /// The dataset name: `dataset.toml`'s `[dataset].name`, else the directory name.
+    pub name: String,
+    /// Tasks that loaded, sorted by name.
+    pub tasks: Vec<Task>,
+    /// Tasks that did not load, each with its error; they are reported and skipped.
+    pub skipped: Vec<TaskError>,
+    /// Extra dataset files (`[[files]]`) with their sha256 hex.
+    pub files: Vec<(String, String)>,
+    /// True when the path was a single task directory, not a dataset.
+    pub single_task: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DatasetToml {
+    dataset: DatasetSection,
+    tasks: Vec<DatasetTaskEntry>,
+    files: Vec<DatasetFileEntry>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DatasetSection {
+    name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DatasetTaskEntry {
+    name: String,
+    digest: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DatasetFileEntry {
+    path: String,
+}
+
+impl Dataset {
+    /// Loads `path`: a task directory (has `task.toml`) or a directory of task directories.
+    pub fn load(path: &Path) -> Result<Dataset, TaskError> {
+        let dir = std::path::absolute(path).map_err(|e| TaskError::io(path, e))?;
+        if !dir.is_dir() {
+            return Err(TaskError::Missing { path: dir, what: "a task or dataset directory" });
+        }
+        if dir.join("task.toml").is_file() {
+            let task = Task::load(&dir)?;
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            return Ok(Dataset { dir, name, tasks: vec![task], skipped: Vec::new(), files: Vec::new(), single_task: true });
+        }
+        let manifest = read_manifest(&dir)?;
+        let name = manifest
+            .dataset
+            .name
+            .clone()
+            .unwrap_or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let mut tasks = Vec::new();
+        let mut skipped = Vec::new();
+        let mut subdirs: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| TaskError::io(&dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir() && p.join("task.toml").is_file())
+            .collect();
+        subdirs.sort();
+        for sub in subdirs {
+            match Task::load(&sub) {
+                Ok(task) => tasks.push(task),
+                Err(err) => skipped.push(err),
+            }
+        }
+        if !manifest.tasks.is_empty() {
+            let listed: BTreeMap<&str, Option<&str>> =
+                manifest.tasks.iter().map(|t| (t.name.as_str(), t.digest.as_deref())).collect();
+            tasks.retain(|t| listed.contains_key(t.name.as_str()) || listed.contains_key(t.short_name()));
+            let manifest_path = dir.join("dataset.toml");
+            for task in &tasks {
+                let pinned = listed.get(task.name.as_str()).or_else(|| listed.get(task.short_name())).copied().flatten();
+                if let Some(pinned) = pinned
+                    && pinned != task.digest
+                {
+                    tracing::warn!(
+                        "{}: task {} is pinned to {pinned} but its content digest is {}; the content was changed",
+                        manifest_path.display(),
+                        task.name,
+                        task.digest
+                    );
+                }
+            }
+        }
+        let mut files = Vec::new();
+        for entry in &manifest.files {
+            let path = dir.join(&entry.path);
+            let bytes = std::fs::read(&path).map_err(|e| TaskError::io(&path, e))?;
+            files.push((entry.path.clone(), sha256_hex(&bytes)));
+        }
+        tasks.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Dataset { dir, name, tasks, skipped, files, single_task: false })
+    }
+
+    /// The dataset digest over the tasks that loaded and the dataset files.
+    pub fn digest(&self) -> String {
+        let digests: Vec<String> = self.tasks.iter().map(|t| t.digest.clone()).collect();
+        dataset_digest(&digests, &self.files)
+    }
+
+    /// Finds a task by full name or short name.
+    pub fn task(&self, name: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.name == name || t.short_name() == name)
+    }
+}
+
+fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
+    let path = dir.join("dataset.toml");
+    if !path.is_file() {
+        return Ok(DatasetToml::default());
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?;
+    toml::from_str(&text).map_err(|e| TaskError::invalid(&path, "(dataset.toml)", e.message().trim().to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(root: &Path, dir: &str, toml: &str) {
+        let d = root.join(dir);
+        std::fs::create_dir_all(d.join("environment")).unwrap();
+        std::fs::create_dir_all(d.join("tests")).unwrap();
+        std::fs::write(d.join("task.toml"), toml).unwrap();
+        std::fs::write(d.join("instruction.md"), "Do it.\n").unwrap();
+        std::fs::write(d.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+        std::fs::write(d.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
+    }
+
+    #[test]
+    fn malformed_task_is_skipped_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "good", "");
+        task(dir.path(), "bad", "[verifier]\ntimeout_sec = \"never\"\n");
+        let ds = Dataset::load(dir.path()).unwrap();
+        assert_eq!(ds.tasks.len(), 1);
+        assert_eq!(ds.tasks[0].name, "good");
+        assert_eq!(ds.skipped.len(), 1);
+        let msg = ds.skipped[0].to_string();
+        assert!(msg.contains("bad/task.toml") && msg.contains("verifier.timeout_sec"), "{msg}");
+    }
+
+    #[test]
+    fn dataset_toml_names_and_selects_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "one", "[task]\nname = \"org/one\"\n");
+        task(dir.path(), "two", "");
+        std::fs::write(dir.path().join("metric.py"), "print(1)\n").unwrap();
+        std::fs::write(
+            dir.path().join("dataset.toml"),
+            "[dataset]\nname = \"org/set\"\n[[tasks]]\nname = \"org/one\"\n[[files]]\npath = \"metric.py\"\n",
+        )
+        .unwrap();
+        let ds = Dataset::load(dir.path()).unwrap();
+        assert_eq!(ds.name, "org/set");
+        assert_eq!(ds.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["org/one"]);
+        assert_eq!(ds.files.len(), 1);
+        assert_eq!(ds.digest(), dataset_digest(&[ds.tasks[0].digest.clone()], &ds.files));
+    }
+
+    #[test]
+    fn a_task_dir_is_a_dataset_of_one() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "solo", "");
+        let ds = Dataset::load(&dir.path().join("solo")).unwrap();
+        assert!(ds.single_task);
+        assert_eq!(ds.tasks.len(), 1);
+    }
+}

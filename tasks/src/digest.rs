@@ -1,0 +1,216 @@
+//! Content digests exactly as Harbor's packager computes them (reference §1.6).
+//!
+//! Task digest: for each hashed file in codepoint order of its relative POSIX path,
+//! `outer.update("{rel}\0{sha256_hex(bytes)}\n")`; the digest is `sha256:{outer}`.
+
+use std::path::{Path, PathBuf};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use sha2::{Digest, Sha256};
+
+use crate::error::TaskError;
+
+/// Top-level files that are hashed when present.
+const TOP_FILES: [&str; 3] = ["task.toml", "instruction.md", "README.md"];
+/// Directories whose whole contents are hashed.
+const HASHED_DIRS: [&str; 4] = ["environment", "tests", "solution", "steps"];
+/// Ignore rules used when the task has no `.gitignore`.
+const DEFAULT_IGNORES: [&str; 6] = ["__pycache__/", "*.pyc", ".DS_Store", "*.swp", "*.swo", "*~"];
+
+/// The sha256 hex of a byte string.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The files that go into a task's digest, as sorted relative POSIX paths with absolute paths.
+pub fn hashed_files(task_dir: &Path) -> Result<Vec<(String, PathBuf)>, TaskError> {
+    let ignore = ignore_rules(task_dir)?;
+    let mut files = Vec::new();
+    for name in TOP_FILES {
+        let path = task_dir.join(name);
+        if path.is_file() && !ignore.matched(&path, false).is_ignore() {
+            files.push((name.to_owned(), path));
+        }
+    }
+    for dir in HASHED_DIRS {
+        let root = task_dir.join(dir);
+        if root.is_dir() {
+            walk(task_dir, &root, &ignore, &mut files)?;
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+fn ignore_rules(task_dir: &Path) -> Result<Gitignore, TaskError> {
+    let mut builder = GitignoreBuilder::new(task_dir);
+    let gitignore = task_dir.join(".gitignore");
+    if gitignore.is_file() {
+        if let Some(err) = builder.add(&gitignore) {
+            return Err(TaskError::invalid(&gitignore, "(pattern)", err.to_string()));
+        }
+    } else {
+        for pattern in DEFAULT_IGNORES {
+            builder.add_line(None, pattern).map_err(|e| TaskError::invalid(task_dir, "(default ignore)", e.to_string()))?;
+        }
+    }
+    builder.build().map_err(|e| TaskError::invalid(&gitignore, "(pattern)", e.to_string()))
+}
+
+fn walk(task_dir: &Path, dir: &Path, ignore: &Gitignore, out: &mut Vec<(String, PathBuf)>) -> Result<(), TaskError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| TaskError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| TaskError::io(dir, e))?;
+        let path = entry.path();
+        // Follows symlinks like Python's rglob + is_file would for files.
+        let is_dir = path.is_dir();
+        if ignore.matched(&path, is_dir).is_ignore() {
+            continue;
+        }
+        if is_dir {
+            walk(task_dir, &path, ignore, out)?;
+        } else if path.is_file() {
+            let rel = path.strip_prefix(task_dir).expect("walked path is under the task dir");
+            let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+            out.push((rel, path));
+        }
+    }
+    Ok(())
+}
+
+/// The task content digest, `sha256:<hex>`.
+pub fn task_digest(task_dir: &Path) -> Result<String, TaskError> {
+    let mut outer = Sha256::new();
+    for (rel, path) in hashed_files(task_dir)? {
+        let bytes = std::fs::read(&path).map_err(|e| TaskError::io(&path, e))?;
+        outer.update(format!("{rel}\0{}\n", sha256_hex(&bytes)).as_bytes());
+    }
+    Ok(format!("sha256:{}", hex::encode(outer.finalize())))
+}
+
+/// The dataset digest from task digests and extra dataset files (`path`, file sha256 hex).
+pub fn dataset_digest(task_digests: &[String], files: &[(String, String)]) -> String {
+    let mut tasks: Vec<&str> = task_digests.iter().map(|d| d.trim_start_matches("sha256:")).collect();
+    tasks.sort_unstable();
+    let mut text = tasks.join(",");
+    if !files.is_empty() {
+        let mut entries: Vec<String> = files.iter().map(|(p, d)| format!("{p}:{}", d.trim_start_matches("sha256:"))).collect();
+        entries.sort();
+        text.push(';');
+        text.push_str(&entries.join(","));
+    }
+    format!("sha256:{}", sha256_hex(text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn write(root: &Path, rel: &str, body: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+
+    /// The digest computed by a shell pipeline of sha256sum over an explicit, sorted file list.
+    fn shell_digest(root: &Path, files: &[&str]) -> String {
+        let mut sorted = files.to_vec();
+        sorted.sort();
+        let script = sorted
+            .iter()
+            .map(|f| format!("printf '%s\\0%s\\n' '{f}' \"$(sha256sum '{f}' | cut -d' ' -f1)\""))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!("({script}) | sha256sum | cut -d' ' -f1"))
+            .current_dir(root)
+            .output()
+            .unwrap();
+        format!("sha256:{}", String::from_utf8(out.stdout).unwrap().trim())
+    }
+
+    fn fixture() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "task.toml", "[verifier]\ntimeout_sec = 10.0\n");
+        write(root, "instruction.md", "Do it.\n");
+        write(root, "README.md", "readme\n");
+        write(root, "environment/Dockerfile", "FROM scratch\n");
+        write(root, "environment/files/nested/deep.txt", "deep\n");
+        write(root, "tests/test.sh", "#!/bin/bash\n");
+        write(root, "tests/test_outputs.py", "def test(): pass\n");
+        write(root, "solution/solve.sh", "echo hi\n");
+        write(root, "notes.txt", "not hashed: outside the hashed dirs\n");
+        dir
+    }
+
+    #[test]
+    fn default_ignores_apply_without_gitignore() {
+        let dir = fixture();
+        let root = dir.path();
+        write(root, "tests/__pycache__/x.cpython-311.pyc", "bytes");
+        write(root, "solution/editor.swp", "swap");
+        write(root, "environment/file.txt~", "backup");
+        let expected = shell_digest(
+            root,
+            &[
+                "README.md",
+                "environment/Dockerfile",
+                "environment/files/nested/deep.txt",
+                "instruction.md",
+                "solution/solve.sh",
+                "task.toml",
+                "tests/test.sh",
+                "tests/test_outputs.py",
+            ],
+        );
+        assert_eq!(task_digest(root).unwrap(), expected);
+    }
+
+    #[test]
+    fn gitignore_replaces_default_ignores() {
+        let dir = fixture();
+        let root = dir.path();
+        write(root, ".gitignore", "*.log\nenvironment/files/\n");
+        write(root, "tests/run.log", "ignored by .gitignore");
+        write(root, "tests/cache.pyc", "hashed: .gitignore replaces the defaults");
+        let expected = shell_digest(
+            root,
+            &[
+                "README.md",
+                "environment/Dockerfile",
+                "instruction.md",
+                "solution/solve.sh",
+                "task.toml",
+                "tests/cache.pyc",
+                "tests/test.sh",
+                "tests/test_outputs.py",
+            ],
+        );
+        assert_eq!(task_digest(root).unwrap(), expected);
+    }
+
+    #[test]
+    fn digest_changes_with_content_and_not_with_unhashed_files() {
+        let dir = fixture();
+        let root = dir.path();
+        let before = task_digest(root).unwrap();
+        write(root, "notes.txt", "changed");
+        assert_eq!(task_digest(root).unwrap(), before);
+        write(root, "tests/test.sh", "#!/bin/bash\nexit 1\n");
+        assert_ne!(task_digest(root).unwrap(), before);
+    }
+
+    #[test]
+    fn dataset_digest_sorts_tasks_and_files() {
+        let a = format!("sha256:{}", "a".repeat(64));
+        let b = format!("sha256:{}", "b".repeat(64));
+        let expected = sha256_hex(format!("{},{}", "a".repeat(64), "b".repeat(64)).as_bytes());
+        assert_eq!(dataset_digest(&[b.clone(), a.clone()], &[]), format!("sha256:{expected}"));
+        let with_files = dataset_digest(&[a, b], &[("metric.py".into(), "c".repeat(64))]);
+        let expected = sha256_hex(format!("{},{};metric.py:{}", "a".repeat(64), "b".repeat(64), "c".repeat(64)).as_bytes());
+        assert_eq!(with_files, format!("sha256:{expected}"));
+    }
+}

@@ -1,0 +1,67 @@
+//! `<job>/result.json`: Harbor's `JobResult` without `trial_results`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Per-eval (agent × model × dataset) statistics.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EvalStats {
+    /// Trials with rewards.
+    pub n_trials: u32,
+    /// Trials with an exception.
+    pub n_errors: u32,
+    /// `[{"mean": x}]`.
+    pub metrics: Vec<BTreeMap<String, f64>>,
+    /// k → pass@k.
+    pub pass_at_k: BTreeMap<String, f64>,
+    /// Reward name → value → trial names.
+    pub reward_stats: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Exception type → trial names.
+    pub exception_stats: BTreeMap<String, Vec<String>>,
+}
+
+/// Job progress and evals.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobStats {
+    /// Finished trials.
+    pub n_completed_trials: u32,
+    /// Trials with an exception.
+    pub n_errored_trials: u32,
+    /// Running now.
+    pub n_running_trials: u32,
+    /// Not started.
+    pub n_pending_trials: u32,
+    /// Cancelled.
+    pub n_cancelled_trials: u32,
+    /// Retries.
+    pub n_retries: u32,
+    /// Eval key → stats.
+    pub evals: BTreeMap<String, EvalStats>,
+    /// Token totals.
+    pub n_input_tokens: Option<u64>,
+    /// Token totals.
+    pub n_cache_tokens: Option<u64>,
+    /// Token totals.
+    pub n_output_tokens: Option<u64>,
+    /// Cost total.
+    pub cost_usd: Option<f64>,
+}
+
+/// `<job>/result.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobResult {
+    /// Job id.
+    pub id: String,
+    /// Start.
+    pub started_at: DateTime<Utc>,
+    /// Last update.
+    pub updated_at: DateTime<Utc>,
+    /// End (null while running).
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Planned trials.
+    pub n_total_trials: u32,
+    /// Statistics.
+    pub stats: JobStats,
+}

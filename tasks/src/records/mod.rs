@@ -1,0 +1,18 @@
+//! Job and trial records in Harbor's shapes and field names (reference §2).
+//!
+//! Writers use these types; readers of foreign job dirs (validation) read JSON values instead,
+//! so older Harbor shapes are accepted too.
+
+mod job_config;
+mod job_result;
+mod lock;
+mod trial_config;
+mod trial_result;
+
+pub use job_config::{DatasetRef, JobConfig, RetryConfig};
+pub use job_result::{EvalStats, JobResult, JobStats};
+pub use lock::{JobLock, LockTrial, LockTask, RunnerInfo};
+pub use trial_config::{AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, VerifierConfig};
+pub use trial_result::{
+    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PhaseTiming, TrialResult, VerifierResult,
+};

@@ -1,0 +1,161 @@
+//! `<trial>/config.json`: Harbor's `TrialConfig`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Which task a trial runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TaskRef {
+    /// Local task path (null for package tasks).
+    pub path: Option<String>,
+    /// Git URL (unused).
+    pub git_url: Option<String>,
+    /// Git commit (unused).
+    pub git_commit_id: Option<String>,
+    /// `org/name` or the task's name.
+    pub name: Option<String>,
+    /// `sha256:<content digest>`.
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    /// Harbor field, always false here.
+    pub overwrite: bool,
+    /// Harbor field, always null here.
+    pub download_dir: Option<String>,
+    /// The dataset name.
+    pub source: Option<String>,
+}
+
+/// One agent of a job: Harbor's `AgentConfig`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AgentConfig {
+    /// The agent's name; must equal each trial's `agent_info.name`.
+    pub name: Option<String>,
+    /// Harbor's Python import path (always null here).
+    pub import_path: Option<String>,
+    /// `provider/model`.
+    pub model_name: Option<String>,
+    /// Skills (unused).
+    pub skills: Vec<serde_json::Value>,
+    /// Must stay null for leaderboards.
+    pub override_timeout_sec: Option<f64>,
+    /// Must stay null for leaderboards.
+    pub override_setup_timeout_sec: Option<f64>,
+    /// Must stay null for leaderboards.
+    pub max_timeout_sec: Option<f64>,
+    /// Extra allowed hosts (unused).
+    pub extra_allowed_hosts: Vec<String>,
+    /// Agent kwargs, e.g. `reasoning_effort`.
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Env names passed to the container; values are redacted when they look sensitive.
+    pub env: BTreeMap<String, String>,
+    /// MCP servers (unused).
+    pub mcp_servers: Vec<serde_json::Value>,
+}
+
+/// Harbor's `EnvironmentConfig`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EnvironmentConfig {
+    /// Backend type.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Import path (null).
+    pub import_path: Option<String>,
+    /// Rebuild images even when cached.
+    pub force_build: bool,
+    /// Remove containers at trial end.
+    pub delete: bool,
+    /// Harbor field.
+    pub cpu_enforcement_policy: String,
+    /// Harbor field.
+    pub memory_enforcement_policy: String,
+    /// Must stay null for leaderboards.
+    pub override_cpus: Option<f64>,
+    /// Must stay null for leaderboards.
+    pub override_memory_mb: Option<u64>,
+    /// Must stay null for leaderboards.
+    pub override_storage_mb: Option<u64>,
+    /// Must stay null for leaderboards.
+    pub override_gpus: Option<u32>,
+    /// Harbor field.
+    pub override_tpu: Option<serde_json::Value>,
+    /// Harbor field.
+    pub mounts: Option<serde_json::Value>,
+    /// Harbor field.
+    pub extra_docker_compose: Vec<serde_json::Value>,
+    /// Extra env.
+    pub env: BTreeMap<String, String>,
+    /// Backend kwargs.
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Harbor field.
+    pub extra_allowed_hosts: Vec<String>,
+}
+
+impl Default for EnvironmentConfig {
+    fn default() -> Self {
+        Self {
+            kind: Some("docker".into()),
+            import_path: None,
+            force_build: false,
+            delete: true,
+            cpu_enforcement_policy: "auto".into(),
+            memory_enforcement_policy: "auto".into(),
+            override_cpus: None,
+            override_memory_mb: None,
+            override_storage_mb: None,
+            override_gpus: None,
+            override_tpu: None,
+            mounts: None,
+            extra_docker_compose: Vec::new(),
+            env: BTreeMap::new(),
+            kwargs: serde_json::Map::new(),
+            extra_allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+/// Harbor's `VerifierConfig`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VerifierConfig {
+    /// Must stay null for leaderboards.
+    pub override_timeout_sec: Option<f64>,
+    /// Must stay null for leaderboards.
+    pub max_timeout_sec: Option<f64>,
+    /// Extra verifier env.
+    pub env: BTreeMap<String, String>,
+    /// Skip verification.
+    pub disable: bool,
+}
+
+/// `<trial>/config.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrialConfig {
+    /// The task.
+    pub task: TaskRef,
+    /// `<short-name>__<7 chars>`.
+    pub trial_name: String,
+    /// The job directory.
+    pub trials_dir: String,
+    /// Global multiplier (1.0 for leaderboards).
+    pub timeout_multiplier: f64,
+    /// Per-phase multiplier (null for leaderboards).
+    pub agent_timeout_multiplier: Option<f64>,
+    /// Per-phase multiplier (null for leaderboards).
+    pub verifier_timeout_multiplier: Option<f64>,
+    /// Per-phase multiplier (null for leaderboards).
+    pub agent_setup_timeout_multiplier: Option<f64>,
+    /// Per-phase multiplier (null for leaderboards).
+    pub environment_build_timeout_multiplier: Option<f64>,
+    /// The agent.
+    pub agent: AgentConfig,
+    /// The environment.
+    pub environment: EnvironmentConfig,
+    /// The verifier.
+    pub verifier: VerifierConfig,
+    /// Extra artifacts.
+    pub artifacts: Vec<serde_json::Value>,
+    /// Extra instruction files.
+    pub extra_instruction_paths: Vec<String>,
+    /// The job's id.
+    pub job_id: String,
+}

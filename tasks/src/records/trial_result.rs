@@ -1,0 +1,168 @@
+//! `<trial>/result.json`: Harbor's `TrialResult`, plus runner-only fields Harbor ignores.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::trial_config::TrialConfig;
+
+/// Agent identity as recorded per trial.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AgentInfo {
+    /// Must equal the job config's `agents[].name`.
+    pub name: String,
+    /// `"unknown"` when the agent reports none.
+    pub version: String,
+    /// The model, split at the first `/`.
+    pub model_info: Option<ModelInfo>,
+}
+
+/// `provider/name` split.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelInfo {
+    /// Model name.
+    pub name: String,
+    /// Provider, if the model name had one.
+    pub provider: Option<String>,
+}
+
+impl ModelInfo {
+    /// Splits `provider/name` at the first `/`.
+    pub fn from_model_name(model: &str) -> ModelInfo {
+        match model.split_once('/') {
+            Some((provider, name)) => ModelInfo { name: name.to_owned(), provider: Some(provider.to_owned()) },
+            None => ModelInfo { name: model.to_owned(), provider: None },
+        }
+    }
+}
+
+/// Harbor's `AgentContext`: token counts and cost as the agent reports them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AgentContext {
+    /// Input tokens including cached ones.
+    pub n_input_tokens: Option<u64>,
+    /// Cached input tokens.
+    pub n_cache_tokens: Option<u64>,
+    /// Output tokens.
+    pub n_output_tokens: Option<u64>,
+    /// Cost in USD.
+    pub cost_usd: Option<f64>,
+    /// Rollout details (unused).
+    pub rollout_details: Option<serde_json::Value>,
+    /// Free-form agent metadata (final status, exit codes).
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A check the verifier reported by name.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NamedCheck {
+    /// The test's name.
+    pub name: String,
+    /// `passed`, `failed`, `skipped`, `error`, ...
+    pub status: String,
+}
+
+/// Harbor's `VerifierResult`, with runner extras (Harbor readers ignore unknown keys).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VerifierResult {
+    /// Reward name → value.
+    pub rewards: Option<BTreeMap<String, f64>>,
+    /// The test script's exit code (recorded, never used for the reward).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_exit_code: Option<i64>,
+    /// Named checks from CTRF or pytest output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<NamedCheck>>,
+    /// Checks that passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertions_passed: Option<u32>,
+    /// Checks in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertions_total: Option<u32>,
+}
+
+/// The first exception a trial recorded.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExceptionInfo {
+    /// Harbor's exception class name, e.g. `AgentTimeoutError`.
+    pub exception_type: String,
+    /// What happened and what to do.
+    pub exception_message: String,
+    /// Where it happened (a phase trace, not a Python traceback).
+    pub exception_traceback: String,
+    /// When.
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// Start and end of one phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PhaseTiming {
+    /// Phase start.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Phase end.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl PhaseTiming {
+    /// A timing that starts now.
+    pub fn start() -> PhaseTiming {
+        PhaseTiming { started_at: Some(Utc::now()), finished_at: None }
+    }
+
+    /// Marks the end now.
+    pub fn finish(&mut self) {
+        self.finished_at = Some(Utc::now());
+    }
+}
+
+/// `<trial>/result.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrialResult {
+    /// Random id.
+    pub id: String,
+    /// The task's name.
+    pub task_name: String,
+    /// The trial's name.
+    pub trial_name: String,
+    /// `file:///abs/trial_dir`.
+    pub trial_uri: String,
+    /// `LocalTaskId{path}`.
+    pub task_id: serde_json::Value,
+    /// The dataset name.
+    pub source: Option<String>,
+    /// The task content digest hex.
+    pub task_checksum: String,
+    /// The trial config.
+    pub config: TrialConfig,
+    /// The agent.
+    pub agent_info: AgentInfo,
+    /// Agent-reported usage.
+    pub agent_result: Option<AgentContext>,
+    /// Rewards.
+    pub verifier_result: Option<VerifierResult>,
+    /// First exception.
+    pub exception_info: Option<ExceptionInfo>,
+    /// Trial start.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Trial end.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Container build and start.
+    pub environment_setup: Option<PhaseTiming>,
+    /// Agent install.
+    pub agent_setup: Option<PhaseTiming>,
+    /// Agent run.
+    pub agent_execution: Option<PhaseTiming>,
+    /// Verification.
+    pub verifier: Option<PhaseTiming>,
+    /// Multi-step results (unused).
+    pub step_results: Option<serde_json::Value>,
+}
+
+impl TrialResult {
+    /// The trial's main reward: `rewards.reward`, else the first reward; `None` when unscored.
+    pub fn reward(&self) -> Option<f64> {
+        let rewards = self.verifier_result.as_ref()?.rewards.as_ref()?;
+        rewards.get("reward").or_else(|| rewards.values().next()).copied()
+    }
+}

@@ -1,0 +1,110 @@
+//! The sandbox trait: what agents and verifiers may do inside a trial's container.
+//!
+//! The runner implements it over Docker; agents and verifiers only see this trait, so their
+//! logic stays testable and backend-agnostic.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+/// One command to run inside the sandbox through `bash -c`.
+#[derive(Debug, Clone, Default)]
+pub struct ExecRequest {
+    /// The script given to `bash -c`.
+    pub command: String,
+    /// The user to run as; `None` is the container's default user.
+    pub user: Option<String>,
+    /// The working directory; `None` is the task's workdir.
+    pub cwd: Option<String>,
+    /// Extra environment, on top of the task's `[environment].env`.
+    pub env: BTreeMap<String, String>,
+    /// A deadline after which the command is killed (inside the container, not just abandoned).
+    pub timeout: Option<Duration>,
+}
+
+impl ExecRequest {
+    /// A request for `command` with every other field at its default.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self { command: command.into(), ..Self::default() }
+    }
+
+    /// Runs as `user`.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// Runs as `user` when one is given.
+    pub fn maybe_user(mut self, user: Option<&str>) -> Self {
+        self.user = user.map(str::to_owned);
+        self
+    }
+
+    /// Kills the command after `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Adds environment variables.
+    pub fn envs(mut self, env: &BTreeMap<String, String>) -> Self {
+        self.env.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self
+    }
+}
+
+/// What a finished command produced.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutput {
+    /// The exit code; `None` when the command was killed at its deadline.
+    pub exit_code: Option<i64>,
+    /// Captured standard output (lossy UTF-8).
+    pub stdout: String,
+    /// Captured standard error (lossy UTF-8).
+    pub stderr: String,
+    /// True when the deadline killed the command.
+    pub timed_out: bool,
+    /// Wall time the command took.
+    pub elapsed: Duration,
+}
+
+impl ExecOutput {
+    /// True when the command ran to the end and exited 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// A sandbox failure: the backend could not do what was asked (not a command's non-zero exit).
+#[derive(Debug, thiserror::Error)]
+#[error("{operation}: {message}")]
+pub struct SandboxError {
+    /// What was attempted, e.g. `upload /tests`.
+    pub operation: String,
+    /// Why it failed.
+    pub message: String,
+}
+
+impl SandboxError {
+    /// A new error for `operation`.
+    pub fn new(operation: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self { operation: operation.into(), message: message.to_string() }
+    }
+}
+
+/// Operations on one trial's running container.
+pub trait Sandbox: Send + Sync {
+    /// Runs a command and waits for it (or its deadline).
+    fn exec(&self, request: ExecRequest) -> impl Future<Output = Result<ExecOutput, SandboxError>> + Send;
+
+    /// Copies the contents of the host directory `source` into the container directory `target`
+    /// (created if missing), like `cp -r source/. target`.
+    fn upload_dir(&self, source: &Path, target: &str) -> impl Future<Output = Result<(), SandboxError>> + Send;
+
+    /// Writes `bytes` to the container file `target` with `mode`, creating parent directories.
+    fn upload_bytes(&self, bytes: Vec<u8>, target: &str, mode: u32) -> impl Future<Output = Result<(), SandboxError>> + Send;
+
+    /// Copies the contents of the container directory `source` into the host directory `target`.
+    fn download_dir(&self, source: &str, target: &Path) -> impl Future<Output = Result<(), SandboxError>> + Send;
+}

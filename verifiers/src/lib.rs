@@ -1,0 +1,1 @@
+//! The verifier contract: run the task tests, read rewards safely, parse named checks.
