@@ -1,1 +1,11 @@
-//! Agents: the built-in oracle and nop, and installed agents driven through their in-container task API.
+//! Agents: the built-in `oracle` and `nop`, and installed agents driven through their
+//! in-container task API. The runner drives every agent through the [`Agent`] trait.
+
+mod agent;
+pub mod installed;
+mod nop;
+mod oracle;
+
+pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
+pub use nop::NopAgent;
+pub use oracle::OracleAgent;

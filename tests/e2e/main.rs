@@ -1,1 +1,4 @@
-//! End-to-end tests against a real Docker engine.
+//! End-to-end tests of the `runner` binary: one integration-test binary, one module per area.
+//! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
+
+mod support;

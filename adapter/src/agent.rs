@@ -1,0 +1,124 @@
+//! The agent contract: set up inside a sandbox, then run one instruction under a deadline.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tasks::records::AgentContext;
+use tasks::{Sandbox, SandboxError, Task};
+
+/// What an agent needs to know about the trial it runs in.
+#[derive(Debug, Clone)]
+pub struct AgentRun<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The trial's directory on the host; the agent writes `agent/...` records under it.
+    pub trial_dir: PathBuf,
+    /// The user the agent runs as (`[agent].user`), `None` for the container default.
+    pub user: Option<String>,
+    /// Setup must finish by this instant.
+    pub setup_deadline: Instant,
+    /// The run must finish by this instant; `None` means no deadline. The agent enforces it
+    /// itself (cancelling its work inside the container) and returns a timeout error.
+    pub run_deadline: Option<Instant>,
+    /// The agent timeout in seconds as the task states it, passed to agents that want it.
+    pub agent_timeout_sec: Option<f64>,
+}
+
+/// What the agent reports after a run.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRunReport {
+    /// Token counts and cost, when the agent reports them.
+    pub context: Option<AgentContext>,
+}
+
+/// How an agent phase failed, mapped onto Harbor's exception type names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentErrorKind {
+    /// Setup did not finish by its deadline.
+    SetupTimeout,
+    /// Setup failed (install command exit code, upload refused, ...).
+    SetupFailed,
+    /// The run hit its deadline; the work was cancelled. The verifier still runs.
+    Timeout,
+    /// The agent exited non-zero or ended in a failed state. The verifier still runs.
+    NonZeroExit,
+    /// The agent's server never became healthy or died: an infrastructure error.
+    Server,
+    /// The trajectory conversion produced an invalid ATIF file.
+    Trajectory,
+    /// The sandbox failed underneath the agent.
+    Sandbox,
+}
+
+impl AgentErrorKind {
+    /// Harbor's exception class name for this kind.
+    pub fn exception_type(self) -> &'static str {
+        match self {
+            AgentErrorKind::SetupTimeout => "AgentSetupTimeoutError",
+            AgentErrorKind::SetupFailed => "AgentSetupError",
+            AgentErrorKind::Timeout => "AgentTimeoutError",
+            AgentErrorKind::NonZeroExit => "NonZeroAgentExitCodeError",
+            AgentErrorKind::Server => "AgentServerError",
+            AgentErrorKind::Trajectory => "TrajectoryValidationError",
+            AgentErrorKind::Sandbox => "EnvironmentError",
+        }
+    }
+
+    /// True when the trial still goes on to verification after this error (as in Harbor).
+    pub fn continues_to_verification(self) -> bool {
+        matches!(self, AgentErrorKind::Timeout | AgentErrorKind::NonZeroExit | AgentErrorKind::Trajectory)
+    }
+}
+
+/// An agent phase failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct AgentError {
+    /// What kind of failure.
+    pub kind: AgentErrorKind,
+    /// What happened and what to do.
+    pub message: String,
+}
+
+impl AgentError {
+    /// A new error.
+    pub fn new(kind: AgentErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+impl From<SandboxError> for AgentError {
+    fn from(err: SandboxError) -> Self {
+        AgentError::new(AgentErrorKind::Sandbox, err.to_string())
+    }
+}
+
+/// An agent the runner can set up and run inside a trial's sandbox.
+pub trait Agent: Send + Sync {
+    /// The name recorded as `agents[].name` and `agent_info.name`.
+    fn name(&self) -> &str;
+
+    /// The version known before setup (`"unknown"` if it is only learnt in the container).
+    fn version(&self) -> String;
+
+    /// `provider/model`, if the agent uses a model.
+    fn model_name(&self) -> Option<String> {
+        None
+    }
+
+    /// Installs the agent in the sandbox; returns the version learnt there, if any.
+    fn setup<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+    ) -> impl Future<Output = Result<Option<String>, AgentError>> + Send;
+
+    /// Runs `instruction` to a final state.
+    fn run<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+        instruction: &str,
+    ) -> impl Future<Output = Result<AgentRunReport, AgentError>> + Send;
+}

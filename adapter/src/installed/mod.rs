@@ -1,0 +1,1 @@
+//! Installed agents: source upload with provenance, in-container server, task API, ATIF traces.
