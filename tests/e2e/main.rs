@@ -2,3 +2,4 @@
 //! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
 
 mod support;
+mod run;

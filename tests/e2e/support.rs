@@ -22,3 +22,66 @@ pub fn runner() -> assert_cmd::Command {
     });
     assert_cmd::Command::cargo_bin("runner").expect("the runner binary is built")
 }
+
+/// Makes sure the examples' base image exists (the project's own offline script).
+pub fn ensure_base_image() {
+    static BASE: Once = Once::new();
+    BASE.call_once(|| {
+        let status = std::process::Command::new("bash")
+            .arg(workspace_root().join("scripts/base-image.sh"))
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), "scripts/base-image.sh failed: the Docker engine and debootstrap are needed");
+    });
+}
+
+/// Ids of containers (running or not) carrying `label`.
+pub fn containers_with_label(label: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label={label}")])
+        .output()
+        .expect("the docker CLI runs");
+    assert!(out.status.success(), "docker ps failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// A finished job directory.
+pub struct Job {
+    /// The job directory.
+    pub dir: PathBuf,
+}
+
+impl Job {
+    /// The only job directory under `jobs_dir`.
+    pub fn single_in(jobs_dir: &std::path::Path) -> Job {
+        let dirs: Vec<PathBuf> = std::fs::read_dir(jobs_dir).expect("jobs dir exists").map(|e| e.unwrap().path()).collect();
+        assert_eq!(dirs.len(), 1, "expected one job dir in {}", jobs_dir.display());
+        Job { dir: dirs[0].clone() }
+    }
+
+    /// Parsed JSON of a file in the job dir.
+    pub fn json(&self, rel: &str) -> serde_json::Value {
+        let path = self.dir.join(rel);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Every trial's result.json, by trial dir name.
+    pub fn trial_results(&self) -> Vec<(String, serde_json::Value)> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                out.push((name.clone(), self.json(&format!("{name}/result.json"))));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The job id from config files.
+    pub fn job_id(&self) -> String {
+        self.json("result.json")["id"].as_str().expect("job id").to_owned()
+    }
+}
