@@ -3,7 +3,12 @@
 
 mod cli;
 mod commands;
+mod docker;
+mod events;
 mod exit_codes;
+mod job;
+mod report;
+mod trial;
 
 use clap::Parser;
 

@@ -1,5 +1,6 @@
 //! One module per subcommand; each returns its documented exit code.
 
+pub mod installed;
 pub mod run;
 pub mod scrub;
 pub mod tasks;

@@ -1,0 +1,101 @@
+//! One container per trial: created from the task image with the task's limits, network
+//! mode and workdir, labelled with job, trial and owner, and always removed at the end.
+
+use std::collections::HashMap;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+
+use super::labels::{self, Owner};
+use super::{DockerClient, DockerError};
+
+/// What a trial container needs.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec {
+    /// The container name (unique per trial).
+    pub name: String,
+    /// The image tag or id.
+    pub image: String,
+    /// The job's id.
+    pub job_id: String,
+    /// The trial's name.
+    pub trial_name: String,
+    /// The task's name.
+    pub task_name: String,
+    /// CPU limit.
+    pub cpus: Option<f64>,
+    /// Memory limit in MB.
+    pub memory_mb: Option<u64>,
+    /// False for `no-network` tasks.
+    pub network: bool,
+    /// Default working directory.
+    pub workdir: Option<String>,
+    /// Environment of every command.
+    pub env: Vec<String>,
+}
+
+/// A started trial container.
+#[derive(Debug, Clone)]
+pub struct TrialContainer {
+    /// The container id.
+    pub id: String,
+    /// The container name.
+    pub name: String,
+}
+
+impl TrialContainer {
+    /// Creates and starts the container described by `spec`.
+    pub async fn start(client: &DockerClient, spec: &ContainerSpec, owner: &Owner) -> Result<TrialContainer, DockerError> {
+        let mut labels: HashMap<String, String> = labels::for_job(&spec.job_id, owner);
+        labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
+        labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
+        let host_config = HostConfig {
+            memory: spec.memory_mb.map(|mb| (mb * 1024 * 1024) as i64),
+            nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),
+            network_mode: Some(if spec.network { "bridge" } else { "none" }.to_owned()),
+            // An init as PID 1 reaps the zombies agents leave and forwards signals.
+            init: Some(true),
+            auto_remove: Some(false),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            // Keep the container alive; all work happens through exec, as in Harbor.
+            cmd: Some(vec!["sh".into(), "-c".into(), "sleep infinity".into()]),
+            labels: Some(labels),
+            working_dir: spec.workdir.clone(),
+            env: Some(spec.env.clone()),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let options = CreateContainerOptionsBuilder::default().name(&spec.name).build();
+        let created = client
+            .api()
+            .create_container(Some(options), body)
+            .await
+            .map_err(|e| DockerError::api(format!("creating container {}", spec.name), e))?;
+        let container = TrialContainer { id: created.id, name: spec.name.clone() };
+        if let Err(e) = client.api().start_container(&container.id, None).await {
+            let _ = container.remove(client).await;
+            return Err(DockerError::api(format!("starting container {}", spec.name), e));
+        }
+        Ok(container)
+    }
+
+    /// Force-removes the container and its anonymous volumes; a missing container is fine.
+    pub async fn remove(&self, client: &DockerClient) -> Result<(), DockerError> {
+        remove_container(client, &self.id).await
+    }
+}
+
+/// Force-removes a container by id or name; a missing container counts as removed.
+pub(crate) async fn remove_container(client: &DockerClient, id: &str) -> Result<(), DockerError> {
+    let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+    match client.api().remove_container(id, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+        // 409: removal already in progress (another sweep got there first).
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => Ok(()),
+        Err(e) => Err(DockerError::api(format!("removing container {id}"), e)),
+    }
+}

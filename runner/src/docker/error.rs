@@ -1,0 +1,60 @@
+//! Errors of the Docker backend.
+
+/// A Docker operation that failed, with what it was for.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    /// No engine answered.
+    #[error("cannot reach the Docker engine ({0}); is dockerd running and DOCKER_HOST right?")]
+    Connect(String),
+    /// An engine API call failed.
+    #[error("{operation}: {source}")]
+    Api {
+        /// What was being done.
+        operation: String,
+        /// The engine's answer.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// An image build failed.
+    #[error("building the image of task {task} failed: {message}")]
+    Build {
+        /// The task.
+        task: String,
+        /// The builder's message.
+        message: String,
+    },
+    /// A prebuilt image is not present and cannot be pulled.
+    #[error(
+        "task {task} names docker_image {image:?}, which is not present in the engine; there is no registry to pull from, so build or import it first"
+    )]
+    MissingImage {
+        /// The task.
+        task: String,
+        /// The image.
+        image: String,
+    },
+    /// A host-side file operation failed.
+    #[error("{operation}: {source}")]
+    Io {
+        /// What was being done.
+        operation: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl DockerError {
+    /// Wraps a bollard error with the operation it interrupted.
+    pub fn api(operation: impl Into<String>, source: bollard::errors::Error) -> Self {
+        DockerError::Api { operation: operation.into(), source }
+    }
+
+    /// True when the engine said the object does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            DockerError::Api { source: bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }, .. }
+        )
+    }
+}

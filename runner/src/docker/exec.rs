@@ -1,0 +1,120 @@
+//! Commands inside a container: streamed output, exit code, and deadlines that really stop
+//! the command. Docker has no API to kill an exec, so the deadline is enforced inside the
+//! container by coreutils `timeout`, which signals the command's whole process group.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::container::LogOutput;
+use futures_util::StreamExt;
+use tasks::{ExecOutput, ExecRequest};
+
+use super::{DockerClient, DockerError};
+
+/// Receives output chunks as they arrive: (`"stdout"` or `"stderr"`, bytes).
+pub type OutputSink = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
+
+/// Captured output beyond this many bytes per stream is dropped (the sink still sees it).
+const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
+/// Grace between the polite TERM and the KILL at a deadline.
+const KILL_GRACE_SECS: u64 = 5;
+/// Extra wait on the host past the in-container deadline before giving up on the stream.
+const HOST_BACKSTOP: Duration = Duration::from_secs(KILL_GRACE_SECS + 10);
+
+/// Runs `request` in `container` and waits for it or its deadline.
+pub async fn run(
+    client: &DockerClient,
+    container: &str,
+    request: &ExecRequest,
+    default_workdir: Option<&str>,
+    sink: Option<&OutputSink>,
+) -> Result<ExecOutput, DockerError> {
+    let started = Instant::now();
+    let mut cmd: Vec<String> = Vec::new();
+    if let Some(timeout) = request.timeout {
+        if timeout < Duration::from_millis(10) {
+            // `timeout 0` would mean "no deadline": a spent deadline must not run at all.
+            return Ok(ExecOutput { exit_code: None, timed_out: true, ..ExecOutput::default() });
+        }
+        cmd.extend(["timeout".into(), "-k".into(), KILL_GRACE_SECS.to_string(), format!("{:.3}", timeout.as_secs_f64())]);
+    }
+    cmd.extend(["bash".into(), "-c".into(), request.command.clone()]);
+    let env: Vec<String> = request.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let options = CreateExecOptions {
+        cmd: Some(cmd),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        env: (!env.is_empty()).then_some(env),
+        user: request.user.clone(),
+        working_dir: request.cwd.clone().or_else(|| default_workdir.map(str::to_owned)),
+        ..Default::default()
+    };
+    let exec_id = client
+        .api()
+        .create_exec(container, options)
+        .await
+        .map_err(|e| DockerError::api(format!("creating exec in {container}"), e))?
+        .id;
+    let started_exec = client
+        .api()
+        .start_exec(&exec_id, None)
+        .await
+        .map_err(|e| DockerError::api(format!("starting exec in {container}"), e))?;
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let mut backstop_hit = false;
+    if let StartExecResults::Attached { mut output, .. } = started_exec {
+        let drain = async {
+            while let Some(message) = output.next().await {
+                let (stream, bytes, buffer) = match message {
+                    Ok(LogOutput::StdOut { message }) => ("stdout", message, &mut stdout),
+                    Ok(LogOutput::StdErr { message }) => ("stderr", message, &mut stderr),
+                    Ok(LogOutput::Console { message }) => ("stdout", message, &mut stdout),
+                    Ok(LogOutput::StdIn { .. }) => continue,
+                    Err(e) => return Err(DockerError::api(format!("reading exec output in {container}"), e)),
+                };
+                if let Some(sink) = sink {
+                    sink(stream, &bytes);
+                }
+                let room = CAPTURE_LIMIT.saturating_sub(buffer.len());
+                buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+            Ok(())
+        };
+        match request.timeout {
+            Some(timeout) => match tokio::time::timeout(timeout + HOST_BACKSTOP, drain).await {
+                Ok(result) => result?,
+                Err(_) => backstop_hit = true,
+            },
+            None => drain.await?,
+        }
+    }
+    let exit_code = if backstop_hit { None } else { wait_exit_code(client, &exec_id).await? };
+    let elapsed = started.elapsed();
+    let timed_out = backstop_hit
+        || match (request.timeout, exit_code) {
+            // 124: TERM at the deadline; 137: KILL after the grace.
+            (Some(timeout), Some(124 | 137)) => elapsed + Duration::from_millis(50) >= timeout,
+            _ => false,
+        };
+    Ok(ExecOutput {
+        exit_code: if timed_out { None } else { exit_code },
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        timed_out,
+        elapsed,
+    })
+}
+
+/// The exit code, once the engine reports the exec finished (it can lag the stream's end).
+async fn wait_exit_code(client: &DockerClient, exec_id: &str) -> Result<Option<i64>, DockerError> {
+    for attempt in 0..50u32 {
+        let inspect = client.api().inspect_exec(exec_id).await.map_err(|e| DockerError::api("inspecting exec", e))?;
+        if inspect.running != Some(true) {
+            return Ok(inspect.exit_code);
+        }
+        tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt.min(10) + 1))).await;
+    }
+    Ok(None)
+}

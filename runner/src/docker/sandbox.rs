@@ -1,0 +1,96 @@
+//! `tasks::Sandbox` over a running trial container.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError};
+
+use super::exec::{self, OutputSink};
+use super::{DockerClient, archive};
+
+/// The sandbox agents and verifiers use during one trial.
+#[derive(Clone)]
+pub struct DockerSandbox {
+    client: DockerClient,
+    container: String,
+    workdir: Option<String>,
+    sink: Option<OutputSink>,
+    exec_nanos: Option<Arc<AtomicU64>>,
+}
+
+impl DockerSandbox {
+    /// A sandbox over `container`; commands default to `workdir`; output is streamed to `sink`.
+    pub fn new(client: DockerClient, container: String, workdir: Option<String>, sink: Option<OutputSink>) -> Self {
+        Self { client, container, workdir, sink, exec_nanos: None }
+    }
+
+    /// Adds the wall time of every command to `counter` (nanoseconds), to tell the runner's own
+    /// overhead from time spent inside the container.
+    pub fn with_exec_timer(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.exec_nanos = Some(counter);
+        self
+    }
+
+    async fn mkdir_as_root(&self, dir: &str) -> Result<(), SandboxError> {
+        let quoted = shell_quote(dir);
+        let out = self.exec(ExecRequest::new(format!("mkdir -p {quoted}")).user("root")).await?;
+        if out.success() {
+            Ok(())
+        } else {
+            Err(SandboxError::new(format!("mkdir {dir}"), out.stderr.trim()))
+        }
+    }
+}
+
+/// Quotes `text` for bash.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+impl Sandbox for DockerSandbox {
+    async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let output = exec::run(&self.client, &self.container, &request, self.workdir.as_deref(), self.sink.as_ref())
+            .await
+            .map_err(|e| SandboxError::new("exec", e))?;
+        if let Some(counter) = &self.exec_nanos {
+            counter.fetch_add(output.elapsed.as_nanos() as u64, Ordering::Relaxed);
+        }
+        Ok(output)
+    }
+
+    async fn upload_dir(&self, source: &Path, target: &str) -> Result<(), SandboxError> {
+        let what = format!("upload {} to {target}", source.display());
+        self.mkdir_as_root(target).await?;
+        let source = source.to_path_buf();
+        let target_owned = target.to_owned();
+        let tar = tokio::task::spawn_blocking(move || archive::pack_dir(&source, &target_owned))
+            .await
+            .map_err(|e| SandboxError::new(&what, e))?
+            .map_err(|e| SandboxError::new(&what, e))?;
+        archive::upload(&self.client, &self.container, tar, target).await.map_err(|e| SandboxError::new(&what, e))
+    }
+
+    async fn upload_bytes(&self, bytes: Vec<u8>, target: &str, mode: u32) -> Result<(), SandboxError> {
+        let what = format!("upload {target}");
+        if let Some((parent, _)) = target.rsplit_once('/')
+            && !parent.is_empty()
+        {
+            self.mkdir_as_root(parent).await?;
+        }
+        let tar = archive::pack_file(&bytes, target, mode).map_err(|e| SandboxError::new(&what, e))?;
+        archive::upload(&self.client, &self.container, tar, target).await.map_err(|e| SandboxError::new(&what, e))
+    }
+
+    async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
+        let skipped = archive::download_dir(&self.client, &self.container, source, target)
+            .await
+            .map_err(|e| SandboxError::new(format!("download {source}"), e))?;
+        if let Some(sink) = &self.sink {
+            for name in skipped {
+                sink("runner", format!("download {source}: skipped {name} (not a regular file or directory)\n").as_bytes());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,163 @@
+//! Job statistics from trial results: Harbor's `JobStats` with evals, mean, pass@k, reward and
+//! exception tables. Pure functions over records.
+
+use std::collections::BTreeMap;
+
+use tasks::metrics;
+use tasks::records::{EvalStats, JobStats, TrialResult};
+
+/// Harbor's eval key: `agent__model__source` (or `agent__source` without a model).
+pub fn eval_key(result: &TrialResult) -> String {
+    let source = result.source.as_deref().unwrap_or("adhoc");
+    match &result.agent_info.model_info {
+        Some(model) => format!("{}__{}__{source}", result.agent_info.name, model.name),
+        None => format!("{}__{source}", result.agent_info.name),
+    }
+}
+
+/// Formats a reward value as Python's `str(float)` does for the usual cases (`1.0`, `0.5`).
+pub fn reward_label(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.1}") } else { format!("{value}") }
+}
+
+/// Statistics over finished trials.
+pub fn job_stats(results: &[&TrialResult]) -> JobStats {
+    let mut stats = JobStats { n_completed_trials: results.len() as u32, ..JobStats::default() };
+    let mut by_eval: BTreeMap<String, Vec<&TrialResult>> = BTreeMap::new();
+    for result in results {
+        if result.exception_info.is_some() {
+            stats.n_errored_trials += 1;
+        }
+        if result.exception_info.as_ref().is_some_and(|e| e.exception_type == "CancelledError") {
+            stats.n_cancelled_trials += 1;
+        }
+        by_eval.entry(eval_key(result)).or_default().push(result);
+        if let Some(context) = &result.agent_result {
+            add(&mut stats.n_input_tokens, context.n_input_tokens);
+            add(&mut stats.n_cache_tokens, context.n_cache_tokens);
+            add(&mut stats.n_output_tokens, context.n_output_tokens);
+            if let Some(cost) = context.cost_usd {
+                stats.cost_usd = Some(stats.cost_usd.unwrap_or(0.0) + cost);
+            }
+        }
+    }
+    stats.evals = by_eval.into_iter().map(|(key, trials)| (key, eval_stats(&trials))).collect();
+    stats
+}
+
+fn add(total: &mut Option<u64>, value: Option<u64>) {
+    if let Some(v) = value {
+        *total = Some(total.unwrap_or(0) + v);
+    }
+}
+
+fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
+    let mut eval = EvalStats::default();
+    let mut per_task: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
+    let mut keys: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for trial in trials {
+        let rewards = trial.verifier_result.as_ref().and_then(|v| v.rewards.as_ref());
+        if rewards.is_some() {
+            eval.n_trials += 1;
+        }
+        if let Some(exception) = &trial.exception_info {
+            eval.n_errors += 1;
+            eval.exception_stats.entry(exception.exception_type.clone()).or_default().push(trial.trial_name.clone());
+        }
+        per_task.entry(trial.task_name.as_str()).or_default().push(trial.reward());
+        for (name, value) in rewards.into_iter().flatten() {
+            keys.entry(name.clone()).or_default().push(*value);
+            eval.reward_stats
+                .entry(name.clone())
+                .or_default()
+                .entry(reward_label(*value))
+                .or_default()
+                .push(trial.trial_name.clone());
+        }
+    }
+    let main: Vec<Option<f64>> = trials.iter().map(|t| t.reward()).collect();
+    let mut metric = BTreeMap::from([("mean".to_owned(), metrics::mean(&main))]);
+    if keys.len() > 1 {
+        // Several reward names: also the mean of each over all trials (missing counts as 0).
+        for (name, values) in &keys {
+            metric.insert(name.clone(), values.iter().sum::<f64>() / trials.len() as f64);
+        }
+    }
+    eval.metrics = vec![metric];
+    eval.pass_at_k = metrics::pass_at_k(per_task.values().map(Vec::as_slice))
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    eval
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tasks::records::{AgentInfo, ExceptionInfo, VerifierResult};
+
+    fn trial(name: &str, task: &str, reward: Option<f64>, exception: Option<&str>) -> TrialResult {
+        let json = serde_json::json!({
+            "id": "x", "task_name": task, "trial_name": name, "trial_uri": "file:///x",
+            "task_id": {"path": "/x"}, "source": "ds", "task_checksum": "c",
+            "config": {
+                "task": {"path": null, "git_url": null, "git_commit_id": null, "name": task, "ref": null,
+                         "overwrite": false, "download_dir": null, "source": "ds"},
+                "trial_name": name, "trials_dir": "j", "timeout_multiplier": 1.0,
+                "agent_timeout_multiplier": null, "verifier_timeout_multiplier": null,
+                "agent_setup_timeout_multiplier": null, "environment_build_timeout_multiplier": null,
+                "agent": {"name": "oracle", "import_path": null, "model_name": null, "skills": [],
+                          "override_timeout_sec": null, "override_setup_timeout_sec": null, "max_timeout_sec": null,
+                          "extra_allowed_hosts": [], "kwargs": {}, "env": {}, "mcp_servers": []},
+                "environment": serde_json::to_value(tasks::records::EnvironmentConfig::default()).unwrap(),
+                "verifier": {"override_timeout_sec": null, "max_timeout_sec": null, "env": {}, "disable": false},
+                "artifacts": [], "extra_instruction_paths": [], "job_id": "j"},
+            "agent_info": {"name": "oracle", "version": "1.0.0", "model_info": null},
+            "agent_result": null, "verifier_result": null, "exception_info": null,
+            "started_at": null, "finished_at": null, "environment_setup": null, "agent_setup": null,
+            "agent_execution": null, "verifier": null, "step_results": null
+        });
+        let mut result: TrialResult = serde_json::from_value(json).unwrap();
+        result.agent_info = AgentInfo { name: "oracle".into(), version: "1.0.0".into(), model_info: None };
+        result.verifier_result = reward.map(|r| VerifierResult {
+            rewards: Some(BTreeMap::from([("reward".to_owned(), r)])),
+            ..VerifierResult::default()
+        });
+        result.exception_info = exception.map(|e| ExceptionInfo {
+            exception_type: e.into(),
+            exception_message: String::new(),
+            exception_traceback: String::new(),
+            occurred_at: chrono::Utc::now(),
+        });
+        result
+    }
+
+    #[test]
+    fn stats_count_errors_as_zero_and_compute_pass_at_k() {
+        let trials = [
+            trial("a1", "a", Some(1.0), None),
+            trial("a2", "a", Some(0.0), Some("AgentTimeoutError")),
+            trial("b1", "b", None, Some("EnvironmentStartError")),
+            trial("b2", "b", Some(1.0), None),
+        ];
+        let refs: Vec<&TrialResult> = trials.iter().collect();
+        let stats = job_stats(&refs);
+        assert_eq!(stats.n_completed_trials, 4);
+        assert_eq!(stats.n_errored_trials, 2);
+        let eval = &stats.evals["oracle__ds"];
+        assert_eq!(eval.n_trials, 3);
+        assert_eq!(eval.n_errors, 2);
+        assert_eq!(eval.metrics[0]["mean"], 0.5);
+        // Each task: n=2, c=1 → pass@2 = 1.
+        assert_eq!(eval.pass_at_k["2"], 1.0);
+        assert_eq!(eval.reward_stats["reward"]["1.0"], vec!["a1", "b2"]);
+        assert_eq!(eval.exception_stats["EnvironmentStartError"], vec!["b1"]);
+    }
+
+    #[test]
+    fn reward_labels_match_python_floats() {
+        assert_eq!(reward_label(1.0), "1.0");
+        assert_eq!(reward_label(0.0), "0.0");
+        assert_eq!(reward_label(0.25), "0.25");
+    }
+}

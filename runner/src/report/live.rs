@@ -1,0 +1,127 @@
+//! Progress while a job runs: on a terminal an indicatif view (trials done/total, each running
+//! trial's phase, running mean); otherwise one plain line per event.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tasks::records::TrialResult;
+
+use crate::events::{Event, Phase};
+
+/// Turns events into output.
+pub struct Reporter {
+    total: u64,
+    done: u64,
+    reward_sum: f64,
+    live: Option<Live>,
+}
+
+struct Live {
+    multi: MultiProgress,
+    overall: ProgressBar,
+    trials: BTreeMap<String, ProgressBar>,
+}
+
+impl Reporter {
+    /// A reporter for `total` trials; live when stderr is a terminal.
+    pub fn new(total: u64) -> Reporter {
+        let live = std::io::stderr().is_terminal().then(|| {
+            let multi = MultiProgress::new();
+            let overall = multi.add(ProgressBar::new(total));
+            overall.set_style(
+                ProgressStyle::with_template("{spinner} {pos}/{len} trials [{bar:30}] {elapsed_precise} {msg}")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            overall.enable_steady_tick(std::time::Duration::from_millis(200));
+            Live { multi, overall, trials: BTreeMap::new() }
+        });
+        Reporter { total, done: 0, reward_sum: 0.0, live }
+    }
+
+    /// Prints a line above the live view (or plainly).
+    pub fn note(&self, text: &str) {
+        match &self.live {
+            Some(live) => live.multi.println(text).unwrap_or_default(),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    /// Handles one event.
+    pub fn event(&mut self, event: &Event) {
+        match event {
+            Event::TrialStarted { trial } => {
+                if let Some(live) = &mut self.live {
+                    let bar = live.multi.add(ProgressBar::new_spinner());
+                    bar.set_style(ProgressStyle::with_template("  {spinner} {prefix}: {msg}").expect("static template"));
+                    bar.set_prefix(trial.clone());
+                    bar.set_message("starting");
+                    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+                    live.trials.insert(trial.clone(), bar);
+                }
+            }
+            Event::Phase { trial, phase } => {
+                if let Some(bar) = self.live.as_ref().and_then(|l| l.trials.get(trial)) {
+                    bar.set_message(phase.label());
+                } else if self.live.is_none() && *phase != Phase::Teardown && *phase != Phase::Image {
+                    eprintln!("{trial}: {}", phase.label());
+                }
+            }
+            Event::ImageReady { task, tag, built, seconds, .. } => {
+                let how = if *built { format!("built in {seconds:.1}s") } else { "reused".to_owned() };
+                self.note(&format!("image of {task}: {tag} ({how})"));
+            }
+            Event::TrialFinished(result) => self.finished(result),
+        }
+    }
+
+    fn finished(&mut self, result: &TrialResult) {
+        self.done += 1;
+        self.reward_sum += result.reward().unwrap_or(0.0);
+        let mean = self.reward_sum / self.done as f64;
+        let line = format!("[{}/{}] {}", self.done, self.total, outcome_line(result));
+        match &mut self.live {
+            Some(live) => {
+                if let Some(bar) = live.trials.remove(&result.trial_name) {
+                    bar.finish_and_clear();
+                    live.multi.remove(&bar);
+                }
+                live.multi.println(&line).unwrap_or_default();
+                live.overall.set_position(self.done);
+                live.overall.set_message(format!("Mean: {mean:.3}"));
+            }
+            None => eprintln!("{line}  (mean so far {mean:.3})"),
+        }
+    }
+
+    /// Clears the live view.
+    pub fn finish(&mut self) {
+        if let Some(live) = self.live.take() {
+            live.overall.finish_and_clear();
+            for bar in live.trials.values() {
+                bar.finish_and_clear();
+            }
+        }
+    }
+}
+
+/// `trial: reward 1.0` or `trial: no reward (Type: message)`.
+pub fn outcome_line(result: &TrialResult) -> String {
+    let secs = match (result.started_at, result.finished_at) {
+        (Some(s), Some(f)) => format!(" in {:.1}s", (f - s).num_milliseconds() as f64 / 1000.0),
+        _ => String::new(),
+    };
+    let reward = match result.reward() {
+        Some(r) => format!("reward {r}"),
+        None => "no reward".to_owned(),
+    };
+    match &result.exception_info {
+        Some(e) => format!("{}: {reward}{secs} ({}: {})", result.trial_name, e.exception_type, first_line(&e.exception_message)),
+        None => format!("{}: {reward}{secs}", result.trial_name),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}

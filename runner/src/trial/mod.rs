@@ -1,0 +1,11 @@
+//! One trial: container from the task image, agent setup and run, verification, teardown,
+//! and the records of every phase. Harbor's lifecycle (reference §5.1).
+
+mod log;
+mod naming;
+pub(crate) mod run;
+mod timeouts;
+mod verify;
+
+pub use naming::trial_name;
+pub use timeouts::{Multipliers, PhaseTimeouts};
