@@ -1,11 +1,13 @@
 //! Harbor task, dataset, record and trajectory formats, and the sandbox trait agents and
 //! verifiers drive. Everything here is plain data and pure functions: no Docker, no network.
 
+pub mod atif;
 pub mod atomic;
 pub mod config;
 pub mod dataset;
 pub mod digest;
 pub mod error;
+pub mod metrics;
 pub mod records;
 pub mod sandbox;
 pub mod secrets;

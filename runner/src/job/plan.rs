@@ -99,18 +99,13 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             Err(e) => skipped.push(format!("{}: [environment] {e}", task.dir.join("task.toml").display())),
         }
     }
-    let source = Some(dataset.name.clone());
+    // Harbor records the dataset as the trial's source; an ad-hoc single task has none.
+    let source = (!dataset.single_task).then(|| dataset.name.clone());
     let mut trials = Vec::new();
     for _attempt in 0..settings.k {
         for (task, env) in &runnable {
             let trial_config = TrialConfig {
-                task: TaskRef {
-                    path: Some(task.dir.display().to_string()),
-                    name: Some(task.name.clone()),
-                    reference: Some(task.digest.clone()),
-                    source: source.clone(),
-                    ..TaskRef::default()
-                },
+                task: task_ref(task, source.clone()),
                 trial_name: trial_name(task.short_name()),
                 trials_dir: Path::new(&settings.jobs_dir).join(&settings.job_name).display().to_string(),
                 timeout_multiplier: m.global,
@@ -165,6 +160,16 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         allow_container_secrets: settings.allow_container_secrets,
     };
     JobPlan { job_id, config, lock, trials, skipped }
+}
+
+/// Harbor allows exactly one of `path` and `name`: an `org/name` task is recorded as a
+/// package task (name and content digest, which leaderboards check); others by path.
+fn task_ref(task: &Task, source: Option<String>) -> TaskRef {
+    if task.name.contains('/') {
+        TaskRef { name: Some(task.name.clone()), reference: Some(task.digest.clone()), source, ..TaskRef::default() }
+    } else {
+        TaskRef { path: Some(task.dir.display().to_string()), source, ..TaskRef::default() }
+    }
 }
 
 /// The git commit the runner was built from, when the build recorded one.

@@ -142,7 +142,7 @@ fn new_result<A: Agent>(shared: &JobShared<A>, plan: &TrialPlan, trial_dir: &std
         task_name: plan.task.name.clone(),
         trial_name: plan.config.trial_name.clone(),
         trial_uri: format!("file://{}", trial_dir.display()),
-        task_id: serde_json::json!({ "path": plan.task.dir.display().to_string() }),
+        task_id: task_id(&plan.task),
         source: plan.source.clone(),
         task_checksum: plan.task.digest_hex().to_owned(),
         config: plan.config.clone(),
@@ -161,6 +161,14 @@ fn new_result<A: Agent>(shared: &JobShared<A>, plan: &TrialPlan, trial_dir: &std
         agent_execution: None,
         verifier: None,
         step_results: None,
+    }
+}
+
+/// Harbor's `PackageTaskId{org, name, ref}` for `org/name` tasks, else `LocalTaskId{path}`.
+fn task_id(task: &Task) -> serde_json::Value {
+    match task.name.split_once('/') {
+        Some((org, name)) => serde_json::json!({ "org": org, "name": name, "ref": task.digest }),
+        None => serde_json::json!({ "path": task.dir.display().to_string() }),
     }
 }
 
