@@ -216,3 +216,13 @@ fn a_later_run_reaps_containers_of_a_killed_runner() {
     assert_eq!(code, 0);
     assert!(containers_with_label(&label).is_empty(), "the next run reaped the dead runner's container");
 }
+
+#[test]
+fn agent_deadline_really_stops_the_command_and_verification_still_runs() {
+    let jobs = tempfile::tempdir().unwrap();
+    let (job, code) = run_job(jobs.path(), &workspace_root().join("tests/fixtures/tasks/killed-on-timeout"), "oracle", 1);
+    assert_eq!(code, 0, "the trial is scored despite the agent timeout");
+    let (_, result) = &job.trial_results()[0];
+    assert_eq!(exception(result).as_deref(), Some("AgentTimeoutError"));
+    assert_eq!(reward(result), Some(1.0), "late.txt exists: the timed-out command kept running");
+}
