@@ -256,7 +256,7 @@ pub fn parse_size_mb(text: &str) -> Option<u64> {
         (upper.as_str(), 1.0)
     };
     let value: f64 = number.trim().parse().ok()?;
-    (value >= 0.0).then(|| (value * factor) as u64)
+    (value >= 0.0).then_some((value * factor) as u64)
 }
 
 /// A parsed `task.toml` and the warnings about keys it does not know.
