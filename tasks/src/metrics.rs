@@ -1,0 +1,223 @@
+//! Pure metric functions over trial rewards, shared by the job result (`runner run`) and by
+//! submission validation so both report the same numbers.
+//!
+//! A reward is `Option<f64>`: `None` is a trial without a reward (errored or unscored), which
+//! every metric here counts as 0, as Harbor and the leaderboards do.
+
+/// Harbor's `Mean` metric: the average reward over all trials, `None` counted as 0; 0 when empty.
+pub fn mean(rewards: &[Option<f64>]) -> f64 {
+    if rewards.is_empty() {
+        return 0.0;
+    }
+    rewards.iter().map(|r| r.unwrap_or(0.0)).sum::<f64>() / rewards.len() as f64
+}
+
+/// The unbiased pass@k estimate for one task with `n` trials of which `c` succeeded:
+/// `1 - Π_{i<k} (n-c-i)/(n-i)`; 1 when fewer than `k` trials failed. `k` must be ≤ `n`.
+pub fn pass_at_k_estimate(n: u64, c: u64, k: u64) -> f64 {
+    debug_assert!(k <= n, "pass@{k} needs at least {k} trials, got {n}");
+    if n.saturating_sub(c) < k {
+        return 1.0;
+    }
+    let mut all_fail = 1.0;
+    for i in 0..k {
+        all_fail *= (n - c - i) as f64 / (n - i) as f64;
+    }
+    1.0 - all_fail
+}
+
+/// The k values Harbor reports for a minimum of `min_trials` trials per task:
+/// `{2, 4, 8, …} ∪ {5, 10, 15, …}` up to `min_trials`, ascending.
+pub fn pass_at_k_ks(min_trials: u64) -> Vec<u64> {
+    let mut ks = Vec::new();
+    let mut k = 2;
+    while k <= min_trials {
+        ks.push(k);
+        k *= 2;
+    }
+    let mut k = 5;
+    while k <= min_trials {
+        ks.push(k);
+        k += 5;
+    }
+    ks.sort_unstable();
+    ks.dedup();
+    ks
+}
+
+/// Harbor's pass@k per task group, averaged over tasks, for every k of [`pass_at_k_ks`].
+///
+/// Empty when there are no tasks, or when any reward is other than 0, 1 or `None` (pass@k is
+/// only defined for binary rewards; `None` counts as 0), as in Harbor's `pass_at_k.py`.
+pub fn pass_at_k<'a>(tasks: impl IntoIterator<Item = &'a [Option<f64>]>) -> Vec<(u64, f64)> {
+    let tasks: Vec<&[Option<f64>]> = tasks.into_iter().collect();
+    let binary = tasks
+        .iter()
+        .flat_map(|t| t.iter())
+        .all(|r| matches!(r, None | Some(0.0) | Some(1.0)));
+    let Some(min_trials) = tasks.iter().map(|t| t.len() as u64).min() else {
+        return Vec::new();
+    };
+    if !binary {
+        return Vec::new();
+    }
+    pass_at_k_ks(min_trials)
+        .into_iter()
+        .map(|k| {
+            let total: f64 = tasks
+                .iter()
+                .map(|t| {
+                    let c = t.iter().filter(|r| **r == Some(1.0)).count() as u64;
+                    pass_at_k_estimate(t.len() as u64, c, k)
+                })
+                .sum();
+            (k, total / tasks.len() as f64)
+        })
+        .collect()
+}
+
+/// The leaderboard's headline figures: accuracy and its standard error.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaderboardAccuracy {
+    /// Tasks with at least one trial.
+    pub n_tasks: usize,
+    /// Trials in all, errored ones included.
+    pub n_trials: usize,
+    /// Trials with reward > 0.
+    pub n_successes: usize,
+    /// `n_successes / n_trials` (a fraction, not a percentage); 0 without trials.
+    pub accuracy: f64,
+    /// Standard error of the accuracy; `None` when a task has fewer than two trials.
+    pub stderr: Option<f64>,
+}
+
+/// Accuracy and standard error as the leaderboard computes them (reference §6.2 item 5).
+///
+/// A trial succeeds iff its reward is > 0; errored trials (`None`) count as failures and stay in
+/// the denominator. Accuracy is successes over all trials. The standard error follows
+/// `stderr² = (1/n²) Σ_tasks p(1−p)/(k−1)` with `n` the number of tasks, `p` a task's success
+/// rate and `k` that task's own trial count: it is the variance of the mean of per-task success
+/// rates, each estimated with the unbiased Bernoulli sample variance `k·p(1−p)/(k−1)` divided by
+/// `k`. With equal k per task (the leaderboard case) accuracy equals that mean of per-task rates.
+/// A task with a single trial has no variance estimate, so the standard error is then `None`.
+pub fn leaderboard_accuracy<'a>(
+    tasks: impl IntoIterator<Item = &'a [Option<f64>]>,
+) -> LeaderboardAccuracy {
+    let mut n_tasks = 0;
+    let mut n_trials = 0;
+    let mut n_successes = 0;
+    let mut variance_sum = 0.0;
+    let mut stderr_defined = true;
+    for trials in tasks {
+        if trials.is_empty() {
+            continue;
+        }
+        let k = trials.len();
+        let successes = trials.iter().filter(|r| r.is_some_and(|v| v > 0.0)).count();
+        n_tasks += 1;
+        n_trials += k;
+        n_successes += successes;
+        if k < 2 {
+            stderr_defined = false;
+        } else {
+            let p = successes as f64 / k as f64;
+            variance_sum += p * (1.0 - p) / (k - 1) as f64;
+        }
+    }
+    let accuracy = if n_trials == 0 {
+        0.0
+    } else {
+        n_successes as f64 / n_trials as f64
+    };
+    let stderr =
+        (stderr_defined && n_tasks > 0).then(|| (variance_sum / (n_tasks * n_tasks) as f64).sqrt());
+    LeaderboardAccuracy {
+        n_tasks,
+        n_trials,
+        n_successes,
+        accuracy,
+        stderr,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn mean_counts_missing_rewards_as_zero() {
+        assert_eq!(mean(&[]), 0.0);
+        assert!(close(mean(&[Some(1.0), None, Some(0.5), Some(0.0)]), 0.375));
+    }
+
+    #[test]
+    fn pass_at_k_estimate_matches_hand_computation() {
+        // n=5, c=2, k=2: 1 - (3/5)(2/4) = 1 - 0.3 = 0.7
+        assert!(close(pass_at_k_estimate(5, 2, 2), 0.7));
+        // n=5, c=1, k=4: 1 - (4/5)(3/4)(2/3)(1/2) = 1 - 0.2 = 0.8
+        assert!(close(pass_at_k_estimate(5, 1, 4), 0.8));
+        // n=5, c=0: never passes; n=5, c=4, k=2: only one failure, so 1.
+        assert_eq!(pass_at_k_estimate(5, 0, 5), 0.0);
+        assert_eq!(pass_at_k_estimate(5, 4, 2), 1.0);
+    }
+
+    #[test]
+    fn ks_are_powers_of_two_and_multiples_of_five() {
+        assert_eq!(pass_at_k_ks(1), Vec::<u64>::new());
+        assert_eq!(pass_at_k_ks(5), [2, 4, 5]);
+        assert_eq!(pass_at_k_ks(16), [2, 4, 5, 8, 10, 15, 16]);
+    }
+
+    #[test]
+    fn pass_at_k_averages_over_tasks_and_uses_the_minimum_trial_count() {
+        let a = [Some(1.0), Some(0.0), None, Some(0.0), Some(1.0)]; // n=5, c=2
+        let b = [
+            Some(0.0),
+            Some(0.0),
+            Some(0.0),
+            Some(0.0),
+            Some(1.0),
+            Some(1.0),
+        ]; // n=6, c=2
+        let got = pass_at_k([&a[..], &b[..]]);
+        // min trials 5 → k ∈ {2, 4, 5}.
+        let ks: Vec<u64> = got.iter().map(|(k, _)| *k).collect();
+        assert_eq!(ks, [2, 4, 5]);
+        // k=2: a = 0.7; b = 1 - (4/6)(3/5) = 0.6 → mean 0.65.
+        assert!(close(got[0].1, 0.65), "{got:?}");
+        // k=5: a = 1 (only 3 failures); b = 1 - (4/6)(3/5)(2/4)(1/3)(0) = 1 → 1.
+        assert!(close(got[2].1, 1.0), "{got:?}");
+    }
+
+    #[test]
+    fn pass_at_k_is_empty_for_non_binary_rewards() {
+        let a = [Some(1.0), Some(0.5)];
+        assert!(pass_at_k([&a[..]]).is_empty());
+        assert!(pass_at_k(std::iter::empty::<&[Option<f64>]>()).is_empty());
+    }
+
+    #[test]
+    fn leaderboard_accuracy_counts_errors_as_failures() {
+        // Task a: 2 of 4 succeed (p=0.5, k=4); task b: 1 of 4 succeeds, one errored (p=0.25).
+        let a = [Some(1.0), Some(0.0), Some(0.7), Some(0.0)];
+        let b = [Some(1.0), None, Some(0.0), Some(0.0)];
+        let got = leaderboard_accuracy([&a[..], &b[..]]);
+        assert_eq!((got.n_tasks, got.n_trials, got.n_successes), (2, 8, 3));
+        assert!(close(got.accuracy, 0.375));
+        // stderr² = (1/4) (0.25/3 + 0.1875/3) = 0.4375/12 = 0.036458333…
+        let expected = (0.4375f64 / 12.0).sqrt();
+        assert!(close(got.stderr.unwrap(), expected), "{got:?}");
+    }
+
+    #[test]
+    fn stderr_is_undefined_with_a_single_trial_task() {
+        let a = [Some(1.0)];
+        let got = leaderboard_accuracy([&a[..]]);
+        assert_eq!(got.accuracy, 1.0);
+        assert_eq!(got.stderr, None);
+    }
+}
