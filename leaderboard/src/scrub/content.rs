@@ -1,0 +1,262 @@
+//! Scrubbing one blob of bytes by kind: text, binary, gzip and tar (recursively, repacked).
+
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use tar::EntryType;
+
+use super::classify::{Kind, classify};
+use super::findings::{Findings, Location};
+use super::matcher::{Matcher, Tally};
+
+/// How deep archives may nest (a tar.gz inside a tar counts two levels).
+pub const MAX_DEPTH: usize = 6;
+/// Largest decompressed size of one gzip stream held in memory.
+pub const MAX_DECODED: u64 = 4 << 30;
+
+/// Scrubs `bytes` found at report path `path`. Returns the new bytes, `None` when nothing changed
+/// (so clean files are copied byte-for-byte), or the reason it cannot be scrubbed.
+pub fn scrub_blob(
+    m: &Matcher,
+    bytes: &[u8],
+    path: &str,
+    depth: usize,
+    findings: &mut Findings,
+) -> Result<Option<Vec<u8>>, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
+    }
+    let mut tally = Tally::new();
+    let out = match classify(bytes) {
+        Kind::Text => m.redact_text(bytes, &mut tally),
+        Kind::Binary => m.redact_binary(bytes, &mut tally),
+        Kind::Gzip => return scrub_gzip(m, bytes, path, depth, findings),
+        Kind::Tar => return scrub_tar(m, bytes, path, depth, findings),
+        Kind::Unscannable(what) => return Err(format!("{what}: its contents cannot be searched")),
+    };
+    findings.add(path, Location::Content, tally);
+    Ok(out)
+}
+
+/// Decompresses every gzip member, scrubs the content, and recompresses when anything changed or
+/// the gzip header itself (file name, comment) holds a needle.
+fn scrub_gzip(
+    m: &Matcher,
+    bytes: &[u8],
+    path: &str,
+    depth: usize,
+    findings: &mut Findings,
+) -> Result<Option<Vec<u8>>, String> {
+    let mut decoded = Vec::new();
+    MultiGzDecoder::new(bytes)
+        .take(MAX_DECODED + 1)
+        .read_to_end(&mut decoded)
+        .map_err(|e| format!("corrupt gzip stream ({e})"))?;
+    if decoded.len() as u64 > MAX_DECODED {
+        return Err(format!(
+            "gzip stream expands beyond {} GiB",
+            MAX_DECODED >> 30
+        ));
+    }
+    let inner = scrub_blob(m, &decoded, path, depth + 1, findings)?;
+    if inner.is_none() && !m.raw_match(bytes) {
+        return Ok(None);
+    }
+    // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
+    let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
+    encoder
+        .write_all(inner.as_deref().unwrap_or(&decoded))
+        .map_err(|e| e.to_string())?;
+    encoder.finish().map(Some).map_err(|e| e.to_string())
+}
+
+/// One member read out of a tar archive.
+struct Member {
+    header: tar::Header,
+    path: Vec<u8>,
+    link: Option<Vec<u8>>,
+    data: Vec<u8>,
+}
+
+fn read_members(bytes: &[u8]) -> Result<Vec<Member>, String> {
+    let mut archive = tar::Archive::new(bytes);
+    let mut members = Vec::new();
+    for entry in archive
+        .entries()
+        .map_err(|e| format!("unreadable tar archive ({e})"))?
+    {
+        let mut entry = entry.map_err(|e| format!("unreadable tar archive ({e})"))?;
+        let header = entry.header().clone();
+        if header.entry_type() == EntryType::GNUSparse {
+            return Err("tar archive with sparse members".into());
+        }
+        let path = entry.path_bytes().into_owned();
+        let link = entry.link_name_bytes().map(|l| l.into_owned());
+        let mut data = Vec::new();
+        entry
+            .read_to_end(&mut data)
+            .map_err(|e| format!("unreadable tar archive ({e})"))?;
+        members.push(Member {
+            header,
+            path,
+            link,
+            data,
+        });
+    }
+    Ok(members)
+}
+
+/// Scrubs every member's name, link target and content; rebuilds the archive (same headers,
+/// new names and sizes) only when something changed.
+fn scrub_tar(
+    m: &Matcher,
+    bytes: &[u8],
+    path: &str,
+    depth: usize,
+    findings: &mut Findings,
+) -> Result<Option<Vec<u8>>, String> {
+    let members = read_members(bytes)?;
+    let mut changed = false;
+    let mut rebuilt = Vec::with_capacity(members.len());
+    for member in members {
+        let mut tally = Tally::new();
+        let new_path = m.redact_text(&member.path, &mut tally);
+        let shown = format!(
+            "{path}!{}",
+            String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
+        );
+        findings.add(&shown, Location::Name, tally);
+        let mut tally = Tally::new();
+        let new_link = member
+            .link
+            .as_ref()
+            .and_then(|l| m.redact_text(l, &mut tally));
+        findings.add(&shown, Location::LinkTarget, tally);
+        let kind = member.header.entry_type();
+        let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+            // Rewriting pax records would break their length prefixes.
+            if m.raw_match(&member.data) {
+                return Err("a pax header in the tar archive holds a secret".into());
+            }
+            None
+        } else {
+            scrub_blob(m, &member.data, &shown, depth + 1, findings)?
+        };
+        changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
+        rebuilt.push(Member {
+            path: new_path.unwrap_or(member.path),
+            link: new_link.or(member.link),
+            data: new_data.unwrap_or(member.data),
+            header: member.header,
+        });
+    }
+    // Header fields (owner names, pax records) could also hold a value.
+    if !changed && !m.raw_match(bytes) {
+        return Ok(None);
+    }
+    write_tar(rebuilt).map(Some)
+}
+
+fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, String> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for mut member in members {
+        let kind = member.header.entry_type();
+        if kind.is_pax_global_extensions()
+            || kind.is_pax_local_extensions()
+            || kind.is_gnu_longname()
+        {
+            // The builder re-creates long names itself; pax records are dropped with them.
+            continue;
+        }
+        let path = String::from_utf8_lossy(&member.path).into_owned();
+        member.header.set_size(member.data.len() as u64);
+        let result = match &member.link {
+            Some(link) => {
+                let link = String::from_utf8_lossy(link).into_owned();
+                builder.append_link(&mut member.header, &path, &link)
+            }
+            None => builder.append_data(&mut member.header, &path, &member.data[..]),
+        };
+        result.map_err(|e| format!("cannot rebuild tar archive ({e})"))?;
+    }
+    builder
+        .into_inner()
+        .map_err(|e| format!("cannot rebuild tar archive ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scrub::secrets::SecretSetBuilder;
+
+    fn matcher() -> Matcher {
+        let mut b = SecretSetBuilder::new(false);
+        b.add_pair("--secret", 1, "TOKEN=abcdefghijklmnop").unwrap();
+        Matcher::new(&b.build().unwrap(), &[]).unwrap()
+    }
+
+    fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, data) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            builder.append_data(&mut header, name, *data).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn repacks_tar_gz_with_names_and_contents_scrubbed() {
+        let m = matcher();
+        let tgz = gzip(&tar_of(&[
+            ("dir/abcdefghijklmnop.txt", b"key abcdefghijklmnop\n"),
+            ("clean.txt", b"ok\n"),
+        ]));
+        let mut findings = Findings::default();
+        let out = scrub_blob(&m, &tgz, "a.tgz", 0, &mut findings)
+            .unwrap()
+            .unwrap();
+        let mut tar_bytes = Vec::new();
+        MultiGzDecoder::new(&out[..])
+            .read_to_end(&mut tar_bytes)
+            .unwrap();
+        let members = read_members(&tar_bytes).unwrap();
+        assert_eq!(members[0].path, b"dir/[REDACTED:TOKEN].txt");
+        assert_eq!(members[0].data, b"key [REDACTED:TOKEN]\n");
+        assert_eq!(members[1].data, b"ok\n");
+        let paths: Vec<_> = findings
+            .entries
+            .keys()
+            .map(|(p, l)| (p.as_str(), *l))
+            .collect();
+        assert!(paths.contains(&("a.tgz!dir/[REDACTED:TOKEN].txt", Location::Name)));
+        assert!(paths.contains(&("a.tgz!dir/[REDACTED:TOKEN].txt", Location::Content)));
+    }
+
+    #[test]
+    fn clean_archives_are_untouched_and_opaque_ones_refused() {
+        let m = matcher();
+        let tgz = gzip(&tar_of(&[("clean.txt", b"ok\n")]));
+        assert_eq!(
+            scrub_blob(&m, &tgz, "a", 0, &mut Findings::default()).unwrap(),
+            None
+        );
+        let inner_zip = tar_of(&[("x.zip", b"PK\x03\x04rest")]);
+        let err = scrub_blob(&m, &inner_zip, "a", 0, &mut Findings::default()).unwrap_err();
+        assert!(err.contains("zip"), "{err}");
+        let corrupt = b"\x1f\x8b\x08\x00garbage".to_vec();
+        assert!(
+            scrub_blob(&m, &corrupt, "a", 0, &mut Findings::default())
+                .unwrap_err()
+                .contains("gzip")
+        );
+    }
+}

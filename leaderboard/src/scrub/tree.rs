@@ -1,0 +1,179 @@
+//! Copying a job directory into the staging directory: sorted walk, names scrubbed, symlinks
+//! kept as symlinks (never followed), file contents scrubbed in parallel.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::content::scrub_blob;
+use super::error::ScrubError;
+use super::findings::{Findings, Location};
+use super::matcher::{Matcher, Tally};
+
+/// A file left out of the copy because it cannot be scrubbed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Dropped {
+    /// Output-relative path (already scrubbed).
+    pub path: String,
+    /// Why it cannot be scrubbed.
+    pub reason: String,
+}
+
+/// The result of copying the tree.
+#[derive(Debug, Default)]
+pub struct Copied {
+    /// Redaction counts.
+    pub findings: Findings,
+    /// Files not written.
+    pub unscannable: Vec<Dropped>,
+    /// Regular files read.
+    pub files: u64,
+    /// Bytes read from regular files.
+    pub bytes: u64,
+}
+
+/// A regular file to scrub.
+struct FileJob {
+    source: PathBuf,
+    dest: PathBuf,
+    shown: String,
+}
+
+/// Copies `input` into the existing empty directory `stage`.
+pub fn copy_tree(m: &Matcher, input: &Path, stage: &Path) -> Result<Copied, ScrubError> {
+    let mut copied = Copied::default();
+    let mut jobs = Vec::new();
+    walk(m, input, stage, "", &mut jobs, &mut copied)?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let shared = Mutex::new(&mut copied);
+    let first_error: Mutex<Option<ScrubError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut local = Copied::default();
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(index) else { break };
+                    if let Err(e) = copy_file(m, job, &mut local) {
+                        first_error.lock().unwrap().get_or_insert(e);
+                        break;
+                    }
+                }
+                let mut total = shared.lock().unwrap();
+                total.findings.merge(local.findings);
+                total.unscannable.extend(local.unscannable);
+                total.files += local.files;
+                total.bytes += local.bytes;
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap() {
+        return Err(e);
+    }
+    copied.unscannable.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(copied)
+}
+
+/// Reads, scrubs and writes one regular file, keeping its permission bits.
+fn copy_file(m: &Matcher, job: &FileJob, copied: &mut Copied) -> Result<(), ScrubError> {
+    let bytes = std::fs::read(&job.source).map_err(ScrubError::io(&job.source))?;
+    copied.files += 1;
+    copied.bytes += bytes.len() as u64;
+    match scrub_blob(m, &bytes, &job.shown, 0, &mut copied.findings) {
+        Ok(out) => {
+            std::fs::write(&job.dest, out.as_deref().unwrap_or(&bytes))
+                .map_err(ScrubError::io(&job.dest))?;
+            let mode = std::fs::metadata(&job.source)
+                .map_err(ScrubError::io(&job.source))?
+                .permissions()
+                .mode();
+            std::fs::set_permissions(&job.dest, std::fs::Permissions::from_mode(mode & 0o777))
+                .map_err(ScrubError::io(&job.dest))?;
+        }
+        Err(reason) => copied.unscannable.push(Dropped {
+            path: job.shown.clone(),
+            reason,
+        }),
+    }
+    Ok(())
+}
+
+/// Walks one directory in byte order of names, creating directories and symlinks in `dest` and
+/// queueing regular files.
+fn walk(
+    m: &Matcher,
+    source: &Path,
+    dest: &Path,
+    shown: &str,
+    jobs: &mut Vec<FileJob>,
+    copied: &mut Copied,
+) -> Result<(), ScrubError> {
+    let mut entries: Vec<OsString> = std::fs::read_dir(source)
+        .map_err(ScrubError::io(source))?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()
+        .map_err(ScrubError::io(source))?;
+    entries.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut used: HashSet<Vec<u8>> = HashSet::new();
+    for name in entries {
+        let from = source.join(&name);
+        let mut tally = Tally::new();
+        let new_name = unique(
+            m.redact_text(name.as_bytes(), &mut tally)
+                .unwrap_or_else(|| name.as_bytes().to_vec()),
+            &mut used,
+        );
+        let to = dest.join(OsString::from_vec(new_name.clone()));
+        let rel = if shown.is_empty() {
+            String::from_utf8_lossy(&new_name).into_owned()
+        } else {
+            format!("{shown}/{}", String::from_utf8_lossy(&new_name))
+        };
+        copied.findings.add(&rel, Location::Name, tally);
+        let meta = std::fs::symlink_metadata(&from).map_err(ScrubError::io(&from))?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            std::fs::create_dir(&to).map_err(ScrubError::io(&to))?;
+            walk(m, &from, &to, &rel, jobs, copied)?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&from).map_err(ScrubError::io(&from))?;
+            let mut tally = Tally::new();
+            let target = m
+                .redact_text(target.as_os_str().as_bytes(), &mut tally)
+                .map(OsString::from_vec)
+                .unwrap_or(target.into_os_string());
+            copied.findings.add(&rel, Location::LinkTarget, tally);
+            std::os::unix::fs::symlink(&target, &to).map_err(ScrubError::io(&to))?;
+        } else if kind.is_file() {
+            jobs.push(FileJob {
+                source: from,
+                dest: to,
+                shown: rel,
+            });
+        } else {
+            copied.unscannable.push(Dropped {
+                path: rel,
+                reason: "special file (fifo, socket or device)".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `name`, or `name~2`, `name~3`… when redaction made two names in one directory equal.
+fn unique(name: Vec<u8>, used: &mut HashSet<Vec<u8>>) -> Vec<u8> {
+    let mut candidate = name.clone();
+    let mut n = 2;
+    while !used.insert(candidate.clone()) {
+        candidate = [&name[..], format!("~{n}").as_bytes()].concat();
+        n += 1;
+    }
+    candidate
+}
