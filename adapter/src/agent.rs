@@ -79,12 +79,21 @@ pub struct AgentError {
     pub kind: AgentErrorKind,
     /// What happened and what to do.
     pub message: String,
+    /// Token counts, cost and metadata gathered before the failure (e.g. a run cancelled at its
+    /// deadline still used tokens); the runner records them as `agent_result`.
+    pub context: Option<AgentContext>,
 }
 
 impl AgentError {
     /// A new error.
     pub fn new(kind: AgentErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), context: None }
+    }
+
+    /// The same error carrying what the agent reported before it failed.
+    pub fn with_context(mut self, context: Option<AgentContext>) -> Self {
+        self.context = context;
+        self
     }
 }
 

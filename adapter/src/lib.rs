@@ -5,7 +5,9 @@ mod agent;
 pub mod installed;
 mod nop;
 mod oracle;
+pub mod secrets;
 
 pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
+pub use installed::{AgentConfigError, InstalledAgent, InstalledAgentConfig};
 pub use nop::NopAgent;
 pub use oracle::OracleAgent;

@@ -1,1 +1,15 @@
 //! Installed agents: source upload with provenance, in-container server, task API, ATIF traces.
+
+mod config;
+mod installed_agent;
+pub mod server;
+pub mod task_api;
+pub mod trajectory;
+pub mod transport;
+mod trial_files;
+
+pub use config::{
+    AgentConfigError, ApiSection, InstallSection, InstalledAgentConfig, ServerSection, SourceSection, TracesSection,
+    TrajectoryFormat, TrajectorySection,
+};
+pub use installed_agent::InstalledAgent;

@@ -1,0 +1,379 @@
+//! The installed-agent config file (TOML), passed as `runner run --agent-config FILE`.
+//!
+//! Unknown keys are errors (a typo in a key would otherwise silently change what runs), and
+//! every error names the file and the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A config that cannot be used; names the file and the key and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentConfigError {
+    /// The file could not be read.
+    #[error("agent config {file}: cannot read it: {source}")]
+    Read {
+        /// The config file.
+        file: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A key is missing, unknown or has the wrong type or value.
+    #[error("agent config {file}: `{key}`: {message}")]
+    Invalid {
+        /// The config file.
+        file: PathBuf,
+        /// The key path, e.g. `server.port`.
+        key: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// Packaging the source failed (secret found, dirty tree refused, unreadable file).
+    #[error("agent config {file}: `source.dir`: {source}")]
+    Source {
+        /// The config file.
+        file: PathBuf,
+        /// The packaging error.
+        source: provenance::ProvenanceError,
+    },
+    /// The env bound for the container holds a credential and the opt-in was not given.
+    #[error("agent config {file}: {source}")]
+    Secret {
+        /// The config file.
+        file: PathBuf,
+        /// The boundary error (names the variable, never the value).
+        source: crate::secrets::SecretBoundaryError,
+    },
+}
+
+/// The whole config file.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InstalledAgentConfig {
+    /// Recorded as the job's `agents[].name` and each trial's `agent_info.name`.
+    pub name: String,
+    /// The agent's version, when known before setup.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// A command run in the container after install whose trimmed stdout is the version.
+    #[serde(default)]
+    pub version_command: Option<String>,
+    /// `provider/model`, recorded in the job config.
+    #[serde(default)]
+    pub model_name: Option<String>,
+    /// Free-form agent kwargs (e.g. `reasoning_effort`), recorded in the job config.
+    #[serde(default)]
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Text appended verbatim to every instruction (include leading newlines if wanted);
+    /// recorded in the job config.
+    #[serde(default)]
+    pub instruction_suffix: Option<String>,
+    /// Where the source is and where it goes.
+    pub source: SourceSection,
+    /// Install commands.
+    #[serde(default)]
+    pub install: InstallSection,
+    /// The in-container server.
+    pub server: ServerSection,
+    /// The task API.
+    #[serde(default)]
+    pub api: ApiSection,
+    /// Env for the container (install commands, server, version command).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Trace files collected after the run.
+    #[serde(default)]
+    pub traces: TracesSection,
+    /// How `agent/trajectory.json` is produced.
+    #[serde(default)]
+    pub trajectory: TrajectorySection,
+    /// Workspace root override; by default the task workdir, `/app`, `/workspace`, or a new `/app`.
+    #[serde(default)]
+    pub workspace_root: Option<String>,
+    /// The directory the config was loaded from; relative paths resolve against it.
+    #[serde(skip)]
+    pub config_dir: PathBuf,
+    /// The config file itself, for error messages.
+    #[serde(skip)]
+    pub config_file: PathBuf,
+}
+
+/// `[source]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSection {
+    /// The agent's source directory, relative to the config file.
+    pub dir: PathBuf,
+    /// Globs excluded on top of the defaults.
+    #[serde(default)]
+    pub excludes: Vec<String>,
+    /// Where the source is unpacked in the container (default `/opt/<name>-src`).
+    #[serde(default)]
+    pub install_path: Option<String>,
+}
+
+/// `[install]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InstallSection {
+    /// Commands run as root, in order, in the source dir; any failure fails setup.
+    #[serde(default)]
+    pub commands: Vec<String>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// The start command (placeholders `{source_dir}`, `{port}`, `{workspace_root}`).
+    pub command: String,
+    /// The port it listens on inside the container (on 127.0.0.1).
+    pub port: u16,
+    /// GET this path until it answers 2xx.
+    #[serde(default = "default_health_path")]
+    pub health_path: String,
+    /// Run the server as this user instead of the task's agent user.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Stop the server after the run instead of keeping it up through verification.
+    #[serde(default)]
+    pub stop_after_run: bool,
+}
+
+fn default_health_path() -> String {
+    "/health".into()
+}
+
+/// `[api]`: the task API paths and statuses.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSection {
+    /// POST the task here.
+    pub submit_path: String,
+    /// GET the task's state here (`{id}` is replaced).
+    pub status_path: String,
+    /// POST here to cancel (`{id}` is replaced).
+    pub cancel_path: String,
+    /// The submit response's id field.
+    pub id_field: String,
+    /// The status response's status field.
+    pub status_field: String,
+    /// Statuses that end polling.
+    pub final_statuses: Vec<String>,
+    /// Final statuses that mean the agent finished its work (others are recorded as failures).
+    pub success_statuses: Vec<String>,
+    /// First poll interval, seconds.
+    pub poll_interval_sec: f64,
+    /// The poll interval grows to at most this, seconds.
+    pub poll_max_interval_sec: f64,
+    /// After cancel, wait this long for a final status (so the trace is complete).
+    pub cancel_grace_sec: f64,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        Self {
+            submit_path: "/api/tasks".into(),
+            status_path: "/api/tasks/{id}".into(),
+            cancel_path: "/api/tasks/{id}/cancel".into(),
+            id_field: "id".into(),
+            status_field: "status".into(),
+            final_statuses: ["completed", "succeeded", "failed", "error", "cancelled", "canceled", "timed_out"]
+                .map(String::from)
+                .to_vec(),
+            success_statuses: ["completed", "succeeded"].map(String::from).to_vec(),
+            poll_interval_sec: 0.25,
+            poll_max_interval_sec: 5.0,
+            cancel_grace_sec: 10.0,
+        }
+    }
+}
+
+/// `[traces]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TracesSection {
+    /// Container paths (files or directories; `{task_id}` is replaced) copied to `agent/traces/`.
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+/// How the trajectory is made.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrajectoryFormat {
+    /// The runner's JSONL event log (see the reference agent's README), converted to ATIF.
+    #[default]
+    Events,
+    /// The agent writes ATIF itself; it is validated and copied.
+    Atif,
+    /// No trajectory.
+    None,
+}
+
+/// `[trajectory]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrajectorySection {
+    /// The format of `file`.
+    #[serde(default)]
+    pub format: TrajectoryFormat,
+    /// The trace file (name under `agent/traces/`) to convert.
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+impl InstalledAgentConfig {
+    /// Loads and checks a config file.
+    pub fn load(path: &Path) -> Result<Self, AgentConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read { file: path.into(), source })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses config text; `path` is used for messages and to resolve `source.dir`.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, AgentConfigError> {
+        let invalid = |key: String, message: String| AgentConfigError::Invalid { file: path.into(), key, message };
+        let deserializer = toml::Deserializer::parse(text)
+            .map_err(|e| invalid("(syntax)".into(), e.to_string().trim().replace('\n', " ")))?;
+        let mut config: InstalledAgentConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let key = e.path().to_string();
+            invalid(key, e.into_inner().message().trim().to_owned())
+        })?;
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        config.config_dir = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
+        config.config_file = absolute;
+        config.check().map_err(|(key, message)| invalid(key.into(), message))?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        let name_ok = !self.name.is_empty()
+            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !name_ok {
+            return Err(("name", "must be non-empty and use only letters, digits, '-', '_' and '.'".into()));
+        }
+        if self.version.is_some() && self.version_command.is_some() {
+            return Err(("version_command", "give either `version` or `version_command`, not both".into()));
+        }
+        if self.server.port == 0 {
+            return Err(("server.port", "must be a fixed port between 1 and 65535".into()));
+        }
+        for (key, path) in [
+            ("server.health_path", &self.server.health_path),
+            ("api.submit_path", &self.api.submit_path),
+            ("api.status_path", &self.api.status_path),
+            ("api.cancel_path", &self.api.cancel_path),
+        ] {
+            if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err((key, format!("`{path}` must be an absolute URL path starting with '/' without spaces")));
+            }
+        }
+        for (key, path) in [("api.status_path", &self.api.status_path), ("api.cancel_path", &self.api.cancel_path)] {
+            if !path.contains("{id}") {
+                return Err((key, format!("`{path}` must contain `{{id}}` where the task id goes")));
+            }
+        }
+        if let Some(path) = &self.source.install_path
+            && !path.starts_with('/')
+        {
+            return Err(("source.install_path", format!("`{path}` must be an absolute container path")));
+        }
+        if let Some(path) = &self.workspace_root
+            && !path.starts_with('/')
+        {
+            return Err(("workspace_root", format!("`{path}` must be an absolute container path")));
+        }
+        if self.api.final_statuses.is_empty() {
+            return Err(("api.final_statuses", "must list at least one status".into()));
+        }
+        if let Some(status) = self.api.success_statuses.iter().find(|s| !self.api.final_statuses.contains(s)) {
+            return Err(("api.success_statuses", format!("`{status}` is not in api.final_statuses")));
+        }
+        if !(self.api.poll_interval_sec > 0.0 && self.api.poll_max_interval_sec >= self.api.poll_interval_sec) {
+            return Err(("api.poll_interval_sec", "must be > 0 and not above api.poll_max_interval_sec".into()));
+        }
+        if !(self.api.cancel_grace_sec >= 0.0) {
+            return Err(("api.cancel_grace_sec", "must be >= 0".into()));
+        }
+        for name in self.env.keys() {
+            if !is_env_name(name) {
+                return Err(("env", format!("`{name}` is not a valid environment variable name")));
+            }
+        }
+        if self.trajectory.format != TrajectoryFormat::None && self.trajectory.file.is_none() {
+            return Err(("trajectory.file", "name the trace file to convert, or set trajectory.format = \"none\"".into()));
+        }
+        if let Some(file) = &self.trajectory.file
+            && (file.contains('/') || file.is_empty())
+        {
+            return Err(("trajectory.file", format!("`{file}` must be a file name under agent/traces/, without '/'")));
+        }
+        Ok(())
+    }
+
+    /// The source directory on the host.
+    pub fn source_dir(&self) -> PathBuf {
+        self.config_dir.join(&self.source.dir)
+    }
+
+    /// Where the source is unpacked in the container.
+    pub fn install_path(&self) -> String {
+        self.source.install_path.clone().unwrap_or_else(|| format!("/opt/{}-src", self.name))
+    }
+}
+
+/// True for a POSIX-style environment variable name.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+name = "my-agent"
+version = "1.2.3"
+[source]
+dir = "src"
+[server]
+command = "python3 {source_dir}/server.py --port {port}"
+port = 8765
+[trajectory]
+file = "events.jsonl"
+"#;
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let config = InstalledAgentConfig::parse(Path::new("/cfg/agent.toml"), MINIMAL).unwrap();
+        assert_eq!(config.install_path(), "/opt/my-agent-src");
+        assert_eq!(config.source_dir(), PathBuf::from("/cfg/src"));
+        assert_eq!(config.api.submit_path, "/api/tasks");
+        assert_eq!(config.server.health_path, "/health");
+        assert!(config.api.final_statuses.contains(&"cancelled".to_owned()));
+    }
+
+    fn error_of(text: &str) -> String {
+        InstalledAgentConfig::parse(Path::new("/cfg/agent.toml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        let err = error_of(&MINIMAL.replace("port = 8765", "port = \"x\""));
+        assert!(err.contains("/cfg/agent.toml") && err.contains("`server.port`"), "{err}");
+        let err = error_of(&MINIMAL.replace("[server]", "[server]\nhealth = \"/h\""));
+        assert!(err.contains("`server.health`") || err.contains("health"), "{err}");
+        assert!(err.contains("/cfg/agent.toml"), "{err}");
+        let err = error_of(&MINIMAL.replace("name = \"my-agent\"\n", ""));
+        assert!(err.contains("name"), "{err}");
+        let err = error_of(&format!("{MINIMAL}\n[api]\nstatus_path = \"/api/tasks\"\n"));
+        assert!(err.contains("`api.status_path`") && err.contains("{id}"), "{err}");
+        let err = error_of(&format!("{MINIMAL}\n[env]\n\"BAD NAME\" = \"x\"\n"));
+        assert!(err.contains("`env`") && err.contains("BAD NAME"), "{err}");
+        let err = error_of(&MINIMAL.replace("version = \"1.2.3\"", "version = \"1\"\nversion_command = \"x\""));
+        assert!(err.contains("`version_command`"), "{err}");
+    }
+}

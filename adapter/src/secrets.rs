@@ -1,0 +1,102 @@
+//! The secret boundary: provider credentials stay out of task containers unless the user opts
+//! in with `--allow-container-secrets` (which marks the job as not publishable).
+
+use std::collections::BTreeMap;
+
+use tasks::secrets::credential_reason;
+
+/// The env bound for a container holds a credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the environment variable {variable} would be passed into the task container, but {reason}; \
+     remove it from the agent config's [env] / --agent-env, or pass --allow-container-secrets \
+     (the job is then recorded as not publishable)"
+)]
+pub struct SecretBoundaryError {
+    /// The variable's name (the value is never kept).
+    pub variable: String,
+    /// Why it counts as a credential.
+    pub reason: &'static str,
+}
+
+/// Refuses `env` when any variable looks like a provider credential, by name or by value.
+/// Checks in name order so the error is deterministic; names the first offending variable.
+pub fn check_container_env(env: &BTreeMap<String, String>) -> Result<(), SecretBoundaryError> {
+    for (name, value) in env {
+        if let Some(reason) = credential_reason(name, value) {
+            return Err(SecretBoundaryError { variable: name.clone(), reason });
+        }
+    }
+    Ok(())
+}
+
+/// The placeholder recorded instead of a sensitive value.
+pub const REDACTED: &str = "<redacted>";
+
+/// `env` with values that look sensitive replaced by [`REDACTED`], for records.
+pub fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    env.iter()
+        .map(|(name, value)| {
+            let shown = if credential_reason(name, value).is_some() || looks_sensitive_name(name) {
+                REDACTED.to_owned()
+            } else {
+                value.clone()
+            };
+            (name.clone(), shown)
+        })
+        .collect()
+}
+
+/// Names that suggest a secret even when the credential-name pattern misses them
+/// (e.g. `AUTH`, `PASSWD`, `CREDENTIALS`, `PRIVATE_KEY`).
+fn looks_sensitive_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "SESSION"]
+        .iter()
+        .any(|word| upper.contains(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn refuses_credential_names_and_key_shaped_values_without_the_value() {
+        let err = check_container_env(&env(&[("PATH", "/bin"), ("OPENAI_API_KEY", "abc12345")])).unwrap_err();
+        assert_eq!(err.variable, "OPENAI_API_KEY");
+        assert!(!err.to_string().contains("abc12345"));
+        let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345";
+        let err = check_container_env(&env(&[("HARMLESS", key)])).unwrap_err();
+        assert_eq!(err.variable, "HARMLESS");
+        assert!(!err.to_string().contains(key), "{err}");
+        for (name, value) in [
+            ("GH_TOKEN", "x1234567"),
+            ("APP_SECRET", "x1234567"),
+            ("A", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"),
+            ("B", "AKIAIOSFODNN7EXAMPLE"),
+            ("C", "hf_abcdefghijklmnopqrstuvwxyzABCDEF"),
+            ("D", "AIzaSyA1234567890abcdefghijklmnopqrstuv"),
+            ("E", "sk-or-v1-0123456789abcdef0123456789abcdef"),
+            ("F", "github_pat_11ABCDEFG0123456789_abcdefghijkl"),
+        ] {
+            assert!(check_container_env(&env(&[(name, value)])).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn accepts_plain_env() {
+        assert!(check_container_env(&env(&[("MODEL", "gpt"), ("TOKENIZERS_PARALLELISM", "false")])).is_ok());
+    }
+
+    #[test]
+    fn redacts_sensitive_values_only() {
+        let shown = redact_env(&env(&[("MODEL", "gpt"), ("MY_API_KEY", "v"), ("X", "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ")]));
+        assert_eq!(shown["MODEL"], "gpt");
+        assert_eq!(shown["MY_API_KEY"], REDACTED);
+        assert_eq!(shown["X"], REDACTED);
+    }
+}
