@@ -14,7 +14,7 @@ fn reference_config() -> PathBuf {
 fn run(jobs: &Path, path: &Path, config: &Path, extra: &[&str]) -> (i32, String) {
     ensure_base_image();
     let assert = runner()
-        .args(["run", "--n-concurrent", "4", "--jobs-dir"])
+        .args(["run", "--jobs-dir"])
         .arg(jobs)
         .arg("--path")
         .arg(path)
