@@ -8,7 +8,8 @@ use regex::Regex;
 /// Provider key shapes: a prefix and enough key material that prose does not match.
 static PROVIDER_KEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?:sk-ant-[A-Za-z0-9_\-]{20,}",
+        // \b keeps words such as "risk-free-..." or "task-..." from matching `sk-`.
+        r"\b(?:sk-ant-[A-Za-z0-9_\-]{20,}",
         r"|sk-or-v1-[A-Za-z0-9]{20,}",
         r"|sk-(?:proj-)?[A-Za-z0-9_\-]{20,}",
         r"|AIza[0-9A-Za-z_\-]{35}",
@@ -81,7 +82,15 @@ mod tests {
         ] {
             assert!(looks_like_provider_key(key), "{key} should look like a key");
         }
-        for prose in ["sk-learn is a library", "the risk-free rate", "AKIA", "hf_small", "ghp_short"] {
+        for prose in [
+            "sk-learn is a library",
+            "the risk-free rate",
+            "risk-free-rate-calculation-for-portfolios",
+            "disk-usage-analysis-report-generator",
+            "AKIA",
+            "hf_small",
+            "ghp_short",
+        ] {
             assert!(!looks_like_provider_key(prose), "{prose} should not look like a key");
         }
     }
