@@ -81,7 +81,7 @@ pub struct AgentError {
     pub message: String,
     /// Token counts, cost and metadata gathered before the failure (e.g. a run cancelled at its
     /// deadline still used tokens); the runner records them as `agent_result`.
-    pub context: Option<AgentContext>,
+    pub context: Option<Box<AgentContext>>,
 }
 
 impl AgentError {
@@ -92,7 +92,7 @@ impl AgentError {
 
     /// The same error carrying what the agent reported before it failed.
     pub fn with_context(mut self, context: Option<AgentContext>) -> Self {
-        self.context = context;
+        self.context = context.map(Box::new);
         self
     }
 }

@@ -24,7 +24,10 @@ pub struct SecretBoundaryError {
 pub fn check_container_env(env: &BTreeMap<String, String>) -> Result<(), SecretBoundaryError> {
     for (name, value) in env {
         if let Some(reason) = credential_reason(name, value) {
-            return Err(SecretBoundaryError { variable: name.clone(), reason });
+            return Err(SecretBoundaryError {
+                variable: name.clone(),
+                reason,
+            });
         }
     }
     Ok(())
@@ -51,9 +54,19 @@ pub fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 /// (e.g. `AUTH`, `PASSWD`, `CREDENTIALS`, `PRIVATE_KEY`).
 fn looks_sensitive_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "SESSION"]
-        .iter()
-        .any(|word| upper.contains(word))
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "AUTH",
+        "CREDENTIAL",
+        "COOKIE",
+        "SESSION",
+    ]
+    .iter()
+    .any(|word| upper.contains(word))
 }
 
 #[cfg(test)]
@@ -61,12 +74,16 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn refuses_credential_names_and_key_shaped_values_without_the_value() {
-        let err = check_container_env(&env(&[("PATH", "/bin"), ("OPENAI_API_KEY", "abc12345")])).unwrap_err();
+        let err = check_container_env(&env(&[("PATH", "/bin"), ("OPENAI_API_KEY", "abc12345")]))
+            .unwrap_err();
         assert_eq!(err.variable, "OPENAI_API_KEY");
         assert!(!err.to_string().contains("abc12345"));
         let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345";
@@ -83,18 +100,31 @@ mod tests {
             ("E", "sk-or-v1-0123456789abcdef0123456789abcdef"),
             ("F", "github_pat_11ABCDEFG0123456789_abcdefghijkl"),
         ] {
-            assert!(check_container_env(&env(&[(name, value)])).is_err(), "{name}");
+            assert!(
+                check_container_env(&env(&[(name, value)])).is_err(),
+                "{name}"
+            );
         }
     }
 
     #[test]
     fn accepts_plain_env() {
-        assert!(check_container_env(&env(&[("MODEL", "gpt"), ("TOKENIZERS_PARALLELISM", "false")])).is_ok());
+        assert!(
+            check_container_env(&env(&[
+                ("MODEL", "gpt"),
+                ("TOKENIZERS_PARALLELISM", "false")
+            ]))
+            .is_ok()
+        );
     }
 
     #[test]
     fn redacts_sensitive_values_only() {
-        let shown = redact_env(&env(&[("MODEL", "gpt"), ("MY_API_KEY", "v"), ("X", "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ")]));
+        let shown = redact_env(&env(&[
+            ("MODEL", "gpt"),
+            ("MY_API_KEY", "v"),
+            ("X", "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+        ]));
         assert_eq!(shown["MODEL"], "gpt");
         assert_eq!(shown["MY_API_KEY"], REDACTED);
         assert_eq!(shown["X"], REDACTED);

@@ -24,67 +24,131 @@ fn agent(world: &World, server_command: Option<&str>) -> InstalledAgent {
 }
 
 fn read_json(path: std::path::PathBuf) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
 }
 
 #[tokio::test]
 async fn runs_a_task_to_completion_with_all_records() {
     let world = World::new("hello", "t/hello", PLAN);
     let agent = agent(&world, None);
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
     let version = agent.setup(&sandbox, &run).await.unwrap();
-    assert_eq!(version.as_deref(), Some("1.0.0"), "learnt from version_command");
+    assert_eq!(
+        version.as_deref(),
+        Some("1.0.0"),
+        "learnt from version_command"
+    );
     let report = agent.run(&sandbox, &run, &world.task.instruction).await;
     world.stop_server().await;
     let report = report.unwrap();
 
-    assert_eq!(std::fs::read_to_string(world.path("workspace/hello.txt")).unwrap(), "Hello, world!\n");
+    assert_eq!(
+        std::fs::read_to_string(world.path("workspace/hello.txt")).unwrap(),
+        "Hello, world!\n"
+    );
     let trial = world.path("trial/agent");
     let provenance = read_json(trial.join("source-provenance.json"));
-    assert_eq!(provenance["predicate"]["archive"]["sha256"], agent.source_provenance().tar_sha256());
-    assert!(world.path("install/server.py").is_file(), "source unpacked at the install path");
-    assert_eq!(std::fs::read_to_string(trial.join("instruction.txt")).unwrap(), world.task.instruction);
+    assert_eq!(
+        provenance["predicate"]["archive"]["sha256"],
+        agent.source_provenance().tar_sha256()
+    );
+    assert!(
+        world.path("install/server.py").is_file(),
+        "source unpacked at the install path"
+    );
+    assert_eq!(
+        std::fs::read_to_string(trial.join("instruction.txt")).unwrap(),
+        world.task.instruction
+    );
     for i in 0..2 {
-        assert_eq!(std::fs::read_to_string(trial.join(format!("setup/command-{i}/return-code.txt"))).unwrap(), "0\n");
+        assert_eq!(
+            std::fs::read_to_string(trial.join(format!("setup/command-{i}/return-code.txt")))
+                .unwrap(),
+            "0\n"
+        );
     }
-    assert!(std::fs::read_to_string(trial.join("setup/command-1/stdout.txt")).unwrap().contains(&*world.path("install").to_string_lossy()));
+    assert!(
+        std::fs::read_to_string(trial.join("setup/command-1/stdout.txt"))
+            .unwrap()
+            .contains(&*world.path("install").to_string_lossy())
+    );
     let log = std::fs::read_to_string(trial.join("server.log")).unwrap();
-    assert!(log.contains("listening on 127.0.0.1") && log.contains("POST /api/tasks"), "{log}");
+    assert!(
+        log.contains("listening on 127.0.0.1") && log.contains("POST /api/tasks"),
+        "{log}"
+    );
     assert!(trial.join("traces/events.jsonl").is_file());
 
     let trajectory = read_json(trial.join("trajectory.json"));
     assert!(tasks::atif::validate_value(&trajectory).is_empty());
     assert_eq!(trajectory["agent"]["name"], agent.name());
     assert_eq!(trajectory["steps"][0]["message"], world.task.instruction);
-    let call_step = trajectory["steps"].as_array().unwrap().iter().find(|s| s.get("tool_calls").is_some()).unwrap();
-    assert_eq!(call_step["observation"]["results"][0]["content"], "Hello, world!\n[exit code: 0]");
+    let call_step = trajectory["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s.get("tool_calls").is_some())
+        .unwrap();
+    assert_eq!(
+        call_step["observation"]["results"][0]["content"],
+        "Hello, world!\n[exit code: 0]"
+    );
 
     let metadata = report.context.unwrap().metadata.unwrap();
     assert_eq!(metadata["final_status"], "completed");
     assert_eq!(metadata["succeeded"], true);
-    assert_eq!(read_json(trial.join("task-status.json"))["status"], "completed");
+    assert_eq!(
+        read_json(trial.join("task-status.json"))["status"],
+        "completed"
+    );
 }
 
 #[tokio::test]
 async fn cancels_at_the_deadline_and_kills_the_running_command() {
     let world = World::new("sleep", "t/sleep", PLAN);
     let agent = agent(&world, None);
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), None);
     agent.setup(&sandbox, &run).await.unwrap();
-    let run = adapter::AgentRun { run_deadline: Some(Instant::now() + Duration::from_secs(2)), agent_timeout_sec: Some(2.0), ..run };
+    let run = adapter::AgentRun {
+        run_deadline: Some(Instant::now() + Duration::from_secs(2)),
+        agent_timeout_sec: Some(2.0),
+        ..run
+    };
     let started = Instant::now();
-    let err = agent.run(&sandbox, &run, &world.task.instruction).await.unwrap_err();
+    let err = agent
+        .run(&sandbox, &run, &world.task.instruction)
+        .await
+        .unwrap_err();
     let took = started.elapsed();
     assert_eq!(err.kind, AgentErrorKind::Timeout, "{}", err.message);
-    assert!(err.message.contains("timed out after 2 seconds"), "{}", err.message);
-    assert!(took < Duration::from_secs(10), "cancel must not wait for the command: {took:?}");
-    let context = err.context.expect("a timeout still carries the agent context");
+    assert!(
+        err.message.contains("timed out after 2 seconds"),
+        "{}",
+        err.message
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "cancel must not wait for the command: {took:?}"
+    );
+    let context = err
+        .context
+        .expect("a timeout still carries the agent context");
     assert_eq!(context.metadata.unwrap()["final_status"], "cancelled");
     // The server is still up (it keeps running through verification by default).
     let http = InContainerHttp::new(world.port);
-    let health = http.request(&sandbox, "GET", "/health", None, Duration::from_secs(5)).await.unwrap();
+    let health = http
+        .request(&sandbox, "GET", "/health", None, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!(health.status, 200);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!world.path("workspace/finished.txt").exists());
@@ -98,7 +162,9 @@ async fn cancels_at_the_deadline_and_kills_the_running_command() {
 async fn a_failed_task_is_an_ordinary_outcome() {
     let world = World::new("fail", "t/fail", PLAN);
     let agent = agent(&world, None);
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
     agent.setup(&sandbox, &run).await.unwrap();
     let report = agent.run(&sandbox, &run, &world.task.instruction).await;
@@ -112,12 +178,18 @@ async fn a_failed_task_is_an_ordinary_outcome() {
 async fn a_server_that_crashes_on_start_is_a_server_error_with_its_log() {
     let world = World::new("crash", "t/echo", PLAN);
     let agent = agent(&world, Some("echo boom: cannot bind >&2; exit 3"));
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), None);
     let started = Instant::now();
     let err = agent.setup(&sandbox, &run).await.unwrap_err();
     assert_eq!(err.kind, AgentErrorKind::Server, "{}", err.message);
-    assert!(err.message.contains("exited before it became healthy"), "{}", err.message);
+    assert!(
+        err.message.contains("exited before it became healthy"),
+        "{}",
+        err.message
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     let log = std::fs::read_to_string(world.path("trial/agent/server.log")).unwrap();
     assert!(log.contains("boom: cannot bind"), "{log}");
@@ -128,16 +200,29 @@ async fn a_server_that_crashes_on_start_is_a_server_error_with_its_log() {
 async fn a_server_that_never_becomes_healthy_fails_at_the_setup_deadline() {
     let world = World::new("never", "t/echo", PLAN);
     let agent = agent(&world, Some("echo starting; sleep 300"));
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(6), None);
     let started = Instant::now();
     let err = agent.setup(&sandbox, &run).await.unwrap_err();
     let took = started.elapsed();
     world.stop_server().await;
     assert_eq!(err.kind, AgentErrorKind::Server, "{}", err.message);
-    assert!(err.message.contains("never became healthy"), "{}", err.message);
-    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "stops before the runner's deadline: {took:?}");
-    assert!(std::fs::read_to_string(world.path("trial/agent/server.log")).unwrap().contains("starting"));
+    assert!(
+        err.message.contains("never became healthy"),
+        "{}",
+        err.message
+    );
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(6),
+        "stops before the runner's deadline: {took:?}"
+    );
+    assert!(
+        std::fs::read_to_string(world.path("trial/agent/server.log"))
+            .unwrap()
+            .contains("starting")
+    );
 }
 
 #[tokio::test]
@@ -149,7 +234,9 @@ async fn a_slow_starting_server_is_waited_for() {
         world.path("state").display()
     );
     let agent = agent(&world, Some(&cmd));
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
     let setup = agent.setup(&sandbox, &run).await;
     let report = match setup {
@@ -157,17 +244,25 @@ async fn a_slow_starting_server_is_waited_for() {
         Err(e) => Err(e),
     };
     world.stop_server().await;
-    assert_eq!(report.unwrap().context.unwrap().metadata.unwrap()["final_status"], "completed");
+    assert_eq!(
+        report.unwrap().context.unwrap().metadata.unwrap()["final_status"],
+        "completed"
+    );
 }
 
 #[tokio::test]
 async fn a_server_that_dies_mid_run_is_a_server_error() {
     let world = World::new("die", "t/die", PLAN);
     let agent = agent(&world, None);
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
     agent.setup(&sandbox, &run).await.unwrap();
-    let err = agent.run(&sandbox, &run, &world.task.instruction).await.unwrap_err();
+    let err = agent
+        .run(&sandbox, &run, &world.task.instruction)
+        .await
+        .unwrap_err();
     world.stop_server().await;
     assert_eq!(err.kind, AgentErrorKind::Server, "{}", err.message);
     assert!(err.message.contains("no longer running"), "{}", err.message);
@@ -178,7 +273,9 @@ async fn a_server_that_dies_mid_run_is_a_server_error() {
 async fn transport_round_trips_large_bodies_and_reports_refused_connections() {
     let world = World::new("transport", "t/echo", PLAN);
     let agent = agent(&world, None);
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
     agent.setup(&sandbox, &run).await.unwrap();
     // Larger than the env-var path: travels as an uploaded body file. Non-ASCII on purpose:
@@ -186,15 +283,31 @@ async fn transport_round_trips_large_bodies_and_reports_refused_connections() {
     let instruction = format!("Ünïcode first line\n{}\nend", "x".repeat(150_000));
     let report = agent.run(&sandbox, &run, &instruction).await;
     let http = InContainerHttp::new(world.port);
-    let missing = http.request(&sandbox, "GET", "/api/tasks/nope", None, Duration::from_secs(5)).await.unwrap();
+    let missing = http
+        .request(
+            &sandbox,
+            "GET",
+            "/api/tasks/nope",
+            None,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
     world.stop_server().await;
     report.unwrap();
     let trajectory = read_json(world.path("trial/agent/trajectory.json"));
-    assert_eq!(trajectory["steps"][0]["message"], instruction.as_str(), "the agent got the instruction byte for byte");
+    assert_eq!(
+        trajectory["steps"][0]["message"],
+        instruction.as_str(),
+        "the agent got the instruction byte for byte"
+    );
     assert_eq!(missing.status, 404);
 
     let closed = InContainerHttp::new(support::free_port());
-    let err = closed.request(&sandbox, "GET", "/health", None, Duration::from_secs(5)).await.unwrap_err();
+    let err = closed
+        .request(&sandbox, "GET", "/health", None, Duration::from_secs(5))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TransportError::Connect { .. }), "{err}");
 }
 
@@ -213,9 +326,13 @@ async fn an_invalid_event_log_is_a_trajectory_error_of_the_trial() {
         ),
     )
     .unwrap();
-    let cmd = std::fs::read_to_string(&script).unwrap().replace('\n', "; ");
+    let cmd = std::fs::read_to_string(&script)
+        .unwrap()
+        .replace('\n', "; ");
     let agent = agent(&world, Some(&cmd));
-    let sandbox = LocalSandbox { cwd: world.path("workspace") };
+    let sandbox = LocalSandbox {
+        cwd: world.path("workspace"),
+    };
     let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
     agent.setup(&sandbox, &run).await.unwrap();
     let err = agent.run(&sandbox, &run, "go").await.unwrap_err();
@@ -223,7 +340,10 @@ async fn an_invalid_event_log_is_a_trajectory_error_of_the_trial() {
     assert_eq!(err.kind, AgentErrorKind::Trajectory, "{}", err.message);
     assert!(err.kind.continues_to_verification());
     assert!(err.message.contains("ghost"), "{}", err.message);
-    assert!(!world.path("trial/agent/trajectory.json").exists(), "no silent invalid file");
+    assert!(
+        !world.path("trial/agent/trajectory.json").exists(),
+        "no silent invalid file"
+    );
     assert!(world.path("trial/agent/trajectory-error.txt").is_file());
 }
 
@@ -231,11 +351,17 @@ async fn an_invalid_event_log_is_a_trajectory_error_of_the_trial() {
 fn secret_boundary_refuses_credentials_unless_opted_in() {
     let world = World::new("secrets", "t/echo", PLAN);
     let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345";
-    let env = BTreeMap::from([("HELPER".to_owned(), key.to_owned()), ("MODEL".to_owned(), "m".to_owned())]);
+    let env = BTreeMap::from([
+        ("HELPER".to_owned(), key.to_owned()),
+        ("MODEL".to_owned(), "m".to_owned()),
+    ]);
     let err = InstalledAgent::new(world.config(None), env.clone(), false, false).unwrap_err();
     assert!(matches!(err, AgentConfigError::Secret { .. }));
     let text = err.to_string();
-    assert!(text.contains("HELPER") && text.contains("--allow-container-secrets"), "{text}");
+    assert!(
+        text.contains("HELPER") && text.contains("--allow-container-secrets"),
+        "{text}"
+    );
     assert!(!text.contains(key), "never the value: {text}");
 
     let agent = InstalledAgent::new(world.config(None), env, true, false).unwrap();
@@ -254,13 +380,21 @@ fn a_credential_value_inside_the_source_is_refused() {
     std::fs::create_dir_all(&src).unwrap();
     let value = "planted-value-0123456789";
     std::fs::write(src.join("settings.py"), format!("TOKEN = '{value}'\n")).unwrap();
-    let text = world.config_text(None).replace(&support::reference_src().display().to_string(), &src.display().to_string());
+    let text = world.config_text(None).replace(
+        &support::reference_src().display().to_string(),
+        &src.display().to_string(),
+    );
     let file = world.path("agent.toml");
     std::fs::write(&file, text).unwrap();
     let config = InstalledAgentConfig::load(&file).unwrap();
     let env = BTreeMap::from([("SERVICE_TOKEN".to_owned(), value.to_owned())]);
-    let err = InstalledAgent::new(config, env, true, false).unwrap_err().to_string();
-    assert!(err.contains("settings.py") && err.contains("SERVICE_TOKEN"), "{err}");
+    let err = InstalledAgent::new(config, env, true, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("settings.py") && err.contains("SERVICE_TOKEN"),
+        "{err}"
+    );
     assert!(!err.contains(value), "{err}");
 }
 

@@ -14,7 +14,9 @@ pub enum ProvenanceError {
         source: std::io::Error,
     },
     /// A path cannot be stored reproducibly (not UTF-8, or holds a newline).
-    #[error("agent source {path}: {problem}; rename it or exclude it with a glob in the agent config's `excludes`")]
+    #[error(
+        "agent source {path}: {problem}; rename it or exclude it with a glob in the agent config's `excludes`"
+    )]
     BadPath {
         /// The offending path.
         path: PathBuf,
@@ -22,7 +24,9 @@ pub enum ProvenanceError {
         problem: &'static str,
     },
     /// An entry that is neither a file, a directory nor a symlink (socket, FIFO, device).
-    #[error("agent source {path}: not a regular file, directory or symlink; exclude it in the agent config's `excludes`")]
+    #[error(
+        "agent source {path}: not a regular file, directory or symlink; exclude it in the agent config's `excludes`"
+    )]
     UnsupportedEntry {
         /// The offending path.
         path: PathBuf,
@@ -65,6 +69,9 @@ pub enum ProvenanceError {
 impl ProvenanceError {
     /// An I/O error at `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        ProvenanceError::Io { path: path.into(), source }
+        ProvenanceError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

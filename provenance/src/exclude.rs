@@ -8,8 +8,18 @@ use serde::Serialize;
 use crate::error::ProvenanceError;
 
 /// Names never uploaded: VCS metadata, virtualenvs, data and build outputs, caches.
-pub const DEFAULT_EXCLUDES: [&str; 10] =
-    [".git", ".venv", "data", "data_evaluated", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "dist", "node_modules"];
+pub const DEFAULT_EXCLUDES: [&str; 10] = [
+    ".git",
+    ".venv",
+    "data",
+    "data_evaluated",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    "node_modules",
+];
 
 /// The compiled exclude rules of one source tree.
 #[derive(Debug, Clone)]
@@ -24,11 +34,21 @@ impl ExcludeRules {
     pub fn new(globs: &[String]) -> Result<Self, ProvenanceError> {
         let mut builder = GlobSetBuilder::new();
         for glob in globs {
-            let parsed = Glob::new(glob).map_err(|e| ProvenanceError::BadGlob { glob: glob.clone(), message: e.to_string() })?;
+            let parsed = Glob::new(glob).map_err(|e| ProvenanceError::BadGlob {
+                glob: glob.clone(),
+                message: e.to_string(),
+            })?;
             builder.add(parsed);
         }
-        let glob_set = builder.build().map_err(|e| ProvenanceError::BadGlob { glob: globs.join(", "), message: e.to_string() })?;
-        Ok(Self { names: DEFAULT_EXCLUDES.map(String::from).to_vec(), globs: globs.to_vec(), glob_set })
+        let glob_set = builder.build().map_err(|e| ProvenanceError::BadGlob {
+            glob: globs.join(", "),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            names: DEFAULT_EXCLUDES.map(String::from).to_vec(),
+            globs: globs.to_vec(),
+            glob_set,
+        })
     }
 
     /// The rule that excludes `rel_path` (an entry's '/'-separated path), if any. A default name
@@ -67,12 +87,21 @@ mod tests {
     #[test]
     fn defaults_match_components_and_globs_match_paths() {
         let rules = ExcludeRules::new(&["*.log".into(), "secrets/**".into()]).unwrap();
-        assert_eq!(rules.matching_rule("node_modules").as_deref(), Some("node_modules"));
-        assert_eq!(rules.matching_rule("pkg/__pycache__").as_deref(), Some("__pycache__"));
+        assert_eq!(
+            rules.matching_rule("node_modules").as_deref(),
+            Some("node_modules")
+        );
+        assert_eq!(
+            rules.matching_rule("pkg/__pycache__").as_deref(),
+            Some("__pycache__")
+        );
         assert_eq!(rules.matching_rule("pkg/data").as_deref(), Some("data"));
         assert_eq!(rules.matching_rule("pkg/database.py"), None);
         assert_eq!(rules.matching_rule("run.log").as_deref(), Some("*.log"));
-        assert_eq!(rules.matching_rule("secrets/a.txt").as_deref(), Some("secrets/**"));
+        assert_eq!(
+            rules.matching_rule("secrets/a.txt").as_deref(),
+            Some("secrets/**")
+        );
         assert_eq!(rules.matching_rule("src/main.py"), None);
     }
 

@@ -43,7 +43,11 @@ impl DirtyCounts {
         .filter(|(n, _)| *n > 0)
         .map(|(n, what)| format!("{n} {what}"))
         .collect();
-        if parts.is_empty() { "clean".into() } else { parts.join(", ") }
+        if parts.is_empty() {
+            "clean".into()
+        } else {
+            parts.join(", ")
+        }
     }
 }
 
@@ -91,7 +95,9 @@ fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitUnavailable> {
     if output.status.success() {
         Ok(output.stdout)
     } else {
-        Err(GitUnavailable::Failed(String::from_utf8_lossy(&output.stderr).trim().to_owned()))
+        Err(GitUnavailable::Failed(
+            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        ))
     }
 }
 
@@ -106,14 +112,28 @@ pub fn git_state(dir: &Path) -> Result<GitState, GitUnavailable> {
     match git(dir, &["rev-parse", "--is-inside-work-tree"]) {
         Ok(out) if String::from_utf8_lossy(&out).trim() == "true" => {}
         Ok(_) => return Err(GitUnavailable::NotARepository),
-        Err(GitUnavailable::Failed(msg)) if msg.contains("not a git repository") => return Err(GitUnavailable::NotARepository),
+        Err(GitUnavailable::Failed(msg)) if msg.contains("not a git repository") => {
+            return Err(GitUnavailable::NotARepository);
+        }
         Err(e) => return Err(e),
     }
-    let status = git(dir, &["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--", "."])?;
+    let status = git(
+        dir,
+        &[
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--untracked-files=all",
+            "--",
+            ".",
+        ],
+    )?;
     let mut state = parse_porcelain_v2(&status);
     state.describe = git_line(dir, &["describe", "--tags", "--always", "--dirty"]);
     state.head_tree = git_line(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{tree}"]);
-    state.remote_url = git_line(dir, &["remote", "get-url", "origin"]).map(|u| strip_credentials(&u));
+    state.remote_url =
+        git_line(dir, &["remote", "get-url", "origin"]).map(|u| strip_credentials(&u));
     Ok(state)
 }
 
@@ -137,7 +157,10 @@ pub fn parse_porcelain_v2(out: &[u8]) -> GitState {
             }
             "1" | "2" => {
                 let xy = second.as_bytes();
-                let (x, y) = (xy.first().copied().unwrap_or(b'.'), xy.get(1).copied().unwrap_or(b'.'));
+                let (x, y) = (
+                    xy.first().copied().unwrap_or(b'.'),
+                    xy.get(1).copied().unwrap_or(b'.'),
+                );
                 if x != b'.' {
                     state.counts.staged += 1;
                 }
@@ -165,7 +188,9 @@ pub fn parse_porcelain_v2(out: &[u8]) -> GitState {
 pub fn strip_credentials(url: &str) -> String {
     let url = url.split(['?', '#']).next().unwrap_or(url);
     if let Some((scheme, rest)) = url.split_once("://") {
-        let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+        let (authority, path) = rest
+            .split_once('/')
+            .map_or((rest, None), |(a, p)| (a, Some(p)));
         let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
         match path {
             Some(path) => format!("{scheme}://{host}/{path}"),
@@ -174,7 +199,8 @@ pub fn strip_credentials(url: &str) -> String {
     } else {
         // scp-like `git@host:path`: the user part names an account, not a secret, but a
         // `user:token@` form would be one, so keep only what follows the last '@'.
-        url.rsplit_once('@').map_or(url.to_owned(), |(_, rest)| rest.to_owned())
+        url.rsplit_once('@')
+            .map_or(url.to_owned(), |(_, rest)| rest.to_owned())
     }
 }
 
@@ -184,10 +210,22 @@ mod tests {
 
     #[test]
     fn strips_user_info_and_query() {
-        assert_eq!(strip_credentials("https://user:ghp_x@github.com/o/r.git"), "https://github.com/o/r.git");
-        assert_eq!(strip_credentials("https://github.com/o/r.git?token=abc"), "https://github.com/o/r.git");
-        assert_eq!(strip_credentials("git@github.com:o/r.git"), "github.com:o/r.git");
-        assert_eq!(strip_credentials("https://github.com"), "https://github.com");
+        assert_eq!(
+            strip_credentials("https://user:ghp_x@github.com/o/r.git"),
+            "https://github.com/o/r.git"
+        );
+        assert_eq!(
+            strip_credentials("https://github.com/o/r.git?token=abc"),
+            "https://github.com/o/r.git"
+        );
+        assert_eq!(
+            strip_credentials("git@github.com:o/r.git"),
+            "github.com:o/r.git"
+        );
+        assert_eq!(
+            strip_credentials("https://github.com"),
+            "https://github.com"
+        );
     }
 
     #[test]
@@ -202,7 +240,16 @@ u UU N... 100644 100644 100644 100644 h1 h2 h3 c.txt\0\
         let state = parse_porcelain_v2(out);
         assert_eq!(state.commit.as_deref(), Some("abc"));
         assert_eq!(state.branch.as_deref(), Some("main"));
-        assert_eq!(state.counts, DirtyCounts { staged: 3, modified: 1, untracked: 1, deleted: 1, unmerged: 1 });
+        assert_eq!(
+            state.counts,
+            DirtyCounts {
+                staged: 3,
+                modified: 1,
+                untracked: 1,
+                deleted: 1,
+                unmerged: 1
+            }
+        );
         assert!(state.dirty);
     }
 }

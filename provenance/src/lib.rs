@@ -16,8 +16,13 @@ use std::path::{Path, PathBuf};
 pub use archive::{SourceArchive, build_tar, gzip};
 pub use error::ProvenanceError;
 pub use exclude::{DEFAULT_EXCLUDES, ExcludeRules, ExcludedSummary};
-pub use git::{DirtyCounts, GitState, GitUnavailable, git_state, parse_porcelain_v2, strip_credentials};
-pub use record::{ArchiveInfo, Generator, PREDICATE_TYPE, Predicate, SecretCheck, SourceInfo, SourceProvenance, Subject};
+pub use git::{
+    DirtyCounts, GitState, GitUnavailable, git_state, parse_porcelain_v2, strip_credentials,
+};
+pub use record::{
+    ArchiveInfo, Generator, PREDICATE_TYPE, Predicate, SecretCheck, SourceInfo, SourceProvenance,
+    Subject,
+};
 pub use secret_scan::{MIN_SECRET_LEN, check_tree};
 pub use tree_digest::tree_digest;
 pub use walk::{EntryKind, SourceEntry, SourceTree, collect};
@@ -47,26 +52,33 @@ pub struct PackagedSource {
 
 /// Walks, checks, archives and describes `options.root`.
 pub fn package_source(options: &SourceOptions) -> Result<PackagedSource, ProvenanceError> {
-    let root = std::path::absolute(&options.root).map_err(|e| ProvenanceError::io(&options.root, e))?;
+    let root =
+        std::path::absolute(&options.root).map_err(|e| ProvenanceError::io(&options.root, e))?;
     let rules = ExcludeRules::new(&options.extra_excludes)?;
     let tree = collect(&root, &rules)?;
     let known_values_checked = check_tree(&tree, &options.known_secrets)?;
     let (vcs, vcs_note, git) = match git_state(&root) {
         Ok(state) => ("git", None, Some(state)),
         Err(GitUnavailable::NotARepository) => ("none", None, None),
-        Err(GitUnavailable::GitMissing(e)) => ("unknown", Some(format!("git could not be run: {e}")), None),
+        Err(GitUnavailable::GitMissing(e)) => {
+            ("unknown", Some(format!("git could not be run: {e}")), None)
+        }
         Err(GitUnavailable::Failed(e)) => ("unknown", Some(format!("git failed: {e}")), None),
     };
     if options.require_clean {
         match &git {
             Some(state) if state.dirty => {
-                return Err(ProvenanceError::DirtySource { root, summary: state.counts.summary() });
+                return Err(ProvenanceError::DirtySource {
+                    root,
+                    summary: state.counts.summary(),
+                });
             }
             Some(_) => {}
             None => {
                 return Err(ProvenanceError::DirtySource {
                     root,
-                    summary: "its git state cannot be read, so it cannot be shown to be clean".into(),
+                    summary: "its git state cannot be read, so it cannot be shown to be clean"
+                        .into(),
                 });
             }
         }
@@ -77,14 +89,28 @@ pub fn package_source(options: &SourceOptions) -> Result<PackagedSource, Provena
     let provenance = SourceProvenance {
         statement_type: "https://in-toto.io/Statement/v1".into(),
         subject: vec![
-            Subject { name: "agent-source.tar".into(), digest: BTreeMap::from([("sha256".into(), archive.sha256.clone())]) },
-            Subject { name: "agent-source-tree".into(), digest: BTreeMap::from([("dirHash1".into(), tree_digest.clone())]) },
+            Subject {
+                name: "agent-source.tar".into(),
+                digest: BTreeMap::from([("sha256".into(), archive.sha256.clone())]),
+            },
+            Subject {
+                name: "agent-source-tree".into(),
+                digest: BTreeMap::from([("dirHash1".into(), tree_digest.clone())]),
+            },
         ],
         predicate_type: PREDICATE_TYPE.into(),
         predicate: Predicate {
             schema_version: 1,
-            generator: Generator { name: "runner".into(), version: tasks::RUNNER_VERSION.into() },
-            source: SourceInfo { local_root_name: root_name(&root), vcs: vcs.into(), vcs_note, git },
+            generator: Generator {
+                name: "runner".into(),
+                version: tasks::RUNNER_VERSION.into(),
+            },
+            source: SourceInfo {
+                local_root_name: root_name(&root),
+                vcs: vcs.into(),
+                vcs_note,
+                git,
+            },
             archive: ArchiveInfo {
                 sha256: archive.sha256,
                 tree_digest,
@@ -102,12 +128,17 @@ pub fn package_source(options: &SourceOptions) -> Result<PackagedSource, Provena
                 total_bytes: archive.total_bytes,
             },
             excluded: tree.excluded,
-            secret_check: SecretCheck { known_values_checked, hits: 0 },
+            secret_check: SecretCheck {
+                known_values_checked,
+                hits: 0,
+            },
         },
     };
     Ok(PackagedSource { tar_gz, provenance })
 }
 
 fn root_name(root: &Path) -> String {
-    root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    root.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

@@ -11,7 +11,10 @@ pub const MIN_SECRET_LEN: usize = 8;
 
 /// How many known values were checked (the record shows the check ran).
 pub fn check_tree(tree: &SourceTree, known: &[(String, String)]) -> Result<usize, ProvenanceError> {
-    let known: Vec<&(String, String)> = known.iter().filter(|(_, v)| v.len() >= MIN_SECRET_LEN).collect();
+    let known: Vec<&(String, String)> = known
+        .iter()
+        .filter(|(_, v)| v.len() >= MIN_SECRET_LEN)
+        .collect();
     if known.is_empty() {
         return Ok(0);
     }
@@ -22,7 +25,8 @@ pub fn check_tree(tree: &SourceTree, known: &[(String, String)]) -> Result<usize
             EntryKind::Dir => None,
             EntryKind::Symlink { target } => matcher.find(target.as_bytes()),
             EntryKind::File { .. } => {
-                let bytes = std::fs::read(&entry.abs_path).map_err(|e| ProvenanceError::io(&entry.abs_path, e))?;
+                let bytes = std::fs::read(&entry.abs_path)
+                    .map_err(|e| ProvenanceError::io(&entry.abs_path, e))?;
                 matcher.find(&bytes)
             }
         };

@@ -10,9 +10,18 @@ use crate::walk::{EntryKind, SourceTree};
 /// Lowercase hex `dirHash1` of the regular files of `tree`.
 pub fn tree_digest(tree: &SourceTree) -> Result<String, ProvenanceError> {
     let mut summary = Sha256::new();
-    for entry in tree.entries.iter().filter(|e| matches!(e.kind, EntryKind::File { .. })) {
-        let bytes = std::fs::read(&entry.abs_path).map_err(|e| ProvenanceError::io(&entry.abs_path, e))?;
-        summary.update(format!("{}  {}\n", hex::encode(Sha256::digest(&bytes)), entry.rel_path));
+    for entry in tree
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, EntryKind::File { .. }))
+    {
+        let bytes =
+            std::fs::read(&entry.abs_path).map_err(|e| ProvenanceError::io(&entry.abs_path, e))?;
+        summary.update(format!(
+            "{}  {}\n",
+            hex::encode(Sha256::digest(&bytes)),
+            entry.rel_path
+        ));
     }
     Ok(hex::encode(summary.finalize()))
 }

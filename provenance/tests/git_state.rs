@@ -9,7 +9,14 @@ fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .status()
@@ -38,7 +45,11 @@ fn clean_repo_records_commit_branch_and_describe() {
     assert_eq!(state.describe.as_deref(), Some("v0.1.0"));
     assert_eq!(state.counts, DirtyCounts::default());
     assert!(!state.dirty);
-    let opts = SourceOptions { root: dir.path().into(), require_clean: true, ..Default::default() };
+    let opts = SourceOptions {
+        root: dir.path().into(),
+        require_clean: true,
+        ..Default::default()
+    };
     let record = package_source(&opts).unwrap().provenance;
     assert!(!record.is_dirty());
     assert_eq!(record.predicate.source.vcs, "git");
@@ -56,16 +67,38 @@ fn dirty_states_are_counted() {
     std::fs::write(dir.path().join("new/deep/u1.txt"), "u\n").unwrap();
     std::fs::write(dir.path().join("new/u2.txt"), "u\n").unwrap(); // two untracked files
     let state = git_state(dir.path()).unwrap();
-    assert_eq!(state.counts, DirtyCounts { staged: 2, modified: 1, untracked: 2, deleted: 2, unmerged: 0 });
+    assert_eq!(
+        state.counts,
+        DirtyCounts {
+            staged: 2,
+            modified: 1,
+            untracked: 2,
+            deleted: 2,
+            unmerged: 0
+        }
+    );
     assert!(state.dirty);
     assert_eq!(state.describe.as_deref(), Some("v0.1.0-dirty"));
 
-    let record = package_source(&SourceOptions { root: dir.path().into(), ..Default::default() }).unwrap().provenance;
+    let record = package_source(&SourceOptions {
+        root: dir.path().into(),
+        ..Default::default()
+    })
+    .unwrap()
+    .provenance;
     assert!(record.is_dirty());
     let json = record.to_json();
-    assert!(!json.contains("u1.txt") && !json.contains("changed"), "no untracked names or contents: {json}");
+    assert!(
+        !json.contains("u1.txt") && !json.contains("changed"),
+        "no untracked names or contents: {json}"
+    );
 
-    let err = package_source(&SourceOptions { root: dir.path().into(), require_clean: true, ..Default::default() }).unwrap_err();
+    let err = package_source(&SourceOptions {
+        root: dir.path().into(),
+        require_clean: true,
+        ..Default::default()
+    })
+    .unwrap_err();
     assert!(matches!(err, ProvenanceError::DirtySource { .. }));
     assert!(err.to_string().contains("2 untracked"), "{err}");
 }
@@ -75,7 +108,11 @@ fn only_untracked_files_still_count_as_dirty() {
     let dir = repo();
     std::fs::write(dir.path().join("new.txt"), "n\n").unwrap();
     let state = git_state(dir.path()).unwrap();
-    assert_eq!(state.describe.as_deref(), Some("v0.1.0"), "git describe ignores untracked files");
+    assert_eq!(
+        state.describe.as_deref(),
+        Some("v0.1.0"),
+        "git describe ignores untracked files"
+    );
     assert_eq!(state.counts.untracked, 1);
     assert!(state.dirty, "our dirty flag counts them");
 }
@@ -89,7 +126,12 @@ fn unmerged_entries_are_counted() {
     git(dir.path(), &["checkout", "-q", "main"]);
     std::fs::write(dir.path().join("a.txt"), "main\n").unwrap();
     git(dir.path(), &["commit", "-q", "-am", "main"]);
-    let status = Command::new("git").arg("-C").arg(dir.path()).args(["merge", "-q", "other"]).output().unwrap();
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir.path())
+        .args(["merge", "-q", "other"])
+        .output()
+        .unwrap();
     assert!(!status.status.success(), "the merge must conflict");
     let state = git_state(dir.path()).unwrap();
     assert_eq!(state.counts.unmerged, 1);
@@ -103,18 +145,34 @@ fn subdirectory_status_is_scoped_and_remote_has_no_credentials() {
     std::fs::write(dir.path().join("agent/x.py"), "x\n").unwrap();
     git(dir.path(), &["add", "agent"]);
     git(dir.path(), &["commit", "-q", "-m", "agent"]);
-    git(dir.path(), &["remote", "add", "origin", "https://bob:ghp_secretsecret@example.invalid/o/r.git"]);
+    git(
+        dir.path(),
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://bob:ghp_secretsecret@example.invalid/o/r.git",
+        ],
+    );
     std::fs::write(dir.path().join("outside.txt"), "o\n").unwrap();
     let state = git_state(&dir.path().join("agent")).unwrap();
     assert!(!state.dirty, "changes outside the source dir do not count");
-    assert_eq!(state.remote_url.as_deref(), Some("https://example.invalid/o/r.git"));
+    assert_eq!(
+        state.remote_url.as_deref(),
+        Some("https://example.invalid/o/r.git")
+    );
 }
 
 #[test]
 fn non_git_directory_records_vcs_none() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "a").unwrap();
-    let record = package_source(&SourceOptions { root: dir.path().into(), ..Default::default() }).unwrap().provenance;
+    let record = package_source(&SourceOptions {
+        root: dir.path().into(),
+        ..Default::default()
+    })
+    .unwrap()
+    .provenance;
     assert_eq!(record.predicate.source.vcs, "none");
     assert!(record.predicate.source.git.is_none());
 }

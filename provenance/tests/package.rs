@@ -4,7 +4,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use provenance::{EntryKind, ExcludeRules, ProvenanceError, SourceOptions, build_tar, collect, package_source};
+use provenance::{
+    EntryKind, ExcludeRules, ProvenanceError, SourceOptions, build_tar, collect, package_source,
+};
 
 fn write(root: &Path, rel: &str, text: &str) {
     let path = root.join(rel);
@@ -25,11 +27,19 @@ fn sample_tree(root: &Path) {
 }
 
 fn options(root: &Path) -> SourceOptions {
-    SourceOptions { root: root.to_path_buf(), extra_excludes: vec!["*.log".into()], ..Default::default() }
+    SourceOptions {
+        root: root.to_path_buf(),
+        extra_excludes: vec!["*.log".into()],
+        ..Default::default()
+    }
 }
 
 fn set_mtime(path: &Path, secs: &str) {
-    let status = Command::new("touch").args(["-h", "-d", secs]).arg(path).status().unwrap();
+    let status = Command::new("touch")
+        .args(["-h", "-d", secs])
+        .arg(path)
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -53,10 +63,20 @@ fn same_tree_same_digests_and_record_anywhere() {
     let again = package_source(&options(a.path())).unwrap();
     let other = package_source(&options(b.path())).unwrap();
     assert_eq!(first.provenance.tar_sha256(), again.provenance.tar_sha256());
-    assert_eq!(first.provenance.to_json(), again.provenance.to_json(), "records of one tree must be identical");
+    assert_eq!(
+        first.provenance.to_json(),
+        again.provenance.to_json(),
+        "records of one tree must be identical"
+    );
     assert_eq!(first.provenance.tar_sha256(), other.provenance.tar_sha256());
-    assert_eq!(first.provenance.predicate.archive.tree_digest, other.provenance.predicate.archive.tree_digest);
-    assert_eq!(first.tar_gz, again.tar_gz, "gzip with mtime 0 is stable on one machine");
+    assert_eq!(
+        first.provenance.predicate.archive.tree_digest,
+        other.provenance.predicate.archive.tree_digest
+    );
+    assert_eq!(
+        first.tar_gz, again.tar_gz,
+        "gzip with mtime 0 is stable on one machine"
+    );
     assert_eq!(first.provenance.tar_sha256().len(), 64);
 }
 
@@ -74,8 +94,15 @@ fn touching_mtimes_changes_nothing_but_chmod_x_does() {
     let path = dir.path().join("server.py");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let exec = package_source(&options(dir.path())).unwrap().provenance;
-    assert_ne!(before.tar_sha256(), exec.tar_sha256(), "the exec bit is part of the archive");
-    assert_eq!(before.predicate.archive.tree_digest, exec.predicate.archive.tree_digest, "dirHash1 ignores modes");
+    assert_ne!(
+        before.tar_sha256(),
+        exec.tar_sha256(),
+        "the exec bit is part of the archive"
+    );
+    assert_eq!(
+        before.predicate.archive.tree_digest, exec.predicate.archive.tree_digest,
+        "dirHash1 ignores modes"
+    );
 
     // Group/other bits are not kept: only the owner exec bit matters.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -89,12 +116,31 @@ fn tar_holds_sorted_entries_fixed_metadata_and_unfollowed_symlinks() {
     sample_tree(dir.path());
     let tree = collect(dir.path(), &ExcludeRules::new(&["*.log".into()]).unwrap()).unwrap();
     let names: Vec<&str> = tree.entries.iter().map(|e| e.rel_path.as_str()).collect();
-    assert_eq!(names, ["a.txt", "empty", "link-out", "pkg", "pkg/mod.py", "server.py"]);
+    assert_eq!(
+        names,
+        [
+            "a.txt",
+            "empty",
+            "link-out",
+            "pkg",
+            "pkg/mod.py",
+            "server.py"
+        ]
+    );
     assert_eq!(tree.excluded.excluded_entry_count, 4);
     assert_eq!(tree.excluded.counts.get("__pycache__"), Some(&1));
     assert_eq!(tree.excluded.counts.get("*.log"), Some(&1));
-    let link = tree.entries.iter().find(|e| e.rel_path == "link-out").unwrap();
-    assert_eq!(link.kind, EntryKind::Symlink { target: "/etc/passwd".into() });
+    let link = tree
+        .entries
+        .iter()
+        .find(|e| e.rel_path == "link-out")
+        .unwrap();
+    assert_eq!(
+        link.kind,
+        EntryKind::Symlink {
+            target: "/etc/passwd".into()
+        }
+    );
 
     let archive = build_tar(&tree).unwrap();
     let mut reader = tar::Archive::new(archive.tar.as_slice());
@@ -105,10 +151,18 @@ fn tar_holds_sorted_entries_fixed_metadata_and_unfollowed_symlinks() {
         assert_eq!(header.mtime().unwrap(), 1_153_704_088);
         assert_eq!(header.uid().unwrap(), 0);
         assert_eq!(header.gid().unwrap(), 0);
-        let path = entry.path().unwrap().to_string_lossy().trim_end_matches('/').to_owned();
+        let path = entry
+            .path()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches('/')
+            .to_owned();
         if path == "link-out" {
             assert!(header.entry_type().is_symlink());
-            assert_eq!(entry.link_name().unwrap().unwrap().to_str(), Some("/etc/passwd"));
+            assert_eq!(
+                entry.link_name().unwrap().unwrap().to_str(),
+                Some("/etc/passwd")
+            );
         } else if path == "server.py" {
             assert_eq!(header.mode().unwrap(), 0o644);
             assert_eq!(header.size().unwrap(), 12);
@@ -124,14 +178,22 @@ fn tree_digest_matches_the_shell_pipeline() {
     write(dir.path(), "b.txt", "b\n");
     write(dir.path(), "a/x y.txt", "spaced\n");
     write(dir.path(), "a.txt", "a\n");
-    let record = package_source(&SourceOptions { root: dir.path().into(), ..Default::default() }).unwrap().provenance;
+    let record = package_source(&SourceOptions {
+        root: dir.path().into(),
+        ..Default::default()
+    })
+    .unwrap()
+    .provenance;
     let out = Command::new("bash")
         .arg("-c")
         .arg("find . -type f | cut -c3- | LC_ALL=C sort | tr '\\n' '\\0' | xargs -0 -r sha256sum | sha256sum | cut -d' ' -f1")
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert_eq!(record.predicate.archive.tree_digest, String::from_utf8_lossy(&out.stdout).trim());
+    assert_eq!(
+        record.predicate.archive.tree_digest,
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
 }
 
 #[test]
@@ -145,12 +207,19 @@ fn planted_secret_is_refused_naming_file_and_variable_only() {
     let err = package_source(&opts).unwrap_err();
     assert!(matches!(err, ProvenanceError::SecretInSource { .. }));
     let text = err.to_string();
-    assert!(text.contains("pkg/settings.py") && text.contains("MY_PROVIDER_API_KEY"), "{text}");
+    assert!(
+        text.contains("pkg/settings.py") && text.contains("MY_PROVIDER_API_KEY"),
+        "{text}"
+    );
     assert!(!text.contains(value), "the error must never hold the value");
 
     // The same secret inside an excluded directory is never read, so it does not block.
     std::fs::remove_file(dir.path().join("pkg/settings.py")).unwrap();
-    write(dir.path(), "data/settings.py", &format!("KEY = '{value}'\n"));
+    write(
+        dir.path(),
+        "data/settings.py",
+        &format!("KEY = '{value}'\n"),
+    );
     let ok = package_source(&opts).unwrap();
     assert_eq!(ok.provenance.predicate.secret_check.known_values_checked, 1);
 }

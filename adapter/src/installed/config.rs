@@ -179,9 +179,17 @@ impl Default for ApiSection {
             cancel_path: "/api/tasks/{id}/cancel".into(),
             id_field: "id".into(),
             status_field: "status".into(),
-            final_statuses: ["completed", "succeeded", "failed", "error", "cancelled", "canceled", "timed_out"]
-                .map(String::from)
-                .to_vec(),
+            final_statuses: [
+                "completed",
+                "succeeded",
+                "failed",
+                "error",
+                "cancelled",
+                "canceled",
+                "timed_out",
+            ]
+            .map(String::from)
+            .to_vec(),
             success_statuses: ["completed", "succeeded"].map(String::from).to_vec(),
             poll_interval_sec: 0.25,
             poll_max_interval_sec: 5.0,
@@ -227,37 +235,59 @@ pub struct TrajectorySection {
 impl InstalledAgentConfig {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Self, AgentConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read { file: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
+            file: path.into(),
+            source,
+        })?;
         Self::parse(path, &text)
     }
 
     /// Parses config text; `path` is used for messages and to resolve `source.dir`.
     pub fn parse(path: &Path, text: &str) -> Result<Self, AgentConfigError> {
-        let invalid = |key: String, message: String| AgentConfigError::Invalid { file: path.into(), key, message };
+        let invalid = |key: String, message: String| AgentConfigError::Invalid {
+            file: path.into(),
+            key,
+            message,
+        };
         let deserializer = toml::Deserializer::parse(text)
             .map_err(|e| invalid("(syntax)".into(), e.to_string().trim().replace('\n', " ")))?;
-        let mut config: InstalledAgentConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let key = e.path().to_string();
-            invalid(key, e.into_inner().message().trim().to_owned())
-        })?;
+        let mut config: InstalledAgentConfig = serde_path_to_error::deserialize(deserializer)
+            .map_err(|e| {
+                let key = e.path().to_string();
+                invalid(key, e.into_inner().message().trim().to_owned())
+            })?;
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         config.config_dir = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
         config.config_file = absolute;
-        config.check().map_err(|(key, message)| invalid(key.into(), message))?;
+        config
+            .check()
+            .map_err(|(key, message)| invalid(key.into(), message))?;
         Ok(config)
     }
 
     fn check(&self) -> Result<(), (&'static str, String)> {
         let name_ok = !self.name.is_empty()
-            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if !name_ok {
-            return Err(("name", "must be non-empty and use only letters, digits, '-', '_' and '.'".into()));
+            return Err((
+                "name",
+                "must be non-empty and use only letters, digits, '-', '_' and '.'".into(),
+            ));
         }
         if self.version.is_some() && self.version_command.is_some() {
-            return Err(("version_command", "give either `version` or `version_command`, not both".into()));
+            return Err((
+                "version_command",
+                "give either `version` or `version_command`, not both".into(),
+            ));
         }
         if self.server.port == 0 {
-            return Err(("server.port", "must be a fixed port between 1 and 65535".into()));
+            return Err((
+                "server.port",
+                "must be a fixed port between 1 and 65535".into(),
+            ));
         }
         for (key, path) in [
             ("server.health_path", &self.server.health_path),
@@ -266,48 +296,87 @@ impl InstalledAgentConfig {
             ("api.cancel_path", &self.api.cancel_path),
         ] {
             if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err((key, format!("`{path}` must be an absolute URL path starting with '/' without spaces")));
+                return Err((
+                    key,
+                    format!(
+                        "`{path}` must be an absolute URL path starting with '/' without spaces"
+                    ),
+                ));
             }
         }
-        for (key, path) in [("api.status_path", &self.api.status_path), ("api.cancel_path", &self.api.cancel_path)] {
+        for (key, path) in [
+            ("api.status_path", &self.api.status_path),
+            ("api.cancel_path", &self.api.cancel_path),
+        ] {
             if !path.contains("{id}") {
-                return Err((key, format!("`{path}` must contain `{{id}}` where the task id goes")));
+                return Err((
+                    key,
+                    format!("`{path}` must contain `{{id}}` where the task id goes"),
+                ));
             }
         }
         if let Some(path) = &self.source.install_path
             && !path.starts_with('/')
         {
-            return Err(("source.install_path", format!("`{path}` must be an absolute container path")));
+            return Err((
+                "source.install_path",
+                format!("`{path}` must be an absolute container path"),
+            ));
         }
         if let Some(path) = &self.workspace_root
             && !path.starts_with('/')
         {
-            return Err(("workspace_root", format!("`{path}` must be an absolute container path")));
+            return Err((
+                "workspace_root",
+                format!("`{path}` must be an absolute container path"),
+            ));
         }
         if self.api.final_statuses.is_empty() {
             return Err(("api.final_statuses", "must list at least one status".into()));
         }
-        if let Some(status) = self.api.success_statuses.iter().find(|s| !self.api.final_statuses.contains(s)) {
-            return Err(("api.success_statuses", format!("`{status}` is not in api.final_statuses")));
+        if let Some(status) = self
+            .api
+            .success_statuses
+            .iter()
+            .find(|s| !self.api.final_statuses.contains(s))
+        {
+            return Err((
+                "api.success_statuses",
+                format!("`{status}` is not in api.final_statuses"),
+            ));
         }
-        if !(self.api.poll_interval_sec > 0.0 && self.api.poll_max_interval_sec >= self.api.poll_interval_sec) {
-            return Err(("api.poll_interval_sec", "must be > 0 and not above api.poll_max_interval_sec".into()));
+        if !(self.api.poll_interval_sec > 0.0
+            && self.api.poll_max_interval_sec >= self.api.poll_interval_sec)
+        {
+            return Err((
+                "api.poll_interval_sec",
+                "must be > 0 and not above api.poll_max_interval_sec".into(),
+            ));
         }
-        if !(self.api.cancel_grace_sec >= 0.0) {
+        if self.api.cancel_grace_sec.is_nan() || self.api.cancel_grace_sec < 0.0 {
             return Err(("api.cancel_grace_sec", "must be >= 0".into()));
         }
         for name in self.env.keys() {
             if !is_env_name(name) {
-                return Err(("env", format!("`{name}` is not a valid environment variable name")));
+                return Err((
+                    "env",
+                    format!("`{name}` is not a valid environment variable name"),
+                ));
             }
         }
         if self.trajectory.format != TrajectoryFormat::None && self.trajectory.file.is_none() {
-            return Err(("trajectory.file", "name the trace file to convert, or set trajectory.format = \"none\"".into()));
+            return Err((
+                "trajectory.file",
+                "name the trace file to convert, or set trajectory.format = \"none\"".into(),
+            ));
         }
         if let Some(file) = &self.trajectory.file
             && (file.contains('/') || file.is_empty())
         {
-            return Err(("trajectory.file", format!("`{file}` must be a file name under agent/traces/, without '/'")));
+            return Err((
+                "trajectory.file",
+                format!("`{file}` must be a file name under agent/traces/, without '/'"),
+            ));
         }
         Ok(())
     }
@@ -319,7 +388,10 @@ impl InstalledAgentConfig {
 
     /// Where the source is unpacked in the container.
     pub fn install_path(&self) -> String {
-        self.source.install_path.clone().unwrap_or_else(|| format!("/opt/{}-src", self.name))
+        self.source
+            .install_path
+            .clone()
+            .unwrap_or_else(|| format!("/opt/{}-src", self.name))
     }
 }
 
@@ -357,23 +429,37 @@ file = "events.jsonl"
     }
 
     fn error_of(text: &str) -> String {
-        InstalledAgentConfig::parse(Path::new("/cfg/agent.toml"), text).unwrap_err().to_string()
+        InstalledAgentConfig::parse(Path::new("/cfg/agent.toml"), text)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn errors_name_file_and_key() {
         let err = error_of(&MINIMAL.replace("port = 8765", "port = \"x\""));
-        assert!(err.contains("/cfg/agent.toml") && err.contains("`server.port`"), "{err}");
+        assert!(
+            err.contains("/cfg/agent.toml") && err.contains("`server.port`"),
+            "{err}"
+        );
         let err = error_of(&MINIMAL.replace("[server]", "[server]\nhealth = \"/h\""));
-        assert!(err.contains("`server.health`") || err.contains("health"), "{err}");
+        assert!(
+            err.contains("`server.health`") || err.contains("health"),
+            "{err}"
+        );
         assert!(err.contains("/cfg/agent.toml"), "{err}");
         let err = error_of(&MINIMAL.replace("name = \"my-agent\"\n", ""));
         assert!(err.contains("name"), "{err}");
         let err = error_of(&format!("{MINIMAL}\n[api]\nstatus_path = \"/api/tasks\"\n"));
-        assert!(err.contains("`api.status_path`") && err.contains("{id}"), "{err}");
+        assert!(
+            err.contains("`api.status_path`") && err.contains("{id}"),
+            "{err}"
+        );
         let err = error_of(&format!("{MINIMAL}\n[env]\n\"BAD NAME\" = \"x\"\n"));
         assert!(err.contains("`env`") && err.contains("BAD NAME"), "{err}");
-        let err = error_of(&MINIMAL.replace("version = \"1.2.3\"", "version = \"1\"\nversion_command = \"x\""));
+        let err = error_of(&MINIMAL.replace(
+            "version = \"1.2.3\"",
+            "version = \"1\"\nversion_command = \"x\"",
+        ));
         assert!(err.contains("`version_command`"), "{err}");
     }
 }

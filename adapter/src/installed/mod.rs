@@ -9,7 +9,7 @@ pub mod transport;
 mod trial_files;
 
 pub use config::{
-    AgentConfigError, ApiSection, InstallSection, InstalledAgentConfig, ServerSection, SourceSection, TracesSection,
-    TrajectoryFormat, TrajectorySection,
+    AgentConfigError, ApiSection, InstallSection, InstalledAgentConfig, ServerSection,
+    SourceSection, TracesSection, TrajectoryFormat, TrajectorySection,
 };
 pub use installed_agent::InstalledAgent;

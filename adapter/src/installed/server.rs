@@ -21,7 +21,9 @@ pub struct ServerPaths {
 impl ServerPaths {
     /// Paths for agent `name`.
     pub fn new(name: &str) -> Self {
-        Self { dir: format!("/tmp/runner-agent-{name}") }
+        Self {
+            dir: format!("/tmp/runner-agent-{name}"),
+        }
     }
 
     /// The server's combined stdout/stderr.
@@ -49,14 +51,33 @@ pub struct ServerStart<'a> {
 }
 
 /// Starts the server in the background and records its pid.
-pub async fn start<S: Sandbox>(sandbox: &S, paths: &ServerPaths, start: &ServerStart<'_>) -> Result<(), AgentError> {
+pub async fn start<S: Sandbox>(
+    sandbox: &S,
+    paths: &ServerPaths,
+    start: &ServerStart<'_>,
+) -> Result<(), AgentError> {
     // The state dir is world-writable so a non-root server can write its log there.
-    let prepare = format!("mkdir -p '{0}' && chmod 1777 '{0}' && rm -f '{1}' '{2}'", paths.dir, paths.log(), paths.pid());
-    let out = sandbox.exec(ExecRequest::new(prepare).user("root").timeout(Duration::from_secs(30))).await?;
+    let prepare = format!(
+        "mkdir -p '{0}' && chmod 1777 '{0}' && rm -f '{1}' '{2}'",
+        paths.dir,
+        paths.log(),
+        paths.pid()
+    );
+    let out = sandbox
+        .exec(
+            ExecRequest::new(prepare)
+                .user("root")
+                .timeout(Duration::from_secs(30)),
+        )
+        .await?;
     if !out.success() {
         return Err(AgentError::new(
             AgentErrorKind::Server,
-            format!("preparing {} for the agent server failed: {}", paths.dir, out.stderr.trim()),
+            format!(
+                "preparing {} for the agent server failed: {}",
+                paths.dir,
+                out.stderr.trim()
+            ),
         ));
     }
     let script = r#"cd "$RUNNER_SERVER_CWD" || exit 1
@@ -67,16 +88,28 @@ else
 fi
 echo $! >"$RUNNER_SERVER_PID"
 "#;
-    let mut request = ExecRequest::new(script).maybe_user(start.user).envs(start.env).timeout(Duration::from_secs(30));
-    request.env.insert("RUNNER_SERVER_CWD".into(), start.cwd.into());
-    request.env.insert("RUNNER_SERVER_COMMAND".into(), start.command.into());
+    let mut request = ExecRequest::new(script)
+        .maybe_user(start.user)
+        .envs(start.env)
+        .timeout(Duration::from_secs(30));
+    request
+        .env
+        .insert("RUNNER_SERVER_CWD".into(), start.cwd.into());
+    request
+        .env
+        .insert("RUNNER_SERVER_COMMAND".into(), start.command.into());
     request.env.insert("RUNNER_SERVER_LOG".into(), paths.log());
     request.env.insert("RUNNER_SERVER_PID".into(), paths.pid());
     let out = sandbox.exec(request).await?;
     if !out.success() {
         return Err(AgentError::new(
             AgentErrorKind::Server,
-            format!("starting the agent server (`{}`) failed: {}{}", start.command, out.stdout.trim(), out.stderr.trim()),
+            format!(
+                "starting the agent server (`{}`) failed: {}{}",
+                start.command,
+                out.stdout.trim(),
+                out.stderr.trim()
+            ),
         ));
     }
     Ok(())
@@ -84,8 +117,17 @@ echo $! >"$RUNNER_SERVER_PID"
 
 /// True while the server process is alive.
 pub async fn is_alive<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<bool, AgentError> {
-    let cmd = format!("pid=$(cat '{}' 2>/dev/null) && [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null", paths.pid());
-    let out = sandbox.exec(ExecRequest::new(cmd).user("root").timeout(Duration::from_secs(30))).await?;
+    let cmd = format!(
+        "pid=$(cat '{}' 2>/dev/null) && [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null",
+        paths.pid()
+    );
+    let out = sandbox
+        .exec(
+            ExecRequest::new(cmd)
+                .user("root")
+                .timeout(Duration::from_secs(30)),
+        )
+        .await?;
     Ok(out.success())
 }
 
@@ -96,7 +138,13 @@ pub async fn stop<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<(), Ag
          sleep 1; kill -KILL -- -\"$pid\" 2>/dev/null; true",
         paths.pid()
     );
-    sandbox.exec(ExecRequest::new(cmd).user("root").timeout(Duration::from_secs(30))).await?;
+    sandbox
+        .exec(
+            ExecRequest::new(cmd)
+                .user("root")
+                .timeout(Duration::from_secs(30)),
+        )
+        .await?;
     Ok(())
 }
 
@@ -104,9 +152,19 @@ pub async fn stop<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<(), Ag
 /// file itself, because the log matters most when something already went wrong.
 pub async fn save_log<S: Sandbox>(sandbox: &S, paths: &ServerPaths, host_path: &Path) {
     let cmd = format!("tail -c 8388608 '{}' 2>/dev/null || true", paths.log());
-    let text = match sandbox.exec(ExecRequest::new(cmd).user("root").timeout(Duration::from_secs(60))).await {
+    let text = match sandbox
+        .exec(
+            ExecRequest::new(cmd)
+                .user("root")
+                .timeout(Duration::from_secs(60)),
+        )
+        .await
+    {
         Ok(out) => out.stdout,
-        Err(e) => format!("[runner] could not read the server log {}: {e}\n", paths.log()),
+        Err(e) => format!(
+            "[runner] could not read the server log {}: {e}\n",
+            paths.log()
+        ),
     };
     if let Some(dir) = host_path.parent() {
         let _ = std::fs::create_dir_all(dir);
@@ -138,7 +196,9 @@ pub async fn wait_healthy<S: Sandbox>(
                 ),
             ));
         }
-        let limit = remaining.min(Duration::from_secs(5)).max(Duration::from_millis(500));
+        let limit = remaining
+            .min(Duration::from_secs(5))
+            .max(Duration::from_millis(500));
         match http.request(sandbox, "GET", health_path, None, limit).await {
             Ok(resp) if resp.is_success() => return Ok(started.elapsed()),
             Ok(resp) => last = format!("HTTP {}", resp.status),
@@ -148,7 +208,9 @@ pub async fn wait_healthy<S: Sandbox>(
         if !is_alive(sandbox, paths).await? {
             return Err(AgentError::new(
                 AgentErrorKind::Server,
-                format!("the agent server exited before it became healthy (last: {last}); see agent/server.log"),
+                format!(
+                    "the agent server exited before it became healthy (last: {last}); see agent/server.log"
+                ),
             ));
         }
         tokio::time::sleep(delay.min(deadline.saturating_duration_since(Instant::now()))).await;

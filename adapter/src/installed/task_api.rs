@@ -56,12 +56,16 @@ pub struct TaskApi<'a> {
 }
 
 fn expect_json(call: &str, resp: HttpResponse) -> Result<Value, ApiError> {
-    let answer = |message: String| ApiError::Answer { call: call.into(), message };
+    let answer = |message: String| ApiError::Answer {
+        call: call.into(),
+        message,
+    };
     if !resp.is_success() {
         let snippet: String = resp.body.chars().take(300).collect();
         return Err(answer(format!("HTTP {}: {snippet}", resp.status)));
     }
-    resp.json().map_err(|e| answer(format!("the answer is not JSON ({e})")))
+    resp.json()
+        .map_err(|e| answer(format!("the answer is not JSON ({e})")))
 }
 
 impl TaskApi<'_> {
@@ -79,39 +83,78 @@ impl TaskApi<'_> {
     }
 
     /// POSTs the task; returns its id.
-    pub async fn submit<S: Sandbox>(&self, sandbox: &S, submission: &Submission<'_>, timeout: Duration) -> Result<String, ApiError> {
+    pub async fn submit<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        submission: &Submission<'_>,
+        timeout: Duration,
+    ) -> Result<String, ApiError> {
         let call = format!("POST {}", self.api.submit_path);
         let body = Self::submission_body(submission).to_string();
-        let resp = self.http.request(sandbox, "POST", &self.api.submit_path, Some(&body), timeout).await?;
+        let resp = self
+            .http
+            .request(sandbox, "POST", &self.api.submit_path, Some(&body), timeout)
+            .await?;
         let value = expect_json(&call, resp)?;
         match value.get(&self.api.id_field) {
             Some(Value::String(id)) if !id.is_empty() => Ok(id.clone()),
             Some(Value::Number(n)) => Ok(n.to_string()),
-            _ => Err(ApiError::Answer { call, message: format!("the answer has no `{}` field with the task id", self.api.id_field) }),
+            _ => Err(ApiError::Answer {
+                call,
+                message: format!(
+                    "the answer has no `{}` field with the task id",
+                    self.api.id_field
+                ),
+            }),
         }
     }
 
     /// GETs the task's status.
-    pub async fn status<S: Sandbox>(&self, sandbox: &S, id: &str, timeout: Duration) -> Result<TaskStatus, ApiError> {
+    pub async fn status<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<TaskStatus, ApiError> {
         let path = self.api.status_path.replace("{id}", &url_component(id));
         let call = format!("GET {path}");
-        let resp = self.http.request(sandbox, "GET", &path, None, timeout).await?;
+        let resp = self
+            .http
+            .request(sandbox, "GET", &path, None, timeout)
+            .await?;
         let body = expect_json(&call, resp)?;
         match body.get(&self.api.status_field).and_then(Value::as_str) {
-            Some(status) => Ok(TaskStatus { status: status.to_owned(), body }),
-            None => Err(ApiError::Answer { call, message: format!("the answer has no string `{}` field", self.api.status_field) }),
+            Some(status) => Ok(TaskStatus {
+                status: status.to_owned(),
+                body,
+            }),
+            None => Err(ApiError::Answer {
+                call,
+                message: format!("the answer has no string `{}` field", self.api.status_field),
+            }),
         }
     }
 
     /// POSTs a cancel request.
-    pub async fn cancel<S: Sandbox>(&self, sandbox: &S, id: &str, timeout: Duration) -> Result<(), ApiError> {
+    pub async fn cancel<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<(), ApiError> {
         let path = self.api.cancel_path.replace("{id}", &url_component(id));
         let call = format!("POST {path}");
-        let resp = self.http.request(sandbox, "POST", &path, Some("{}"), timeout).await?;
+        let resp = self
+            .http
+            .request(sandbox, "POST", &path, Some("{}"), timeout)
+            .await?;
         if resp.is_success() {
             Ok(())
         } else {
-            Err(ApiError::Answer { call, message: format!("HTTP {}", resp.status) })
+            Err(ApiError::Answer {
+                call,
+                message: format!("HTTP {}", resp.status),
+            })
         }
     }
 
@@ -130,7 +173,9 @@ impl TaskApi<'_> {
 fn url_component(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

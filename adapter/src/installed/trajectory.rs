@@ -57,8 +57,12 @@ fn add_u64(slot: &mut Option<u64>, value: Option<u64>) {
 fn add_metric(metrics: &mut Map<String, Value>, key: &str, value: Option<Value>) {
     let Some(value) = value else { return };
     let sum = match (metrics.get(key), &value) {
-        (Some(Value::Number(a)), Value::Number(b)) if a.is_u64() && b.is_u64() => json!(a.as_u64().unwrap_or(0) + b.as_u64().unwrap_or(0)),
-        (Some(Value::Number(a)), Value::Number(b)) => json!(a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0)),
+        (Some(Value::Number(a)), Value::Number(b)) if a.is_u64() && b.is_u64() => {
+            json!(a.as_u64().unwrap_or(0) + b.as_u64().unwrap_or(0))
+        }
+        (Some(Value::Number(a)), Value::Number(b)) => {
+            json!(a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0))
+        }
         _ => value,
     };
     metrics.insert(key.into(), sum);
@@ -78,12 +82,17 @@ pub fn convert_events(
     let mut statuses = Vec::new();
     for (index, line) in events.lines().enumerate() {
         let line_no = index + 1;
-        let err = |message: String| ConversionError { line: line_no, message };
+        let err = |message: String| ConversionError {
+            line: line_no,
+            message,
+        };
         if line.trim().is_empty() {
             continue;
         }
         let event: Value = serde_json::from_str(line).map_err(|e| err(format!("not JSON: {e}")))?;
-        let Some(event) = event.as_object() else { return Err(err("not a JSON object".into())) };
+        let Some(event) = event.as_object() else {
+            return Err(err("not a JSON object".into()));
+        };
         let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_owned);
         let mut step = Map::new();
         if let Some(ts) = text("timestamp") {
@@ -91,7 +100,8 @@ pub fn convert_events(
         }
         match event.get("type").and_then(Value::as_str) {
             Some("message") => {
-                let source = text("source").ok_or_else(|| err("a message needs a `source`".into()))?;
+                let source =
+                    text("source").ok_or_else(|| err("a message needs a `source`".into()))?;
                 if !matches!(source.as_str(), "user" | "agent" | "system") {
                     return Err(err(format!("unknown message source `{source}`")));
                 }
@@ -111,7 +121,8 @@ pub fn convert_events(
                 if steps.is_empty() {
                     steps.push(user_step(instruction));
                 }
-                let call_id = text("call_id").ok_or_else(|| err("a tool_call needs a `call_id`".into()))?;
+                let call_id =
+                    text("call_id").ok_or_else(|| err("a tool_call needs a `call_id`".into()))?;
                 let name = text("name").ok_or_else(|| err("a tool_call needs a `name`".into()))?;
                 let arguments = match event.get("arguments") {
                     None => json!({}),
@@ -130,11 +141,14 @@ pub fn convert_events(
                 steps.push(step);
             }
             Some("tool_result") => {
-                let call_id = text("call_id").ok_or_else(|| err("a tool_result needs a `call_id`".into()))?;
+                let call_id =
+                    text("call_id").ok_or_else(|| err("a tool_result needs a `call_id`".into()))?;
                 let target = steps.iter_mut().rev().find(|s| {
                     s.get("tool_calls")
                         .and_then(Value::as_array)
-                        .is_some_and(|calls| calls.iter().any(|c| c["tool_call_id"] == call_id.as_str()))
+                        .is_some_and(|calls| {
+                            calls.iter().any(|c| c["tool_call_id"] == call_id.as_str())
+                        })
                 });
                 let Some(target) = target else {
                     return Err(err(format!("tool_result for unknown call_id `{call_id}`")));
@@ -146,7 +160,9 @@ pub fn convert_events(
                     }
                     content.push_str(&format!("[exit code: {code}]"));
                 }
-                let observation = target.entry("observation").or_insert_with(|| json!({"results": []}));
+                let observation = target
+                    .entry("observation")
+                    .or_insert_with(|| json!({"results": []}));
                 if let Some(results) = observation["results"].as_array_mut() {
                     results.push(json!({"source_call_id": call_id, "content": content}));
                 }
@@ -163,7 +179,12 @@ pub fn convert_events(
                 if let Some(step) = steps.iter_mut().rev().find(|s| s["source"] == "agent") {
                     let metrics = step.entry("metrics").or_insert_with(|| json!({}));
                     if let Some(metrics) = metrics.as_object_mut() {
-                        for key in ["prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"] {
+                        for key in [
+                            "prompt_tokens",
+                            "completion_tokens",
+                            "cached_tokens",
+                            "cost_usd",
+                        ] {
                             add_metric(metrics, key, num(key));
                         }
                     }
@@ -192,14 +213,23 @@ pub fn convert_events(
     }
     trajectory.insert("agent".into(), agent_obj);
     let total_steps = steps.len();
-    trajectory.insert("steps".into(), Value::Array(steps.into_iter().map(Value::Object).collect()));
+    trajectory.insert(
+        "steps".into(),
+        Value::Array(steps.into_iter().map(Value::Object).collect()),
+    );
     if let Some(last) = statuses.last() {
-        trajectory.insert("notes".into(), json!(format!("final status reported by the agent: {last}")));
+        trajectory.insert(
+            "notes".into(),
+            json!(format!("final status reported by the agent: {last}")),
+        );
     }
     let mut final_metrics = Map::new();
     let pairs = [
         ("total_prompt_tokens", totals.prompt.map(Value::from)),
-        ("total_completion_tokens", totals.completion.map(Value::from)),
+        (
+            "total_completion_tokens",
+            totals.completion.map(Value::from),
+        ),
         ("total_cached_tokens", totals.cached.map(Value::from)),
         ("total_cost_usd", totals.cost.map(Value::from)),
     ];
@@ -229,7 +259,11 @@ pub fn validate(trajectory: &Value) -> Result<(), String> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+        Err(errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "))
     }
 }
 
@@ -239,7 +273,9 @@ pub fn context_from_trajectory(trajectory: &Value) -> Option<AgentContext> {
     let context = AgentContext {
         n_input_tokens: metrics.get("total_prompt_tokens").and_then(Value::as_u64),
         n_cache_tokens: metrics.get("total_cached_tokens").and_then(Value::as_u64),
-        n_output_tokens: metrics.get("total_completion_tokens").and_then(Value::as_u64),
+        n_output_tokens: metrics
+            .get("total_completion_tokens")
+            .and_then(Value::as_u64),
         cost_usd: metrics.get("total_cost_usd").and_then(Value::as_f64),
         ..Default::default()
     };
@@ -266,7 +302,11 @@ pub fn context_from_usage(status_body: &Value) -> Option<AgentContext> {
 mod tests {
     use super::*;
 
-    const AGENT: TrajectoryAgent<'static> = TrajectoryAgent { name: "ref", version: "1.0", model_name: Some("none/scripted") };
+    const AGENT: TrajectoryAgent<'static> = TrajectoryAgent {
+        name: "ref",
+        version: "1.0",
+        model_name: Some("none/scripted"),
+    };
 
     #[test]
     fn converts_a_full_log_into_a_valid_trajectory() {
@@ -288,17 +328,29 @@ mod tests {
         assert_eq!(steps[0]["message"], "Do the thing.\n");
         assert_eq!(steps[1]["step_id"], 2);
         assert_eq!(steps[2]["tool_calls"][0]["arguments"]["command"], "echo hi");
-        assert_eq!(steps[2]["observation"]["results"][0]["content"], "hi\n[exit code: 0]");
-        assert_eq!(steps[2]["observation"]["results"][0]["source_call_id"], "c1");
+        assert_eq!(
+            steps[2]["observation"]["results"][0]["content"],
+            "hi\n[exit code: 0]"
+        );
+        assert_eq!(
+            steps[2]["observation"]["results"][0]["source_call_id"],
+            "c1"
+        );
         assert_eq!(steps[2]["metrics"]["prompt_tokens"], 100);
-        assert_eq!(steps[3]["observation"]["results"][0]["content"], "[exit code: 1]");
+        assert_eq!(
+            steps[3]["observation"]["results"][0]["content"],
+            "[exit code: 1]"
+        );
         assert_eq!(t["final_metrics"]["total_prompt_tokens"], 150);
         assert_eq!(t["final_metrics"]["total_cached_tokens"], 40);
         assert_eq!(t["final_metrics"]["total_steps"], 4);
         assert_eq!(t["extra"]["skipped_events"], 1);
         assert_eq!(t["schema_version"], SCHEMA_VERSION);
         let ctx = context_from_trajectory(&t).unwrap();
-        assert_eq!((ctx.n_input_tokens, ctx.n_output_tokens, ctx.n_cache_tokens), (Some(150), Some(25), Some(40)));
+        assert_eq!(
+            (ctx.n_input_tokens, ctx.n_output_tokens, ctx.n_cache_tokens),
+            (Some(150), Some(25), Some(40))
+        );
         assert_eq!(ctx.cost_usd, Some(0.75));
     }
 
@@ -312,18 +364,36 @@ mod tests {
 
     #[test]
     fn broken_logs_are_conversion_errors() {
-        let e = convert_events("{\"type\":\"tool_result\",\"call_id\":\"x\"}", &AGENT, "s", "i").unwrap_err();
+        let e = convert_events(
+            "{\"type\":\"tool_result\",\"call_id\":\"x\"}",
+            &AGENT,
+            "s",
+            "i",
+        )
+        .unwrap_err();
         assert_eq!(e.line, 1);
         assert!(e.message.contains("unknown call_id"));
         let e = convert_events("\n{oops", &AGENT, "s", "i").unwrap_err();
         assert_eq!(e.line, 2);
-        let e = convert_events(r#"{"type":"tool_call","call_id":"a","name":"b","arguments":[1]}"#, &AGENT, "s", "i").unwrap_err();
+        let e = convert_events(
+            r#"{"type":"tool_call","call_id":"a","name":"b","arguments":[1]}"#,
+            &AGENT,
+            "s",
+            "i",
+        )
+        .unwrap_err();
         assert!(e.message.contains("object"));
     }
 
     #[test]
     fn invalid_timestamps_fail_validation() {
-        let t = convert_events(r#"{"type":"message","source":"agent","text":"x","timestamp":"yesterday"}"#, &AGENT, "s", "i").unwrap();
+        let t = convert_events(
+            r#"{"type":"message","source":"agent","text":"x","timestamp":"yesterday"}"#,
+            &AGENT,
+            "s",
+            "i",
+        )
+        .unwrap();
         let err = validate(&t).unwrap_err();
         assert!(err.contains("timestamp"), "{err}");
     }

@@ -118,31 +118,50 @@ impl InContainerHttp {
         timeout: Duration,
     ) -> Result<HttpResponse, TransportError> {
         let mut request = ExecRequest::new(CLIENT).user("root").timeout(timeout);
-        request.env.insert("RUNNER_HTTP_PORT".into(), self.port.to_string());
-        request.env.insert("RUNNER_HTTP_METHOD".into(), method.into());
+        request
+            .env
+            .insert("RUNNER_HTTP_PORT".into(), self.port.to_string());
+        request
+            .env
+            .insert("RUNNER_HTTP_METHOD".into(), method.into());
         request.env.insert("RUNNER_HTTP_PATH".into(), path.into());
         if let Some(body) = body {
-            request.env.insert("RUNNER_HTTP_LEN".into(), body.len().to_string());
+            request
+                .env
+                .insert("RUNNER_HTTP_LEN".into(), body.len().to_string());
             if body.len() <= INLINE_BODY_LIMIT {
                 request.env.insert("RUNNER_HTTP_BODY".into(), body.into());
             } else {
                 let n = BODY_FILE_COUNTER.fetch_add(1, Ordering::Relaxed);
                 let file = format!("/tmp/.runner-http-body-{}-{n}.json", std::process::id());
-                sandbox.upload_bytes(body.as_bytes().to_vec(), &file, 0o600).await?;
+                sandbox
+                    .upload_bytes(body.as_bytes().to_vec(), &file, 0o600)
+                    .await?;
                 request.env.insert("RUNNER_HTTP_BODY_FILE".into(), file);
             }
         }
-        let bad = |message: String| TransportError::Bad { method: method.into(), path: path.into(), message };
+        let bad = |message: String| TransportError::Bad {
+            method: method.into(),
+            path: path.into(),
+            message,
+        };
         let output = sandbox.exec(request).await?;
         if output.timed_out {
-            return Err(TransportError::Timeout { method: method.into(), path: path.into(), secs: timeout.as_secs_f64() });
+            return Err(TransportError::Timeout {
+                method: method.into(),
+                path: path.into(),
+                secs: timeout.as_secs_f64(),
+            });
         }
         match output.exit_code {
             Some(0) => {}
             Some(CONNECT_FAILED) => return Err(TransportError::Connect { port: self.port }),
             code => {
                 let code = code.map_or("none".into(), |c| c.to_string());
-                return Err(bad(format!("the in-container client exited with {code}: {}", output.stderr.trim())));
+                return Err(bad(format!(
+                    "the in-container client exited with {code}: {}",
+                    output.stderr.trim()
+                )));
             }
         }
         parse_response(&output.stdout).map_err(bad)
@@ -154,28 +173,47 @@ pub fn parse_response(raw: &str) -> Result<HttpResponse, String> {
     let (head, rest) = raw
         .split_once("\r\n\r\n")
         .or_else(|| raw.split_once("\n\n"))
-        .ok_or_else(|| format!("no complete HTTP response header in {} bytes of output", raw.len()))?;
+        .ok_or_else(|| {
+            format!(
+                "no complete HTTP response header in {} bytes of output",
+                raw.len()
+            )
+        })?;
     let mut lines = head.lines();
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.split_whitespace();
     let version = parts.next().unwrap_or_default();
     let status = parts.next().and_then(|s| s.parse::<u16>().ok());
     let Some(status) = status.filter(|_| version.starts_with("HTTP/")) else {
-        return Err(format!("not an HTTP status line: {:?}", status_line.chars().take(80).collect::<String>()));
+        return Err(format!(
+            "not an HTTP status line: {:?}",
+            status_line.chars().take(80).collect::<String>()
+        ));
     };
     let headers: Vec<(String, String)> = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let body = if header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let body = if header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+    {
         dechunk(rest)?
     } else if let Some(len) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
         rest.get(..len).unwrap_or(rest).to_owned()
     } else {
         rest.to_owned()
     };
-    Ok(HttpResponse { status, headers, body })
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
 }
 
 fn dechunk(mut rest: &str) -> Result<String, String> {
@@ -183,13 +221,17 @@ fn dechunk(mut rest: &str) -> Result<String, String> {
     loop {
         let (size_line, after) = rest.split_once("\r\n").ok_or("truncated chunked body")?;
         let size_text = size_line.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
         if size == 0 {
             return Ok(body);
         }
         let chunk = after.get(..size).ok_or("truncated chunk")?;
         body.push_str(chunk);
-        rest = after.get(size..).unwrap_or_default().trim_start_matches("\r\n");
+        rest = after
+            .get(size..)
+            .unwrap_or_default()
+            .trim_start_matches("\r\n");
     }
 }
 

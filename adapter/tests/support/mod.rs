@@ -27,7 +27,13 @@ impl Sandbox for LocalSandbox {
             .arg("-c")
             .arg(&request.command)
             .envs(&request.env)
-            .current_dir(request.cwd.as_deref().map(PathBuf::from).unwrap_or_else(|| self.cwd.clone()))
+            .current_dir(
+                request
+                    .cwd
+                    .as_deref()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| self.cwd.clone()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -52,8 +58,15 @@ impl Sandbox for LocalSandbox {
                 })
             }
             Err(_) => {
-                let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
-                Ok(ExecOutput { exit_code: None, timed_out: true, elapsed: started.elapsed(), ..Default::default() })
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{pid}")])
+                    .status();
+                Ok(ExecOutput {
+                    exit_code: None,
+                    timed_out: true,
+                    elapsed: started.elapsed(),
+                    ..Default::default()
+                })
             }
         }
     }
@@ -63,12 +76,19 @@ impl Sandbox for LocalSandbox {
         cp_contents(source, Path::new(target)).map_err(|e| SandboxError::new("upload_dir", e))
     }
 
-    async fn upload_bytes(&self, bytes: Vec<u8>, target: &str, mode: u32) -> Result<(), SandboxError> {
+    async fn upload_bytes(
+        &self,
+        bytes: Vec<u8>,
+        target: &str,
+        mode: u32,
+    ) -> Result<(), SandboxError> {
         use std::os::unix::fs::PermissionsExt;
         let path = Path::new(target);
-        std::fs::create_dir_all(path.parent().unwrap()).map_err(|e| SandboxError::new("upload_bytes", e))?;
+        std::fs::create_dir_all(path.parent().unwrap())
+            .map_err(|e| SandboxError::new("upload_bytes", e))?;
         std::fs::write(path, bytes).map_err(|e| SandboxError::new("upload_bytes", e))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| SandboxError::new("upload_bytes", e))
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| SandboxError::new("upload_bytes", e))
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
@@ -78,13 +98,28 @@ impl Sandbox for LocalSandbox {
 }
 
 fn cp_contents(source: &Path, target: &Path) -> std::io::Result<()> {
-    let status = std::process::Command::new("cp").arg("-rP").arg(format!("{}/.", source.display())).arg(target).status()?;
-    if status.success() { Ok(()) } else { Err(std::io::Error::other(format!("cp {} failed", source.display()))) }
+    let status = std::process::Command::new("cp")
+        .arg("-rP")
+        .arg(format!("{}/.", source.display()))
+        .arg(target)
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "cp {} failed",
+            source.display()
+        )))
+    }
 }
 
 /// A free port on 127.0.0.1 (loopback only).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The reference agent's source directory in this repository.
@@ -115,13 +150,22 @@ impl World {
         std::fs::write(task_dir.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
         std::fs::write(task_dir.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
         std::fs::write(task_dir.join("instruction.md"), "Do the test thing.\n").unwrap();
-        std::fs::write(task_dir.join("task.toml"), format!("[task]\nname = \"{task_name}\"\n[agent]\ntimeout_sec = 30.0\n")).unwrap();
+        std::fs::write(
+            task_dir.join("task.toml"),
+            format!("[task]\nname = \"{task_name}\"\n[agent]\ntimeout_sec = 30.0\n"),
+        )
+        .unwrap();
         for dir in ["workspace", "trial", "state"] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
         std::fs::write(root.join("plan.json"), plan).unwrap();
         let task = Task::load(&task_dir).unwrap();
-        World { tmp, task, port: free_port(), name: format!("reftest-{test}-{}", std::process::id()) }
+        World {
+            tmp,
+            task,
+            port: free_port(),
+            name: format!("reftest-{test}-{}", std::process::id()),
+        }
     }
 
     /// A path inside the world.
@@ -134,7 +178,11 @@ impl World {
     pub fn config_text(&self, server_command: Option<&str>) -> String {
         let p = |rel: &str| self.path(rel).display().to_string();
         let command = server_command.map(str::to_owned).unwrap_or_else(|| {
-            format!("python3 {{source_dir}}/server.py --port {{port}} --plan {} --state-dir {}", p("plan.json"), p("state"))
+            format!(
+                "python3 {{source_dir}}/server.py --port {{port}} --plan {} --state-dir {}",
+                p("plan.json"),
+                p("state")
+            )
         });
         format!(
             r#"name = "{name}"
@@ -193,7 +241,9 @@ file = "events.jsonl"
 
     /// Kills the world's server, if it runs.
     pub async fn stop_server(&self) {
-        let sandbox = LocalSandbox { cwd: self.path("workspace") };
+        let sandbox = LocalSandbox {
+            cwd: self.path("workspace"),
+        };
         let paths = adapter::installed::server::ServerPaths::new(&self.name);
         let _ = adapter::installed::server::stop(&sandbox, &paths).await;
         let _ = std::fs::remove_dir_all(&paths.dir);
