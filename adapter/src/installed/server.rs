@@ -115,19 +115,15 @@ echo $! >"$RUNNER_SERVER_PID"
     Ok(())
 }
 
-/// True while the server process is alive.
+/// True while the server process is alive. A zombie counts as dead: containers whose PID 1
+/// does not reap orphans keep a crashed server's pid around, and `kill -0` still succeeds on it.
 pub async fn is_alive<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<bool, AgentError> {
     let cmd = format!(
-        "pid=$(cat '{}' 2>/dev/null) && [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null",
+        r#"pid=$(cat '{}' 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || exit 1
+if [ -r "/proc/$pid/stat" ]; then read -r stat < "/proc/$pid/stat"; s=${{stat##*) }}; [ "${{s%% *}}" != Z ]; fi"#,
         paths.pid()
     );
-    let out = sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(30)),
-        )
-        .await?;
+    let out = sandbox.exec(ExecRequest::new(cmd).user("root").timeout(Duration::from_secs(30))).await?;
     Ok(out.success())
 }
 
