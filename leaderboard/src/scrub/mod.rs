@@ -85,10 +85,15 @@ pub fn scrub(options: &ScrubOptions) -> Result<Outcome, ScrubError> {
     if report_path.symlink_metadata().is_ok() {
         std::fs::remove_file(&report_path).map_err(ScrubError::io(&report_path))?;
     }
-    let verifier = Verifier::new(matcher.needles(), matcher.names());
+    // The verifier expands every form itself, so a form the scrubber skipped is still searched.
+    let verifier = Verifier::new(
+        &forms::expand(&options.secrets.secrets, &[]),
+        matcher.names(),
+    );
     let (mut leftovers, bytes_read) = verifier.verify_tree(stage.path())?;
     report.verification.bytes_read = bytes_read;
     report.verification.provider_key_scan = true;
+    report.verification.needles = verifier.needle_count();
     leftovers.extend(verifier.verify_bytes(&report.to_json(), REPORT_FILE));
     if !leftovers.is_empty() {
         report.outcome = "aborted";

@@ -68,6 +68,11 @@ impl Verifier {
         }
     }
 
+    /// How many literal needles are searched for.
+    pub fn needle_count(&self) -> usize {
+        self.labels.len()
+    }
+
     /// Verifies every name, symlink target and file below `root`. Returns leftovers (sorted) and
     /// the number of bytes read.
     pub fn verify_tree(&self, root: &Path) -> Result<(Vec<Leftover>, u64), ScrubError> {
