@@ -1,0 +1,276 @@
+//! Running a task's tests in its sandbox and turning their output into a `VerifierResult`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tasks::Task;
+use tasks::records::VerifierResult;
+use tasks::sandbox::{ExecOutput, ExecRequest, Sandbox};
+use tasks::template::resolve_env;
+
+use crate::checks::{read_checks, tally};
+use crate::error::{VerifierError, VerifierErrorKind};
+use crate::inspect::{
+    DirState, VERIFIER_DIR, judge, listing_command, parse_listing, removal_command,
+};
+use crate::reward::read_rewards;
+
+/// Where the task's `tests/` is copied, only at verification time.
+pub const TESTS_DIR: &str = "/tests";
+
+/// After a timeout, how long salvaging `/logs/verifier` for the record may take.
+const SALVAGE_GRACE: Duration = Duration::from_secs(20);
+
+// Runs as root before the upload. /tests is emptied so nothing the agent planted there (say a
+// `json.py` that shadows the stdlib for a Python test) survives; stale reward and check files
+// are removed so an agent cannot pre-write its own reward; a /logs/verifier that is not a real
+// directory (e.g. a symlink the agent made) is replaced.
+const PREPARE: &str = "rm -rf /tests; d=/logs/verifier; \
+    if [ -L \"$d\" ] || { [ -e \"$d\" ] && [ ! -d \"$d\" ]; }; then rm -rf -- \"$d\"; fi; \
+    mkdir -p \"$d\" && rm -rf -- \"$d/reward.json\" \"$d/reward.txt\" \"$d/ctrf.json\" \"$d/test-stdout.txt\" \
+    && chmod 777 \"$d\"";
+
+const RUN_TESTS: &str = "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1";
+
+/// A successful verification.
+#[derive(Debug, Clone)]
+pub struct VerifierOutcome {
+    /// Rewards, the test exit code and the named checks, as recorded in the trial result.
+    pub result: VerifierResult,
+    /// Wall time of `/tests/test.sh`.
+    pub test_elapsed: Duration,
+    /// Wall time of every verifier command inside the container (for overhead accounting).
+    pub exec_time: Duration,
+}
+
+/// Verifies one trial: uploads `tests/` to `/tests`, runs `/tests/test.sh` as the `[verifier]`
+/// user with `[verifier].env`, safely downloads `/logs/verifier` to `<trial_dir>/verifier/` and
+/// reads the rewards and named checks. Everything must finish by `deadline`.
+pub async fn verify<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    trial_dir: &Path,
+    deadline: Instant,
+) -> Result<VerifierOutcome, VerifierError> {
+    let budget = deadline.saturating_duration_since(Instant::now());
+    let env = resolve_env(&task.config.verifier.env).map_err(|source| VerifierErrorKind::Env {
+        task: task.name.clone(),
+        source,
+    })?;
+    let mut run = Run {
+        sandbox,
+        task,
+        host_dir: trial_dir.join("verifier"),
+        env,
+        budget,
+        exec_time: Duration::ZERO,
+    };
+    let outcome = tokio::time::timeout_at(deadline.into(), run.execute(deadline)).await;
+    match outcome {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(error)) if !matches!(error.kind, VerifierErrorKind::Timeout { .. }) => Err(error),
+        Ok(Err(error)) => Err(run.salvage(error).await),
+        Err(_elapsed) => {
+            let error = VerifierErrorKind::Timeout {
+                task: task.name.clone(),
+                timeout_sec: budget.as_secs_f64(),
+            };
+            Err(run.salvage(error.into()).await)
+        }
+    }
+}
+
+struct Run<'a, S> {
+    sandbox: &'a S,
+    task: &'a Task,
+    host_dir: PathBuf,
+    env: BTreeMap<String, String>,
+    /// The whole verifier budget, for the timeout message.
+    budget: Duration,
+    exec_time: Duration,
+}
+
+impl<S: Sandbox> Run<'_, S> {
+    async fn execute(&mut self, deadline: Instant) -> Result<VerifierOutcome, VerifierError> {
+        let task = self.task.name.clone();
+        let tests_dir = self.task.tests_dir();
+        if !tests_dir.join("test.sh").is_file() {
+            return Err(VerifierErrorKind::AddTestsDir {
+                task,
+                message: format!(
+                    "{} does not exist; add the task's test script",
+                    tests_dir.join("test.sh").display()
+                ),
+            }
+            .into());
+        }
+        self.root("prepare /tests and /logs/verifier", PREPARE)
+            .await?;
+        self.sandbox
+            .upload_dir(&tests_dir, TESTS_DIR)
+            .await
+            .map_err(|e| VerifierErrorKind::AddTestsDir {
+                task: task.clone(),
+                message: e.to_string(),
+            })?;
+        self.root("chmod +x /tests/test.sh", "chmod +x /tests/test.sh")
+            .await?;
+
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let user = self
+            .task
+            .config
+            .verifier
+            .user
+            .as_ref()
+            .map(|u| u.as_exec_user());
+        let request = ExecRequest::new(RUN_TESTS)
+            .maybe_user(user.as_deref())
+            .envs(&self.env)
+            .timeout(remaining);
+        let output = self.exec("run /tests/test.sh", request).await?;
+        if output.timed_out {
+            return Err(VerifierErrorKind::Timeout {
+                task,
+                timeout_sec: self.budget.as_secs_f64(),
+            }
+            .into());
+        }
+        let test_elapsed = output.elapsed;
+        let mut partial = VerifierResult {
+            test_exit_code: output.exit_code,
+            ..VerifierResult::default()
+        };
+
+        let download = self.download_safely().await;
+        fill_checks(&mut partial, &self.host_dir);
+        download.map_err(|e| e.with_partial(partial.clone()))?;
+        let rewards = read_rewards(&self.host_dir)
+            .map_err(|kind| VerifierError::from(kind).with_partial(partial.clone()))?;
+        partial.rewards = Some(rewards);
+        Ok(VerifierOutcome {
+            result: partial,
+            test_elapsed,
+            exec_time: self.exec_time,
+        })
+    }
+
+    /// Inspects `/logs/verifier` in the container, deletes refused entries, then downloads it.
+    async fn download_safely(&mut self) -> Result<(), VerifierError> {
+        let task = self.task.name.clone();
+        let listing = self.root("list /logs/verifier", &listing_command()).await?;
+        let state =
+            parse_listing(&listing.stdout).map_err(|message| VerifierErrorKind::Sandbox {
+                task: task.clone(),
+                step: "list /logs/verifier".into(),
+                message,
+            })?;
+        let entries = match state {
+            DirState::Dir(entries) => entries,
+            DirState::Missing => {
+                return Err(VerifierErrorKind::RewardFileNotFound {
+                    dir: VERIFIER_DIR.into(),
+                }
+                .into());
+            }
+            DirState::Unsafe(refusal) => {
+                return Err(VerifierErrorKind::RewardFileUnsafe {
+                    path: VERIFIER_DIR.into(),
+                    refusal,
+                }
+                .into());
+            }
+        };
+        let verdict = judge(&entries);
+        if !verdict.remove.is_empty() {
+            tracing::warn!(task = %task, "removing refused verifier outputs before download: {:?}", verdict.remove);
+            self.root(
+                "remove refused verifier outputs",
+                &removal_command(&verdict.remove),
+            )
+            .await?;
+        }
+        std::fs::create_dir_all(&self.host_dir).map_err(|e| {
+            VerifierErrorKind::DownloadVerifierDir {
+                task: task.clone(),
+                target: self.host_dir.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        self.sandbox
+            .download_dir(VERIFIER_DIR, &self.host_dir)
+            .await
+            .map_err(|e| VerifierErrorKind::DownloadVerifierDir {
+                task: task.clone(),
+                target: self.host_dir.clone(),
+                message: e.to_string(),
+            })?;
+        if let Some((name, refusal)) = verdict.reward_refusal {
+            return Err(VerifierErrorKind::RewardFileUnsafe {
+                path: PathBuf::from(VERIFIER_DIR).join(name),
+                refusal,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// After a timeout, brings back what the tests wrote (for debugging) within a short grace.
+    async fn salvage(&mut self, error: VerifierError) -> VerifierError {
+        match tokio::time::timeout(SALVAGE_GRACE, self.download_safely()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(task = %self.task.name, "could not salvage /logs/verifier after the timeout: {e}")
+            }
+            Err(_) => {
+                tracing::warn!(task = %self.task.name, "salvaging /logs/verifier after the timeout took too long")
+            }
+        }
+        let mut partial = VerifierResult::default();
+        fill_checks(&mut partial, &self.host_dir);
+        error.with_partial(partial)
+    }
+
+    async fn root(&mut self, step: &str, command: &str) -> Result<ExecOutput, VerifierError> {
+        let output = self
+            .exec(step, ExecRequest::new(command).user("root"))
+            .await?;
+        if !output.success() {
+            return Err(VerifierErrorKind::Sandbox {
+                task: self.task.name.clone(),
+                step: step.into(),
+                message: format!("exit code {:?}: {}", output.exit_code, output.stderr.trim()),
+            }
+            .into());
+        }
+        Ok(output)
+    }
+
+    async fn exec(
+        &mut self,
+        step: &str,
+        request: ExecRequest,
+    ) -> Result<ExecOutput, VerifierError> {
+        let started = Instant::now();
+        let result = self.sandbox.exec(request).await;
+        self.exec_time += started.elapsed();
+        result.map_err(|e| {
+            VerifierErrorKind::Sandbox {
+                task: self.task.name.clone(),
+                step: step.into(),
+                message: e.to_string(),
+            }
+            .into()
+        })
+    }
+}
+
+fn fill_checks(result: &mut VerifierResult, host_dir: &Path) {
+    if let Some(checks) = read_checks(host_dir) {
+        let (passed, total) = tally(&checks);
+        result.assertions_passed = Some(passed);
+        result.assertions_total = Some(total);
+        result.checks = Some(checks);
+    }
+}
