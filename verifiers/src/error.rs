@@ -113,7 +113,7 @@ pub enum VerifierErrorKind {
     },
     /// The reward file is a symlink, a FIFO, not a regular file, or too large; it was not read.
     #[error(
-        "reward file {path} was refused and not read: {refusal}; tests/test.sh must write a small regular file"
+        "verifier output {path} was refused and not read: {refusal}; tests/test.sh must write its reward as a small regular file in the /logs/verifier directory"
     )]
     RewardFileUnsafe {
         /// The file (container path when refused inside the container, host path otherwise).
