@@ -1,21 +1,206 @@
 //! `runner validate-submission` and `runner validate-trajectory`.
 
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use leaderboard::submission::{self, Options, Report, render};
+
+use crate::exit_codes;
+
+/// Output format of the validators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable report.
+    Text,
+    /// A stable JSON document (schema `runner.validate-submission/v1`, see leaderboard/README.md).
+    Json,
+    /// GitHub workflow `::error` annotations, plus a Markdown summary written to
+    /// $GITHUB_STEP_SUMMARY (or stdout when it is not set).
+    Github,
+}
+
 /// Arguments of `runner validate-submission`.
 #[derive(Debug, clap::Args)]
-pub struct ValidateSubmissionArgs {}
+#[command(
+    about = "Check job directories against leaderboard submission rules, offline",
+    long_about = "Check one or more job directories (written by Harbor or by runner) as one leaderboard \
+        submission, before spending or uploading: no timeout/resource overrides on the job or any trial, \
+        complete trial results, agent config names matching each trial's agent, at least --min-trials \
+        trials per task, task digests equal to the dataset's, a valid ATIF trajectory for every \
+        rewarded trial, no container secrets, no provider-key-shaped strings, and metadata.yaml fields.\n\n\
+        Also reports accuracy (errored trials count as 0) with its standard error, pass@k, trials per \
+        task and errored trials by exception type.\n\n\
+        Exit codes: 0 valid; 1 a rule failed; 2 bad input.",
+    after_help = "Example:\n  runner validate-submission jobs/2026-06-10__12-00-00 --dataset tasks/ \\\n      \
+        --metadata submissions/my-agent/metadata.yaml"
+)]
+pub struct ValidateSubmissionArgs {
+    /// Job directories (each with a config.json), validated together as one submission.
+    #[arg(value_name = "JOB_DIR", required = true)]
+    pub job_dirs: Vec<PathBuf>,
+    /// The dataset directory: every task must be covered, each trial at that task's content digest.
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// The submission's metadata.yaml (agent_url, agent_display_name, agent_org_display_name, models).
+    #[arg(long, value_name = "FILE")]
+    pub metadata: Option<PathBuf>,
+    /// Minimum trials per task across all job dirs.
+    #[arg(long, value_name = "N", default_value_t = submission::DEFAULT_MIN_TRIALS)]
+    pub min_trials: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
 
 /// Arguments of `runner validate-trajectory`.
 #[derive(Debug, clap::Args)]
-pub struct ValidateTrajectoryArgs {}
+#[command(
+    about = "Check ATIF trajectory files (ATIF-v1.0 … v1.7)",
+    long_about = "Check ATIF trajectory files against the schema of their schema_version (ATIF-v1.0 … \
+        ATIF-v1.7): required and unknown fields, sequential step ids from 1, agent-only fields only on \
+        agent steps, observation source_call_ids matching a tool call of the same step, timestamps, \
+        llm_call_count, unique subagent trajectory ids, and image paths relative to the file. Every \
+        error is printed with its JSON path.\n\n\
+        Exit codes: 0 all valid; 1 some file invalid; 2 a file cannot be read."
+)]
+pub struct ValidateTrajectoryArgs {
+    /// Trajectory files (e.g. <trial>/agent/trajectory.json).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
 
 /// Runs `runner validate-submission`.
-pub fn validate_submission(_args: ValidateSubmissionArgs) -> u8 {
-    eprintln!("runner validate-submission: not implemented yet");
-    crate::exit_codes::BAD_INPUT
+pub fn validate_submission(args: ValidateSubmissionArgs) -> u8 {
+    let options = Options {
+        job_dirs: args.job_dirs,
+        dataset: args.dataset,
+        metadata: args.metadata,
+        min_trials: args.min_trials,
+    };
+    let report = match submission::validate(&options) {
+        Ok(report) => report,
+        Err(e) => {
+            if args.format == Format::Github {
+                println!(
+                    "::error title=validate-submission::{}",
+                    render::escape_data(&e.to_string())
+                );
+            }
+            eprintln!("runner validate-submission: {e}");
+            return exit_codes::BAD_INPUT;
+        }
+    };
+    if let Err(e) = print_report(&report, args.format) {
+        eprintln!("runner validate-submission: cannot write the report: {e}");
+        return exit_codes::BAD_INPUT;
+    }
+    if report.valid {
+        exit_codes::OK
+    } else {
+        exit_codes::FAILED
+    }
+}
+
+fn print_report(report: &Report, format: Format) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match format {
+        Format::Text => write!(stdout, "{}", render::text(report)),
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut stdout, report)?;
+            writeln!(stdout)
+        }
+        Format::Github => {
+            write!(stdout, "{}", render::annotations(report))?;
+            write_summary(&render::markdown(report), &mut stdout)
+        }
+    }
+}
+
+/// Appends `markdown` to $GITHUB_STEP_SUMMARY when set (as the Actions runner expects), else
+/// prints it.
+fn write_summary(markdown: &str, stdout: &mut impl std::io::Write) -> std::io::Result<()> {
+    match std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        Some(path) => {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            write!(file, "{markdown}")
+        }
+        None => write!(stdout, "{markdown}"),
+    }
 }
 
 /// Runs `runner validate-trajectory`.
-pub fn validate_trajectory(_args: ValidateTrajectoryArgs) -> u8 {
-    eprintln!("runner validate-trajectory: not implemented yet");
-    crate::exit_codes::BAD_INPUT
+pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> u8 {
+    let mut results = Vec::new();
+    let mut unreadable = false;
+    for file in &args.files {
+        match tasks::atif::validate_file(file) {
+            Ok(errors) => results.push((file, errors)),
+            Err(e) => {
+                unreadable = true;
+                eprintln!(
+                    "runner validate-trajectory: {}: cannot read: {e}",
+                    file.display()
+                );
+                if args.format == Format::Github {
+                    println!(
+                        "::error file={}::{}",
+                        render::escape_property(&file.display().to_string()),
+                        render::escape_data(&format!("cannot read: {e}"))
+                    );
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    match args.format {
+        Format::Text => {
+            for (file, errors) in &results {
+                if errors.is_empty() {
+                    out.push_str(&format!("{}: valid\n", file.display()));
+                } else {
+                    out.push_str(&format!("{}: {} error(s)\n", file.display(), errors.len()));
+                    for e in errors {
+                        out.push_str(&format!("  {}: {}\n", e.path, e.message));
+                    }
+                }
+            }
+        }
+        Format::Json => {
+            let files: Vec<serde_json::Value> = results
+                .iter()
+                .map(|(file, errors)| {
+                    serde_json::json!({"file": file.display().to_string(), "valid": errors.is_empty(), "errors": errors})
+                })
+                .collect();
+            let doc =
+                serde_json::json!({"schema": "runner.validate-trajectory/v1", "files": files});
+            out = serde_json::to_string_pretty(&doc).expect("JSON values serialize") + "\n";
+        }
+        Format::Github => {
+            for (file, errors) in &results {
+                for e in errors {
+                    out.push_str(&format!(
+                        "::error file={},title={}::{}\n",
+                        render::escape_property(&file.display().to_string()),
+                        render::escape_property(&e.path),
+                        render::escape_data(&e.message)
+                    ));
+                }
+            }
+        }
+    }
+    print!("{out}");
+    if unreadable {
+        exit_codes::BAD_INPUT
+    } else if results.iter().any(|(_, errors)| !errors.is_empty()) {
+        exit_codes::FAILED
+    } else {
+        exit_codes::OK
+    }
 }

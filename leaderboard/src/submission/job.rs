@@ -1,0 +1,175 @@
+//! One job directory: its config, its trial dirs, and the rules that look at the job alone
+//! (job overrides, container secrets, provider keys in job-level files).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::overrides::overrides;
+use super::report::Violation;
+use super::{Rule, SubmissionError, scan};
+
+/// An entry of the job config's `agents[]`.
+#[derive(Debug, Clone)]
+pub struct JobAgent {
+    /// `name`; null when launched from a bare import path.
+    pub name: Option<String>,
+    /// `model_name`, `provider/name`.
+    pub model: Option<String>,
+}
+
+/// A loaded job dir.
+#[derive(Debug)]
+pub struct Job {
+    /// The dir as given, for display.
+    pub display: String,
+    /// `agents[]` of the job config.
+    pub agents: Vec<JobAgent>,
+    /// Trial dirs: subdirs with a config.json or a result.json, sorted.
+    pub trial_dirs: Vec<PathBuf>,
+    /// Violations of job-level rules.
+    pub violations: Vec<Violation>,
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>, SubmissionError> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| SubmissionError::BadJobConfig {
+                    path: path.to_owned(),
+                    problem: e.to_string(),
+                })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SubmissionError::io(path, e)),
+    }
+}
+
+/// Loads the job dir `dir` (shown as `display`) and checks the job-level rules.
+pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
+    if !dir.is_dir() {
+        return Err(SubmissionError::NotADirectory {
+            path: dir.to_owned(),
+        });
+    }
+    let config_path = dir.join("config.json");
+    let Some(config) = read_json(&config_path)? else {
+        return Err(SubmissionError::NotAJob {
+            path: dir.to_owned(),
+        });
+    };
+    if !config.is_object() {
+        return Err(SubmissionError::BadJobConfig {
+            path: config_path,
+            problem: "not a JSON object".into(),
+        });
+    }
+    let config_file = format!("{display}/config.json");
+    let mut violations = Vec::new();
+    for problem in overrides(&config) {
+        violations.push(Violation::new(
+            Rule::NoJobOverrides,
+            Some(config_file.clone()),
+            problem,
+        ));
+    }
+    if config
+        .get("allow_container_secrets")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        violations.push(Violation::new(
+            Rule::NoContainerSecrets,
+            Some(config_file.clone()),
+            "allow_container_secrets is true: credentials were passed into containers, so the run is not \
+             publishable; rerun without --allow-container-secrets",
+        ));
+    }
+    // A lock.json that cannot be read is not this rule's business; Harbor jobs may lack it.
+    let lock_path = dir.join("lock.json");
+    if let Ok(Some(lock)) = read_json(&lock_path)
+        && lock.get("allow_container_secrets").and_then(Value::as_bool) == Some(true)
+    {
+        violations.push(Violation::new(
+            Rule::NoContainerSecrets,
+            Some(format!("{display}/lock.json")),
+            "allow_container_secrets is true: credentials were passed into containers, so the run is not \
+             publishable; rerun without --allow-container-secrets",
+        ));
+    }
+    let agents = config
+        .get("agents")
+        .and_then(Value::as_array)
+        .map(|agents| {
+            agents
+                .iter()
+                .map(|a| JobAgent {
+                    name: a.get("name").and_then(Value::as_str).map(str::to_owned),
+                    model: a
+                        .get("model_name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut trial_dirs = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| SubmissionError::io(dir, e))?;
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if kind.is_dir() {
+            if path.join("config.json").is_file() || path.join("result.json").is_file() {
+                trial_dirs.push(path);
+            } else {
+                scan_tree(&path, &format!("{display}/{name}"), &mut violations);
+            }
+        } else if kind.is_file() {
+            scan_file(&path, &format!("{display}/{name}"), &mut violations);
+        }
+    }
+    trial_dirs.sort();
+    Ok(Job {
+        display,
+        agents,
+        trial_dirs,
+        violations,
+    })
+}
+
+fn scan_tree(dir: &Path, display: &str, violations: &mut Vec<Violation>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let shown = format!("{display}/{}", entry.file_name().to_string_lossy());
+        if kind.is_dir() {
+            scan_tree(&entry.path(), &shown, violations);
+        } else if kind.is_file() {
+            scan_file(&entry.path(), &shown, violations);
+        }
+    }
+}
+
+fn scan_file(path: &Path, display: &str, violations: &mut Vec<Violation>) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    for line in scan::key_lines(&bytes) {
+        violations.push(Violation {
+            rule: Rule::NoProviderKeys,
+            file: Some(display.to_owned()),
+            line: Some(line),
+            message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) and rotate the key"
+                .to_owned(),
+        });
+    }
+}

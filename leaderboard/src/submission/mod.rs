@@ -1,0 +1,156 @@
+//! Leaderboard preflight: validates one or more job directories (Harbor's or ours) as one
+//! submission against the leaderboard rules (reference §6), offline, and computes the figures
+//! a leaderboard would publish. Job files are read as JSON values so Harbor's older shapes pass.
+
+mod agents;
+mod coverage;
+mod error;
+mod figures;
+mod job;
+mod metadata;
+mod overrides;
+pub mod render;
+mod report;
+mod rule;
+mod scan;
+mod trial;
+mod yaml;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub use error::SubmissionError;
+pub use report::{Figures, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation};
+pub use rule::Rule;
+pub use trial::reward_of;
+
+/// Harbor's `MIN_TRIALS_PER_TASK`.
+pub const DEFAULT_MIN_TRIALS: usize = 5;
+
+/// What to validate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Job dirs validated together as one submission.
+    pub job_dirs: Vec<PathBuf>,
+    /// The dataset dir whose tasks must all be covered at their exact content digests.
+    pub dataset: Option<PathBuf>,
+    /// `metadata.yaml` to check.
+    pub metadata: Option<PathBuf>,
+    /// Minimum trials per task across all jobs.
+    pub min_trials: usize,
+}
+
+impl Options {
+    /// Options for `job_dirs` with the defaults (no dataset, no metadata, 5 trials per task).
+    pub fn new(job_dirs: Vec<PathBuf>) -> Options {
+        Options {
+            job_dirs,
+            dataset: None,
+            metadata: None,
+            min_trials: DEFAULT_MIN_TRIALS,
+        }
+    }
+}
+
+/// Validates a submission. `Err` only for input that cannot be validated at all.
+pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
+    if options.job_dirs.is_empty() {
+        return Err(SubmissionError::NoJobs);
+    }
+    let dataset = match &options.dataset {
+        Some(dir) => Some(coverage::DatasetTasks::from_dataset(&tasks::Dataset::load(
+            dir,
+        )?)),
+        None => None,
+    };
+    let mut violations = Vec::new();
+    if let Some(path) = &options.metadata {
+        violations.extend(metadata::check(path)?);
+    }
+    let mut jobs = Vec::new();
+    for dir in &options.job_dirs {
+        let display = dir.display().to_string().trim_end_matches('/').to_owned();
+        jobs.push(job::load(dir, display)?);
+    }
+    let work: Vec<(usize, &PathBuf)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, j)| j.trial_dirs.iter().map(move |d| (i, d)))
+        .collect();
+    let trials = inspect_all(&jobs, &work);
+
+    for job in &mut jobs {
+        violations.append(&mut job.violations);
+    }
+    let mut trials = trials;
+    for trial in &mut trials {
+        violations.append(&mut trial.violations);
+    }
+    violations.extend(agents::check(&jobs, &trials));
+    let counts = coverage::trials_per_task(&trials, dataset.as_ref());
+    violations.extend(coverage::check_min_trials(&counts, options.min_trials));
+    let mut skipped = Vec::new();
+    match &dataset {
+        Some(ds) => violations.extend(coverage::check_versions(&trials, ds)),
+        None => skipped.push((Rule::CorrectTaskVersions, "needs --dataset DIR")),
+    }
+    if options.metadata.is_none() {
+        skipped.push((
+            Rule::MetadataFormattedCorrectly,
+            "needs --metadata metadata.yaml",
+        ));
+    }
+    let figures = figures::compute(jobs.len(), &trials, counts);
+    Ok(Report::new(
+        jobs.iter().map(|j| j.display.clone()).collect(),
+        violations,
+        &skipped,
+        figures,
+    ))
+}
+
+/// Inspects every trial dir, spread over the available cores (trials are independent; reading
+/// and scanning files dominates).
+fn inspect_all(jobs: &[job::Job], work: &[(usize, &PathBuf)]) -> Vec<trial::TrialFacts> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(work.len().max(1));
+    let next = AtomicUsize::new(0);
+    let inspect = |i: usize| {
+        let (job, dir) = work[i];
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        (
+            i,
+            trial::inspect(job, dir, format!("{}/{name}", jobs[job].display)),
+        )
+    };
+    let mut results: Vec<(usize, trial::TrialFacts)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= work.len() {
+                            break mine;
+                        }
+                        mine.push(inspect(i));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a trial inspection thread panicked"))
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, t)| t).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! Rendering a report: readable text, and GitHub workflow annotations plus a Markdown summary.
+
+use std::fmt::Write as _;
+
+use super::report::{Report, RuleOutcome, Status, Violation};
+
+/// Items listed per rule in text and annotations; the JSON report lists every item.
+const MAX_LISTED: usize = 20;
+
+fn location(v: &Violation) -> String {
+    match (&v.file, v.line) {
+        (Some(f), Some(l)) => format!("{f}:{l}: "),
+        (Some(f), None) => format!("{f}: "),
+        _ => String::new(),
+    }
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+fn figures_lines(report: &Report) -> Vec<String> {
+    let f = &report.figures;
+    let mut lines = Vec::new();
+    let stderr = f
+        .accuracy_stderr
+        .map(|s| format!(" ± {} (stderr)", percent(s)))
+        .unwrap_or_default();
+    lines.push(format!(
+        "accuracy {}{stderr} — {} of {} trials succeeded; errored trials count as 0",
+        percent(f.accuracy),
+        f.n_successes,
+        f.n_trials
+    ));
+    if f.pass_at_k.is_empty() {
+        lines.push("pass@k: not defined (rewards are not all 0/1, or too few trials)".into());
+    } else {
+        let mut ks: Vec<(u64, f64)> = f
+            .pass_at_k
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap_or(0), *v))
+            .collect();
+        ks.sort_by_key(|(k, _)| *k);
+        let parts: Vec<String> = ks
+            .iter()
+            .map(|(k, v)| format!("pass@{k} {}", percent(*v)))
+            .collect();
+        lines.push(parts.join(", "));
+    }
+    let counts: Vec<usize> = f.trials_per_task.values().copied().collect();
+    match (counts.iter().min(), counts.iter().max()) {
+        (Some(min), Some(max)) => lines.push(format!(
+            "trials per task: min {min}, max {max} over {} tasks",
+            counts.len()
+        )),
+        _ => lines.push("trials per task: no tasks".into()),
+    }
+    if f.errored_by_exception_type.is_empty() {
+        lines.push("errored trials: none".into());
+    } else {
+        let parts: Vec<String> = f
+            .errored_by_exception_type
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        lines.push(format!(
+            "errored trials: {} ({})",
+            f.n_errored,
+            parts.join(", ")
+        ));
+    }
+    lines
+}
+
+fn status_word(rule: &RuleOutcome) -> &'static str {
+    match rule.status {
+        Status::Passed => "PASS",
+        Status::Failed => "FAIL",
+        Status::Skipped => "SKIP",
+    }
+}
+
+/// The readable text report.
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    let f = &report.figures;
+    let _ = writeln!(
+        out,
+        "Submission: {} job dir(s), {} trials, {} tasks",
+        f.n_jobs, f.n_trials, f.n_tasks
+    );
+    for rule in &report.rules {
+        let detail = match rule.status {
+            Status::Skipped => format!("skipped: {}", rule.skipped_because.unwrap_or("")),
+            Status::Failed => format!("{} problem(s): {}", rule.violations.len(), rule.description),
+            Status::Passed => rule.description.to_owned(),
+        };
+        let _ = writeln!(out, "{} {:<30} {detail}", status_word(rule), rule.rule);
+        for v in rule.violations.iter().take(MAX_LISTED) {
+            let _ = writeln!(out, "     {}{}", location(v), v.message);
+        }
+        if rule.violations.len() > MAX_LISTED {
+            let _ = writeln!(
+                out,
+                "     … and {} more (see --format json)",
+                rule.violations.len() - MAX_LISTED
+            );
+        }
+    }
+    let _ = writeln!(out, "Figures:");
+    for line in figures_lines(report) {
+        let _ = writeln!(out, "  {line}");
+    }
+    let failed = report.failed_rules();
+    if failed.is_empty() {
+        let _ = writeln!(out, "Result: VALID");
+    } else {
+        let _ = writeln!(
+            out,
+            "Result: INVALID ({} rule(s) failed: {})",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    out
+}
+
+/// Escapes a workflow-command message (`%`, CR, LF).
+pub fn escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow-command property value (also `:` and `,`).
+pub fn escape_property(text: &str) -> String {
+    escape_data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `::error` workflow commands, one per listed violation.
+pub fn annotations(report: &Report) -> String {
+    let mut out = String::new();
+    for rule in report.rules.iter().filter(|r| r.status == Status::Failed) {
+        for v in rule.violations.iter().take(MAX_LISTED) {
+            let mut props = Vec::new();
+            if let Some(file) = &v.file {
+                props.push(format!("file={}", escape_property(file)));
+            }
+            if let Some(line) = v.line {
+                props.push(format!("line={line}"));
+            }
+            props.push(format!("title={}", escape_property(rule.rule)));
+            let _ = writeln!(
+                out,
+                "::error {}::{}",
+                props.join(","),
+                escape_data(&v.message)
+            );
+        }
+        if rule.violations.len() > MAX_LISTED {
+            let _ = writeln!(
+                out,
+                "::error title={}::{}",
+                escape_property(rule.rule),
+                escape_data(&format!(
+                    "… and {} more violations of this rule",
+                    rule.violations.len() - MAX_LISTED
+                ))
+            );
+        }
+    }
+    out
+}
+
+fn md_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The Markdown summary for the workflow's job summary page.
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::new();
+    let verdict = if report.valid {
+        "✅ valid"
+    } else {
+        "❌ invalid"
+    };
+    let _ = writeln!(out, "## Leaderboard preflight: {verdict}\n");
+    let _ = writeln!(
+        out,
+        "Job dirs: {}\n",
+        report
+            .jobs
+            .iter()
+            .map(|j| format!("`{j}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(out, "| Rule | Status | Problems |\n|---|---|---|");
+    for rule in &report.rules {
+        let status = match rule.status {
+            Status::Passed => "✅ pass",
+            Status::Failed => "❌ fail",
+            Status::Skipped => "⏭ skipped",
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {status} | {} |",
+            rule.rule,
+            rule.violations.len()
+        );
+    }
+    let failed: Vec<&RuleOutcome> = report
+        .rules
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\n### Problems\n");
+        for rule in failed {
+            let _ = writeln!(out, "**`{}`** — {}\n", rule.rule, rule.description);
+            for v in rule.violations.iter().take(MAX_LISTED) {
+                let _ = writeln!(out, "- {}{}", md_cell(&location(v)), md_cell(&v.message));
+            }
+            if rule.violations.len() > MAX_LISTED {
+                let _ = writeln!(out, "- … and {} more", rule.violations.len() - MAX_LISTED);
+            }
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(out, "\n### Figures\n");
+    for line in figures_lines(report) {
+        let _ = writeln!(out, "- {line}");
+    }
+    out
+}

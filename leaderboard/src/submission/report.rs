@@ -1,0 +1,171 @@
+//! The validation report: per-rule outcomes with offending items, and the reported figures.
+//! Its JSON form (`--format json`) is a stable schema documented in `leaderboard/README.md`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Rule;
+
+/// The `schema` value of the JSON report; bumped on incompatible changes.
+pub const REPORT_SCHEMA: &str = "runner.validate-submission/v1";
+
+/// One offending item of a rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Violation {
+    /// The rule broken.
+    #[serde(skip)]
+    pub rule: Rule,
+    /// The file at fault, as a path under a given job dir (or the metadata file), if any.
+    pub file: Option<String>,
+    /// 1-based line in `file`, when known.
+    pub line: Option<usize>,
+    /// What is wrong and what to do. Never contains a secret value.
+    pub message: String,
+}
+
+impl Violation {
+    /// A violation of `rule` at `file`.
+    pub fn new(rule: Rule, file: Option<String>, message: impl Into<String>) -> Violation {
+        Violation {
+            rule,
+            file,
+            line: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// Whether a rule held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// No violation.
+    Passed,
+    /// At least one violation.
+    Failed,
+    /// Not checked: it needs an option that was not given.
+    Skipped,
+}
+
+/// The outcome of one rule.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleOutcome {
+    /// The rule's stable name.
+    pub rule: &'static str,
+    /// What it requires.
+    pub description: &'static str,
+    /// Passed, failed or skipped.
+    pub status: Status,
+    /// Why it was skipped, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_because: Option<&'static str>,
+    /// Every offending item.
+    pub violations: Vec<Violation>,
+}
+
+/// The figures a leaderboard would publish for the submission.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Figures {
+    /// Job dirs validated together.
+    pub n_jobs: usize,
+    /// Tasks with at least one trial.
+    pub n_tasks: usize,
+    /// Trial dirs found.
+    pub n_trials: usize,
+    /// Trials with an exception recorded.
+    pub n_errored: usize,
+    /// Trials with reward > 0.
+    pub n_successes: usize,
+    /// Successes over all trials (errored trials count as 0), a fraction in [0, 1].
+    pub accuracy: f64,
+    /// Standard error of `accuracy` as the leaderboard computes it; null with a 1-trial task.
+    pub accuracy_stderr: Option<f64>,
+    /// Mean reward over all trials (missing rewards as 0), as Harbor's Mean metric.
+    pub mean_reward: f64,
+    /// Unbiased pass@k by k; empty when rewards are not all 0/1.
+    pub pass_at_k: BTreeMap<String, f64>,
+    /// Trials per task name.
+    pub trials_per_task: BTreeMap<String, usize>,
+    /// Errored trials by exception type.
+    pub errored_by_exception_type: BTreeMap<String, usize>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Always [`REPORT_SCHEMA`].
+    pub schema: &'static str,
+    /// True iff no rule failed.
+    pub valid: bool,
+    /// The job dirs, as given.
+    pub jobs: Vec<String>,
+    /// One outcome per rule, in a fixed order.
+    pub rules: Vec<RuleOutcome>,
+    /// The reported figures.
+    pub figures: Figures,
+}
+
+impl Report {
+    /// Assembles a report from violations; rules in `skipped` are reported as skipped.
+    pub fn new(
+        jobs: Vec<String>,
+        mut violations: Vec<Violation>,
+        skipped: &[(Rule, &'static str)],
+        figures: Figures,
+    ) -> Report {
+        // Stable output: rule order, then file, then line.
+        violations.sort_by(|a, b| (a.rule, &a.file, a.line).cmp(&(b.rule, &b.file, b.line)));
+        let rules: Vec<RuleOutcome> = Rule::ALL
+            .iter()
+            .map(|&rule| {
+                let skip = skipped
+                    .iter()
+                    .find(|(r, _)| *r == rule)
+                    .map(|(_, why)| *why);
+                let mine: Vec<Violation> = violations
+                    .iter()
+                    .filter(|v| v.rule == rule)
+                    .cloned()
+                    .collect();
+                let status = match (skip, mine.is_empty()) {
+                    (Some(_), _) => Status::Skipped,
+                    (None, true) => Status::Passed,
+                    (None, false) => Status::Failed,
+                };
+                RuleOutcome {
+                    rule: rule.name(),
+                    description: rule.description(),
+                    status,
+                    skipped_because: skip,
+                    violations: mine,
+                }
+            })
+            .collect();
+        let valid = rules.iter().all(|r| r.status != Status::Failed);
+        Report {
+            schema: REPORT_SCHEMA,
+            valid,
+            jobs,
+            rules,
+            figures,
+        }
+    }
+
+    /// The outcome of `rule`.
+    pub fn outcome(&self, rule: Rule) -> &RuleOutcome {
+        self.rules
+            .iter()
+            .find(|r| r.rule == rule.name())
+            .expect("every rule has an outcome")
+    }
+
+    /// Names of the rules that failed.
+    pub fn failed_rules(&self) -> Vec<&'static str> {
+        self.rules
+            .iter()
+            .filter(|r| r.status == Status::Failed)
+            .map(|r| r.rule)
+            .collect()
+    }
+}

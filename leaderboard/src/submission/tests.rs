@@ -1,0 +1,448 @@
+//! Submission validation over the fixtures in `leaderboard/tests/fixtures`: Harbor-shaped jobs
+//! that pass, and for every rule a variant of the valid job that only that rule catches.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+const H13_JOB: &str = "harbor-h13/2026-06-10__12-00-00";
+const H144_JOB: &str = "harbor-h144/tbench-2.0-k5-v01";
+const TRIALS: [&str; 5] = [
+    "regex-log__aB3dE9x",
+    "regex-log__Zx81kPq",
+    "regex-log__Qw12ErT",
+    "regex-log__mN45bVc",
+    "regex-log__Hj67kLp",
+];
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A scratch copy of the valid [H13] job, the dataset and the metadata.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    job: PathBuf,
+    dataset: PathBuf,
+    metadata: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("job");
+        copy_dir(&fixtures().join(H13_JOB), &job);
+        let dataset = dir.path().join("dataset");
+        copy_dir(&fixtures().join("dataset"), &dataset);
+        let metadata = dir.path().join("metadata.yaml");
+        std::fs::copy(fixtures().join("metadata.yaml"), &metadata).unwrap();
+        Scratch {
+            _dir: dir,
+            job,
+            dataset,
+            metadata,
+        }
+    }
+
+    fn edit_json(&self, rel: &str, edit: impl FnOnce(&mut Value)) {
+        let path = self.job.join(rel);
+        let mut value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut value);
+        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    }
+
+    fn validate(&self) -> Report {
+        let options = Options {
+            job_dirs: vec![self.job.clone()],
+            dataset: Some(self.dataset.clone()),
+            metadata: Some(self.metadata.clone()),
+            min_trials: DEFAULT_MIN_TRIALS,
+        };
+        validate(&options).unwrap()
+    }
+}
+
+/// Asserts that exactly `rule` failed, and returns its violations.
+fn only_failure(report: &Report, rule: Rule) -> Vec<Violation> {
+    assert_eq!(
+        report.failed_rules(),
+        [rule.name()],
+        "{}",
+        render::text(report)
+    );
+    assert!(!report.valid);
+    report.outcome(rule).violations.clone()
+}
+
+#[test]
+fn the_fixture_digest_is_the_dataset_content_digest() {
+    let dataset = tasks::Dataset::load(&fixtures().join("dataset")).unwrap();
+    let config: Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join(H13_JOB).join(TRIALS[0]).join("config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config["task"]["ref"], json!(dataset.tasks[0].digest));
+}
+
+#[test]
+fn harbor_h13_job_passes_every_rule() {
+    let report = Scratch::new().validate();
+    assert!(report.valid, "{}", render::text(&report));
+    assert!(report.rules.iter().all(|r| r.status == Status::Passed));
+}
+
+#[test]
+fn harbor_h13_job_figures() {
+    let f = Scratch::new().validate().figures;
+    assert_eq!(
+        (f.n_trials, f.n_tasks, f.n_successes, f.n_errored),
+        (5, 1, 3, 1)
+    );
+    assert!((f.accuracy - 0.6).abs() < 1e-12);
+    // One task, p = 0.6, k = 5: stderr² = 0.24 / 4.
+    assert!((f.accuracy_stderr.unwrap() - 0.06f64.sqrt()).abs() < 1e-12);
+    // n = 5, c = 3: pass@2 = 1 - (2/5)(1/4) = 0.9; pass@4 = pass@5 = 1.
+    assert_eq!(f.pass_at_k.keys().collect::<Vec<_>>(), ["2", "4", "5"]);
+    assert!((f.pass_at_k["2"] - 0.9).abs() < 1e-12);
+    assert_eq!(f.pass_at_k["5"], 1.0);
+    assert_eq!(f.trials_per_task["terminal-bench/regex-log"], 5);
+    assert_eq!(f.errored_by_exception_type["AgentTimeoutError"], 1);
+}
+
+#[test]
+fn harbor_h144_job_passes_without_a_dataset() {
+    let report = validate(&Options::new(vec![fixtures().join(H144_JOB)])).unwrap();
+    assert!(report.valid, "{}", render::text(&report));
+    assert_eq!(
+        report.outcome(Rule::CorrectTaskVersions).status,
+        Status::Skipped
+    );
+    assert_eq!(
+        report.outcome(Rule::MetadataFormattedCorrectly).status,
+        Status::Skipped
+    );
+    assert_eq!(
+        report.figures.errored_by_exception_type["RewardFileNotFoundError"],
+        1
+    );
+}
+
+#[test]
+fn harbor_h144_job_has_no_task_refs_to_check_against_a_dataset() {
+    let mut options = Options::new(vec![fixtures().join(H144_JOB)]);
+    options.dataset = Some(fixtures().join("dataset"));
+    let report = validate(&options).unwrap();
+    let violations = only_failure(&report, Rule::CorrectTaskVersions);
+    assert_eq!(violations.len(), 5);
+    assert!(
+        violations[0].message.contains("no task ref"),
+        "{}",
+        violations[0].message
+    );
+}
+
+#[test]
+fn several_jobs_count_together() {
+    let s = Scratch::new();
+    std::fs::remove_dir_all(s.job.join(TRIALS[2])).unwrap();
+    let mut options = Options::new(vec![s.job.clone()]);
+    assert_eq!(
+        validate(&options).unwrap().failed_rules(),
+        ["min_trials_per_task"]
+    );
+    // A second job with the missing trial makes five again.
+    let second = s.job.parent().unwrap().join("job2");
+    copy_dir(&fixtures().join(H13_JOB), &second);
+    for trial in &TRIALS[1..] {
+        std::fs::remove_dir_all(second.join(trial)).unwrap();
+    }
+    options.job_dirs.push(second);
+    let report = validate(&options).unwrap();
+    assert!(report.valid, "{}", render::text(&report));
+    assert_eq!(report.figures.n_jobs, 2);
+}
+
+#[test]
+fn rule_no_job_overrides() {
+    let s = Scratch::new();
+    s.edit_json("config.json", |c| {
+        c["timeout_multiplier"] = json!(2.0);
+        c["agents"][0]["override_timeout_sec"] = json!(3600);
+        c["environment"]["override_cpus"] = json!(8);
+    });
+    let v = only_failure(&s.validate(), Rule::NoJobOverrides);
+    assert_eq!(v.len(), 3);
+    assert!(
+        v.iter()
+            .any(|v| v.message.starts_with("timeout_multiplier is 2.0"))
+    );
+    assert!(
+        v.iter()
+            .all(|v| v.file.as_deref().unwrap().ends_with("job/config.json"))
+    );
+}
+
+#[test]
+fn rule_no_job_overrides_rejects_a_per_phase_multiplier_of_one() {
+    let s = Scratch::new();
+    s.edit_json("config.json", |c| {
+        c["agent_timeout_multiplier"] = json!(1.0)
+    });
+    let v = only_failure(&s.validate(), Rule::NoJobOverrides);
+    assert!(
+        v[0].message
+            .contains("agent_timeout_multiplier is 1.0; it must be null")
+    );
+}
+
+#[test]
+fn rule_no_trial_overrides() {
+    let s = Scratch::new();
+    s.edit_json(&format!("{}/config.json", TRIALS[0]), |c| {
+        c["verifier"]["max_timeout_sec"] = json!(60)
+    });
+    s.edit_json(&format!("{}/result.json", TRIALS[1]), |r| {
+        r["config"]["agent"]["override_setup_timeout_sec"] = json!(9)
+    });
+    let v = only_failure(&s.validate(), Rule::NoTrialOverrides);
+    assert_eq!(v.len(), 2);
+    assert!(
+        v[0].file
+            .as_deref()
+            .unwrap()
+            .ends_with(&format!("{}/result.json", TRIALS[1]))
+    );
+    assert!(
+        v[0].message
+            .contains("config.agent.override_setup_timeout_sec is 9")
+    );
+    assert!(v[1].message.contains("verifier.max_timeout_sec is 60"));
+}
+
+#[test]
+fn rule_trial_results_complete() {
+    let s = Scratch::new();
+    s.edit_json(&format!("{}/result.json", TRIALS[2]), |r| {
+        r["finished_at"] = Value::Null
+    });
+    s.edit_json(&format!("{}/result.json", TRIALS[4]), |r| {
+        r["verifier_result"] = Value::Null
+    });
+    s.edit_json(&format!("{}/result.json", TRIALS[4]), |r| {
+        r["exception_info"] = Value::Null
+    });
+    let v = only_failure(&s.validate(), Rule::TrialResultsComplete);
+    assert_eq!(v.len(), 2);
+    assert!(v.iter().any(|v| v.message.contains("finished_at")));
+    assert!(v.iter().any(|v| v.message.contains("neither rewards")));
+}
+
+#[test]
+fn rule_trial_results_complete_without_result_json() {
+    let s = Scratch::new();
+    std::fs::remove_file(s.job.join(TRIALS[2]).join("result.json")).unwrap();
+    let v = only_failure(&s.validate(), Rule::TrialResultsComplete);
+    assert!(v[0].message.contains("no result.json"));
+}
+
+#[test]
+fn rule_agent_config_match_explains_a_null_agent_name() {
+    let s = Scratch::new();
+    s.edit_json("config.json", |c| {
+        c["agents"][0]["name"] = Value::Null;
+        c["agents"][0]["import_path"] = json!("my_agent:Agent");
+    });
+    let v = only_failure(&s.validate(), Rule::AgentConfigMatch);
+    assert_eq!(v.len(), 1, "one violation per job and agent");
+    assert!(v[0].message.contains("5 trials"), "{}", v[0].message);
+    assert!(
+        v[0].message.contains("named agent config"),
+        "{}",
+        v[0].message
+    );
+}
+
+#[test]
+fn rule_agent_config_match_compares_the_model() {
+    let s = Scratch::new();
+    s.edit_json("config.json", |c| {
+        c["agents"][0]["model_name"] = json!("anthropic/claude-sonnet-4-5")
+    });
+    let v = only_failure(&s.validate(), Rule::AgentConfigMatch);
+    assert!(v[0].message.contains("anthropic/claude-opus-4-6"));
+}
+
+#[test]
+fn rule_min_trials_per_task() {
+    let s = Scratch::new();
+    std::fs::remove_dir_all(s.job.join(TRIALS[2])).unwrap();
+    let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
+    assert!(
+        v[0].message
+            .contains("task terminal-bench/regex-log has 4 trial(s); at least 5")
+    );
+}
+
+#[test]
+fn rule_min_trials_per_task_covers_every_dataset_task() {
+    let s = Scratch::new();
+    copy_dir(&s.dataset.join("regex-log"), &s.dataset.join("fix-git"));
+    std::fs::write(
+        s.dataset.join("fix-git/task.toml"),
+        "[task]\nname = \"terminal-bench/fix-git\"\n",
+    )
+    .unwrap();
+    let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
+    assert!(v[0].message.contains("fix-git has 0 trial(s)"));
+}
+
+#[test]
+fn rule_correct_task_versions() {
+    let s = Scratch::new();
+    let other = format!("sha256:{}", "ab".repeat(32));
+    s.edit_json(&format!("{}/config.json", TRIALS[3]), |c| {
+        c["task"]["ref"] = json!(other)
+    });
+    let v = only_failure(&s.validate(), Rule::CorrectTaskVersions);
+    assert_eq!(v.len(), 1);
+    assert!(v[0].message.contains("content differs"));
+}
+
+#[test]
+fn rule_correct_task_versions_catches_changed_task_content() {
+    let s = Scratch::new();
+    std::fs::write(
+        s.dataset.join("regex-log/instruction.md"),
+        "Something else.\n",
+    )
+    .unwrap();
+    let v = only_failure(&s.validate(), Rule::CorrectTaskVersions);
+    assert_eq!(v.len(), 5);
+}
+
+#[test]
+fn rule_passing_trial_trajectories() {
+    let s = Scratch::new();
+    std::fs::remove_file(s.job.join(TRIALS[0]).join("agent/trajectory.json")).unwrap();
+    s.edit_json(&format!("{}/agent/trajectory.json", TRIALS[1]), |t| {
+        t["steps"][2]["step_id"] = json!(7)
+    });
+    let v = only_failure(&s.validate(), Rule::PassingTrialTrajectories);
+    assert_eq!(v.len(), 2);
+    assert!(
+        v.iter()
+            .any(|v| v.message.contains("no agent/trajectory.json"))
+    );
+    assert!(
+        v.iter().any(|v| v.message.contains("$.steps[2].step_id")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn rule_no_container_secrets() {
+    let s = Scratch::new();
+    s.edit_json("config.json", |c| {
+        c["allow_container_secrets"] = json!(true)
+    });
+    s.edit_json("lock.json", |l| l["allow_container_secrets"] = json!(true));
+    let v = only_failure(&s.validate(), Rule::NoContainerSecrets);
+    assert_eq!(v.len(), 2);
+}
+
+#[test]
+fn rule_no_provider_keys_reports_file_and_line_but_never_the_value() {
+    let s = Scratch::new();
+    let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345";
+    std::fs::write(
+        s.job.join(TRIALS[3]).join("agent/notes.txt"),
+        format!("one\ntwo\nexport KEY={key}\n"),
+    )
+    .unwrap();
+    std::fs::write(s.job.join("job.log"), format!("{key}\n")).unwrap();
+    let report = s.validate();
+    let v = only_failure(&report, Rule::NoProviderKeys);
+    assert_eq!(v.len(), 2);
+    assert!(v[0].file.as_deref().unwrap().ends_with("job/job.log"));
+    assert_eq!(v[1].line, Some(3));
+    assert!(v[1].file.as_deref().unwrap().ends_with("agent/notes.txt"));
+    let everything = format!(
+        "{}{}{}{}",
+        serde_json::to_string(&report).unwrap(),
+        render::text(&report),
+        render::annotations(&report),
+        render::markdown(&report)
+    );
+    assert!(
+        !everything.contains("abcdefghijklmnop"),
+        "a key fragment leaked"
+    );
+}
+
+#[test]
+fn rule_metadata_formatted_correctly() {
+    let s = Scratch::new();
+    let text = std::fs::read_to_string(&s.metadata).unwrap();
+    std::fs::write(
+        &s.metadata,
+        text.replace("    model_display_name: Claude Opus 4.6\n", "")
+            .replace("agent_url:", "#"),
+    )
+    .unwrap();
+    let v = only_failure(&s.validate(), Rule::MetadataFormattedCorrectly);
+    let messages: Vec<&str> = v.iter().map(|v| v.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "`agent_url` is missing or empty",
+            "`models[0].model_display_name` is missing or empty"
+        ]
+    );
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        validate(&Options::new(vec![])),
+        Err(SubmissionError::NoJobs)
+    ));
+    let err = validate(&Options::new(vec![dir.path().join("missing")])).unwrap_err();
+    assert!(matches!(err, SubmissionError::NotADirectory { .. }));
+    let err = validate(&Options::new(vec![dir.path().to_owned()])).unwrap_err();
+    assert!(err.to_string().contains("no config.json"), "{err}");
+    std::fs::write(dir.path().join("config.json"), "{").unwrap();
+    assert!(matches!(
+        validate(&Options::new(vec![dir.path().to_owned()])),
+        Err(SubmissionError::BadJobConfig { .. })
+    ));
+}
+
+#[test]
+fn github_annotations_escape_and_name_the_rule() {
+    let s = Scratch::new();
+    s.edit_json("config.json", |c| c["timeout_multiplier"] = json!(2.0));
+    let out = render::annotations(&s.validate());
+    let line = out.lines().next().unwrap();
+    assert!(line.starts_with("::error file="), "{line}");
+    assert!(
+        line.contains("config.json,title=no_job_overrides::timeout_multiplier is 2.0"),
+        "{line}"
+    );
+    assert_eq!(render::escape_property("a,b:c%\n"), "a%2Cb%3Ac%25%0A");
+}

@@ -1,0 +1,325 @@
+//! One trial directory: the facts the cross-trial rules need, and the rules that look at a
+//! single trial (overrides, completeness, trajectory, provider keys).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::overrides::overrides;
+use super::report::Violation;
+use super::{Rule, scan};
+
+/// At most this many ATIF errors are listed per trajectory; the rest are counted.
+const MAX_ATIF_ERRORS: usize = 10;
+
+/// The agent a trial recorded in `agent_info`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AgentIdentity {
+    /// `agent_info.name`.
+    pub name: String,
+    /// `provider/name` from `agent_info.model_info`, or the bare name without a provider.
+    pub model: Option<String>,
+}
+
+/// What one trial directory says, plus its own violations.
+#[derive(Debug)]
+pub struct TrialFacts {
+    /// Index of the job dir it belongs to.
+    pub job: usize,
+    /// The trial dir's name.
+    pub name: String,
+    /// The trial dir as displayed (under the job dir as given).
+    pub display: String,
+    /// Task name, if recorded anywhere.
+    pub task: Option<String>,
+    /// `config.task.ref` (or `task_id.ref`), if recorded.
+    pub task_ref: Option<String>,
+    /// The main reward; `None` without rewards.
+    pub reward: Option<f64>,
+    /// `exception_info.exception_type`, if an exception was recorded.
+    pub exception_type: Option<String>,
+    /// `agent_info`, when result.json has it.
+    pub agent: Option<AgentIdentity>,
+    /// Violations found in this trial alone.
+    pub violations: Vec<Violation>,
+}
+
+/// The main reward of a result: `rewards.reward`, else the first reward; booleans are 1/0.
+pub fn reward_of(result: &Value) -> Option<f64> {
+    let rewards = result.get("verifier_result")?.get("rewards")?.as_object()?;
+    let value = rewards.get("reward").or_else(|| rewards.values().next())?;
+    value
+        .as_f64()
+        .or_else(|| value.as_bool().map(|b| if b { 1.0 } else { 0.0 }))
+}
+
+fn has_rewards(result: &Value) -> bool {
+    result
+        .get("verifier_result")
+        .and_then(|v| v.get("rewards"))
+        .and_then(Value::as_object)
+        .is_some_and(|r| !r.is_empty())
+}
+
+fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The agent identity of `agent_info`; a provider of `unknown` is no provider (as the
+/// leaderboard's filter treats it).
+pub fn agent_identity(result: &Value) -> Option<AgentIdentity> {
+    let info = result.get("agent_info")?;
+    let name = info.get("name")?.as_str()?.to_owned();
+    let model = info
+        .get("model_info")
+        .filter(|m| !m.is_null())
+        .and_then(|m| {
+            let model = m.get("name")?.as_str()?;
+            match m.get("provider").and_then(Value::as_str) {
+                Some(p) if !p.is_empty() && p != "unknown" => Some(format!("{p}/{model}")),
+                _ => Some(model.to_owned()),
+            }
+        });
+    Some(AgentIdentity { name, model })
+}
+
+/// Files of a trial dir that the rules read, kept while the tree is scanned.
+#[derive(Default)]
+struct Kept {
+    config: Option<Vec<u8>>,
+    result: Option<Vec<u8>>,
+    trajectory: Option<Vec<u8>>,
+}
+
+/// Reads every file under `dir` once: scans it for keys and keeps the ones the rules parse.
+fn read_tree(
+    dir: &Path,
+    rel: &str,
+    display: &str,
+    kept: &mut Kept,
+    violations: &mut Vec<Violation>,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        violations.push(Violation::new(
+            Rule::NoProviderKeys,
+            Some(format!("{display}/{rel}")),
+            "cannot list directory",
+        ));
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let child_rel = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        if kind.is_dir() {
+            read_tree(&entry.path(), &child_rel, display, kept, violations);
+        } else if kind.is_file() {
+            let file = format!("{display}/{child_rel}");
+            let bytes = match std::fs::read(entry.path()) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    violations.push(Violation::new(
+                        Rule::NoProviderKeys,
+                        Some(file),
+                        format!("cannot read: {e}"),
+                    ));
+                    continue;
+                }
+            };
+            for line in scan::key_lines(&bytes) {
+                violations.push(Violation {
+                    rule: Rule::NoProviderKeys,
+                    file: Some(file.clone()),
+                    line: Some(line),
+                    message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) and \
+                              rotate the key"
+                        .to_owned(),
+                });
+            }
+            match child_rel.as_str() {
+                "config.json" => kept.config = Some(bytes),
+                "result.json" => kept.result = Some(bytes),
+                "agent/trajectory.json" => kept.trajectory = Some(bytes),
+                _ => {}
+            }
+        }
+        // Symlinks are not followed: they may point outside the submission.
+    }
+}
+
+fn parse(bytes: &[u8], file: &str, rule: Rule, violations: &mut Vec<Violation>) -> Option<Value> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) if v.is_object() => Some(v),
+        Ok(_) => {
+            violations.push(Violation::new(
+                rule,
+                Some(file.to_owned()),
+                "not a JSON object",
+            ));
+            None
+        }
+        Err(e) => {
+            violations.push(Violation::new(
+                rule,
+                Some(file.to_owned()),
+                format!("not valid JSON: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+/// Inspects one trial dir of job `job`; `display` is how the dir is shown in reports.
+pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
+    let mut violations = Vec::new();
+    let mut kept = Kept::default();
+    read_tree(dir, "", &display, &mut kept, &mut violations);
+    let config_file = format!("{display}/config.json");
+    let result_file = format!("{display}/result.json");
+    let config = kept
+        .config
+        .as_deref()
+        .and_then(|b| parse(b, &config_file, Rule::NoTrialOverrides, &mut violations));
+    let result = match kept.result.as_deref() {
+        Some(bytes) => parse(
+            bytes,
+            &result_file,
+            Rule::TrialResultsComplete,
+            &mut violations,
+        ),
+        None => {
+            violations.push(Violation::new(
+                Rule::TrialResultsComplete,
+                Some(display.clone()),
+                "no result.json: the trial never finished; resume the job to complete it",
+            ));
+            None
+        }
+    };
+
+    // Anti-tampering: the trial's own config.json and the copy inside result.json both count.
+    for (value, file) in [
+        (config.as_ref(), &config_file),
+        (result.as_ref().and_then(|r| r.get("config")), &result_file),
+    ] {
+        let Some(value) = value else { continue };
+        for problem in overrides(value) {
+            let where_ = if file == &result_file {
+                format!("config.{problem}")
+            } else {
+                problem
+            };
+            violations.push(Violation::new(
+                Rule::NoTrialOverrides,
+                Some(file.clone()),
+                where_,
+            ));
+        }
+    }
+
+    let mut facts = TrialFacts {
+        job,
+        name: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        display,
+        task: None,
+        task_ref: None,
+        reward: None,
+        exception_type: None,
+        agent: None,
+        violations: Vec::new(),
+    };
+    let trial_config = config
+        .as_ref()
+        .or_else(|| result.as_ref().and_then(|r| r.get("config")));
+    facts.task = result
+        .as_ref()
+        .and_then(|r| str_at(r, "/task_name"))
+        .or_else(|| trial_config.and_then(|c| str_at(c, "/task/name")))
+        .or_else(|| {
+            trial_config
+                .and_then(|c| str_at(c, "/task/path"))
+                .and_then(|p| p.trim_end_matches('/').rsplit('/').next())
+        })
+        .map(str::to_owned);
+    facts.task_ref = trial_config
+        .and_then(|c| str_at(c, "/task/ref"))
+        .or_else(|| result.as_ref().and_then(|r| str_at(r, "/config/task/ref")))
+        .or_else(|| result.as_ref().and_then(|r| str_at(r, "/task_id/ref")))
+        .map(str::to_owned);
+
+    if let Some(result) = &result {
+        facts.reward = reward_of(result);
+        facts.exception_type = result
+            .get("exception_info")
+            .filter(|e| !e.is_null())
+            .map(|e| {
+                e.get("exception_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("UnknownError")
+                    .to_owned()
+            });
+        facts.agent = agent_identity(result);
+        if result.get("finished_at").is_none_or(Value::is_null) {
+            violations.push(Violation::new(
+                Rule::TrialResultsComplete,
+                Some(result_file.clone()),
+                "finished_at is missing: the trial never finished; resume the job to complete it",
+            ));
+        }
+        if facts.exception_type.is_none() && !has_rewards(result) {
+            violations.push(Violation::new(
+                Rule::TrialResultsComplete,
+                Some(result_file.clone()),
+                "neither rewards (verifier_result.rewards) nor an exception (exception_info) recorded",
+            ));
+        }
+    }
+
+    if facts.reward.is_some_and(|r| r > 0.0) {
+        let trajectory_file = format!("{}/agent/trajectory.json", facts.display);
+        match kept.trajectory.as_deref() {
+            None => violations.push(Violation::new(
+                Rule::PassingTrialTrajectories,
+                Some(trajectory_file),
+                format!(
+                    "reward {} but no agent/trajectory.json; rewarded trials must ship their ATIF trajectory",
+                    facts.reward.unwrap_or_default()
+                ),
+            )),
+            Some(bytes) => {
+                let errors = tasks::atif::validate_bytes(bytes, &dir.join("agent"));
+                for error in errors.iter().take(MAX_ATIF_ERRORS) {
+                    violations.push(Violation::new(
+                        Rule::PassingTrialTrajectories,
+                        Some(trajectory_file.clone()),
+                        format!("invalid ATIF: {error}"),
+                    ));
+                }
+                if errors.len() > MAX_ATIF_ERRORS {
+                    violations.push(Violation::new(
+                        Rule::PassingTrialTrajectories,
+                        Some(trajectory_file),
+                        format!(
+                            "… and {} more ATIF errors (run `runner validate-trajectory` on it)",
+                            errors.len() - MAX_ATIF_ERRORS
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    facts.violations = violations;
+    facts
+}
