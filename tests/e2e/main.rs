@@ -4,3 +4,4 @@
 mod support;
 mod run;
 mod installed;
+mod scrub;
