@@ -325,7 +325,10 @@ async fn run_phases<A: Agent + 'static>(
             result.verifier_result = Some(verifier_result);
             None
         }
-        Err((exception_type, message)) => Some(Failure::new(exception_type, message)),
+        Err(failure) => {
+            result.verifier_result = failure.partial;
+            Some(Failure::new(failure.exception_type, failure.message))
+        }
     };
     if let Err(e) = sandbox.download_dir("/logs/artifacts", &trial_dir.join("artifacts")).await {
         log.line(&format!("collecting /logs/artifacts failed: {e}"));
