@@ -58,7 +58,7 @@ pub struct GitState {
     pub commit: Option<String>,
     /// The branch name; `None` when HEAD is detached.
     pub branch: Option<String>,
-    /// `git describe --tags --always --dirty`.
+    /// `git describe --tags --always`, with `-dirty` appended when `dirty` is true.
     pub describe: Option<String>,
     /// HEAD's tree id.
     pub head_tree: Option<String>,
@@ -130,7 +130,10 @@ pub fn git_state(dir: &Path) -> Result<GitState, GitUnavailable> {
         ],
     )?;
     let mut state = parse_porcelain_v2(&status);
-    state.describe = git_line(dir, &["describe", "--tags", "--always", "--dirty"]);
+    // `--dirty` would judge the whole repository and ignore untracked files; the suffix
+    // follows our own flag instead, scoped to the source directory like the counts.
+    state.describe = git_line(dir, &["describe", "--tags", "--always"])
+        .map(|d| if state.dirty { format!("{d}-dirty") } else { d });
     state.head_tree = git_line(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{tree}"]);
     state.remote_url =
         git_line(dir, &["remote", "get-url", "origin"]).map(|u| strip_credentials(&u));

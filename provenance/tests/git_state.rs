@@ -110,8 +110,8 @@ fn only_untracked_files_still_count_as_dirty() {
     let state = git_state(dir.path()).unwrap();
     assert_eq!(
         state.describe.as_deref(),
-        Some("v0.1.0"),
-        "git describe ignores untracked files"
+        Some("v0.1.0-dirty"),
+        "unlike git describe --dirty, untracked files count"
     );
     assert_eq!(state.counts.untracked, 1);
     assert!(state.dirty, "our dirty flag counts them");
@@ -157,6 +157,11 @@ fn subdirectory_status_is_scoped_and_remote_has_no_credentials() {
     std::fs::write(dir.path().join("outside.txt"), "o\n").unwrap();
     let state = git_state(&dir.path().join("agent")).unwrap();
     assert!(!state.dirty, "changes outside the source dir do not count");
+    assert!(
+        !state.describe.as_deref().unwrap().ends_with("-dirty"),
+        "{:?}",
+        state.describe
+    );
     assert_eq!(
         state.remote_url.as_deref(),
         Some("https://example.invalid/o/r.git")
