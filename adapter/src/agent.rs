@@ -67,7 +67,10 @@ impl AgentErrorKind {
 
     /// True when the trial still goes on to verification after this error (as in Harbor).
     pub fn continues_to_verification(self) -> bool {
-        matches!(self, AgentErrorKind::Timeout | AgentErrorKind::NonZeroExit | AgentErrorKind::Trajectory)
+        matches!(
+            self,
+            AgentErrorKind::Timeout | AgentErrorKind::NonZeroExit | AgentErrorKind::Trajectory
+        )
     }
 }
 
@@ -87,7 +90,11 @@ pub struct AgentError {
 impl AgentError {
     /// A new error.
     pub fn new(kind: AgentErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), context: None }
+        Self {
+            kind,
+            message: message.into(),
+            context: None,
+        }
     }
 
     /// The same error carrying what the agent reported before it failed.

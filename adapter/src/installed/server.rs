@@ -123,7 +123,13 @@ pub async fn is_alive<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<bo
 if [ -r "/proc/$pid/stat" ]; then read -r stat < "/proc/$pid/stat"; s=${{stat##*) }}; [ "${{s%% *}}" != Z ]; fi"#,
         paths.pid()
     );
-    let out = sandbox.exec(ExecRequest::new(cmd).user("root").timeout(Duration::from_secs(30))).await?;
+    let out = sandbox
+        .exec(
+            ExecRequest::new(cmd)
+                .user("root")
+                .timeout(Duration::from_secs(30)),
+        )
+        .await?;
     Ok(out.success())
 }
 
