@@ -135,6 +135,7 @@ fn malformed_task_error_names_file_and_field() {
     assert!(stderr.contains("bad-task/task.toml") && stderr.contains("timeout_sec"), "{stderr}");
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     assert!(stdout.contains("sha256:") && stdout.contains("good-task"), "{stdout}");
+}
 
 /// Starts `runner run` on the sleepy fixture and waits until its trial container exists.
 fn start_sleepy(jobs: &Path) -> (Child, String) {
