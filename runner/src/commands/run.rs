@@ -211,6 +211,7 @@ pub async fn execute<A: Agent + 'static>(
     for skipped in &plan.skipped {
         eprintln!("skipping task: {skipped}");
     }
+    let skipped_plans = plan.skipped.clone();
     if plan.trials.is_empty() {
         eprintln!("error: no task of {} can run", dataset.dir.display());
         return exit_codes::BAD_INPUT;
@@ -232,7 +233,9 @@ pub async fn execute<A: Agent + 'static>(
     eprintln!("job {} : {} trial(s), {} at once -> {}", plan.job_id, plan.trials.len(), settings.n_concurrent, job_dir.display());
     match run_job(client, agent, plan, job_dir, &job_settings, cancel).await {
         Ok(outcome) if outcome.interrupted => exit_codes::INTERRUPTED,
-        Ok(outcome) if outcome.unscored > 0 || !dataset.skipped.is_empty() => exit_codes::TRIALS_ERRORED,
+        // Malformed tasks were reported up front; the user must fix them before a full run.
+        Ok(_) if !dataset.skipped.is_empty() || !skipped_plans.is_empty() => exit_codes::BAD_INPUT,
+        Ok(outcome) if outcome.unscored > 0 => exit_codes::TRIALS_ERRORED,
         Ok(_) => exit_codes::OK,
         Err(e) => {
             eprintln!("error: writing the job directory failed: {e}");

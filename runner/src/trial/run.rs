@@ -299,7 +299,10 @@ async fn run_phases<A: Agent + 'static>(
     let mut agent_failure = None;
     match outcome {
         Ok(Ok(report)) => result.agent_result = report.context,
-        Ok(Err(e)) if e.kind.continues_to_verification() => agent_failure = Some(Failure::new(e.kind.exception_type(), e.message)),
+        Ok(Err(e)) if e.kind.continues_to_verification() => {
+            result.agent_result = e.context.map(|c| *c);
+            agent_failure = Some(Failure::new(e.kind.exception_type(), e.message));
+        }
         Ok(Err(e)) => return Some(Failure::new(e.kind.exception_type(), e.message)),
         Err(_) => {
             let secs = timeouts.agent.map(|d| d.as_secs_f64()).unwrap_or_default();
