@@ -5,3 +5,4 @@ mod support;
 mod run;
 mod installed;
 mod scrub;
+mod validate;
