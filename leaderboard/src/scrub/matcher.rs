@@ -117,35 +117,51 @@ impl Matcher {
             .ok_or(ScrubError::NoSafeMarker)
     }
 
-    /// Replaces every occurrence in text, including ones split by line breaks or ANSI codes
-    /// (the first piece becomes the marker, later pieces vanish, the breaks stay). `None` when
-    /// nothing matched.
+    /// Replaces every occurrence in text: first contiguous ones, then ones split by line breaks
+    /// or ANSI codes (the first piece becomes the marker, later pieces vanish, the breaks stay).
+    /// Two passes because an escape sequence next to a value can swallow its first byte in the
+    /// flattened view. `None` when nothing matched.
     pub fn redact_text(&self, input: &[u8], tally: &mut Tally) -> Option<Vec<u8>> {
-        let flat = flatten(input);
-        let haystack = flat.as_ref().map_or(input, |f| &f.bytes);
+        let contiguous = self.replace_contiguous(input, tally);
+        let text = contiguous.as_deref().unwrap_or(input);
+        let flat = flatten(text)?;
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
-        for m in self.flat.find_iter(haystack) {
+        for m in self.flat.find_iter(&flat.bytes) {
             let needle = &self.needles[self.flat_ids[m.pattern().as_usize()]];
-            let ranges = match &flat {
-                Some(f) => f.original_ranges(m.start(), m.end()),
-                None => vec![(m.start(), m.end())],
-            };
-            let out = out.get_or_insert_with(|| Vec::with_capacity(input.len()));
+            let ranges = flat.original_ranges(m.start(), m.end());
+            let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
             for (piece, &(start, end)) in ranges.iter().enumerate() {
-                out.extend_from_slice(&input[copied..start]);
+                out.extend_from_slice(&text[copied..start]);
                 if piece == 0 {
                     out.extend_from_slice(&self.markers[needle.secret]);
                 }
                 copied = end;
             }
-            *tally
-                .entry(Hit {
-                    secret: needle.secret,
-                    form: needle.form,
-                    split: ranges.len() > 1,
-                })
-                .or_default() += 1;
+            let hit = Hit { secret: needle.secret, form: needle.form, split: ranges.len() > 1 };
+            *tally.entry(hit).or_default() += 1;
+        }
+        match out {
+            Some(mut out) => {
+                out.extend_from_slice(&text[copied..]);
+                Some(out)
+            }
+            None => contiguous,
+        }
+    }
+
+    /// Replaces contiguous occurrences with markers; `None` when there are none.
+    fn replace_contiguous(&self, input: &[u8], tally: &mut Tally) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        let mut copied = 0;
+        for m in self.raw.find_iter(input) {
+            let needle = &self.needles[m.pattern().as_usize()];
+            let out = out.get_or_insert_with(|| Vec::with_capacity(input.len()));
+            out.extend_from_slice(&input[copied..m.start()]);
+            out.extend_from_slice(&self.markers[needle.secret]);
+            copied = m.end();
+            let hit = Hit { secret: needle.secret, form: needle.form, split: false };
+            *tally.entry(hit).or_default() += 1;
         }
         let mut out = out?;
         out.extend_from_slice(&input[copied..]);
@@ -204,6 +220,16 @@ mod tests {
         assert_eq!(tally.values().sum::<u64>(), 2);
         assert!(tally.keys().any(|h| h.split));
         assert!(m.redact_text(b"nothing to see", &mut tally).is_none());
+    }
+
+    #[test]
+    fn finds_values_next_to_escape_sequences() {
+        // `ESC [ 3` then ` s` reads as one CSI sequence in the flattened view; the raw pass
+        // must still see the contiguous value.
+        let m = matcher(&["TOKEN=sk-abcdefghijklmnop"]);
+        let mut tally = Tally::new();
+        let out = m.redact_text(b"\x1b[3 sk-abcdefghijklmnop 2m", &mut tally).unwrap();
+        assert_eq!(out, b"\x1b[3 [REDACTED:TOKEN] 2m");
     }
 
     #[test]
