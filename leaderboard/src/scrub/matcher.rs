@@ -124,7 +124,9 @@ impl Matcher {
     pub fn redact_text(&self, input: &[u8], tally: &mut Tally) -> Option<Vec<u8>> {
         let contiguous = self.replace_contiguous(input, tally);
         let text = contiguous.as_deref().unwrap_or(input);
-        let flat = flatten(text)?;
+        let Some(flat) = flatten(text) else {
+            return contiguous;
+        };
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
         for m in self.flat.find_iter(&flat.bytes) {
@@ -138,7 +140,11 @@ impl Matcher {
                 }
                 copied = end;
             }
-            let hit = Hit { secret: needle.secret, form: needle.form, split: ranges.len() > 1 };
+            let hit = Hit {
+                secret: needle.secret,
+                form: needle.form,
+                split: ranges.len() > 1,
+            };
             *tally.entry(hit).or_default() += 1;
         }
         match out {
@@ -160,7 +166,11 @@ impl Matcher {
             out.extend_from_slice(&input[copied..m.start()]);
             out.extend_from_slice(&self.markers[needle.secret]);
             copied = m.end();
-            let hit = Hit { secret: needle.secret, form: needle.form, split: false };
+            let hit = Hit {
+                secret: needle.secret,
+                form: needle.form,
+                split: false,
+            };
             *tally.entry(hit).or_default() += 1;
         }
         let mut out = out?;
@@ -185,6 +195,18 @@ impl Matcher {
                 .or_default() += 1;
         }
         out
+    }
+
+    /// A path safe to print: known values redacted and provider-key shapes masked, for reports
+    /// about leftovers whose names the scrubber failed to clean.
+    pub fn printable_path(&self, path: &str) -> String {
+        let mut tally = Tally::new();
+        let redacted = self.redact_text(path.as_bytes(), &mut tally);
+        let text =
+            String::from_utf8_lossy(redacted.as_deref().unwrap_or(path.as_bytes())).into_owned();
+        tasks::secrets::provider_key_pattern()
+            .replace_all(&text, "[REDACTED:UNKNOWN_KEY]")
+            .into_owned()
     }
 
     /// True when raw bytes contain any needle contiguously (used for container headers).
@@ -228,8 +250,18 @@ mod tests {
         // must still see the contiguous value.
         let m = matcher(&["TOKEN=sk-abcdefghijklmnop"]);
         let mut tally = Tally::new();
-        let out = m.redact_text(b"\x1b[3 sk-abcdefghijklmnop 2m", &mut tally).unwrap();
+        let out = m
+            .redact_text(b"\x1b[3 sk-abcdefghijklmnop 2m", &mut tally)
+            .unwrap();
         assert_eq!(out, b"\x1b[3 [REDACTED:TOKEN] 2m");
+    }
+
+    #[test]
+    fn printable_paths_hide_values_and_key_shapes() {
+        let m = matcher(&["TOKEN=abcdefghijklmnop"]);
+        let shown =
+            m.printable_path("d/abcdefghijklmnop/ghp_ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210.txt");
+        assert_eq!(shown, "d/[REDACTED:TOKEN]/[REDACTED:UNKNOWN_KEY].txt");
     }
 
     #[test]

@@ -96,6 +96,10 @@ pub fn scrub(options: &ScrubOptions) -> Result<Outcome, ScrubError> {
     report.verification.needles = verifier.needle_count();
     leftovers.extend(verifier.verify_bytes(&report.to_json(), REPORT_FILE));
     if !leftovers.is_empty() {
+        // A leftover in a name would otherwise be printed in the abort report.
+        for left in &mut leftovers {
+            left.path = matcher.printable_path(&left.path);
+        }
         report.outcome = "aborted";
         report.leftovers = leftovers;
         return Ok(Outcome::Aborted(report));
