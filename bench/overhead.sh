@@ -19,7 +19,7 @@ trap 'rm -rf "$jobs"' EXIT
 start=$(date +%s.%N)
 "$bin" run --path tasks/examples --agent "$agent" --k "$k" --n-concurrent "$n" --jobs-dir "$jobs" --job-name bench >/dev/null 2>&1 || true
 end=$(date +%s.%N)
-grep -h "overhead:" "$jobs"/bench/*/trial.log | sed -E 's/.*wall ([0-9.]+)s, in-container ([0-9.]+)s, runner ([0-9.]+)s/\1 \2 \3/' | sort -k3 -n | awk -v total="$(echo "$end - $start" | bc)" -v k="$k" -v n="$n" '
+grep -ah "overhead:" "$jobs"/bench/*/trial.log | sed -E 's/.*wall ([0-9.]+)s, in-container ([0-9.]+)s, runner ([0-9.]+)s/\1 \2 \3/' | sort -k3 -n | awk -v total="$(echo "$end - $start" | bc)" -v k="$k" -v n="$n" '
     { wall += $1; inside += $2; over[NR] = $3; sum += $3 }
     END {
         if (NR == 0) { print "no trials measured"; exit 1 }

@@ -231,7 +231,15 @@ pub async fn execute<A: Agent + 'static>(
     let cancel = CancellationToken::new();
     spawn_signal_handler(client.clone(), plan.job_id.clone(), cancel.clone());
     eprintln!("job {} : {} trial(s), {} at once -> {}", plan.job_id, plan.trials.len(), settings.n_concurrent, job_dir.display());
-    match run_job(client, agent, plan, job_dir, &job_settings, cancel).await {
+    let outcome = run_job(client, agent, plan, job_dir, &job_settings, cancel).await;
+    if let Ok(outcome) = &outcome
+        && !outcome.timings.is_empty()
+    {
+        let n = outcome.timings.len() as f64;
+        let overhead: f64 = outcome.timings.iter().map(|(_, wall, inside)| (wall - inside).max(0.0)).sum();
+        println!("runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)", overhead / n);
+    }
+    match outcome {
         Ok(outcome) if outcome.interrupted => exit_codes::INTERRUPTED,
         // Malformed tasks were reported up front; the user must fix them before a full run.
         Ok(_) if !dataset.skipped.is_empty() || !skipped_plans.is_empty() => exit_codes::BAD_INPUT,

@@ -49,12 +49,4 @@ impl DockerError {
     pub fn api(operation: impl Into<String>, source: bollard::errors::Error) -> Self {
         DockerError::Api { operation: operation.into(), source }
     }
-
-    /// True when the engine said the object does not exist.
-    pub fn is_not_found(&self) -> bool {
-        matches!(
-            self,
-            DockerError::Api { source: bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }, .. }
-        )
-    }
 }

@@ -24,12 +24,8 @@ use crate::trial::run::{JobShared, run_trial};
 /// How a job ended.
 #[derive(Debug)]
 pub struct JobOutcome {
-    /// The job directory.
-    pub dir: PathBuf,
     /// Trials that finished without a reward.
     pub unscored: usize,
-    /// Trials run.
-    pub trials: usize,
     /// The user interrupted the job.
     pub interrupted: bool,
     /// (trial, wall seconds, in-container seconds) for overhead figures.
@@ -129,9 +125,7 @@ pub async fn run_job<A: Agent + 'static>(
     let results = recorder.finished();
     print_summary(results, &job_dir);
     Ok(JobOutcome {
-        dir: job_dir,
         unscored: results.iter().filter(|r| r.reward().is_none()).count(),
-        trials: results.len(),
         interrupted: cancel.is_cancelled(),
         timings,
     })

@@ -8,4 +8,4 @@ mod timeouts;
 mod verify;
 
 pub use naming::trial_name;
-pub use timeouts::{Multipliers, PhaseTimeouts};
+pub use timeouts::Multipliers;
