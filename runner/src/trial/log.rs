@@ -25,7 +25,8 @@ impl TrialLog {
 
     /// Writes a chunk of command output.
     pub fn output(&self, stream: &str, bytes: &[u8]) {
-        let text = String::from_utf8_lossy(bytes);
+        // NUL-separated tool output would make the log a binary file to grep and editors.
+        let text = String::from_utf8_lossy(bytes).replace('\0', " ");
         let mut out = String::new();
         for line in text.lines() {
             out.push_str(&format!("  [{stream}] {line}\n"));
