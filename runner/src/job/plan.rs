@@ -134,9 +134,8 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         retry: config.retry.clone(),
         trials: trials
             .iter()
-            .map(|t| LockTrial {
-                trial_name: t.config.trial_name.clone(),
-                task: LockTask {
+            .map(|t| {
+                let task = LockTask {
                     name: t.task.name.clone(),
                     kind: "local".into(),
                     digest: t.task.digest.clone(),
@@ -144,15 +143,8 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                     path: Some(t.task.dir.display().to_string()),
                     image_id: None,
                     image_tag: None,
-                },
-                timeout_multiplier: m.global,
-                agent_timeout_multiplier: m.agent,
-                verifier_timeout_multiplier: m.verifier,
-                agent_setup_timeout_multiplier: m.agent_setup,
-                environment_build_timeout_multiplier: m.environment_build,
-                agent: settings.agent.clone(),
-                environment: config.environment.clone(),
-                verifier: config.verifier.clone(),
+                };
+                LockTrial::new(&t.config, task)
             })
             .collect(),
         dataset_digest: Some(dataset_digest),

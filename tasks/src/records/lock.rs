@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::job_config::RetryConfig;
-use super::trial_config::{AgentConfig, EnvironmentConfig, VerifierConfig};
+use super::trial_config::{AgentConfig, EnvironmentConfig, TrialConfig, VerifierConfig};
 
 /// The tool that ran the job (Harbor writes `harbor`; we write `runner` and also fill `harbor`
 /// with our identity so Harbor's reader finds the field).
@@ -65,6 +65,24 @@ pub struct LockTrial {
     pub environment: EnvironmentConfig,
     /// The verifier.
     pub verifier: VerifierConfig,
+}
+
+impl LockTrial {
+    /// Locks a trial's config: its multipliers, agent, environment and verifier, and `task`.
+    pub fn new(config: &TrialConfig, task: LockTask) -> LockTrial {
+        LockTrial {
+            trial_name: config.trial_name.clone(),
+            task,
+            timeout_multiplier: config.timeout_multiplier,
+            agent_timeout_multiplier: config.agent_timeout_multiplier,
+            verifier_timeout_multiplier: config.verifier_timeout_multiplier,
+            agent_setup_timeout_multiplier: config.agent_setup_timeout_multiplier,
+            environment_build_timeout_multiplier: config.environment_build_timeout_multiplier,
+            agent: config.agent.clone(),
+            environment: config.environment.clone(),
+            verifier: config.verifier.clone(),
+        }
+    }
 }
 
 /// `<job>/lock.json`.
