@@ -13,6 +13,10 @@ pub struct Flat {
     pub bytes: Vec<u8>,
     /// `(original offset, flattened offset, length)` of each kept run, in order.
     segments: Vec<(usize, usize, usize)>,
+    /// True when a removed unit was longer than one byte (an escape sequence). Removing single
+    /// `\n`/`\r` bytes is context-free, so every contiguous needle still matches its flattened
+    /// form; multi-byte units can swallow a needle's edge, so callers must also search raw.
+    pub multi_byte_gaps: bool,
 }
 
 /// Byte that may start a gap; everything else is copied in bulk.
@@ -25,6 +29,7 @@ pub fn flatten(input: &[u8]) -> Option<Flat> {
     let mut bytes = Vec::new();
     let mut segments = Vec::new();
     let mut run_start = 0;
+    let mut multi_byte_gaps = false;
     let mut i = 0;
     while i < input.len() {
         let Some(offset) = input[i..].iter().position(|&b| may_start_gap(b)) else {
@@ -45,6 +50,7 @@ pub fn flatten(input: &[u8]) -> Option<Flat> {
             segments.push((run_start, bytes.len(), i - run_start));
             bytes.extend_from_slice(&input[run_start..i]);
         }
+        multi_byte_gaps |= gap > 1;
         i += gap;
         run_start = i;
     }
@@ -55,7 +61,11 @@ pub fn flatten(input: &[u8]) -> Option<Flat> {
         segments.push((run_start, bytes.len(), input.len() - run_start));
         bytes.extend_from_slice(&input[run_start..]);
     }
-    Some(Flat { bytes, segments })
+    Some(Flat {
+        bytes,
+        segments,
+        multi_byte_gaps,
+    })
 }
 
 /// Flattens a needle the same way as text, so needles holding gap bytes still match.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::error::ScrubError;
 use super::flatten::{flatten, flatten_needle};
@@ -39,8 +39,10 @@ pub struct Matcher {
 
 fn automaton(patterns: &[Vec<u8>]) -> AhoCorasick {
     // Leftmost-longest, so a secret that contains another secret is replaced whole.
+    // A full DFA: a few MB for hundreds of needles, and roughly twice the NFA's throughput.
     AhoCorasickBuilder::new()
         .match_kind(MatchKind::LeftmostLongest)
+        .kind(Some(AhoCorasickKind::DFA))
         .build(patterns)
         .expect("needles compile")
 }
@@ -122,11 +124,20 @@ impl Matcher {
     /// Two passes because an escape sequence next to a value can swallow its first byte in the
     /// flattened view. `None` when nothing matched.
     pub fn redact_text(&self, input: &[u8], tally: &mut Tally) -> Option<Vec<u8>> {
-        let contiguous = self.replace_contiguous(input, tally);
-        let text = contiguous.as_deref().unwrap_or(input);
-        let Some(flat) = flatten(text) else {
-            return contiguous;
+        let first = flatten(input);
+        // Without escape sequences the flattened pass alone sees every contiguous occurrence.
+        let (contiguous, flat) = match first {
+            None => return self.replace_contiguous(input, tally),
+            Some(flat) if !flat.multi_byte_gaps => (None, flat),
+            Some(flat) => match self.replace_contiguous(input, tally) {
+                None => (None, flat),
+                Some(replaced) => match flatten(&replaced) {
+                    Some(flat) => (Some(replaced), flat),
+                    None => return Some(replaced),
+                },
+            },
         };
+        let text = contiguous.as_deref().unwrap_or(input);
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
         for m in self.flat.find_iter(&flat.bytes) {

@@ -34,8 +34,13 @@ pub fn strip(input: &[u8]) -> Vec<u8> {
                 i += 1;
             }
         } else {
-            kept.push(b);
-            i += 1;
+            // Copy the run up to the next byte that may start a break or escape in one go.
+            let run = input[i..]
+                .iter()
+                .position(|&c| matches!(c, b'\n' | b'\r' | 0x1b | b'\\'))
+                .unwrap_or(n - i);
+            kept.extend_from_slice(&input[i..i + run.max(1)]);
+            i += run.max(1);
         }
     }
     kept
