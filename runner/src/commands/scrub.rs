@@ -11,16 +11,12 @@ use crate::exit_codes;
 #[derive(clap::Args)]
 #[command(
     about = "Write a publishable copy of a job directory with every known secret removed",
-    long_about = "Write a publishable copy of a job directory with every known secret value removed.\n\n\
-        Each value is searched for raw, JSON-escaped, URL-encoded, base64 (standard and URL-safe, every \
-        alignment), hex, masked (abcd****xyz), split by line wraps or ANSI codes, inside gzip/tar/tar.gz \
-        (repacked) and in file names. Text gets [REDACTED:NAME]; binary data gets same-length filler.\n\n\
-        The copy is staged next to DEST and verified again from disk by a separate search, plus a \
-        provider-key pattern scan. DEST appears only if nothing is left; scrub-report.json in DEST counts \
-        redactions per file, secret name and form, and never holds a value.\n\n\
-        Exit codes: 0 clean copy written; 1 aborted (leftovers or unscannable files), nothing written; \
-        2 bad input.",
-    after_help = "Example:\n  runner scrub --in jobs/2026-01-01 --out public/2026-01-01 \\\n      \
+    after_help = "Values are searched raw, JSON-escaped, URL-encoded, base64 (every alignment), hex, masked \
+        (abcd****xyz), split by line wraps or ANSI codes, inside gzip/tar/tar.gz and in file names. The copy is \
+        verified again from disk before DEST appears; DEST/scrub-report.json counts redactions per file, secret \
+        name and form, never values.\n\n\
+        Exit codes: 0 clean copy written; 1 aborted (leftovers or unscannable files), nothing written; 2 bad input.\n\n\
+        Example:\n  runner scrub --in jobs/2026-01-01 --out public/2026-01-01 \\\n      \
         --secrets-from .env --env-passthrough ANTHROPIC_API_KEY"
 )]
 pub struct ScrubArgs {
