@@ -17,11 +17,20 @@ impl Agent for NopAgent {
         "1.0.0".into()
     }
 
-    async fn setup<S: Sandbox>(&self, _sandbox: &S, _run: &AgentRun<'_>) -> Result<Option<String>, AgentError> {
+    async fn setup<S: Sandbox>(
+        &self,
+        _sandbox: &S,
+        _run: &AgentRun<'_>,
+    ) -> Result<Option<String>, AgentError> {
         Ok(None)
     }
 
-    async fn run<S: Sandbox>(&self, _sandbox: &S, _run: &AgentRun<'_>, _instruction: &str) -> Result<AgentRunReport, AgentError> {
+    async fn run<S: Sandbox>(
+        &self,
+        _sandbox: &S,
+        _run: &AgentRun<'_>,
+        _instruction: &str,
+    ) -> Result<AgentRunReport, AgentError> {
         Ok(AgentRunReport::default())
     }
 }

@@ -20,39 +20,66 @@ impl Agent for OracleAgent {
         "1.0.0".into()
     }
 
-    async fn setup<S: Sandbox>(&self, _sandbox: &S, _run: &AgentRun<'_>) -> Result<Option<String>, AgentError> {
+    async fn setup<S: Sandbox>(
+        &self,
+        _sandbox: &S,
+        _run: &AgentRun<'_>,
+    ) -> Result<Option<String>, AgentError> {
         Ok(None)
     }
 
-    async fn run<S: Sandbox>(&self, sandbox: &S, run: &AgentRun<'_>, _instruction: &str) -> Result<AgentRunReport, AgentError> {
+    async fn run<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+        _instruction: &str,
+    ) -> Result<AgentRunReport, AgentError> {
         let solution = run.task.solution_dir();
         if !solution.join("solve.sh").is_file() {
             return Err(AgentError::new(
                 AgentErrorKind::NonZeroExit,
-                format!("task {} has no solution/solve.sh for the oracle to run", run.task.name),
+                format!(
+                    "task {} has no solution/solve.sh for the oracle to run",
+                    run.task.name
+                ),
             ));
         }
         sandbox.upload_dir(&solution, "/solution").await?;
-        sandbox.exec(ExecRequest::new("chmod +x /solution/solve.sh").user("root")).await?;
+        sandbox
+            .exec(ExecRequest::new("chmod +x /solution/solve.sh").user("root"))
+            .await?;
         let mut env = BTreeMap::from([("DEBIAN_FRONTEND".to_owned(), "noninteractive".to_owned())]);
-        let solution_env = template::resolve_env(&run.task.config.solution.env)
-            .map_err(|e| AgentError::new(AgentErrorKind::SetupFailed, format!("task {}: [solution] {e}", run.task.name)))?;
+        let solution_env = template::resolve_env(&run.task.config.solution.env).map_err(|e| {
+            AgentError::new(
+                AgentErrorKind::SetupFailed,
+                format!("task {}: [solution] {e}", run.task.name),
+            )
+        })?;
         env.extend(solution_env);
-        let mut request = ExecRequest::new("mkdir -p /logs/agent; (/solution/solve.sh) > /logs/agent/oracle.txt 2>&1")
-            .maybe_user(run.user.as_deref())
-            .envs(&env);
+        let mut request = ExecRequest::new(
+            "mkdir -p /logs/agent; (/solution/solve.sh) > /logs/agent/oracle.txt 2>&1",
+        )
+        .maybe_user(run.user.as_deref())
+        .envs(&env);
         if let Some(deadline) = run.run_deadline {
             request = request.timeout(deadline.saturating_duration_since(Instant::now()));
         }
         let output = sandbox.exec(request).await?;
         if output.timed_out {
             let secs = run.agent_timeout_sec.unwrap_or_default();
-            return Err(AgentError::new(AgentErrorKind::Timeout, format!("Agent execution timed out after {secs} seconds")));
+            return Err(AgentError::new(
+                AgentErrorKind::Timeout,
+                format!("Agent execution timed out after {secs} seconds"),
+            ));
         }
         if let Some(code) = output.exit_code.filter(|c| *c != 0) {
             // Harbor records the exit code beside the output and raises nothing.
             std::fs::create_dir_all(run.trial_dir.join("agent")).ok();
-            std::fs::write(run.trial_dir.join("agent/exit-code.txt"), format!("{code}\n")).ok();
+            std::fs::write(
+                run.trial_dir.join("agent/exit-code.txt"),
+                format!("{code}\n"),
+            )
+            .ok();
         }
         Ok(AgentRunReport::default())
     }

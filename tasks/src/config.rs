@@ -89,7 +89,11 @@ pub struct VerifierSection {
 
 impl Default for VerifierSection {
     fn default() -> Self {
-        Self { timeout_sec: DEFAULT_VERIFIER_TIMEOUT_SEC, env: BTreeMap::new(), user: None }
+        Self {
+            timeout_sec: DEFAULT_VERIFIER_TIMEOUT_SEC,
+            env: BTreeMap::new(),
+            user: None,
+        }
     }
 }
 
@@ -233,12 +237,14 @@ impl EnvironmentSection {
 
     /// The memory limit in MB from `memory_mb` or the legacy `memory` string.
     pub fn effective_memory_mb(&self) -> Option<u64> {
-        self.memory_mb.or_else(|| self.memory.as_deref().and_then(parse_size_mb))
+        self.memory_mb
+            .or_else(|| self.memory.as_deref().and_then(parse_size_mb))
     }
 
     /// The storage limit in MB from `storage_mb` or the legacy `storage` string.
     pub fn effective_storage_mb(&self) -> Option<u64> {
-        self.storage_mb.or_else(|| self.storage.as_deref().and_then(parse_size_mb))
+        self.storage_mb
+            .or_else(|| self.storage.as_deref().and_then(parse_size_mb))
     }
 }
 
@@ -270,8 +276,9 @@ pub struct ParsedConfig {
 
 /// Parses `task.toml` text; unknown keys become warnings, type errors name the field.
 pub fn parse_task_config(path: &Path, text: &str) -> Result<ParsedConfig, TaskError> {
-    let deserializer = toml::Deserializer::parse(text)
-        .map_err(|e| TaskError::invalid(path, "(syntax)", e.to_string().trim().replace('\n', " ")))?;
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+        TaskError::invalid(path, "(syntax)", e.to_string().trim().replace('\n', " "))
+    })?;
     let mut unknown = Vec::new();
     let config: TaskConfig = {
         let mut record_unknown = |key: serde_ignored::Path<'_>| unknown.push(key.to_string());
@@ -283,7 +290,12 @@ pub fn parse_task_config(path: &Path, text: &str) -> Result<ParsedConfig, TaskEr
     };
     let warnings = unknown
         .into_iter()
-        .map(|key| format!("{}: `{key}` is not a known task.toml key; it is ignored", path.display()))
+        .map(|key| {
+            format!(
+                "{}: `{key}` is not a known task.toml key; it is ignored",
+                path.display()
+            )
+        })
         .collect();
     validate(path, &config)?;
     Ok(ParsedConfig { config, warnings })
@@ -294,10 +306,17 @@ fn validate(path: &Path, config: &TaskConfig) -> Result<(), TaskError> {
         let valid = name.split('/').count() == 2
             && !name.contains("..")
             && name.split('/').all(|part| {
-                !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                !part.is_empty()
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
             });
         if !valid {
-            return Err(TaskError::invalid(path, "task.name", format!("{name:?} must be \"org/name\" (letters, digits, . _ -)")));
+            return Err(TaskError::invalid(
+                path,
+                "task.name",
+                format!("{name:?} must be \"org/name\" (letters, digits, . _ -)"),
+            ));
         }
     }
     let env = &config.environment;
@@ -305,7 +324,11 @@ fn validate(path: &Path, config: &TaskConfig) -> Result<(), TaskError> {
         && env.memory_mb.is_none()
         && parse_size_mb(memory).is_none()
     {
-        return Err(TaskError::invalid(path, "environment.memory", format!("{memory:?} is not a size like \"2G\" or \"512M\"")));
+        return Err(TaskError::invalid(
+            path,
+            "environment.memory",
+            format!("{memory:?} is not a size like \"2G\" or \"512M\""),
+        ));
     }
     for (field, value) in [
         ("verifier.timeout_sec", Some(config.verifier.timeout_sec)),
@@ -316,7 +339,11 @@ fn validate(path: &Path, config: &TaskConfig) -> Result<(), TaskError> {
         if let Some(v) = value
             && !(v.is_finite() && v > 0.0)
         {
-            return Err(TaskError::invalid(path, field, format!("{v} must be a positive number")));
+            return Err(TaskError::invalid(
+                path,
+                field,
+                format!("{v} must be a positive number"),
+            ));
         }
     }
     if env.effective_network() == NetworkMode::Allowlist {
@@ -327,7 +354,11 @@ fn validate(path: &Path, config: &TaskConfig) -> Result<(), TaskError> {
         ));
     }
     if env.os.as_deref().is_some_and(|os| os != "linux") {
-        return Err(TaskError::invalid(path, "environment.os", "only \"linux\" tasks can run on this backend"));
+        return Err(TaskError::invalid(
+            path,
+            "environment.os",
+            "only \"linux\" tasks can run on this backend",
+        ));
     }
     Ok(())
 }
@@ -346,7 +377,10 @@ mod tests {
         assert_eq!(parsed.config.verifier.timeout_sec, 600.0);
         assert_eq!(parsed.config.agent.timeout_sec, None);
         assert_eq!(parsed.config.environment.build_timeout_sec, 600.0);
-        assert_eq!(parsed.config.environment.effective_network(), NetworkMode::Public);
+        assert_eq!(
+            parsed.config.environment.effective_network(),
+            NetworkMode::Public
+        );
     }
 
     #[test]
@@ -398,14 +432,25 @@ retries = 5
 
     #[test]
     fn version_is_the_old_name_of_schema_version() {
-        assert_eq!(parse("version = \"1.0\"").unwrap().config.schema_version.as_deref(), Some("1.0"));
+        assert_eq!(
+            parse("version = \"1.0\"")
+                .unwrap()
+                .config
+                .schema_version
+                .as_deref(),
+            Some("1.0")
+        );
     }
 
     #[test]
     fn network_mode_wins_over_allow_internet() {
-        let c = parse("[environment]\nnetwork_mode = \"public\"\nallow_internet = false").unwrap().config;
+        let c = parse("[environment]\nnetwork_mode = \"public\"\nallow_internet = false")
+            .unwrap()
+            .config;
         assert_eq!(c.environment.effective_network(), NetworkMode::Public);
-        let c = parse("[environment]\nnetwork_mode = \"no-network\"").unwrap().config;
+        let c = parse("[environment]\nnetwork_mode = \"no-network\"")
+            .unwrap()
+            .config;
         assert_eq!(c.environment.effective_network(), NetworkMode::NoNetwork);
     }
 
@@ -415,7 +460,9 @@ retries = 5
         assert_eq!(parse_size_mb("512M"), Some(512));
         assert_eq!(parse_size_mb("1048576K"), Some(1024));
         assert_eq!(parse_size_mb("lots"), None);
-        let c = parse("[environment]\nmemory = \"4G\"\nstorage = \"10G\"").unwrap().config;
+        let c = parse("[environment]\nmemory = \"4G\"\nstorage = \"10G\"")
+            .unwrap()
+            .config;
         assert_eq!(c.environment.effective_memory_mb(), Some(4096));
         assert_eq!(c.environment.effective_storage_mb(), Some(10240));
     }
@@ -424,17 +471,30 @@ retries = 5
     fn unknown_keys_warn_and_never_fail() {
         let parsed = parse("colour = 1\n[environment]\nflavour = \"x\"").unwrap();
         assert_eq!(parsed.warnings.len(), 2);
-        assert!(parsed.warnings.iter().any(|w| w.contains("environment.flavour")), "{:?}", parsed.warnings);
+        assert!(
+            parsed
+                .warnings
+                .iter()
+                .any(|w| w.contains("environment.flavour")),
+            "{:?}",
+            parsed.warnings
+        );
     }
 
     #[test]
     fn errors_name_file_and_field() {
-        let err = parse("[verifier]\ntimeout_sec = \"soon\"").unwrap_err().to_string();
+        let err = parse("[verifier]\ntimeout_sec = \"soon\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("t/task.toml"), "{err}");
         assert!(err.contains("verifier.timeout_sec"), "{err}");
-        let err = parse("[agent]\ntimeout_sec = -1.0").unwrap_err().to_string();
+        let err = parse("[agent]\ntimeout_sec = -1.0")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("agent.timeout_sec"), "{err}");
-        let err = parse("[environment]\nmemory = \"lots\"").unwrap_err().to_string();
+        let err = parse("[environment]\nmemory = \"lots\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("environment.memory"), "{err}");
         let err = parse("[task]\nname = \"no-org\"").unwrap_err().to_string();
         assert!(err.contains("task.name"), "{err}");

@@ -58,19 +58,32 @@ impl Dataset {
     pub fn load(path: &Path) -> Result<Dataset, TaskError> {
         let dir = std::path::absolute(path).map_err(|e| TaskError::io(path, e))?;
         if !dir.is_dir() {
-            return Err(TaskError::Missing { path: dir, what: "a task or dataset directory" });
+            return Err(TaskError::Missing {
+                path: dir,
+                what: "a task or dataset directory",
+            });
         }
         if dir.join("task.toml").is_file() {
             let task = Task::load(&dir)?;
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            return Ok(Dataset { dir, name, tasks: vec![task], skipped: Vec::new(), files: Vec::new(), single_task: true });
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Ok(Dataset {
+                dir,
+                name,
+                tasks: vec![task],
+                skipped: Vec::new(),
+                files: Vec::new(),
+                single_task: true,
+            });
         }
         let manifest = read_manifest(&dir)?;
-        let name = manifest
-            .dataset
-            .name
-            .clone()
-            .unwrap_or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let name = manifest.dataset.name.clone().unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
         let mut tasks = Vec::new();
         let mut skipped = Vec::new();
         let mut subdirs: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -86,12 +99,21 @@ impl Dataset {
             }
         }
         if !manifest.tasks.is_empty() {
-            let listed: BTreeMap<&str, Option<&str>> =
-                manifest.tasks.iter().map(|t| (t.name.as_str(), t.digest.as_deref())).collect();
-            tasks.retain(|t| listed.contains_key(t.name.as_str()) || listed.contains_key(t.short_name()));
+            let listed: BTreeMap<&str, Option<&str>> = manifest
+                .tasks
+                .iter()
+                .map(|t| (t.name.as_str(), t.digest.as_deref()))
+                .collect();
+            tasks.retain(|t| {
+                listed.contains_key(t.name.as_str()) || listed.contains_key(t.short_name())
+            });
             let manifest_path = dir.join("dataset.toml");
             for task in &tasks {
-                let pinned = listed.get(task.name.as_str()).or_else(|| listed.get(task.short_name())).copied().flatten();
+                let pinned = listed
+                    .get(task.name.as_str())
+                    .or_else(|| listed.get(task.short_name()))
+                    .copied()
+                    .flatten();
                 if let Some(pinned) = pinned
                     && pinned != task.digest
                 {
@@ -111,7 +133,14 @@ impl Dataset {
             files.push((entry.path.clone(), sha256_hex(&bytes)));
         }
         tasks.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Dataset { dir, name, tasks, skipped, files, single_task: false })
+        Ok(Dataset {
+            dir,
+            name,
+            tasks,
+            skipped,
+            files,
+            single_task: false,
+        })
     }
 
     /// The dataset digest over the tasks that loaded and the dataset files.
@@ -122,7 +151,9 @@ impl Dataset {
 
     /// Finds a task by full name or short name.
     pub fn task(&self, name: &str) -> Option<&Task> {
-        self.tasks.iter().find(|t| t.name == name || t.short_name() == name)
+        self.tasks
+            .iter()
+            .find(|t| t.name == name || t.short_name() == name)
     }
 }
 
@@ -132,7 +163,8 @@ fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
         return Ok(DatasetToml::default());
     }
     let text = std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?;
-    toml::from_str(&text).map_err(|e| TaskError::invalid(&path, "(dataset.toml)", e.message().trim().to_owned()))
+    toml::from_str(&text)
+        .map_err(|e| TaskError::invalid(&path, "(dataset.toml)", e.message().trim().to_owned()))
 }
 
 #[cfg(test)]
@@ -159,7 +191,10 @@ mod tests {
         assert_eq!(ds.tasks[0].name, "good");
         assert_eq!(ds.skipped.len(), 1);
         let msg = ds.skipped[0].to_string();
-        assert!(msg.contains("bad/task.toml") && msg.contains("verifier.timeout_sec"), "{msg}");
+        assert!(
+            msg.contains("bad/task.toml") && msg.contains("verifier.timeout_sec"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -175,9 +210,15 @@ mod tests {
         .unwrap();
         let ds = Dataset::load(dir.path()).unwrap();
         assert_eq!(ds.name, "org/set");
-        assert_eq!(ds.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["org/one"]);
+        assert_eq!(
+            ds.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["org/one"]
+        );
         assert_eq!(ds.files.len(), 1);
-        assert_eq!(ds.digest(), dataset_digest(&[ds.tasks[0].digest.clone()], &ds.files));
+        assert_eq!(
+            ds.digest(),
+            dataset_digest(&[ds.tasks[0].digest.clone()], &ds.files)
+        );
     }
 
     #[test]

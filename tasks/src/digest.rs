@@ -51,13 +51,22 @@ fn ignore_rules(task_dir: &Path) -> Result<Gitignore, TaskError> {
         }
     } else {
         for pattern in DEFAULT_IGNORES {
-            builder.add_line(None, pattern).map_err(|e| TaskError::invalid(task_dir, "(default ignore)", e.to_string()))?;
+            builder
+                .add_line(None, pattern)
+                .map_err(|e| TaskError::invalid(task_dir, "(default ignore)", e.to_string()))?;
         }
     }
-    builder.build().map_err(|e| TaskError::invalid(&gitignore, "(pattern)", e.to_string()))
+    builder
+        .build()
+        .map_err(|e| TaskError::invalid(&gitignore, "(pattern)", e.to_string()))
 }
 
-fn walk(task_dir: &Path, dir: &Path, ignore: &Gitignore, out: &mut Vec<(String, PathBuf)>) -> Result<(), TaskError> {
+fn walk(
+    task_dir: &Path,
+    dir: &Path,
+    ignore: &Gitignore,
+    out: &mut Vec<(String, PathBuf)>,
+) -> Result<(), TaskError> {
     let entries = std::fs::read_dir(dir).map_err(|e| TaskError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| TaskError::io(dir, e))?;
@@ -70,8 +79,14 @@ fn walk(task_dir: &Path, dir: &Path, ignore: &Gitignore, out: &mut Vec<(String, 
         if is_dir {
             walk(task_dir, &path, ignore, out)?;
         } else if path.is_file() {
-            let rel = path.strip_prefix(task_dir).expect("walked path is under the task dir");
-            let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+            let rel = path
+                .strip_prefix(task_dir)
+                .expect("walked path is under the task dir");
+            let rel = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
             out.push((rel, path));
         }
     }
@@ -90,11 +105,17 @@ pub fn task_digest(task_dir: &Path) -> Result<String, TaskError> {
 
 /// The dataset digest from task digests and extra dataset files (`path`, file sha256 hex).
 pub fn dataset_digest(task_digests: &[String], files: &[(String, String)]) -> String {
-    let mut tasks: Vec<&str> = task_digests.iter().map(|d| d.trim_start_matches("sha256:")).collect();
+    let mut tasks: Vec<&str> = task_digests
+        .iter()
+        .map(|d| d.trim_start_matches("sha256:"))
+        .collect();
     tasks.sort_unstable();
     let mut text = tasks.join(",");
     if !files.is_empty() {
-        let mut entries: Vec<String> = files.iter().map(|(p, d)| format!("{p}:{}", d.trim_start_matches("sha256:"))).collect();
+        let mut entries: Vec<String> = files
+            .iter()
+            .map(|(p, d)| format!("{p}:{}", d.trim_start_matches("sha256:")))
+            .collect();
         entries.sort();
         text.push(';');
         text.push_str(&entries.join(","));
@@ -175,7 +196,11 @@ mod tests {
         let root = dir.path();
         write(root, ".gitignore", "*.log\nenvironment/files/\n");
         write(root, "tests/run.log", "ignored by .gitignore");
-        write(root, "tests/cache.pyc", "hashed: .gitignore replaces the defaults");
+        write(
+            root,
+            "tests/cache.pyc",
+            "hashed: .gitignore replaces the defaults",
+        );
         let expected = shell_digest(
             root,
             &[
@@ -208,9 +233,20 @@ mod tests {
         let a = format!("sha256:{}", "a".repeat(64));
         let b = format!("sha256:{}", "b".repeat(64));
         let expected = sha256_hex(format!("{},{}", "a".repeat(64), "b".repeat(64)).as_bytes());
-        assert_eq!(dataset_digest(&[b.clone(), a.clone()], &[]), format!("sha256:{expected}"));
+        assert_eq!(
+            dataset_digest(&[b.clone(), a.clone()], &[]),
+            format!("sha256:{expected}")
+        );
         let with_files = dataset_digest(&[a, b], &[("metric.py".into(), "c".repeat(64))]);
-        let expected = sha256_hex(format!("{},{};metric.py:{}", "a".repeat(64), "b".repeat(64), "c".repeat(64)).as_bytes());
+        let expected = sha256_hex(
+            format!(
+                "{},{};metric.py:{}",
+                "a".repeat(64),
+                "b".repeat(64),
+                "c".repeat(64)
+            )
+            .as_bytes(),
+        );
         assert_eq!(with_files, format!("sha256:{expected}"));
     }
 }

@@ -36,12 +36,23 @@ pub enum TaskError {
 
 impl TaskError {
     /// An `Invalid` error for `field` of `path`.
-    pub fn invalid(path: impl Into<PathBuf>, field: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self::Invalid { path: path.into(), field: field.into(), problem: problem.into() }
+    pub fn invalid(
+        path: impl Into<PathBuf>,
+        field: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Self::Invalid {
+            path: path.into(),
+            field: field.into(),
+            problem: problem.into(),
+        }
     }
 
     /// An `Io` error for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

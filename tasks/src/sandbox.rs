@@ -26,7 +26,10 @@ pub struct ExecRequest {
 impl ExecRequest {
     /// A request for `command` with every other field at its default.
     pub fn new(command: impl Into<String>) -> Self {
-        Self { command: command.into(), ..Self::default() }
+        Self {
+            command: command.into(),
+            ..Self::default()
+        }
     }
 
     /// Runs as `user`.
@@ -49,7 +52,8 @@ impl ExecRequest {
 
     /// Adds environment variables.
     pub fn envs(mut self, env: &BTreeMap<String, String>) -> Self {
-        self.env.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.env
+            .extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
         self
     }
 }
@@ -89,22 +93,41 @@ pub struct SandboxError {
 impl SandboxError {
     /// A new error for `operation`.
     pub fn new(operation: impl Into<String>, message: impl std::fmt::Display) -> Self {
-        Self { operation: operation.into(), message: message.to_string() }
+        Self {
+            operation: operation.into(),
+            message: message.to_string(),
+        }
     }
 }
 
 /// Operations on one trial's running container.
 pub trait Sandbox: Send + Sync {
     /// Runs a command and waits for it (or its deadline).
-    fn exec(&self, request: ExecRequest) -> impl Future<Output = Result<ExecOutput, SandboxError>> + Send;
+    fn exec(
+        &self,
+        request: ExecRequest,
+    ) -> impl Future<Output = Result<ExecOutput, SandboxError>> + Send;
 
     /// Copies the contents of the host directory `source` into the container directory `target`
     /// (created if missing), like `cp -r source/. target`.
-    fn upload_dir(&self, source: &Path, target: &str) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    fn upload_dir(
+        &self,
+        source: &Path,
+        target: &str,
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send;
 
     /// Writes `bytes` to the container file `target` with `mode`, creating parent directories.
-    fn upload_bytes(&self, bytes: Vec<u8>, target: &str, mode: u32) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    fn upload_bytes(
+        &self,
+        bytes: Vec<u8>,
+        target: &str,
+        mode: u32,
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send;
 
     /// Copies the contents of the container directory `source` into the host directory `target`.
-    fn download_dir(&self, source: &str, target: &Path) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    fn download_dir(
+        &self,
+        source: &str,
+        target: &Path,
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send;
 }

@@ -91,19 +91,30 @@ mod tests {
             "hf_small",
             "ghp_short",
         ] {
-            assert!(!looks_like_provider_key(prose), "{prose} should not look like a key");
+            assert!(
+                !looks_like_provider_key(prose),
+                "{prose} should not look like a key"
+            );
         }
     }
 
     #[test]
     fn recognises_credential_names() {
-        for name in ["OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SECRET", "DB_PASSWORD"] {
+        for name in [
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "MY_SECRET",
+            "DB_PASSWORD",
+        ] {
             assert!(is_credential_name(name), "{name}");
         }
         for name in ["PATH", "HOME", "TOKENIZERS_PARALLELISM", "MODEL_NAME"] {
             assert!(!is_credential_name(name), "{name}");
         }
-        assert!(credential_reason("PLAIN", "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345").is_some());
+        assert!(
+            credential_reason("PLAIN", "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345").is_some()
+        );
         assert!(credential_reason("OPENAI_API_KEY", "").is_none());
     }
 }

@@ -32,15 +32,22 @@ impl Task {
         let dir = std::path::absolute(dir).map_err(|e| TaskError::io(dir, e))?;
         let toml_path = dir.join("task.toml");
         if !toml_path.is_file() {
-            return Err(TaskError::Missing { path: toml_path, what: "a task.toml" });
+            return Err(TaskError::Missing {
+                path: toml_path,
+                what: "a task.toml",
+            });
         }
         let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError::io(&toml_path, e))?;
         let parsed = parse_task_config(&toml_path, &text)?;
         let env_dir = dir.join("environment");
         if !env_dir.is_dir() {
-            return Err(TaskError::Missing { path: env_dir, what: "an environment/ directory" });
+            return Err(TaskError::Missing {
+                path: env_dir,
+                what: "an environment/ directory",
+            });
         }
-        if !env_dir.join("Dockerfile").is_file() && parsed.config.environment.docker_image.is_none() {
+        if !env_dir.join("Dockerfile").is_file() && parsed.config.environment.docker_image.is_none()
+        {
             return Err(TaskError::invalid(
                 &toml_path,
                 "environment.docker_image",
@@ -49,21 +56,39 @@ impl Task {
         }
         let instruction_path = dir.join("instruction.md");
         if !instruction_path.is_file() {
-            return Err(TaskError::Missing { path: instruction_path, what: "an instruction.md" });
+            return Err(TaskError::Missing {
+                path: instruction_path,
+                what: "an instruction.md",
+            });
         }
         let test_sh = dir.join("tests").join("test.sh");
         if !test_sh.is_file() {
-            return Err(TaskError::Missing { path: test_sh, what: "a tests/test.sh" });
+            return Err(TaskError::Missing {
+                path: test_sh,
+                what: "a tests/test.sh",
+            });
         }
-        let raw = std::fs::read_to_string(&instruction_path).map_err(|e| TaskError::io(&instruction_path, e))?;
+        let raw = std::fs::read_to_string(&instruction_path)
+            .map_err(|e| TaskError::io(&instruction_path, e))?;
         let name = parsed
             .config
             .task
             .as_ref()
             .and_then(|t| t.name.clone())
-            .unwrap_or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            .unwrap_or_else(|| {
+                dir.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
         let digest = task_digest(&dir)?;
-        Ok(Task { dir, name, config: parsed.config, instruction: strip_canary(&raw), digest, warnings: parsed.warnings })
+        Ok(Task {
+            dir,
+            name,
+            config: parsed.config,
+            instruction: strip_canary(&raw),
+            digest,
+            warnings: parsed.warnings,
+        })
     }
 
     /// The part of the name after `/` (used in trial and image names).
@@ -92,8 +117,9 @@ impl Task {
     }
 }
 
-static CANARY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)^(<!--.*canary.*-->|#.*canary.*)$").expect("canary pattern compiles"));
+static CANARY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(<!--.*canary.*-->|#.*canary.*)$").expect("canary pattern compiles")
+});
 
 /// Removes leading canary lines (and the blank lines after them), as Harbor's `strip_canary`.
 pub fn strip_canary(text: &str) -> String {
@@ -105,7 +131,9 @@ pub fn strip_canary(text: &str) -> String {
             None => (rest, ""),
         };
         let line_trimmed = line.trim_end_matches('\r');
-        if CANARY.is_match(line_trimmed) || (stripped_any && line_trimmed.trim().is_empty() && !rest.is_empty()) {
+        if CANARY.is_match(line_trimmed)
+            || (stripped_any && line_trimmed.trim().is_empty() && !rest.is_empty())
+        {
             stripped_any = true;
             rest = after;
             if after.is_empty() {

@@ -5,12 +5,15 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-static TEMPLATE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\$\{([^}:]+)(?::-(.*))?\}$").expect("template pattern compiles"));
+static TEMPLATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\$\{([^}:]+)(?::-(.*))?\}$").expect("template pattern compiles")
+});
 
 /// A template whose variable is unset on the host and has no default.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("env {key} = \"${{{var}}}\" needs host variable {var}, which is unset; export it or write \"${{{var}:-default}}\"")]
+#[error(
+    "env {key} = \"${{{var}}}\" needs host variable {var}, which is unset; export it or write \"${{{var}:-default}}\""
+)]
 pub struct UnresolvedVar {
     /// The env key whose value is the template.
     pub key: String,
@@ -24,19 +27,26 @@ pub fn resolve_value(
     value: &str,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<String, UnresolvedVar> {
-    let Some(caps) = TEMPLATE.captures(value) else { return Ok(value.to_owned()) };
+    let Some(caps) = TEMPLATE.captures(value) else {
+        return Ok(value.to_owned());
+    };
     let var = &caps[1];
     if let Some(found) = lookup(var) {
         return Ok(found);
     }
     match caps.get(2) {
         Some(default) => Ok(default.as_str().to_owned()),
-        None => Err(UnresolvedVar { key: key.to_owned(), var: var.to_owned() }),
+        None => Err(UnresolvedVar {
+            key: key.to_owned(),
+            var: var.to_owned(),
+        }),
     }
 }
 
 /// Resolves every value of `env` against the host environment.
-pub fn resolve_env(env: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, UnresolvedVar> {
+pub fn resolve_env(
+    env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, UnresolvedVar> {
     resolve_env_with(env, |name| std::env::var(name).ok())
 }
 
@@ -45,7 +55,9 @@ pub fn resolve_env_with(
     env: &BTreeMap<String, String>,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<BTreeMap<String, String>, UnresolvedVar> {
-    env.iter().map(|(k, v)| Ok((k.clone(), resolve_value(k, v, &lookup)?))).collect()
+    env.iter()
+        .map(|(k, v)| Ok((k.clone(), resolve_value(k, v, &lookup)?)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -58,22 +70,43 @@ mod tests {
 
     #[test]
     fn whole_value_templates_resolve() {
-        assert_eq!(resolve_value("K", "${HOST_SET}", lookup).unwrap(), "from-host");
-        assert_eq!(resolve_value("K", "${HOST_SET:-fallback}", lookup).unwrap(), "from-host");
-        assert_eq!(resolve_value("K", "${UNSET:-fallback}", lookup).unwrap(), "fallback");
+        assert_eq!(
+            resolve_value("K", "${HOST_SET}", lookup).unwrap(),
+            "from-host"
+        );
+        assert_eq!(
+            resolve_value("K", "${HOST_SET:-fallback}", lookup).unwrap(),
+            "from-host"
+        );
+        assert_eq!(
+            resolve_value("K", "${UNSET:-fallback}", lookup).unwrap(),
+            "fallback"
+        );
         assert_eq!(resolve_value("K", "${UNSET:-}", lookup).unwrap(), "");
     }
 
     #[test]
     fn partial_templates_stay_literal() {
-        assert_eq!(resolve_value("K", "prefix-${HOST_SET}", lookup).unwrap(), "prefix-${HOST_SET}");
-        assert_eq!(resolve_value("K", "/usr/bin:$PATH", lookup).unwrap(), "/usr/bin:$PATH");
+        assert_eq!(
+            resolve_value("K", "prefix-${HOST_SET}", lookup).unwrap(),
+            "prefix-${HOST_SET}"
+        );
+        assert_eq!(
+            resolve_value("K", "/usr/bin:$PATH", lookup).unwrap(),
+            "/usr/bin:$PATH"
+        );
     }
 
     #[test]
     fn unset_without_default_names_key_and_variable() {
         let err = resolve_value("API", "${UNSET}", lookup).unwrap_err();
-        assert_eq!(err, UnresolvedVar { key: "API".into(), var: "UNSET".into() });
+        assert_eq!(
+            err,
+            UnresolvedVar {
+                key: "API".into(),
+                var: "UNSET".into()
+            }
+        );
         assert!(err.to_string().contains("UNSET"));
     }
 }

@@ -34,26 +34,45 @@ fn reward(result: &serde_json::Value) -> Option<f64> {
 }
 
 fn exception(result: &serde_json::Value) -> Option<String> {
-    result["exception_info"]["exception_type"].as_str().map(str::to_owned)
+    result["exception_info"]["exception_type"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 #[test]
 fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() {
     let jobs = tempfile::tempdir().unwrap();
-    let (code, _) = run(jobs.path(), &workspace_root().join("tasks/examples"), &reference_config(), &["--k", "2"]);
+    let (code, _) = run(
+        jobs.path(),
+        &workspace_root().join("tasks/examples"),
+        &reference_config(),
+        &["--k", "2"],
+    );
     assert_eq!(code, 0);
     let job = Job::single_in(jobs.path());
     let config = job.json("config.json");
     assert_eq!(config["agents"][0]["name"], "reference-agent");
     let mut provenance: Option<String> = None;
     for (name, result) in job.trial_results() {
-        assert_eq!(result["agent_info"]["name"], config["agents"][0]["name"], "{name}");
+        assert_eq!(
+            result["agent_info"]["name"], config["agents"][0]["name"],
+            "{name}"
+        );
         let task = result["task_name"].as_str().unwrap();
         if task.ends_with("slow-oracle") {
-            assert_eq!(exception(&result).as_deref(), Some("AgentTimeoutError"), "{name}");
+            assert_eq!(
+                exception(&result).as_deref(),
+                Some("AgentTimeoutError"),
+                "{name}"
+            );
             assert_eq!(reward(&result), Some(0.0), "{name}");
         } else {
-            assert_eq!(exception(&result), None, "{name}: {}", result["exception_info"]);
+            assert_eq!(
+                exception(&result),
+                None,
+                "{name}: {}",
+                result["exception_info"]
+            );
             assert_eq!(reward(&result), Some(1.0), "{name}");
         }
         let trajectory = job.dir.join(&name).join("agent/trajectory.json");
@@ -61,10 +80,22 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
             let errors = tasks::atif::validate_file(&trajectory).expect("trajectory readable");
             assert!(errors.is_empty(), "{name}: {errors:?}");
         }
-        let instruction = std::fs::read_to_string(job.dir.join(&name).join("agent/instruction.txt")).unwrap();
-        let original = std::fs::read_to_string(workspace_root().join("tasks/examples").join(task.rsplit('/').next().unwrap()).join("instruction.md")).unwrap();
-        assert!(original.contains(instruction.trim()), "{name}: the instruction was sent verbatim");
-        let record = std::fs::read_to_string(job.dir.join(&name).join("agent/source-provenance.json")).unwrap();
+        let instruction =
+            std::fs::read_to_string(job.dir.join(&name).join("agent/instruction.txt")).unwrap();
+        let original = std::fs::read_to_string(
+            workspace_root()
+                .join("tasks/examples")
+                .join(task.rsplit('/').next().unwrap())
+                .join("instruction.md"),
+        )
+        .unwrap();
+        assert!(
+            original.contains(instruction.trim()),
+            "{name}: the instruction was sent verbatim"
+        );
+        let record =
+            std::fs::read_to_string(job.dir.join(&name).join("agent/source-provenance.json"))
+                .unwrap();
         match &provenance {
             None => provenance = Some(record),
             Some(first) => assert_eq!(first, &record, "{name}: provenance differs between trials"),
@@ -72,38 +103,67 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
     }
     // A second run of the same tree records the same provenance.
     let jobs2 = tempfile::tempdir().unwrap();
-    let (code, _) = run(jobs2.path(), &workspace_root().join("tasks/examples/hello-file"), &reference_config(), &["--k", "1"]);
+    let (code, _) = run(
+        jobs2.path(),
+        &workspace_root().join("tasks/examples/hello-file"),
+        &reference_config(),
+        &["--k", "1"],
+    );
     assert_eq!(code, 0);
     let job2 = Job::single_in(jobs2.path());
     let (name, _) = &job2.trial_results()[0];
-    let again = std::fs::read_to_string(job2.dir.join(name).join("agent/source-provenance.json")).unwrap();
-    assert_eq!(provenance.unwrap(), again, "provenance identical across runs of the same tree");
+    let again =
+        std::fs::read_to_string(job2.dir.join(name).join("agent/source-provenance.json")).unwrap();
+    assert_eq!(
+        provenance.unwrap(),
+        again,
+        "provenance identical across runs of the same tree"
+    );
 }
 
 #[test]
 fn agent_deadline_cancels_the_task_and_still_verifies() {
     let jobs = tempfile::tempdir().unwrap();
-    let (code, _) = run(jobs.path(), &workspace_root().join("tasks/examples/slow-oracle"), &reference_config(), &["--k", "1"]);
+    let (code, _) = run(
+        jobs.path(),
+        &workspace_root().join("tasks/examples/slow-oracle"),
+        &reference_config(),
+        &["--k", "1"],
+    );
     assert_eq!(code, 0, "the timed-out trial is still scored");
     let job = Job::single_in(jobs.path());
     let (name, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("AgentTimeoutError"));
-    assert!(result["verifier_result"]["rewards"].is_object(), "{name}: verified after the timeout");
+    assert!(
+        result["verifier_result"]["rewards"].is_object(),
+        "{name}: verified after the timeout"
+    );
     let server_log = std::fs::read_to_string(job.dir.join(name).join("agent/server.log")).unwrap();
-    assert!(server_log.contains("/cancel"), "the runner POSTed cancel: {server_log}");
+    assert!(
+        server_log.contains("/cancel"),
+        "the runner POSTed cancel: {server_log}"
+    );
 }
 
 #[test]
 fn a_server_that_crashes_on_start_is_an_infrastructure_error_with_its_log() {
     let jobs = tempfile::tempdir().unwrap();
     let config = workspace_root().join("tests/fixtures/agents/crash-on-start/agent.toml");
-    let (code, _) = run(jobs.path(), &workspace_root().join("tests/fixtures/tasks/quick"), &config, &["--k", "1"]);
+    let (code, _) = run(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        &config,
+        &["--k", "1"],
+    );
     assert_eq!(code, 3, "an unscored trial");
     let job = Job::single_in(jobs.path());
     let (name, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("AgentServerError"));
     let log = std::fs::read_to_string(job.dir.join(name).join("agent/server.log")).unwrap();
-    assert!(log.contains("cannot load model weights"), "server log saved: {log}");
+    assert!(
+        log.contains("cannot load model weights"),
+        "server log saved: {log}"
+    );
     assert!(containers_with_label(&format!("runner.job={}", job.job_id())).is_empty());
 }
 
@@ -122,7 +182,10 @@ fn a_server_that_never_becomes_healthy_fails_setup_in_time() {
     let job = Job::single_in(jobs.path());
     let (name, result) = &job.trial_results()[0];
     let kind = exception(result).unwrap();
-    assert!(kind == "AgentServerError" || kind == "AgentSetupTimeoutError", "{name}: {kind}");
+    assert!(
+        kind == "AgentServerError" || kind == "AgentSetupTimeoutError",
+        "{name}: {kind}"
+    );
     let log = std::fs::read_to_string(job.dir.join(name).join("agent/server.log")).unwrap();
     assert!(log.contains("warming up forever"), "{log}");
 }
@@ -130,16 +193,44 @@ fn a_server_that_never_becomes_healthy_fails_setup_in_time() {
 /// Copies the reference agent into a git repo of its own and returns the config path.
 fn reference_agent_in_git_repo(root: &Path) -> PathBuf {
     let src = workspace_root().join("adapter/agents/reference");
-    let status = std::process::Command::new("cp").arg("-r").arg(&src).arg(root.join("agent")).status().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&src)
+        .arg(root.join("agent"))
+        .status()
+        .unwrap();
     assert!(status.success());
     let repo = root.join("agent");
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git").args(args).current_dir(&repo).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     git(&["init", "-q"]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@t.invalid", "add", "."]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "agent"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t.invalid",
+        "add",
+        ".",
+    ]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t.invalid",
+        "commit",
+        "-qm",
+        "agent",
+    ]);
     repo.join("agent.toml")
 }
 
@@ -150,21 +241,50 @@ fn a_dirty_source_tree_is_recorded_and_can_be_refused() {
     let plan = config.parent().unwrap().join("src/plan.json");
     let text = std::fs::read_to_string(&plan).unwrap();
     std::fs::write(&plan, format!("{text}\n")).unwrap();
-    std::fs::write(config.parent().unwrap().join("src/notes.txt"), "untracked scratch\n").unwrap();
+    std::fs::write(
+        config.parent().unwrap().join("src/notes.txt"),
+        "untracked scratch\n",
+    )
+    .unwrap();
 
     let jobs = tempfile::tempdir().unwrap();
-    let (code, stderr) = run(jobs.path(), &workspace_root().join("tests/fixtures/tasks/quick"), &config, &["--k", "1", "--require-clean-source"]);
-    assert_eq!(code, 2, "--require-clean-source refuses a dirty tree: {stderr}");
-    assert!(std::fs::read_dir(jobs.path()).map(|d| d.count()).unwrap_or(0) == 0, "nothing ran");
+    let (code, stderr) = run(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        &config,
+        &["--k", "1", "--require-clean-source"],
+    );
+    assert_eq!(
+        code, 2,
+        "--require-clean-source refuses a dirty tree: {stderr}"
+    );
+    assert!(
+        std::fs::read_dir(jobs.path())
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "nothing ran"
+    );
 
-    let (_, stderr) = run(jobs.path(), &workspace_root().join("tests/fixtures/tasks/quick"), &config, &["--k", "1"]);
-    assert!(stderr.contains("uncommitted"), "the summary shows the dirty state: {stderr}");
+    let (_, stderr) = run(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        &config,
+        &["--k", "1"],
+    );
+    assert!(
+        stderr.contains("uncommitted"),
+        "the summary shows the dirty state: {stderr}"
+    );
     let job = Job::single_in(jobs.path());
     let (name, _) = &job.trial_results()[0];
     let record = job.json(&format!("{name}/agent/source-provenance.json"));
     let text = record.to_string();
     assert!(text.contains("\"dirty\":true"), "{text}");
-    assert!(!text.contains("untracked scratch") && !text.contains("notes.txt"), "no contents or untracked names: {text}");
+    assert!(
+        !text.contains("untracked scratch") && !text.contains("notes.txt"),
+        "no contents or untracked names: {text}"
+    );
 }
 
 #[test]
@@ -173,12 +293,25 @@ fn the_secret_boundary_refuses_a_planted_key_unless_opted_in() {
     let jobs = tempfile::tempdir().unwrap();
     let quick = workspace_root().join("tests/fixtures/tasks/quick");
     let env = format!("ANTHROPIC_API_KEY={key}");
-    let (code, stderr) = run(jobs.path(), &quick, &reference_config(), &["--k", "1", "--agent-env", &env]);
+    let (code, stderr) = run(
+        jobs.path(),
+        &quick,
+        &reference_config(),
+        &["--k", "1", "--agent-env", &env],
+    );
     assert_eq!(code, 2);
-    assert!(stderr.contains("ANTHROPIC_API_KEY"), "names the variable: {stderr}");
+    assert!(
+        stderr.contains("ANTHROPIC_API_KEY"),
+        "names the variable: {stderr}"
+    );
     assert!(!stderr.contains(key), "never the value");
 
-    let (_, stderr) = run(jobs.path(), &quick, &reference_config(), &["--k", "1", "--agent-env", &env, "--allow-container-secrets"]);
+    let (_, stderr) = run(
+        jobs.path(),
+        &quick,
+        &reference_config(),
+        &["--k", "1", "--agent-env", &env, "--allow-container-secrets"],
+    );
     assert!(!stderr.contains(key));
     let job = Job::single_in(jobs.path());
     assert_eq!(job.json("config.json")["allow_container_secrets"], true);
@@ -203,6 +336,11 @@ fn many_concurrent_trials_whose_servers_share_a_port() {
     let results = job.trial_results();
     assert_eq!(results.len(), 6);
     for (name, result) in &results {
-        assert_eq!(reward(result), Some(1.0), "{name}: {}", result["exception_info"]);
+        assert_eq!(
+            reward(result),
+            Some(1.0),
+            "{name}: {}",
+            result["exception_info"]
+        );
     }
 }

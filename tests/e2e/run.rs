@@ -12,13 +12,24 @@ fn reward(result: &serde_json::Value) -> Option<f64> {
 }
 
 fn exception(result: &serde_json::Value) -> Option<String> {
-    result["exception_info"]["exception_type"].as_str().map(str::to_owned)
+    result["exception_info"]["exception_type"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 fn run_job(jobs: &Path, path: &Path, agent: &str, k: u32) -> (Job, i32) {
     ensure_base_image();
     let assert = runner()
-        .args(["run", "--agent", agent, "--k", &k.to_string(), "--n-concurrent", "4", "--jobs-dir"])
+        .args([
+            "run",
+            "--agent",
+            agent,
+            "--k",
+            &k.to_string(),
+            "--n-concurrent",
+            "4",
+            "--jobs-dir",
+        ])
         .arg(jobs)
         .arg("--path")
         .arg(path)
@@ -33,59 +44,138 @@ fn run_job(jobs: &Path, path: &Path, agent: &str, k: u32) -> (Job, i32) {
 #[test]
 fn oracle_solves_every_example_except_the_timeout_task() {
     let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(jobs.path(), &workspace_root().join("tasks/examples"), "oracle", 2);
+    let (job, code) = run_job(
+        jobs.path(),
+        &workspace_root().join("tasks/examples"),
+        "oracle",
+        2,
+    );
     assert_eq!(code, 0, "every trial was scored, so the exit code is 0");
     let results = job.trial_results();
     assert!(results.len() >= 10, "5+ tasks × k=2, got {}", results.len());
     for (name, result) in &results {
         let task = result["task_name"].as_str().unwrap();
         assert!(result["finished_at"].is_string(), "{name}: finished_at");
-        for phase in ["environment_setup", "agent_setup", "agent_execution", "verifier"] {
-            assert!(result[phase]["started_at"].is_string() && result[phase]["finished_at"].is_string(), "{name}: {phase} timing");
+        for phase in [
+            "environment_setup",
+            "agent_setup",
+            "agent_execution",
+            "verifier",
+        ] {
+            assert!(
+                result[phase]["started_at"].is_string() && result[phase]["finished_at"].is_string(),
+                "{name}: {phase} timing"
+            );
         }
         assert_eq!(result["agent_info"]["name"], "oracle");
-        assert_eq!(result["config"]["task"]["ref"], result["config"]["task"]["ref"]);
+        assert_eq!(
+            result["config"]["task"]["ref"],
+            result["config"]["task"]["ref"]
+        );
         if task.ends_with("slow-oracle") {
-            assert_eq!(exception(result).as_deref(), Some("AgentTimeoutError"), "{name}");
-            assert_eq!(reward(result), Some(0.0), "{name}: the verifier still ran after the timeout");
+            assert_eq!(
+                exception(result).as_deref(),
+                Some("AgentTimeoutError"),
+                "{name}"
+            );
+            assert_eq!(
+                reward(result),
+                Some(0.0),
+                "{name}: the verifier still ran after the timeout"
+            );
         } else {
-            assert_eq!(exception(result), None, "{name}: {}", result["exception_info"]);
+            assert_eq!(
+                exception(result),
+                None,
+                "{name}: {}",
+                result["exception_info"]
+            );
             assert_eq!(reward(result), Some(1.0), "{name}");
         }
         if task.ends_with("multi-reward") {
             let rewards = result["verifier_result"]["rewards"].as_object().unwrap();
             assert!(rewards.len() > 1, "{name}: several reward keys");
-            let checks = result["verifier_result"]["checks"].as_array().expect("named checks");
+            let checks = result["verifier_result"]["checks"]
+                .as_array()
+                .expect("named checks");
             assert!(!checks.is_empty());
-            assert_eq!(result["verifier_result"]["assertions_total"].as_u64(), Some(checks.len() as u64));
+            assert_eq!(
+                result["verifier_result"]["assertions_total"].as_u64(),
+                Some(checks.len() as u64)
+            );
         }
-        assert!(job.dir.join(name).join("verifier/test-stdout.txt").is_file(), "{name}: test output collected");
-        assert!(job.dir.join(name).join("trial.log").is_file(), "{name}: trial.log");
-        assert!(job.dir.join(name).join("config.json").is_file(), "{name}: config.json");
+        assert!(
+            job.dir
+                .join(name)
+                .join("verifier/test-stdout.txt")
+                .is_file(),
+            "{name}: test output collected"
+        );
+        assert!(
+            job.dir.join(name).join("trial.log").is_file(),
+            "{name}: trial.log"
+        );
+        assert!(
+            job.dir.join(name).join("config.json").is_file(),
+            "{name}: config.json"
+        );
     }
     let lock = job.json("lock.json");
     let images = lock["images"].as_object().unwrap();
     assert!(images.len() >= 5, "an image id per task in lock.json");
-    assert!(lock["trials"][0]["task"]["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(
+        lock["trials"][0]["task"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
     let config = job.json("config.json");
     assert_eq!(config["agents"][0]["name"], "oracle");
     assert_eq!(config["n_attempts"], 2);
     let result = job.json("result.json");
-    assert_eq!(result["n_total_trials"].as_u64(), Some(results.len() as u64));
+    assert_eq!(
+        result["n_total_trials"].as_u64(),
+        Some(results.len() as u64)
+    );
     assert!(result["finished_at"].is_string());
-    let eval = result["stats"]["evals"].as_object().unwrap().values().next().unwrap().clone();
+    let eval = result["stats"]["evals"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
     assert!(eval["pass_at_k"]["2"].as_f64().is_some());
-    assert_eq!(eval["exception_stats"]["AgentTimeoutError"].as_array().unwrap().len(), 2);
-    assert!(containers_with_label(&format!("runner.job={}", job.job_id())).is_empty(), "no container left behind");
+    assert_eq!(
+        eval["exception_stats"]["AgentTimeoutError"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        containers_with_label(&format!("runner.job={}", job.job_id())).is_empty(),
+        "no container left behind"
+    );
 }
 
 #[test]
 fn nop_scores_zero_everywhere() {
     let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(jobs.path(), &workspace_root().join("tasks/examples"), "nop", 1);
+    let (job, code) = run_job(
+        jobs.path(),
+        &workspace_root().join("tasks/examples"),
+        "nop",
+        1,
+    );
     assert_eq!(code, 0);
     for (name, result) in job.trial_results() {
-        assert_eq!(reward(&result), Some(0.0), "{name}: {}", result["exception_info"]);
+        assert_eq!(
+            reward(&result),
+            Some(0.0),
+            "{name}: {}",
+            result["exception_info"]
+        );
         assert_eq!(result["agent_info"]["name"], "nop");
     }
     assert!(containers_with_label(&format!("runner.job={}", job.job_id())).is_empty());
@@ -94,7 +184,12 @@ fn nop_scores_zero_everywhere() {
 #[test]
 fn verifier_timeout_is_recorded() {
     let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(jobs.path(), &workspace_root().join("tests/fixtures/tasks/verifier-timeout"), "oracle", 1);
+    let (job, code) = run_job(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/verifier-timeout"),
+        "oracle",
+        1,
+    );
     assert_eq!(code, 3, "an unscored trial gives exit code 3");
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("VerifierTimeoutError"));
@@ -105,7 +200,10 @@ fn verifier_timeout_is_recorded() {
         let f = chrono_secs(v["finished_at"].as_str().unwrap());
         f - s
     };
-    assert!(secs < 30.0, "the 3 s verifier deadline stopped a 120 s test ({secs} s)");
+    assert!(
+        secs < 30.0,
+        "the 3 s verifier deadline stopped a 120 s test ({secs} s)"
+    );
 }
 
 fn chrono_secs(text: &str) -> f64 {
@@ -114,14 +212,24 @@ fn chrono_secs(text: &str) -> f64 {
     let mut parts = time.split(':');
     let h: f64 = parts.next().unwrap().parse().unwrap();
     let m: f64 = parts.next().unwrap().parse().unwrap();
-    let s: f64 = parts.next().unwrap().trim_end_matches(|c: char| !c.is_ascii_digit()).parse().unwrap();
+    let s: f64 = parts
+        .next()
+        .unwrap()
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .unwrap();
     h * 3600.0 + m * 60.0 + s
 }
 
 #[test]
 fn malformed_task_is_reported_and_the_rest_run() {
     let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(jobs.path(), &workspace_root().join("tests/fixtures/broken-dataset"), "oracle", 1);
+    let (job, code) = run_job(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/broken-dataset"),
+        "oracle",
+        1,
+    );
     assert_eq!(code, 2, "a skipped malformed task is bad input");
     let results = job.trial_results();
     assert_eq!(results.len(), 1, "only the good task ran");
@@ -130,14 +238,26 @@ fn malformed_task_is_reported_and_the_rest_run() {
 
 #[test]
 fn malformed_task_error_names_file_and_field() {
-    let assert = runner().args(["tasks", "digest"]).arg(workspace_root().join("tests/fixtures/broken-dataset")).assert().code(2);
+    let assert = runner()
+        .args(["tasks", "digest"])
+        .arg(workspace_root().join("tests/fixtures/broken-dataset"))
+        .assert()
+        .code(2);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(stderr.contains("bad-task/task.toml") && stderr.contains("timeout_sec"), "{stderr}");
+    assert!(
+        stderr.contains("bad-task/task.toml") && stderr.contains("timeout_sec"),
+        "{stderr}"
+    );
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    assert!(stdout.contains("sha256:") && stdout.contains("good-task"), "{stdout}");
+    assert!(
+        stdout.contains("sha256:") && stdout.contains("good-task"),
+        "{stdout}"
+    );
 }
 
 /// Starts `runner run` on the sleepy fixture and waits until its trial container exists.
+// The caller waits on the child; only a failed assertion here leaves it to the test's end.
+#[allow(clippy::zombie_processes)]
 fn start_sleepy(jobs: &Path) -> (Child, String) {
     ensure_base_image();
     runner(); // builds the binary
@@ -153,7 +273,10 @@ fn start_sleepy(jobs: &Path) -> (Child, String) {
         .expect("runner starts");
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        assert!(Instant::now() < deadline, "the sleepy trial never started its container");
+        assert!(
+            Instant::now() < deadline,
+            "the sleepy trial never started its container"
+        );
         if let Ok(entries) = std::fs::read_dir(jobs)
             && let Some(job) = entries.flatten().next()
             && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
@@ -192,7 +315,10 @@ fn ctrl_c_removes_containers_and_records_the_cancel() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let code = wait_exit(&mut child, Duration::from_secs(60));
     assert_eq!(code, Some(130), "an interrupted run exits 130");
-    assert!(containers_with_label(&format!("runner.job={job_id}")).is_empty(), "Ctrl-C left a container");
+    assert!(
+        containers_with_label(&format!("runner.job={job_id}")).is_empty(),
+        "Ctrl-C left a container"
+    );
     let job = Job::single_in(jobs.path());
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("CancelledError"));
@@ -205,19 +331,39 @@ fn a_later_run_reaps_containers_of_a_killed_runner() {
     let label = format!("runner.job={job_id}");
     child.kill().unwrap(); // SIGKILL: no teardown at all
     child.wait().unwrap();
-    assert!(!containers_with_label(&label).is_empty(), "a killed runner leaves its container");
+    assert!(
+        !containers_with_label(&label).is_empty(),
+        "a killed runner leaves its container"
+    );
     let other_jobs = tempfile::tempdir().unwrap();
-    let (_, code) = run_job(other_jobs.path(), &workspace_root().join("tests/fixtures/tasks/quick"), "oracle", 1);
+    let (_, code) = run_job(
+        other_jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "oracle",
+        1,
+    );
     assert_eq!(code, 0);
-    assert!(containers_with_label(&label).is_empty(), "the next run reaped the dead runner's container");
+    assert!(
+        containers_with_label(&label).is_empty(),
+        "the next run reaped the dead runner's container"
+    );
 }
 
 #[test]
 fn agent_deadline_really_stops_the_command_and_verification_still_runs() {
     let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(jobs.path(), &workspace_root().join("tests/fixtures/tasks/killed-on-timeout"), "oracle", 1);
+    let (job, code) = run_job(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/killed-on-timeout"),
+        "oracle",
+        1,
+    );
     assert_eq!(code, 0, "the trial is scored despite the agent timeout");
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("AgentTimeoutError"));
-    assert_eq!(reward(result), Some(1.0), "late.txt exists: the timed-out command kept running");
+    assert_eq!(
+        reward(result),
+        Some(1.0),
+        "late.txt exists: the timed-out command kept running"
+    );
 }

@@ -5,7 +5,10 @@ use std::sync::Once;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// A `runner` command for the freshly built binary.
@@ -31,7 +34,10 @@ pub fn ensure_base_image() {
             .arg(workspace_root().join("scripts/base-image.sh"))
             .status()
             .expect("bash runs");
-        assert!(status.success(), "scripts/base-image.sh failed: the Docker engine and debootstrap are needed");
+        assert!(
+            status.success(),
+            "scripts/base-image.sh failed: the Docker engine and debootstrap are needed"
+        );
     });
 }
 
@@ -41,8 +47,15 @@ pub fn containers_with_label(label: &str) -> Vec<String> {
         .args(["ps", "-aq", "--filter", &format!("label={label}")])
         .output()
         .expect("the docker CLI runs");
-    assert!(out.status.success(), "docker ps failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    assert!(
+        out.status.success(),
+        "docker ps failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A finished job directory.
@@ -54,15 +67,26 @@ pub struct Job {
 impl Job {
     /// The only job directory under `jobs_dir`.
     pub fn single_in(jobs_dir: &std::path::Path) -> Job {
-        let dirs: Vec<PathBuf> = std::fs::read_dir(jobs_dir).expect("jobs dir exists").map(|e| e.unwrap().path()).collect();
-        assert_eq!(dirs.len(), 1, "expected one job dir in {}", jobs_dir.display());
-        Job { dir: dirs[0].clone() }
+        let dirs: Vec<PathBuf> = std::fs::read_dir(jobs_dir)
+            .expect("jobs dir exists")
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(
+            dirs.len(),
+            1,
+            "expected one job dir in {}",
+            jobs_dir.display()
+        );
+        Job {
+            dir: dirs[0].clone(),
+        }
     }
 
     /// Parsed JSON of a file in the job dir.
     pub fn json(&self, rel: &str) -> serde_json::Value {
         let path = self.dir.join(rel);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
@@ -82,6 +106,9 @@ impl Job {
 
     /// The job id from config files.
     pub fn job_id(&self) -> String {
-        self.json("result.json")["id"].as_str().expect("job id").to_owned()
+        self.json("result.json")["id"]
+            .as_str()
+            .expect("job id")
+            .to_owned()
     }
 }

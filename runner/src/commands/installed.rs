@@ -26,7 +26,12 @@ pub async fn run_installed(args: &RunArgs, config: &Path, dataset: Dataset) -> u
             return exit_codes::BAD_INPUT;
         }
     };
-    let agent = match InstalledAgent::new(loaded, extra_env, args.allow_container_secrets, args.require_clean_source) {
+    let agent = match InstalledAgent::new(
+        loaded,
+        extra_env,
+        args.allow_container_secrets,
+        args.require_clean_source,
+    ) {
         Ok(agent) => agent,
         Err(e) => {
             eprintln!("error: {e}");
@@ -41,10 +46,21 @@ pub async fn run_installed(args: &RunArgs, config: &Path, dataset: Dataset) -> u
     }
     eprintln!("agent source: sha256 {}", provenance.tar_sha256());
     if args.allow_container_secrets {
-        eprintln!("warning: --allow-container-secrets: credentials may reach containers; this job is not publishable");
+        eprintln!(
+            "warning: --allow-container-secrets: credentials may reach containers; this job is not publishable"
+        );
     }
-    let recorded = (agent.job_agent_config(), agent.instruction_suffix().map(str::to_owned));
-    execute(args.clone_settings(), dataset, Arc::new(agent), Some(recorded)).await
+    let recorded = (
+        agent.job_agent_config(),
+        agent.instruction_suffix().map(str::to_owned),
+    );
+    execute(
+        args.clone_settings(),
+        dataset,
+        Arc::new(agent),
+        Some(recorded),
+    )
+    .await
 }
 
 /// Parses repeated `NAME=VALUE` flags; never echoes a value in an error.

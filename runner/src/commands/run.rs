@@ -20,13 +20,23 @@ pub struct RunArgs {
     #[arg(short = 'p', long)]
     pub path: PathBuf,
     /// A built-in agent: `oracle` (runs the task's solution) or `nop` (does nothing).
-    #[arg(short = 'a', long, conflicts_with = "agent_config", required_unless_present = "agent_config")]
+    #[arg(
+        short = 'a',
+        long,
+        conflicts_with = "agent_config",
+        required_unless_present = "agent_config"
+    )]
     pub agent: Option<String>,
     /// An installed agent described by a TOML agent config.
     #[arg(long)]
     pub agent_config: Option<PathBuf>,
     /// Trials per task.
-    #[arg(short = 'k', long = "k", visible_alias = "n-attempts", default_value_t = 1)]
+    #[arg(
+        short = 'k',
+        long = "k",
+        visible_alias = "n-attempts",
+        default_value_t = 1
+    )]
     pub k: u32,
     /// Trials run at once.
     #[arg(short = 'n', long, default_value_t = 4)]
@@ -69,7 +79,10 @@ pub struct RunArgs {
 
 /// Runs `runner run`.
 pub fn run(args: RunArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -102,7 +115,9 @@ async fn run_async(args: RunArgs) -> u8 {
             "oracle" => execute(args.clone_settings(), dataset, Arc::new(OracleAgent), None).await,
             "nop" => execute(args.clone_settings(), dataset, Arc::new(NopAgent), None).await,
             other => {
-                eprintln!("error: --agent {other:?} is not a built-in agent (oracle, nop); use --agent-config for an installed agent");
+                eprintln!(
+                    "error: --agent {other:?} is not a built-in agent (oracle, nop); use --agent-config for an installed agent"
+                );
                 exit_codes::BAD_INPUT
             }
         },
@@ -158,9 +173,18 @@ fn check_multipliers(args: &RunArgs) -> Result<(), String> {
     let all = [
         ("--timeout-multiplier", Some(args.timeout_multiplier)),
         ("--agent-timeout-multiplier", args.agent_timeout_multiplier),
-        ("--verifier-timeout-multiplier", args.verifier_timeout_multiplier),
-        ("--agent-setup-timeout-multiplier", args.agent_setup_timeout_multiplier),
-        ("--environment-build-timeout-multiplier", args.environment_build_timeout_multiplier),
+        (
+            "--verifier-timeout-multiplier",
+            args.verifier_timeout_multiplier,
+        ),
+        (
+            "--agent-setup-timeout-multiplier",
+            args.agent_setup_timeout_multiplier,
+        ),
+        (
+            "--environment-build-timeout-multiplier",
+            args.environment_build_timeout_multiplier,
+        ),
     ];
     for (flag, value) in all {
         if let Some(v) = value
@@ -186,14 +210,32 @@ pub async fn execute<A: Agent + 'static>(
         eprintln!("error: {} has no runnable task", dataset.dir.display());
         return exit_codes::BAD_INPUT;
     }
-    let job_name = settings.job_name.clone().unwrap_or_else(|| chrono::Local::now().format("%Y-%m-%d__%H-%M-%S").to_string());
+    let job_name = settings.job_name.clone().unwrap_or_else(|| {
+        chrono::Local::now()
+            .format("%Y-%m-%d__%H-%M-%S")
+            .to_string()
+    });
     let job_dir = settings.jobs_dir.join(&job_name);
-    if job_dir.exists() && std::fs::read_dir(&job_dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        eprintln!("error: job directory {} already exists; choose another --job-name", job_dir.display());
+    if job_dir.exists()
+        && std::fs::read_dir(&job_dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        eprintln!(
+            "error: job directory {} already exists; choose another --job-name",
+            job_dir.display()
+        );
         return exit_codes::BAD_INPUT;
     }
     let (agent_config, instruction_suffix) = recorded.unwrap_or_else(|| {
-        (AgentConfig { name: Some(agent.name().to_owned()), model_name: agent.model_name(), ..AgentConfig::default() }, None)
+        (
+            AgentConfig {
+                name: Some(agent.name().to_owned()),
+                model_name: agent.model_name(),
+                ..AgentConfig::default()
+            },
+            None,
+        )
     });
     let job_settings = JobSettings {
         job_name,
@@ -225,19 +267,34 @@ pub async fn execute<A: Agent + 'static>(
     };
     match reap_dead_owners(&client).await {
         Ok(0) => {}
-        Ok(n) => eprintln!("removed {n} container(s) left behind by runner processes that are gone"),
+        Ok(n) => {
+            eprintln!("removed {n} container(s) left behind by runner processes that are gone")
+        }
         Err(e) => eprintln!("warning: could not reap leftover containers: {e}"),
     }
     let cancel = CancellationToken::new();
     spawn_signal_handler(client.clone(), plan.job_id.clone(), cancel.clone());
-    eprintln!("job {} : {} trial(s), {} at once -> {}", plan.job_id, plan.trials.len(), settings.n_concurrent, job_dir.display());
+    eprintln!(
+        "job {} : {} trial(s), {} at once -> {}",
+        plan.job_id,
+        plan.trials.len(),
+        settings.n_concurrent,
+        job_dir.display()
+    );
     let outcome = run_job(client, agent, plan, job_dir, &job_settings, cancel).await;
     if let Ok(outcome) = &outcome
         && !outcome.timings.is_empty()
     {
         let n = outcome.timings.len() as f64;
-        let overhead: f64 = outcome.timings.iter().map(|(_, wall, inside)| (wall - inside).max(0.0)).sum();
-        println!("runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)", overhead / n);
+        let overhead: f64 = outcome
+            .timings
+            .iter()
+            .map(|(_, wall, inside)| (wall - inside).max(0.0))
+            .sum();
+        println!(
+            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
+            overhead / n
+        );
     }
     match outcome {
         Ok(outcome) if outcome.interrupted => exit_codes::INTERRUPTED,
@@ -263,7 +320,10 @@ fn redacted_invocation() -> Vec<String> {
         } else if arg == "--agent-env" || arg == "--ae" {
             out.push(arg);
             redact_next = true;
-        } else if let Some(pair) = arg.strip_prefix("--agent-env=").or_else(|| arg.strip_prefix("--ae=")) {
+        } else if let Some(pair) = arg
+            .strip_prefix("--agent-env=")
+            .or_else(|| arg.strip_prefix("--ae="))
+        {
             out.push(format!("--agent-env={}", redact_pair(pair)));
         } else {
             out.push(arg);
@@ -284,7 +344,9 @@ fn redact_pair(pair: &str) -> String {
 fn spawn_signal_handler(client: DockerClient, job_id: String, cancel: CancellationToken) {
     tokio::spawn(async move {
         wait_for_signal().await;
-        eprintln!("\ninterrupted: removing containers and writing records; press Ctrl-C again to exit at once");
+        eprintln!(
+            "\ninterrupted: removing containers and writing records; press Ctrl-C again to exit at once"
+        );
         cancel.cancel();
         wait_for_signal().await;
         let _ = remove_job_containers(&client, &job_id).await;

@@ -40,5 +40,9 @@ fn digest(path: &std::path::Path) -> u8 {
     if !dataset.single_task {
         println!("{}  {} (dataset)", dataset.digest(), dataset.name);
     }
-    if dataset.skipped.is_empty() { exit_codes::OK } else { exit_codes::BAD_INPUT }
+    if dataset.skipped.is_empty() {
+        exit_codes::OK
+    } else {
+        exit_codes::BAD_INPUT
+    }
 }

@@ -3,7 +3,9 @@
 use std::io::Read;
 use std::path::{Component, Path};
 
-use bollard::query_parameters::{DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder};
+use bollard::query_parameters::{
+    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
 use futures_util::TryStreamExt;
 
 use super::{DockerClient, DockerError};
@@ -28,8 +30,14 @@ pub fn pack_dir(source: &Path, target: &str) -> std::io::Result<Vec<u8>> {
     }
     entries.sort();
     for path in entries {
-        let rel = path.strip_prefix(source).expect("walked path is under source");
-        let name = if prefix.is_empty() { rel.to_path_buf() } else { Path::new(prefix).join(rel) };
+        let rel = path
+            .strip_prefix(source)
+            .expect("walked path is under source");
+        let name = if prefix.is_empty() {
+            rel.to_path_buf()
+        } else {
+            Path::new(prefix).join(rel)
+        };
         builder.append_path_with_name(&path, name)?;
     }
     builder.into_inner()
@@ -48,7 +56,12 @@ pub fn pack_file(bytes: &[u8], target: &str, mode: u32) -> std::io::Result<Vec<u
 }
 
 /// Uploads a tar whose entry names are relative to `/`.
-pub async fn upload(client: &DockerClient, container: &str, tar: Vec<u8>, what: &str) -> Result<(), DockerError> {
+pub async fn upload(
+    client: &DockerClient,
+    container: &str,
+    tar: Vec<u8>,
+    what: &str,
+) -> Result<(), DockerError> {
     let options = UploadToContainerOptionsBuilder::default().path("/").build();
     client
         .api()
@@ -67,7 +80,9 @@ pub async fn download_dir(
     source: &str,
     target: &Path,
 ) -> Result<Vec<String>, DockerError> {
-    let options = DownloadFromContainerOptionsBuilder::default().path(source).build();
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(source)
+        .build();
     let bytes: Vec<u8> = client
         .api()
         .download_from_container(container, Some(options))
@@ -79,8 +94,14 @@ pub async fn download_dir(
     let what = format!("unpacking {source} into {}", target.display());
     tokio::task::spawn_blocking(move || unpack_stripped(&bytes[..], &target))
         .await
-        .map_err(|e| DockerError::Io { operation: what.clone(), source: std::io::Error::other(e) })?
-        .map_err(|source| DockerError::Io { operation: what, source })
+        .map_err(|e| DockerError::Io {
+            operation: what.clone(),
+            source: std::io::Error::other(e),
+        })?
+        .map_err(|source| DockerError::Io {
+            operation: what,
+            source,
+        })
 }
 
 /// Unpacks a tar whose first path component is the downloaded directory's own name.
@@ -135,7 +156,10 @@ mod tests {
         // The engine's download names entries after the directory's basename, like this pack.
         let skipped = unpack_stripped(&tar[..], dst.path()).unwrap();
         // Entries here are "logs/verifier/...": stripping one component leaves "verifier/...".
-        assert_eq!(std::fs::read_to_string(dst.path().join("verifier/a/b/file.txt")).unwrap(), "hello");
+        assert_eq!(
+            std::fs::read_to_string(dst.path().join("verifier/a/b/file.txt")).unwrap(),
+            "hello"
+        );
         assert!(dst.path().join("verifier/top.sh").is_file());
         assert!(std::fs::symlink_metadata(dst.path().join("verifier/link")).is_err());
         assert_eq!(skipped, vec!["verifier/link".to_string()]);

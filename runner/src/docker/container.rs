@@ -45,7 +45,11 @@ pub struct TrialContainer {
 
 impl TrialContainer {
     /// Creates and starts the container described by `spec`.
-    pub async fn start(client: &DockerClient, spec: &ContainerSpec, owner: &Owner) -> Result<TrialContainer, DockerError> {
+    pub async fn start(
+        client: &DockerClient,
+        spec: &ContainerSpec,
+        owner: &Owner,
+    ) -> Result<TrialContainer, DockerError> {
         let mut labels: HashMap<String, String> = labels::for_job(&spec.job_id, owner);
         labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
         labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
@@ -68,16 +72,24 @@ impl TrialContainer {
             host_config: Some(host_config),
             ..Default::default()
         };
-        let options = CreateContainerOptionsBuilder::default().name(&spec.name).build();
+        let options = CreateContainerOptionsBuilder::default()
+            .name(&spec.name)
+            .build();
         let created = client
             .api()
             .create_container(Some(options), body)
             .await
             .map_err(|e| DockerError::api(format!("creating container {}", spec.name), e))?;
-        let container = TrialContainer { id: created.id, name: spec.name.clone() };
+        let container = TrialContainer {
+            id: created.id,
+            name: spec.name.clone(),
+        };
         if let Err(e) = client.api().start_container(&container.id, None).await {
             let _ = container.remove(client).await;
-            return Err(DockerError::api(format!("starting container {}", spec.name), e));
+            return Err(DockerError::api(
+                format!("starting container {}", spec.name),
+                e,
+            ));
         }
         Ok(container)
     }
@@ -90,12 +102,19 @@ impl TrialContainer {
 
 /// Force-removes a container by id or name; a missing container counts as removed.
 pub(crate) async fn remove_container(client: &DockerClient, id: &str) -> Result<(), DockerError> {
-    let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
     match client.api().remove_container(id, Some(options)).await {
         Ok(()) => Ok(()),
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
         // 409: removal already in progress (another sweep got there first).
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => Ok(()),
         Err(e) => Err(DockerError::api(format!("removing container {id}"), e)),
     }
 }

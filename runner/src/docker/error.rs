@@ -47,6 +47,9 @@ pub enum DockerError {
 impl DockerError {
     /// Wraps a bollard error with the operation it interrupted.
     pub fn api(operation: impl Into<String>, source: bollard::errors::Error) -> Self {
-        DockerError::Api { operation: operation.into(), source }
+        DockerError::Api {
+            operation: operation.into(),
+            source,
+        }
     }
 }

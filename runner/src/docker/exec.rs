@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures_util::StreamExt;
 use tasks::{ExecOutput, ExecRequest};
 
@@ -35,19 +35,35 @@ pub async fn run(
     if let Some(timeout) = request.timeout {
         if timeout < Duration::from_millis(10) {
             // `timeout 0` would mean "no deadline": a spent deadline must not run at all.
-            return Ok(ExecOutput { exit_code: None, timed_out: true, ..ExecOutput::default() });
+            return Ok(ExecOutput {
+                exit_code: None,
+                timed_out: true,
+                ..ExecOutput::default()
+            });
         }
-        cmd.extend(["timeout".into(), "-k".into(), KILL_GRACE_SECS.to_string(), format!("{:.3}", timeout.as_secs_f64())]);
+        cmd.extend([
+            "timeout".into(),
+            "-k".into(),
+            KILL_GRACE_SECS.to_string(),
+            format!("{:.3}", timeout.as_secs_f64()),
+        ]);
     }
     cmd.extend(["bash".into(), "-c".into(), request.command.clone()]);
-    let env: Vec<String> = request.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let env: Vec<String> = request
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let options = CreateExecOptions {
         cmd: Some(cmd),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         env: (!env.is_empty()).then_some(env),
         user: request.user.clone(),
-        working_dir: request.cwd.clone().or_else(|| default_workdir.map(str::to_owned)),
+        working_dir: request
+            .cwd
+            .clone()
+            .or_else(|| default_workdir.map(str::to_owned)),
         ..Default::default()
     };
     let exec_id = client
@@ -72,7 +88,12 @@ pub async fn run(
                     Ok(LogOutput::StdErr { message }) => ("stderr", message, &mut stderr),
                     Ok(LogOutput::Console { message }) => ("stdout", message, &mut stdout),
                     Ok(LogOutput::StdIn { .. }) => continue,
-                    Err(e) => return Err(DockerError::api(format!("reading exec output in {container}"), e)),
+                    Err(e) => {
+                        return Err(DockerError::api(
+                            format!("reading exec output in {container}"),
+                            e,
+                        ));
+                    }
                 };
                 if let Some(sink) = sink {
                     sink(stream, &bytes);
@@ -90,7 +111,11 @@ pub async fn run(
             None => drain.await?,
         }
     }
-    let exit_code = if backstop_hit { None } else { wait_exit_code(client, &exec_id).await? };
+    let exit_code = if backstop_hit {
+        None
+    } else {
+        wait_exit_code(client, &exec_id).await?
+    };
     let elapsed = started.elapsed();
     let timed_out = backstop_hit
         || match (request.timeout, exit_code) {
@@ -110,7 +135,11 @@ pub async fn run(
 /// The exit code, once the engine reports the exec finished (it can lag the stream's end).
 async fn wait_exit_code(client: &DockerClient, exec_id: &str) -> Result<Option<i64>, DockerError> {
     for attempt in 0..50u32 {
-        let inspect = client.api().inspect_exec(exec_id).await.map_err(|e| DockerError::api("inspecting exec", e))?;
+        let inspect = client
+            .api()
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| DockerError::api("inspecting exec", e))?;
         if inspect.running != Some(true) {
             return Ok(inspect.exit_code);
         }

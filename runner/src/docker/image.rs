@@ -35,20 +35,39 @@ pub async fn ensure_task_image(
     let env_dir = task.environment_dir();
     let dockerfile = env_dir.join("Dockerfile");
     if !dockerfile.is_file() {
-        let image = task.config.environment.docker_image.clone().unwrap_or_default();
-        let id = inspect_id(client, &image).await?.ok_or_else(|| DockerError::MissingImage {
-            task: task.name.clone(),
-            image: image.clone(),
-        })?;
-        return Ok(ImageInfo { tag: image, id, built: false });
+        let image = task
+            .config
+            .environment
+            .docker_image
+            .clone()
+            .unwrap_or_default();
+        let id = inspect_id(client, &image)
+            .await?
+            .ok_or_else(|| DockerError::MissingImage {
+                task: task.name.clone(),
+                image: image.clone(),
+            })?;
+        return Ok(ImageInfo {
+            tag: image,
+            id,
+            built: false,
+        });
     }
     let context = build_context(&env_dir).map_err(|source| DockerError::Io {
         operation: format!("packing {} as a build context", env_dir.display()),
         source,
     })?;
-    let tag = format!("runner-task-{}:{}", sanitize(task.short_name()), &hex::encode(Sha256::digest(&context))[..16]);
+    let tag = format!(
+        "runner-task-{}:{}",
+        sanitize(task.short_name()),
+        &hex::encode(Sha256::digest(&context))[..16]
+    );
     if !force_build && let Some(id) = inspect_id(client, &tag).await? {
-        return Ok(ImageInfo { tag, id, built: false });
+        return Ok(ImageInfo {
+            tag,
+            id,
+            built: false,
+        });
     }
     let labels = HashMap::from([(MANAGED, "1"), (TASK, task.name.as_str())]);
     let options = BuildImageOptionsBuilder::default()
@@ -60,7 +79,10 @@ pub async fn ensure_task_image(
         .nocache(force_build)
         .labels(&labels)
         .build();
-    let mut stream = client.api().build_image(options, None, Some(bollard::body_full(context.into())));
+    let mut stream =
+        client
+            .api()
+            .build_image(options, None, Some(bollard::body_full(context.into())));
     while let Some(item) = stream.next().await {
         match item {
             Ok(info) => {
@@ -69,23 +91,42 @@ pub async fn ensure_task_image(
                 }
             }
             Err(bollard::errors::Error::DockerStreamError { error }) => {
-                return Err(DockerError::Build { task: task.name.clone(), message: error });
+                return Err(DockerError::Build {
+                    task: task.name.clone(),
+                    message: error,
+                });
             }
-            Err(source) => return Err(DockerError::api(format!("building the image of task {}", task.name), source)),
+            Err(source) => {
+                return Err(DockerError::api(
+                    format!("building the image of task {}", task.name),
+                    source,
+                ));
+            }
         }
     }
-    let id = inspect_id(client, &tag).await?.ok_or_else(|| DockerError::Build {
-        task: task.name.clone(),
-        message: format!("the build finished but {tag} does not exist"),
-    })?;
-    Ok(ImageInfo { tag, id, built: true })
+    let id = inspect_id(client, &tag)
+        .await?
+        .ok_or_else(|| DockerError::Build {
+            task: task.name.clone(),
+            message: format!("the build finished but {tag} does not exist"),
+        })?;
+    Ok(ImageInfo {
+        tag,
+        id,
+        built: true,
+    })
 }
 
 async fn inspect_id(client: &DockerClient, image: &str) -> Result<Option<String>, DockerError> {
     match client.api().inspect_image(image).await {
         Ok(inspect) => Ok(inspect.id),
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
-        Err(source) => Err(DockerError::api(format!("inspecting image {image}"), source)),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(None),
+        Err(source) => Err(DockerError::api(
+            format!("inspecting image {image}"),
+            source,
+        )),
     }
 }
 
@@ -116,7 +157,12 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()
             collect(root, &path, out)?;
         } else if path.is_file() {
             let rel = path.strip_prefix(root).expect("under root");
-            out.push(rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"));
+            out.push(
+                rel.components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            );
         }
     }
     Ok(())
@@ -132,9 +178,17 @@ pub fn sanitize(name: &str) -> String {
     let cleaned: String = name
         .to_ascii_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
-    cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned()
+    cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
 }
 
 #[cfg(test)]
@@ -154,8 +208,14 @@ mod tests {
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/a.txt"), "a").unwrap();
         let first = build_context(dir.path()).unwrap();
-        let file = std::fs::File::options().write(true).open(dir.path().join("sub/a.txt")).unwrap();
-        file.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(12345)).unwrap();
+        let file = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("sub/a.txt"))
+            .unwrap();
+        file.set_modified(
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(12345),
+        )
+        .unwrap();
         assert_eq!(build_context(dir.path()).unwrap(), first);
         std::fs::write(dir.path().join("sub/a.txt"), "b").unwrap();
         assert_ne!(build_context(dir.path()).unwrap(), first);

@@ -30,7 +30,11 @@ impl Owner {
     /// The current process.
     pub fn current() -> Owner {
         let pid = std::process::id();
-        Owner { host: host_name(), pid, start_ticks: start_ticks(pid).unwrap_or(0) }
+        Owner {
+            host: host_name(),
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        }
     }
 
     /// Parses the label value.
@@ -39,7 +43,11 @@ impl Owner {
         let start_ticks = parts.next()?.parse().ok()?;
         let pid = parts.next()?.parse().ok()?;
         let host = parts.next()?.to_owned();
-        Some(Owner { host, pid, start_ticks })
+        Some(Owner {
+            host,
+            pid,
+            start_ticks,
+        })
     }
 
     /// The label value.
@@ -63,7 +71,9 @@ pub fn for_job(job_id: &str, owner: &Owner) -> HashMap<String, String> {
 }
 
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_owned()).unwrap_or_else(|_| "localhost".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into())
 }
 
 fn start_ticks(pid: u32) -> Option<u64> {
@@ -83,9 +93,15 @@ mod tests {
         assert!(me.start_ticks > 0);
         assert_eq!(Owner::parse(&me.label()), Some(me.clone()));
         assert!(me.is_alive_here());
-        let reused_pid = Owner { start_ticks: me.start_ticks + 1, ..me.clone() };
+        let reused_pid = Owner {
+            start_ticks: me.start_ticks + 1,
+            ..me.clone()
+        };
         assert!(!reused_pid.is_alive_here());
-        let elsewhere = Owner { host: "other-host".into(), ..me };
+        let elsewhere = Owner {
+            host: "other-host".into(),
+            ..me
+        };
         assert!(!elsewhere.is_alive_here());
     }
 }

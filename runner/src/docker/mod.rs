@@ -31,11 +31,15 @@ pub struct DockerClient {
 impl DockerClient {
     /// Connects through `DOCKER_HOST` or the default socket and checks the engine answers.
     pub async fn connect() -> Result<DockerClient, DockerError> {
-        let docker = Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
+        let docker =
+            Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
         // bollard's request timeout bounds only the time to response headers; long operations
         // carry their own deadlines. Uploads of big trees need the headroom.
         let docker = docker.with_timeout(std::time::Duration::from_secs(600));
-        docker.ping().await.map_err(|e| DockerError::Connect(e.to_string()))?;
+        docker
+            .ping()
+            .await
+            .map_err(|e| DockerError::Connect(e.to_string()))?;
         Ok(DockerClient { docker })
     }
 

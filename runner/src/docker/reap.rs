@@ -9,15 +9,24 @@ use super::container::remove_container;
 use super::labels::{self, Owner};
 use super::{DockerClient, DockerError};
 
-async fn list_by_label(client: &DockerClient, label: String) -> Result<Vec<(String, HashMap<String, String>)>, DockerError> {
+async fn list_by_label(
+    client: &DockerClient,
+    label: String,
+) -> Result<Vec<(String, HashMap<String, String>)>, DockerError> {
     let filters = HashMap::from([("label", vec![label])]);
-    let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
     let containers = client
         .api()
         .list_containers(Some(options))
         .await
         .map_err(|e| DockerError::api("listing runner containers", e))?;
-    Ok(containers.into_iter().filter_map(|c| Some((c.id?, c.labels.unwrap_or_default()))).collect())
+    Ok(containers
+        .into_iter()
+        .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
+        .collect())
 }
 
 /// Removes containers whose owning runner process (on this host) is no longer alive.
@@ -25,7 +34,9 @@ async fn list_by_label(client: &DockerClient, label: String) -> Result<Vec<(Stri
 pub async fn reap_dead_owners(client: &DockerClient) -> Result<usize, DockerError> {
     let mut removed = 0;
     for (id, labels) in list_by_label(client, format!("{}=1", labels::MANAGED)).await? {
-        let Some(owner) = labels.get(labels::OWNER).and_then(|l| Owner::parse(l)) else { continue };
+        let Some(owner) = labels.get(labels::OWNER).and_then(|l| Owner::parse(l)) else {
+            continue;
+        };
         let here = owner.host == Owner::current().host;
         if here && !owner.is_alive_here() {
             remove_container(client, &id).await?;
@@ -36,7 +47,10 @@ pub async fn reap_dead_owners(client: &DockerClient) -> Result<usize, DockerErro
 }
 
 /// Removes every container of `job_id`. Returns how many were removed.
-pub async fn remove_job_containers(client: &DockerClient, job_id: &str) -> Result<usize, DockerError> {
+pub async fn remove_job_containers(
+    client: &DockerClient,
+    job_id: &str,
+) -> Result<usize, DockerError> {
     let found = list_by_label(client, format!("{}={job_id}", labels::JOB)).await?;
     for (id, _) in &found {
         remove_container(client, id).await?;

@@ -21,8 +21,19 @@ pub struct DockerSandbox {
 
 impl DockerSandbox {
     /// A sandbox over `container`; commands default to `workdir`; output is streamed to `sink`.
-    pub fn new(client: DockerClient, container: String, workdir: Option<String>, sink: Option<OutputSink>) -> Self {
-        Self { client, container, workdir, sink, exec_nanos: None }
+    pub fn new(
+        client: DockerClient,
+        container: String,
+        workdir: Option<String>,
+        sink: Option<OutputSink>,
+    ) -> Self {
+        Self {
+            client,
+            container,
+            workdir,
+            sink,
+            exec_nanos: None,
+        }
     }
 
     /// Adds the wall time of every command to `counter` (nanoseconds), to tell the runner's own
@@ -34,7 +45,9 @@ impl DockerSandbox {
 
     async fn mkdir_as_root(&self, dir: &str) -> Result<(), SandboxError> {
         let quoted = shell_quote(dir);
-        let out = self.exec(ExecRequest::new(format!("mkdir -p {quoted}")).user("root")).await?;
+        let out = self
+            .exec(ExecRequest::new(format!("mkdir -p {quoted}")).user("root"))
+            .await?;
         if out.success() {
             Ok(())
         } else {
@@ -50,9 +63,15 @@ pub fn shell_quote(text: &str) -> String {
 
 impl Sandbox for DockerSandbox {
     async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
-        let output = exec::run(&self.client, &self.container, &request, self.workdir.as_deref(), self.sink.as_ref())
-            .await
-            .map_err(|e| SandboxError::new("exec", e))?;
+        let output = exec::run(
+            &self.client,
+            &self.container,
+            &request,
+            self.workdir.as_deref(),
+            self.sink.as_ref(),
+        )
+        .await
+        .map_err(|e| SandboxError::new("exec", e))?;
         if let Some(counter) = &self.exec_nanos {
             counter.fetch_add(output.elapsed.as_nanos() as u64, Ordering::Relaxed);
         }
@@ -68,18 +87,28 @@ impl Sandbox for DockerSandbox {
             .await
             .map_err(|e| SandboxError::new(&what, e))?
             .map_err(|e| SandboxError::new(&what, e))?;
-        archive::upload(&self.client, &self.container, tar, target).await.map_err(|e| SandboxError::new(&what, e))
+        archive::upload(&self.client, &self.container, tar, target)
+            .await
+            .map_err(|e| SandboxError::new(&what, e))
     }
 
-    async fn upload_bytes(&self, bytes: Vec<u8>, target: &str, mode: u32) -> Result<(), SandboxError> {
+    async fn upload_bytes(
+        &self,
+        bytes: Vec<u8>,
+        target: &str,
+        mode: u32,
+    ) -> Result<(), SandboxError> {
         let what = format!("upload {target}");
         if let Some((parent, _)) = target.rsplit_once('/')
             && !parent.is_empty()
         {
             self.mkdir_as_root(parent).await?;
         }
-        let tar = archive::pack_file(&bytes, target, mode).map_err(|e| SandboxError::new(&what, e))?;
-        archive::upload(&self.client, &self.container, tar, target).await.map_err(|e| SandboxError::new(&what, e))
+        let tar =
+            archive::pack_file(&bytes, target, mode).map_err(|e| SandboxError::new(&what, e))?;
+        archive::upload(&self.client, &self.container, tar, target)
+            .await
+            .map_err(|e| SandboxError::new(&what, e))
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
@@ -88,7 +117,13 @@ impl Sandbox for DockerSandbox {
             .map_err(|e| SandboxError::new(format!("download {source}"), e))?;
         if let Some(sink) = &self.sink {
             for name in skipped {
-                sink("runner", format!("download {source}: skipped {name} (not a regular file or directory)\n").as_bytes());
+                sink(
+                    "runner",
+                    format!(
+                        "download {source}: skipped {name} (not a regular file or directory)\n"
+                    )
+                    .as_bytes(),
+                );
             }
         }
         Ok(())

@@ -74,7 +74,10 @@ pub async fn run_job<A: Agent + 'static>(
         let cancel = cancel.clone();
         set.spawn(async move {
             // Acquire in plan order: trials start attempt by attempt, as in Harbor.
-            let _permit = semaphore.acquire_owned().await.expect("semaphore is never closed");
+            let _permit = semaphore
+                .acquire_owned()
+                .await
+                .expect("semaphore is never closed");
             if cancel.is_cancelled() {
                 return None;
             }

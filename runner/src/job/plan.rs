@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use tasks::records::{
-    AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial, RetryConfig, RunnerInfo, TaskRef,
-    TrialConfig, VerifierConfig,
+    AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial,
+    RetryConfig, RunnerInfo, TaskRef, TrialConfig, VerifierConfig,
 };
 use tasks::{Dataset, Task, template};
 
-use crate::trial::{Multipliers, trial_name};
 use crate::trial::run::TrialPlan;
+use crate::trial::{Multipliers, trial_name};
 
 /// Everything the user chose for a job.
 #[derive(Debug, Clone)]
@@ -73,7 +73,10 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         n_concurrent_trials: settings.n_concurrent,
         quiet: false,
         retry: RetryConfig::default(),
-        environment: EnvironmentConfig { force_build: settings.force_build, ..EnvironmentConfig::default() },
+        environment: EnvironmentConfig {
+            force_build: settings.force_build,
+            ..EnvironmentConfig::default()
+        },
         verifier: VerifierConfig::default(),
         metrics: Vec::new(),
         agents: vec![settings.agent.clone()],
@@ -96,7 +99,10 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     for task in &dataset.tasks {
         match template::resolve_env(&task.config.environment.env) {
             Ok(env) => runnable.push((Arc::new(task.clone()), env)),
-            Err(e) => skipped.push(format!("{}: [environment] {e}", task.dir.join("task.toml").display())),
+            Err(e) => skipped.push(format!(
+                "{}: [environment] {e}",
+                task.dir.join("task.toml").display()
+            )),
         }
     }
     // Harbor records the dataset as the trial's source; an ad-hoc single task has none.
@@ -107,7 +113,10 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             let trial_config = TrialConfig {
                 task: task_ref(task, source.clone()),
                 trial_name: trial_name(task.short_name()),
-                trials_dir: Path::new(&settings.jobs_dir).join(&settings.job_name).display().to_string(),
+                trials_dir: Path::new(&settings.jobs_dir)
+                    .join(&settings.job_name)
+                    .display()
+                    .to_string(),
                 timeout_multiplier: m.global,
                 agent_timeout_multiplier: m.agent,
                 verifier_timeout_multiplier: m.verifier,
@@ -120,10 +129,19 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                 extra_instruction_paths: Vec::new(),
                 job_id: job_id.clone(),
             };
-            trials.push(TrialPlan { task: task.clone(), config: trial_config, env: env.clone(), source: source.clone() });
+            trials.push(TrialPlan {
+                task: task.clone(),
+                config: trial_config,
+                env: env.clone(),
+                source: source.clone(),
+            });
         }
     }
-    let runner = RunnerInfo { version: tasks::RUNNER_VERSION.to_owned(), git_commit_hash: build_commit(), is_editable: false };
+    let runner = RunnerInfo {
+        version: tasks::RUNNER_VERSION.to_owned(),
+        git_commit_hash: build_commit(),
+        is_editable: false,
+    };
     let lock = JobLock {
         schema_version: 1,
         created_at: Utc::now(),
@@ -151,20 +169,37 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         images: BTreeMap::new(),
         allow_container_secrets: settings.allow_container_secrets,
     };
-    JobPlan { job_id, config, lock, trials, skipped }
+    JobPlan {
+        job_id,
+        config,
+        lock,
+        trials,
+        skipped,
+    }
 }
 
 /// Harbor allows exactly one of `path` and `name`: an `org/name` task is recorded as a
 /// package task (name and content digest, which leaderboards check); others by path.
 fn task_ref(task: &Task, source: Option<String>) -> TaskRef {
     if task.name.contains('/') {
-        TaskRef { name: Some(task.name.clone()), reference: Some(task.digest.clone()), source, ..TaskRef::default() }
+        TaskRef {
+            name: Some(task.name.clone()),
+            reference: Some(task.digest.clone()),
+            source,
+            ..TaskRef::default()
+        }
     } else {
-        TaskRef { path: Some(task.dir.display().to_string()), source, ..TaskRef::default() }
+        TaskRef {
+            path: Some(task.dir.display().to_string()),
+            source,
+            ..TaskRef::default()
+        }
     }
 }
 
 /// The git commit the runner was built from, when the build recorded one.
 fn build_commit() -> Option<String> {
-    option_env!("RUNNER_GIT_COMMIT").map(str::to_owned).filter(|c| !c.is_empty())
+    option_env!("RUNNER_GIT_COMMIT")
+        .map(str::to_owned)
+        .filter(|c| !c.is_empty())
 }

@@ -30,7 +30,13 @@ impl JobRecorder {
             n_total_trials: total,
             stats: Default::default(),
         };
-        JobRecorder { dir, result, lock, finished: Vec::new(), running: 0 }
+        JobRecorder {
+            dir,
+            result,
+            lock,
+            finished: Vec::new(),
+            running: 0,
+        }
     }
 
     /// A trial started.
@@ -82,7 +88,10 @@ impl JobRecorder {
         let refs: Vec<&TrialResult> = self.finished.iter().collect();
         let mut stats = job_stats(&refs);
         stats.n_running_trials = self.running;
-        stats.n_pending_trials = self.result.n_total_trials.saturating_sub(self.running + stats.n_completed_trials);
+        stats.n_pending_trials = self
+            .result
+            .n_total_trials
+            .saturating_sub(self.running + stats.n_completed_trials);
         self.result.stats = stats;
         self.result.updated_at = Utc::now();
         write_json_atomic(&self.dir.join("result.json"), &self.result)

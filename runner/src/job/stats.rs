@@ -17,18 +17,29 @@ pub fn eval_key(result: &TrialResult) -> String {
 
 /// Formats a reward value as Python's `str(float)` does for the usual cases (`1.0`, `0.5`).
 pub fn reward_label(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.1}") } else { format!("{value}") }
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.1}")
+    } else {
+        format!("{value}")
+    }
 }
 
 /// Statistics over finished trials.
 pub fn job_stats(results: &[&TrialResult]) -> JobStats {
-    let mut stats = JobStats { n_completed_trials: results.len() as u32, ..JobStats::default() };
+    let mut stats = JobStats {
+        n_completed_trials: results.len() as u32,
+        ..JobStats::default()
+    };
     let mut by_eval: BTreeMap<String, Vec<&TrialResult>> = BTreeMap::new();
     for result in results {
         if result.exception_info.is_some() {
             stats.n_errored_trials += 1;
         }
-        if result.exception_info.as_ref().is_some_and(|e| e.exception_type == "CancelledError") {
+        if result
+            .exception_info
+            .as_ref()
+            .is_some_and(|e| e.exception_type == "CancelledError")
+        {
             stats.n_cancelled_trials += 1;
         }
         by_eval.entry(eval_key(result)).or_default().push(result);
@@ -41,7 +52,10 @@ pub fn job_stats(results: &[&TrialResult]) -> JobStats {
             }
         }
     }
-    stats.evals = by_eval.into_iter().map(|(key, trials)| (key, eval_stats(&trials))).collect();
+    stats.evals = by_eval
+        .into_iter()
+        .map(|(key, trials)| (key, eval_stats(&trials)))
+        .collect();
     stats
 }
 
@@ -56,15 +70,24 @@ fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
     let mut per_task: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
     let mut keys: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for trial in trials {
-        let rewards = trial.verifier_result.as_ref().and_then(|v| v.rewards.as_ref());
+        let rewards = trial
+            .verifier_result
+            .as_ref()
+            .and_then(|v| v.rewards.as_ref());
         if rewards.is_some() {
             eval.n_trials += 1;
         }
         if let Some(exception) = &trial.exception_info {
             eval.n_errors += 1;
-            eval.exception_stats.entry(exception.exception_type.clone()).or_default().push(trial.trial_name.clone());
+            eval.exception_stats
+                .entry(exception.exception_type.clone())
+                .or_default()
+                .push(trial.trial_name.clone());
         }
-        per_task.entry(trial.task_name.as_str()).or_default().push(trial.reward());
+        per_task
+            .entry(trial.task_name.as_str())
+            .or_default()
+            .push(trial.reward());
         for (name, value) in rewards.into_iter().flatten() {
             keys.entry(name.clone()).or_default().push(*value);
             eval.reward_stats
@@ -80,7 +103,10 @@ fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
     if keys.len() > 1 {
         // Several reward names: also the mean of each over all trials (missing counts as 0).
         for (name, values) in &keys {
-            metric.insert(name.clone(), values.iter().sum::<f64>() / trials.len() as f64);
+            metric.insert(
+                name.clone(),
+                values.iter().sum::<f64>() / trials.len() as f64,
+            );
         }
     }
     eval.metrics = vec![metric];
@@ -118,7 +144,11 @@ mod tests {
             "agent_execution": null, "verifier": null, "step_results": null
         });
         let mut result: TrialResult = serde_json::from_value(json).unwrap();
-        result.agent_info = AgentInfo { name: "oracle".into(), version: "1.0.0".into(), model_info: None };
+        result.agent_info = AgentInfo {
+            name: "oracle".into(),
+            version: "1.0.0".into(),
+            model_info: None,
+        };
         result.verifier_result = reward.map(|r| VerifierResult {
             rewards: Some(BTreeMap::from([("reward".to_owned(), r)])),
             ..VerifierResult::default()

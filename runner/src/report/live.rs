@@ -30,14 +30,25 @@ impl Reporter {
             let multi = MultiProgress::new();
             let overall = multi.add(ProgressBar::new(total));
             overall.set_style(
-                ProgressStyle::with_template("{spinner} {pos}/{len} trials [{bar:30}] {elapsed_precise} {msg}")
-                    .expect("static template")
-                    .progress_chars("=> "),
+                ProgressStyle::with_template(
+                    "{spinner} {pos}/{len} trials [{bar:30}] {elapsed_precise} {msg}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
             );
             overall.enable_steady_tick(std::time::Duration::from_millis(200));
-            Live { multi, overall, trials: BTreeMap::new() }
+            Live {
+                multi,
+                overall,
+                trials: BTreeMap::new(),
+            }
         });
-        Reporter { total, done: 0, reward_sum: 0.0, live }
+        Reporter {
+            total,
+            done: 0,
+            reward_sum: 0.0,
+            live,
+        }
     }
 
     /// Prints a line above the live view (or plainly).
@@ -54,7 +65,10 @@ impl Reporter {
             Event::TrialStarted { trial } => {
                 if let Some(live) = &mut self.live {
                     let bar = live.multi.add(ProgressBar::new_spinner());
-                    bar.set_style(ProgressStyle::with_template("  {spinner} {prefix}: {msg}").expect("static template"));
+                    bar.set_style(
+                        ProgressStyle::with_template("  {spinner} {prefix}: {msg}")
+                            .expect("static template"),
+                    );
                     bar.set_prefix(trial.clone());
                     bar.set_message("starting");
                     bar.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -64,12 +78,23 @@ impl Reporter {
             Event::Phase { trial, phase } => {
                 if let Some(bar) = self.live.as_ref().and_then(|l| l.trials.get(trial)) {
                     bar.set_message(phase.label());
-                } else if self.live.is_none() && *phase != Phase::Teardown && *phase != Phase::Image {
+                } else if self.live.is_none() && *phase != Phase::Teardown && *phase != Phase::Image
+                {
                     eprintln!("{trial}: {}", phase.label());
                 }
             }
-            Event::ImageReady { task, tag, built, seconds, .. } => {
-                let how = if *built { format!("built in {seconds:.1}s") } else { "reused".to_owned() };
+            Event::ImageReady {
+                task,
+                tag,
+                built,
+                seconds,
+                ..
+            } => {
+                let how = if *built {
+                    format!("built in {seconds:.1}s")
+                } else {
+                    "reused".to_owned()
+                };
                 self.note(&format!("image of {task}: {tag} ({how})"));
             }
             Event::TrialFinished(result) => self.finished(result),
@@ -117,7 +142,12 @@ pub fn outcome_line(result: &TrialResult) -> String {
         None => "no reward".to_owned(),
     };
     match &result.exception_info {
-        Some(e) => format!("{}: {reward}{secs} ({}: {})", result.trial_name, e.exception_type, first_line(&e.exception_message)),
+        Some(e) => format!(
+            "{}: {reward}{secs} ({}: {})",
+            result.trial_name,
+            e.exception_type,
+            first_line(&e.exception_message)
+        ),
         None => format!("{}: {reward}{secs}", result.trial_name),
     }
 }

@@ -43,20 +43,38 @@ pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
     let rows = task_rows(results);
     let width = rows.iter().map(|r| r.task.len()).max().unwrap_or(4).max(4);
     println!();
-    println!("{:<width$}  {:>6}  {:>6}  {:>6}", "task", "trials", "mean", "errors");
+    println!(
+        "{:<width$}  {:>6}  {:>6}  {:>6}",
+        "task", "trials", "mean", "errors"
+    );
     for row in &rows {
-        println!("{:<width$}  {:>6}  {:>6.3}  {:>6}", row.task, row.trials, row.mean, row.errors);
+        println!(
+            "{:<width$}  {:>6}  {:>6.3}  {:>6}",
+            row.task, row.trials, row.mean, row.errors
+        );
     }
     let rewards: Vec<Option<f64>> = results.iter().map(|r| r.reward()).collect();
-    let per_task: BTreeMap<&str, Vec<Option<f64>>> = results.iter().fold(BTreeMap::new(), |mut m, r| {
-        m.entry(r.task_name.as_str()).or_default().push(r.reward());
-        m
-    });
+    let per_task: BTreeMap<&str, Vec<Option<f64>>> =
+        results.iter().fold(BTreeMap::new(), |mut m, r| {
+            m.entry(r.task_name.as_str()).or_default().push(r.reward());
+            m
+        });
     println!();
-    println!("trials: {}  errors: {}  mean: {:.3}", results.len(), results.iter().filter(|r| r.exception_info.is_some()).count(), metrics::mean(&rewards));
+    println!(
+        "trials: {}  errors: {}  mean: {:.3}",
+        results.len(),
+        results
+            .iter()
+            .filter(|r| r.exception_info.is_some())
+            .count(),
+        metrics::mean(&rewards)
+    );
     let pass = metrics::pass_at_k(per_task.values().map(Vec::as_slice));
     if !pass.is_empty() {
-        let text: Vec<String> = pass.iter().map(|(k, v)| format!("pass@{k} {v:.3}")).collect();
+        let text: Vec<String> = pass
+            .iter()
+            .map(|(k, v)| format!("pass@{k} {v:.3}"))
+            .collect();
         println!("{}", text.join("  "));
     }
     let mut exceptions: BTreeMap<&str, usize> = BTreeMap::new();

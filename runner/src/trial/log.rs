@@ -14,8 +14,14 @@ pub struct TrialLog {
 impl TrialLog {
     /// Opens (appends to) `path`. A log that cannot be opened degrades to no log.
     pub fn open(path: &Path) -> TrialLog {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok();
-        TrialLog { file: Arc::new(Mutex::new(file)) }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok();
+        TrialLog {
+            file: Arc::new(Mutex::new(file)),
+        }
     }
 
     /// Writes one timestamped line.

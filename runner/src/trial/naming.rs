@@ -8,7 +8,11 @@ pub fn trial_name(short_name: &str) -> String {
     let prefix: String = short_name.chars().take(32).collect();
     let prefix = prefix.trim_end_matches(['_', '-']);
     let bytes = uuid::Uuid::new_v4().into_bytes();
-    let suffix: String = bytes.iter().take(7).map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect();
+    let suffix: String = bytes
+        .iter()
+        .take(7)
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect();
     format!("{prefix}__{suffix}")
 }
 

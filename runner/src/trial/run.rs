@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::log::TrialLog;
 use super::timeouts::{Multipliers, PhaseTimeouts};
-use crate::docker::{ContainerSpec, DockerClient, DockerSandbox, ImageInfo, Owner, TrialContainer, ensure_task_image};
+use crate::docker::{
+    ContainerSpec, DockerClient, DockerSandbox, ImageInfo, Owner, TrialContainer, ensure_task_image,
+};
 use crate::events::{Event, Phase};
 
 /// Images of a job, built at most once per task.
@@ -77,13 +79,19 @@ struct Failure {
 
 impl Failure {
     fn new(exception_type: &str, message: impl Into<String>) -> Self {
-        Self { exception_type: exception_type.to_owned(), message: message.into() }
+        Self {
+            exception_type: exception_type.to_owned(),
+            message: message.into(),
+        }
     }
 }
 
 /// Runs one trial to the end and writes its records. Never panics on trial errors: they are
 /// recorded in `exception_info`.
-pub async fn run_trial<A: Agent + 'static>(shared: Arc<JobShared<A>>, plan: TrialPlan) -> TrialOutcome {
+pub async fn run_trial<A: Agent + 'static>(
+    shared: Arc<JobShared<A>>,
+    plan: TrialPlan,
+) -> TrialOutcome {
     let trial_name = plan.config.trial_name.clone();
     let trial_dir = shared.job_dir.join(&trial_name);
     let _ = std::fs::create_dir_all(trial_dir.join("agent"));
@@ -93,17 +101,32 @@ pub async fn run_trial<A: Agent + 'static>(shared: Arc<JobShared<A>>, plan: Tria
     if let Err(e) = tasks::atomic::write_json_atomic(&trial_dir.join("config.json"), &plan.config) {
         log.line(&format!("cannot write config.json: {e}"));
     }
-    let _ = shared.events.send(Event::TrialStarted { trial: trial_name.clone() });
+    let _ = shared.events.send(Event::TrialStarted {
+        trial: trial_name.clone(),
+    });
     let mut result = new_result(&shared, &plan, &trial_dir);
     let timeouts = PhaseTimeouts::resolve(&plan.task.config, &shared.multipliers);
-    log.line(&format!("trial {trial_name} of task {} ({})", plan.task.name, plan.task.digest));
+    log.line(&format!(
+        "trial {trial_name} of task {} ({})",
+        plan.task.name, plan.task.digest
+    ));
     log.line(&format!("timeouts: {timeouts:?}"));
 
     let exec_nanos = Arc::new(AtomicU64::new(0));
     let mut container: Option<TrialContainer> = None;
     let mut wait_for_image = Duration::ZERO;
     let started = Instant::now();
-    let body = run_phases(&shared, &plan, &trial_dir, &log, &timeouts, &exec_nanos, &mut result, &mut container, &mut wait_for_image);
+    let body = run_phases(
+        &shared,
+        &plan,
+        &trial_dir,
+        &log,
+        &timeouts,
+        &exec_nanos,
+        &mut result,
+        &mut container,
+        &mut wait_for_image,
+    );
     let failure = tokio::select! {
         failure = body => failure,
         _ = shared.cancel.cancelled() => Some(Failure::new("CancelledError", "the run was interrupted (Ctrl-C or SIGTERM)")),
@@ -112,10 +135,15 @@ pub async fn run_trial<A: Agent + 'static>(shared: Arc<JobShared<A>>, plan: Tria
         log.line(&format!("{}: {}", failure.exception_type, failure.message));
         record_failure(&mut result, &trial_dir, failure);
     }
-    let _ = shared.events.send(Event::Phase { trial: trial_name.clone(), phase: Phase::Teardown });
+    let _ = shared.events.send(Event::Phase {
+        trial: trial_name.clone(),
+        phase: Phase::Teardown,
+    });
     if let Some(container) = container.take() {
         if let Err(e) = container.remove(&shared.client).await {
-            log.line(&format!("removing container failed: {e}; the next run reaps it"));
+            log.line(&format!(
+                "removing container failed: {e}; the next run reaps it"
+            ));
         } else {
             log.line("container removed");
         }
@@ -132,10 +160,18 @@ pub async fn run_trial<A: Agent + 'static>(shared: Arc<JobShared<A>>, plan: Tria
     if let Err(e) = tasks::atomic::write_json_atomic(&trial_dir.join("result.json"), &result) {
         log.line(&format!("cannot write result.json: {e}"));
     }
-    TrialOutcome { result, wall, in_container }
+    TrialOutcome {
+        result,
+        wall,
+        in_container,
+    }
 }
 
-fn new_result<A: Agent>(shared: &JobShared<A>, plan: &TrialPlan, trial_dir: &std::path::Path) -> TrialResult {
+fn new_result<A: Agent>(
+    shared: &JobShared<A>,
+    plan: &TrialPlan,
+    trial_dir: &std::path::Path,
+) -> TrialResult {
     let agent = &shared.agent;
     TrialResult {
         id: uuid::Uuid::new_v4().to_string(),
@@ -201,7 +237,10 @@ async fn run_phases<A: Agent + 'static>(
     let task = &plan.task;
     let trial = plan.config.trial_name.clone();
     let phase = |p: Phase| {
-        let _ = shared.events.send(Event::Phase { trial: trial.clone(), phase: p });
+        let _ = shared.events.send(Event::Phase {
+            trial: trial.clone(),
+            phase: p,
+        });
     };
 
     // Environment: the shared image, then this trial's container and healthcheck.
@@ -220,7 +259,11 @@ async fn run_phases<A: Agent + 'static>(
     phase(Phase::Environment);
     let env_config = &task.config.environment;
     let spec = ContainerSpec {
-        name: format!("runner-{}-{}", &shared.job_id[..8], crate::docker::sanitize(&trial)),
+        name: format!(
+            "runner-{}-{}",
+            &shared.job_id[..8],
+            crate::docker::sanitize(&trial)
+        ),
         image: image.id.clone(),
         job_id: shared.job_id.clone(),
         trial_name: trial.clone(),
@@ -231,17 +274,43 @@ async fn run_phases<A: Agent + 'static>(
         workdir: env_config.workdir.clone(),
         env: plan.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
     };
-    let start = tokio::time::timeout(timeouts.environment_build, TrialContainer::start(&shared.client, &spec, &shared.owner)).await;
+    let start = tokio::time::timeout(
+        timeouts.environment_build,
+        TrialContainer::start(&shared.client, &spec, &shared.owner),
+    )
+    .await;
     let container = match start {
         Ok(Ok(c)) => c,
-        Ok(Err(e)) => return finish_env(result, env_timing, Failure::new("EnvironmentStartError", e.to_string())),
+        Ok(Err(e)) => {
+            return finish_env(
+                result,
+                env_timing,
+                Failure::new("EnvironmentStartError", e.to_string()),
+            );
+        }
         Err(_) => {
             let secs = timeouts.environment_build.as_secs_f64();
-            return finish_env(result, env_timing, Failure::new("EnvironmentStartTimeoutError", format!("Environment start timed out after {secs} seconds")));
+            return finish_env(
+                result,
+                env_timing,
+                Failure::new(
+                    "EnvironmentStartTimeoutError",
+                    format!("Environment start timed out after {secs} seconds"),
+                ),
+            );
         }
     };
-    log.line(&format!("container {} started from {} ({})", container.name, image.tag, image.id));
-    let sandbox = counting_sandbox(shared, &container, env_config.workdir.clone(), log, exec_nanos);
+    log.line(&format!(
+        "container {} started from {} ({})",
+        container.name, image.tag, image.id
+    ));
+    let sandbox = counting_sandbox(
+        shared,
+        &container,
+        env_config.workdir.clone(),
+        log,
+        exec_nanos,
+    );
     *container_slot = Some(container);
     let prepare = sandbox
         .exec(
@@ -251,8 +320,23 @@ async fn run_phases<A: Agent + 'static>(
         .await;
     match prepare {
         Ok(out) if out.success() => {}
-        Ok(out) => return finish_env(result, env_timing, Failure::new("EnvironmentStartError", format!("preparing /logs failed: {}", out.stderr.trim()))),
-        Err(e) => return finish_env(result, env_timing, Failure::new("EnvironmentStartError", e.to_string())),
+        Ok(out) => {
+            return finish_env(
+                result,
+                env_timing,
+                Failure::new(
+                    "EnvironmentStartError",
+                    format!("preparing /logs failed: {}", out.stderr.trim()),
+                ),
+            );
+        }
+        Err(e) => {
+            return finish_env(
+                result,
+                env_timing,
+                Failure::new("EnvironmentStartError", e.to_string()),
+            );
+        }
     }
     if let Some(check) = &env_config.healthcheck
         && let Err(failure) = run_healthcheck(&sandbox, check, log).await
@@ -274,7 +358,8 @@ async fn run_phases<A: Agent + 'static>(
         agent_timeout_sec: timeouts.agent.map(|d| d.as_secs_f64()),
     };
     let mut setup_timing = PhaseTiming::start();
-    let setup = tokio::time::timeout(timeouts.agent_setup, shared.agent.setup(&sandbox, &run)).await;
+    let setup =
+        tokio::time::timeout(timeouts.agent_setup, shared.agent.setup(&sandbox, &run)).await;
     setup_timing.finish();
     result.agent_setup = Some(setup_timing);
     match setup {
@@ -283,17 +368,29 @@ async fn run_phases<A: Agent + 'static>(
         Ok(Err(e)) => return Some(Failure::new(e.kind.exception_type(), e.message)),
         Err(_) => {
             let secs = timeouts.agent_setup.as_secs_f64();
-            return Some(Failure::new("AgentSetupTimeoutError", format!("Agent setup timed out after {secs} seconds")));
+            return Some(Failure::new(
+                "AgentSetupTimeoutError",
+                format!("Agent setup timed out after {secs} seconds"),
+            ));
         }
     }
 
     // Agent run: the agent enforces its own deadline (so it can cancel its work); the host
     // timeout is a backstop against an agent that does not.
     phase(Phase::Agent);
-    let run = AgentRun { run_deadline: timeouts.agent.map(|d| Instant::now() + d), ..run };
+    let run = AgentRun {
+        run_deadline: timeouts.agent.map(|d| Instant::now() + d),
+        ..run
+    };
     let mut agent_timing = PhaseTiming::start();
-    let backstop = timeouts.agent.map_or(Duration::MAX, |d| d + Duration::from_secs(60));
-    let outcome = tokio::time::timeout(backstop, shared.agent.run(&sandbox, &run, &task.instruction)).await;
+    let backstop = timeouts
+        .agent
+        .map_or(Duration::MAX, |d| d + Duration::from_secs(60));
+    let outcome = tokio::time::timeout(
+        backstop,
+        shared.agent.run(&sandbox, &run, &task.instruction),
+    )
+    .await;
     agent_timing.finish();
     result.agent_execution = Some(agent_timing);
     let mut agent_failure = None;
@@ -306,21 +403,36 @@ async fn run_phases<A: Agent + 'static>(
         Ok(Err(e)) => return Some(Failure::new(e.kind.exception_type(), e.message)),
         Err(_) => {
             let secs = timeouts.agent.map(|d| d.as_secs_f64()).unwrap_or_default();
-            agent_failure = Some(Failure::new(AgentErrorKind::Timeout.exception_type(), format!("Agent execution timed out after {secs} seconds")));
+            agent_failure = Some(Failure::new(
+                AgentErrorKind::Timeout.exception_type(),
+                format!("Agent execution timed out after {secs} seconds"),
+            ));
         }
     }
     if let Some(failure) = agent_failure {
-        log.line(&format!("{}: {} (verification still runs)", failure.exception_type, failure.message));
+        log.line(&format!(
+            "{}: {} (verification still runs)",
+            failure.exception_type, failure.message
+        ));
         record_failure(result, trial_dir, failure);
     }
-    if let Err(e) = sandbox.download_dir("/logs/agent", &trial_dir.join("agent")).await {
+    if let Err(e) = sandbox
+        .download_dir("/logs/agent", &trial_dir.join("agent"))
+        .await
+    {
         log.line(&format!("collecting /logs/agent failed: {e}"));
     }
 
     // Verification.
     phase(Phase::Verifier);
     let mut verifier_timing = PhaseTiming::start();
-    let verified = super::verify::verify(&sandbox, task, trial_dir, Instant::now() + timeouts.verifier).await;
+    let verified = super::verify::verify(
+        &sandbox,
+        task,
+        trial_dir,
+        Instant::now() + timeouts.verifier,
+    )
+    .await;
     verifier_timing.finish();
     result.verifier = Some(verifier_timing);
     let failure = match verified {
@@ -333,21 +445,37 @@ async fn run_phases<A: Agent + 'static>(
             Some(Failure::new(failure.exception_type, failure.message))
         }
     };
-    if let Err(e) = sandbox.download_dir("/logs/artifacts", &trial_dir.join("artifacts")).await {
+    if let Err(e) = sandbox
+        .download_dir("/logs/artifacts", &trial_dir.join("artifacts"))
+        .await
+    {
         log.line(&format!("collecting /logs/artifacts failed: {e}"));
     }
     failure
 }
 
-fn finish_env(result: &mut TrialResult, mut timing: PhaseTiming, failure: Failure) -> Option<Failure> {
+fn finish_env(
+    result: &mut TrialResult,
+    mut timing: PhaseTiming,
+    failure: Failure,
+) -> Option<Failure> {
     timing.finish();
     result.environment_setup = Some(timing);
     Some(failure)
 }
 
 /// The task's image, built by the first trial that needs it; later trials wait for it.
-async fn image_for<A: Agent>(shared: &JobShared<A>, task: &Arc<Task>, deadline: Duration, log: &TrialLog) -> Result<ImageInfo, Failure> {
-    let cell = shared.images.get(&task.name).expect("every planned task has an image cell").clone();
+async fn image_for<A: Agent>(
+    shared: &JobShared<A>,
+    task: &Arc<Task>,
+    deadline: Duration,
+    log: &TrialLog,
+) -> Result<ImageInfo, Failure> {
+    let cell = shared
+        .images
+        .get(&task.name)
+        .expect("every planned task has an image cell")
+        .clone();
     let outcome = cell
         .get_or_init(|| async {
             let started = Instant::now();
@@ -372,7 +500,9 @@ async fn image_for<A: Agent>(shared: &JobShared<A>, task: &Arc<Task>, deadline: 
         })
         .await;
     outcome.clone().map_err(|e| {
-        let (kind, message) = e.split_once('\u{0}').unwrap_or(("SandboxBuildFailedError", e.as_str()));
+        let (kind, message) = e
+            .split_once('\u{0}')
+            .unwrap_or(("SandboxBuildFailedError", e.as_str()));
         Failure::new(kind, message)
     })
 }
@@ -385,18 +515,30 @@ fn counting_sandbox<A: Agent>(
     exec_nanos: &Arc<AtomicU64>,
 ) -> DockerSandbox {
     let log = log.clone();
-    let sink: crate::docker::OutputSink = Arc::new(move |stream: &str, bytes: &[u8]| log.output(stream, bytes));
-    DockerSandbox::new(shared.client.clone(), container.id.clone(), workdir, Some(sink)).with_exec_timer(exec_nanos.clone())
+    let sink: crate::docker::OutputSink =
+        Arc::new(move |stream: &str, bytes: &[u8]| log.output(stream, bytes));
+    DockerSandbox::new(
+        shared.client.clone(),
+        container.id.clone(),
+        workdir,
+        Some(sink),
+    )
+    .with_exec_timer(exec_nanos.clone())
 }
 
 /// Docker HEALTHCHECK semantics: failures in the start period do not count; then `retries`
 /// consecutive failures make the container unhealthy.
-async fn run_healthcheck(sandbox: &DockerSandbox, check: &tasks::config::Healthcheck, log: &TrialLog) -> Result<(), Failure> {
+async fn run_healthcheck(
+    sandbox: &DockerSandbox,
+    check: &tasks::config::Healthcheck,
+    log: &TrialLog,
+) -> Result<(), Failure> {
     let start = Instant::now();
     let start_period = Duration::from_secs_f64(check.start_period_sec);
     let mut failures = 0;
     loop {
-        let request = ExecRequest::new(check.command.clone()).timeout(Duration::from_secs_f64(check.timeout_sec));
+        let request = ExecRequest::new(check.command.clone())
+            .timeout(Duration::from_secs_f64(check.timeout_sec));
         let healthy = match sandbox.exec(request).await {
             Ok(out) => out.success(),
             Err(e) => return Err(Failure::new("HealthcheckError", e.to_string())),
@@ -411,11 +553,18 @@ async fn run_healthcheck(sandbox: &DockerSandbox, check: &tasks::config::Healthc
             if failures >= check.retries.max(1) {
                 return Err(Failure::new(
                     "HealthcheckError",
-                    format!("healthcheck `{}` failed {failures} times in a row", check.command),
+                    format!(
+                        "healthcheck `{}` failed {failures} times in a row",
+                        check.command
+                    ),
                 ));
             }
         }
-        let pause = if in_start_period { check.start_interval_sec } else { check.interval_sec };
+        let pause = if in_start_period {
+            check.start_interval_sec
+        } else {
+            check.interval_sec
+        };
         tokio::time::sleep(Duration::from_secs_f64(pause)).await;
     }
 }

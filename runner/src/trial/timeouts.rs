@@ -25,7 +25,13 @@ pub struct Multipliers {
 
 impl Default for Multipliers {
     fn default() -> Self {
-        Self { global: 1.0, agent: None, verifier: None, agent_setup: None, environment_build: None }
+        Self {
+            global: 1.0,
+            agent: None,
+            verifier: None,
+            agent_setup: None,
+            environment_build: None,
+        }
     }
 }
 
@@ -45,11 +51,19 @@ pub struct PhaseTimeouts {
 impl PhaseTimeouts {
     /// Resolves the deadlines of a task under `multipliers`.
     pub fn resolve(task: &TaskConfig, multipliers: &Multipliers) -> PhaseTimeouts {
-        let scale = |base: f64, phase: Option<f64>| Duration::from_secs_f64(base * phase.unwrap_or(multipliers.global));
+        let scale = |base: f64, phase: Option<f64>| {
+            Duration::from_secs_f64(base * phase.unwrap_or(multipliers.global))
+        };
         PhaseTimeouts {
-            environment_build: scale(task.environment.build_timeout_sec, multipliers.environment_build),
+            environment_build: scale(
+                task.environment.build_timeout_sec,
+                multipliers.environment_build,
+            ),
             agent_setup: scale(AGENT_SETUP_TIMEOUT_SEC, multipliers.agent_setup),
-            agent: task.agent.timeout_sec.map(|base| scale(base, multipliers.agent)),
+            agent: task
+                .agent
+                .timeout_sec
+                .map(|base| scale(base, multipliers.agent)),
             verifier: scale(task.verifier.timeout_sec, multipliers.verifier),
         }
     }
@@ -78,7 +92,11 @@ mod tests {
 
     #[test]
     fn phase_multiplier_replaces_global_for_its_phase_only() {
-        let m = Multipliers { global: 2.0, agent: Some(0.5), ..Multipliers::default() };
+        let m = Multipliers {
+            global: 2.0,
+            agent: Some(0.5),
+            ..Multipliers::default()
+        };
         let t = PhaseTimeouts::resolve(&task(), &m);
         assert_eq!(t.agent, Some(Duration::from_secs(50)));
         assert_eq!(t.verifier, Duration::from_secs(100));
@@ -90,6 +108,16 @@ mod tests {
     fn no_agent_timeout_stays_unbounded() {
         let mut config = task();
         config.agent.timeout_sec = None;
-        assert_eq!(PhaseTimeouts::resolve(&config, &Multipliers { global: 3.0, ..Default::default() }).agent, None);
+        assert_eq!(
+            PhaseTimeouts::resolve(
+                &config,
+                &Multipliers {
+                    global: 3.0,
+                    ..Default::default()
+                }
+            )
+            .agent,
+            None
+        );
     }
 }

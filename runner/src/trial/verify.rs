@@ -24,9 +24,12 @@ pub async fn verify<S: Sandbox>(
     trial_dir: &Path,
     deadline: Instant,
 ) -> Result<VerifierResult, VerifyFailure> {
-    verifiers::verify(sandbox, task, trial_dir, deadline).await.map(|outcome| outcome.result).map_err(|e| VerifyFailure {
-        exception_type: e.exception_type(),
-        message: e.to_string(),
-        partial: e.partial,
-    })
+    verifiers::verify(sandbox, task, trial_dir, deadline)
+        .await
+        .map(|outcome| outcome.result)
+        .map_err(|e| VerifyFailure {
+            exception_type: e.exception_type(),
+            message: e.to_string(),
+            partial: e.partial,
+        })
 }

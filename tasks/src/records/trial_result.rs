@@ -31,8 +31,14 @@ impl ModelInfo {
     /// Splits `provider/name` at the first `/`.
     pub fn from_model_name(model: &str) -> ModelInfo {
         match model.split_once('/') {
-            Some((provider, name)) => ModelInfo { name: name.to_owned(), provider: Some(provider.to_owned()) },
-            None => ModelInfo { name: model.to_owned(), provider: None },
+            Some((provider, name)) => ModelInfo {
+                name: name.to_owned(),
+                provider: Some(provider.to_owned()),
+            },
+            None => ModelInfo {
+                name: model.to_owned(),
+                provider: None,
+            },
         }
     }
 }
@@ -107,7 +113,10 @@ pub struct PhaseTiming {
 impl PhaseTiming {
     /// A timing that starts now.
     pub fn start() -> PhaseTiming {
-        PhaseTiming { started_at: Some(Utc::now()), finished_at: None }
+        PhaseTiming {
+            started_at: Some(Utc::now()),
+            finished_at: None,
+        }
     }
 
     /// Marks the end now.
@@ -163,6 +172,9 @@ impl TrialResult {
     /// The trial's main reward: `rewards.reward`, else the first reward; `None` when unscored.
     pub fn reward(&self) -> Option<f64> {
         let rewards = self.verifier_result.as_ref()?.rewards.as_ref()?;
-        rewards.get("reward").or_else(|| rewards.values().next()).copied()
+        rewards
+            .get("reward")
+            .or_else(|| rewards.values().next())
+            .copied()
     }
 }
