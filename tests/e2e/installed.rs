@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::{Job, containers_with_label, ensure_base_image, runner, workspace_root};
+use crate::support::{
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+};
 
 fn reference_config() -> PathBuf {
     workspace_root().join("adapter/agents/reference/agent.toml")
@@ -27,16 +29,6 @@ fn run(jobs: &Path, path: &Path, config: &Path, extra: &[&str]) -> (i32, String)
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("{stderr}");
     (out.status.code().unwrap_or(-1), stderr)
-}
-
-fn reward(result: &serde_json::Value) -> Option<f64> {
-    result["verifier_result"]["rewards"]["reward"].as_f64()
-}
-
-fn exception(result: &serde_json::Value) -> Option<String> {
-    result["exception_info"]["exception_type"]
-        .as_str()
-        .map(str::to_owned)
 }
 
 #[test]

@@ -5,17 +5,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Job, containers_with_label, ensure_base_image, runner, workspace_root};
-
-fn reward(result: &serde_json::Value) -> Option<f64> {
-    result["verifier_result"]["rewards"]["reward"].as_f64()
-}
-
-fn exception(result: &serde_json::Value) -> Option<String> {
-    result["exception_info"]["exception_type"]
-        .as_str()
-        .map(str::to_owned)
-}
+use crate::support::{
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+};
 
 fn run_job(jobs: &Path, path: &Path, agent: &str, k: u32) -> (Job, i32) {
     ensure_base_image();

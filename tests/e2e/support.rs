@@ -112,3 +112,15 @@ impl Job {
             .to_owned()
     }
 }
+
+/// A trial result's main reward.
+pub fn reward(result: &serde_json::Value) -> Option<f64> {
+    result["verifier_result"]["rewards"]["reward"].as_f64()
+}
+
+/// A trial result's exception type.
+pub fn exception(result: &serde_json::Value) -> Option<String> {
+    result["exception_info"]["exception_type"]
+        .as_str()
+        .map(str::to_owned)
+}
