@@ -1,8 +1,10 @@
 //! One trial: container from the task image, agent setup and run, verification, teardown,
 //! and the records of every phase. Harbor's lifecycle (reference §5.1).
 
+mod healthcheck;
 mod log;
 mod naming;
+mod record;
 pub(crate) mod run;
 mod timeouts;
 mod verify;

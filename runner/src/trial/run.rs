@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use adapter::{Agent, AgentErrorKind, AgentRun};
 use chrono::Utc;
-use tasks::records::{AgentInfo, ExceptionInfo, ModelInfo, PhaseTiming, TrialConfig, TrialResult};
+use tasks::records::{PhaseTiming, TrialConfig, TrialResult};
 use tasks::{ExecRequest, Sandbox, Task};
 use tokio::sync::{OnceCell, mpsc::UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
+use super::healthcheck::run_healthcheck;
 use super::log::TrialLog;
+use super::record::{Failure, new_result, record_failure};
 use super::timeouts::{Multipliers, PhaseTimeouts};
 use crate::docker::{
     ContainerSpec, DockerClient, DockerSandbox, ImageInfo, Owner, TrialContainer, ensure_task_image,
@@ -69,21 +71,6 @@ pub struct TrialOutcome {
     pub wall: Duration,
     /// Time spent inside container commands.
     pub in_container: Duration,
-}
-
-/// A phase failure: Harbor's exception type and a message.
-struct Failure {
-    exception_type: String,
-    message: String,
-}
-
-impl Failure {
-    fn new(exception_type: &str, message: impl Into<String>) -> Self {
-        Self {
-            exception_type: exception_type.to_owned(),
-            message: message.into(),
-        }
-    }
 }
 
 /// Runs one trial to the end and writes its records. Never panics on trial errors: they are
@@ -165,61 +152,6 @@ pub async fn run_trial<A: Agent + 'static>(
         wall,
         in_container,
     }
-}
-
-fn new_result<A: Agent>(
-    shared: &JobShared<A>,
-    plan: &TrialPlan,
-    trial_dir: &std::path::Path,
-) -> TrialResult {
-    let agent = &shared.agent;
-    TrialResult {
-        id: uuid::Uuid::new_v4().to_string(),
-        task_name: plan.task.name.clone(),
-        trial_name: plan.config.trial_name.clone(),
-        trial_uri: format!("file://{}", trial_dir.display()),
-        task_id: task_id(&plan.task),
-        source: plan.source.clone(),
-        task_checksum: plan.task.digest_hex().to_owned(),
-        config: plan.config.clone(),
-        agent_info: AgentInfo {
-            name: agent.name().to_owned(),
-            version: agent.version(),
-            model_info: agent.model_name().map(|m| ModelInfo::from_model_name(&m)),
-        },
-        agent_result: None,
-        verifier_result: None,
-        exception_info: None,
-        started_at: Some(Utc::now()),
-        finished_at: None,
-        environment_setup: None,
-        agent_setup: None,
-        agent_execution: None,
-        verifier: None,
-        step_results: None,
-    }
-}
-
-/// Harbor's `PackageTaskId{org, name, ref}` for `org/name` tasks, else `LocalTaskId{path}`.
-fn task_id(task: &Task) -> serde_json::Value {
-    match task.name.split_once('/') {
-        Some((org, name)) => serde_json::json!({ "org": org, "name": name, "ref": task.digest }),
-        None => serde_json::json!({ "path": task.dir.display().to_string() }),
-    }
-}
-
-fn record_failure(result: &mut TrialResult, trial_dir: &std::path::Path, failure: Failure) {
-    if result.exception_info.is_some() {
-        return; // Harbor keeps the first exception only.
-    }
-    let trace = format!("{}: {}\n", failure.exception_type, failure.message);
-    let _ = tasks::atomic::write_atomic(&trial_dir.join("exception.txt"), trace.as_bytes());
-    result.exception_info = Some(ExceptionInfo {
-        exception_type: failure.exception_type,
-        exception_message: failure.message,
-        exception_traceback: trace,
-        occurred_at: Utc::now(),
-    });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -524,47 +456,4 @@ fn counting_sandbox<A: Agent>(
         Some(sink),
     )
     .with_exec_timer(exec_nanos.clone())
-}
-
-/// Docker HEALTHCHECK semantics: failures in the start period do not count; then `retries`
-/// consecutive failures make the container unhealthy.
-async fn run_healthcheck(
-    sandbox: &DockerSandbox,
-    check: &tasks::config::Healthcheck,
-    log: &TrialLog,
-) -> Result<(), Failure> {
-    let start = Instant::now();
-    let start_period = Duration::from_secs_f64(check.start_period_sec);
-    let mut failures = 0;
-    loop {
-        let request = ExecRequest::new(check.command.clone())
-            .timeout(Duration::from_secs_f64(check.timeout_sec));
-        let healthy = match sandbox.exec(request).await {
-            Ok(out) => out.success(),
-            Err(e) => return Err(Failure::new("HealthcheckError", e.to_string())),
-        };
-        if healthy {
-            log.line("healthcheck passed");
-            return Ok(());
-        }
-        let in_start_period = start.elapsed() < start_period;
-        if !in_start_period {
-            failures += 1;
-            if failures >= check.retries.max(1) {
-                return Err(Failure::new(
-                    "HealthcheckError",
-                    format!(
-                        "healthcheck `{}` failed {failures} times in a row",
-                        check.command
-                    ),
-                ));
-            }
-        }
-        let pause = if in_start_period {
-            check.start_interval_sec
-        } else {
-            check.interval_sec
-        };
-        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
-    }
 }
