@@ -359,3 +359,22 @@ fn agent_deadline_really_stops_the_command_and_verification_still_runs() {
         "late.txt exists: the timed-out command kept running"
     );
 }
+
+#[test]
+fn a_prebuilt_image_gets_its_environment_files_in_the_workdir() {
+    let jobs = tempfile::tempdir().unwrap();
+    let (job, code) = run_job(
+        jobs.path(),
+        &workspace_root().join("tests/fixtures/tasks/prebuilt-image"),
+        "oracle",
+        1,
+    );
+    assert_eq!(code, 0);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(
+        reward(result),
+        Some(1.0),
+        "{name}: {}",
+        result["exception_info"]
+    );
+}

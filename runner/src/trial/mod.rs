@@ -1,6 +1,7 @@
 //! One trial: container from the task image, agent setup and run, verification, teardown,
 //! and the records of every phase. Harbor's lifecycle (reference §5.1).
 
+mod environment;
 mod healthcheck;
 mod log;
 mod naming;

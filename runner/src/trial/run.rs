@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use adapter::{Agent, AgentErrorKind, AgentRun};
 use chrono::Utc;
 use tasks::records::{PhaseTiming, TrialConfig, TrialResult};
-use tasks::{ExecRequest, Sandbox, Task};
+use tasks::{Sandbox, Task};
 use tokio::sync::{OnceCell, mpsc::UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
@@ -244,31 +244,8 @@ async fn run_phases<A: Agent + 'static>(
         exec_nanos,
     );
     *container_slot = Some(container);
-    let prepare = sandbox
-        .exec(
-            ExecRequest::new("mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/verifier /logs/artifacts")
-                .user("root"),
-        )
-        .await;
-    match prepare {
-        Ok(out) if out.success() => {}
-        Ok(out) => {
-            return finish_env(
-                result,
-                env_timing,
-                Failure::new(
-                    "EnvironmentStartError",
-                    format!("preparing /logs failed: {}", out.stderr.trim()),
-                ),
-            );
-        }
-        Err(e) => {
-            return finish_env(
-                result,
-                env_timing,
-                Failure::new("EnvironmentStartError", e.to_string()),
-            );
-        }
+    if let Err(failure) = super::environment::prepare(&sandbox, task).await {
+        return finish_env(result, env_timing, failure);
     }
     if let Some(check) = &env_config.healthcheck
         && let Err(failure) = run_healthcheck(&sandbox, check, log).await
