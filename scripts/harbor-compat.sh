@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Cross-check against Harbor itself: Harbor 0.13.1's own models and trajectory validator read a
+# job directory written by `runner run`, and `runner validate-submission` accepts a job written
+# through Harbor's models.
+#
+#   scripts/harbor-compat.sh JOB_DIR      JOB_DIR: a job written by `runner run` (any agent)
+#
+# Needs Python >= 3.12 (Harbor's requirement) and the Python package registry; the venv is
+# cached under .cache/harbor-compat/. Exit 0 when both directions pass, 1 otherwise, 3 when no
+# Python >= 3.12 is available (said plainly, so a skip is never silent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+job="${1:?usage: scripts/harbor-compat.sh JOB_DIR}"
+harbor_version=0.13.1
+
+python=""
+for candidate in python3.13 python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python; do
+    if command -v "$candidate" >/dev/null 2>&1 \
+        && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+        python="$candidate"
+        break
+    fi
+done
+if [[ -z "$python" ]]; then
+    echo "harbor-compat: SKIPPED: Harbor needs Python >= 3.12 and none is installed" >&2
+    exit 3
+fi
+
+venv=".cache/harbor-compat/harbor-$harbor_version"
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import harbor' 2>/dev/null; then
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$harbor_version"
+fi
+
+cargo build --quiet -p runner
+runner=target/debug/runner
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== Harbor $harbor_version reads the job runner wrote"
+"$venv/bin/python" scripts/harbor-compat/harbor_compat.py read "$job"
+
+echo "== runner validates a job written through Harbor's models"
+"$runner" tasks digest tasks/examples > "$work/digests.txt"
+"$venv/bin/python" scripts/harbor-compat/harbor_compat.py write "$work" "$work/digests.txt"
+"$runner" validate-submission "$work/harbor-job" --dataset tasks/examples
