@@ -7,7 +7,8 @@
 #
 # Needs Python >= 3.12 (Harbor's requirement) and the Python package registry; the venv is
 # cached under .cache/harbor-compat/. Exit 0 when both directions pass, 1 otherwise, 3 when no
-# Python >= 3.12 is available (said plainly, so a skip is never silent).
+# Python >= 3.12 is available or harbor cannot be installed (said plainly, so a skip is never
+# silent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job="${1:?usage: scripts/harbor-compat.sh JOB_DIR}"
@@ -30,7 +31,11 @@ venv=".cache/harbor-compat/harbor-$harbor_version"
 if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import harbor' 2>/dev/null; then
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$harbor_version"
+    if ! "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$harbor_version"; then
+        rm -rf "$venv"
+        echo "harbor-compat: SKIPPED: could not install harbor $harbor_version from the Python package registry" >&2
+        exit 3
+    fi
 fi
 
 cargo build --quiet -p runner
