@@ -133,7 +133,6 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                 task: task.clone(),
                 config: trial_config,
                 env: env.clone(),
-                source: source.clone(),
             });
         }
     }

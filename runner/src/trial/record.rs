@@ -34,7 +34,7 @@ pub(super) fn new_result<A: Agent>(
         trial_name: plan.config.trial_name.clone(),
         trial_uri: format!("file://{}", trial_dir.display()),
         task_id: task_id(&plan.task),
-        source: plan.source.clone(),
+        source: plan.config.task.source.clone(),
         task_checksum: plan.task.digest_hex().to_owned(),
         config: plan.config.clone(),
         agent_info: AgentInfo {

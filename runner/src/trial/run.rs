@@ -58,8 +58,6 @@ pub struct TrialPlan {
     pub config: TrialConfig,
     /// The task's `[environment].env`, resolved.
     pub env: BTreeMap<String, String>,
-    /// The dataset name.
-    pub source: Option<String>,
 }
 
 /// A finished trial and how long the runner itself spent on it.
