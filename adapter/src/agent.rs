@@ -4,7 +4,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tasks::records::AgentContext;
+use tasks::ExceptionType;
+use tasks::records::{AgentConfig, AgentContext};
 use tasks::{Sandbox, SandboxError, Task};
 
 /// What an agent needs to know about the trial it runs in.
@@ -53,15 +54,15 @@ pub enum AgentErrorKind {
 
 impl AgentErrorKind {
     /// Harbor's exception class name for this kind.
-    pub fn exception_type(self) -> &'static str {
+    pub fn exception_type(self) -> ExceptionType {
         match self {
-            AgentErrorKind::SetupTimeout => "AgentSetupTimeoutError",
-            AgentErrorKind::SetupFailed => "AgentSetupError",
-            AgentErrorKind::Timeout => "AgentTimeoutError",
-            AgentErrorKind::NonZeroExit => "NonZeroAgentExitCodeError",
-            AgentErrorKind::Server => "AgentServerError",
-            AgentErrorKind::Trajectory => "TrajectoryValidationError",
-            AgentErrorKind::Sandbox => "EnvironmentError",
+            AgentErrorKind::SetupTimeout => ExceptionType::AgentSetupTimeoutError,
+            AgentErrorKind::SetupFailed => ExceptionType::AgentSetupError,
+            AgentErrorKind::Timeout => ExceptionType::AgentTimeoutError,
+            AgentErrorKind::NonZeroExit => ExceptionType::NonZeroAgentExitCodeError,
+            AgentErrorKind::Server => ExceptionType::AgentServerError,
+            AgentErrorKind::Trajectory => ExceptionType::TrajectoryValidationError,
+            AgentErrorKind::Sandbox => ExceptionType::EnvironmentError,
         }
     }
 
@@ -120,6 +121,21 @@ pub trait Agent: Send + Sync {
 
     /// `provider/model`, if the agent uses a model.
     fn model_name(&self) -> Option<String> {
+        None
+    }
+
+    /// The job config's `agents[]` entry for this agent (name, model, and whatever else the
+    /// agent records: kwargs, redacted env).
+    fn job_config(&self) -> AgentConfig {
+        AgentConfig {
+            name: Some(self.name().to_owned()),
+            model_name: self.model_name(),
+            ..AgentConfig::default()
+        }
+    }
+
+    /// Text the agent appends to every instruction, recorded verbatim in the job config.
+    fn instruction_suffix(&self) -> Option<&str> {
         None
     }
 

@@ -2,12 +2,14 @@
 //! in-container task API. The runner drives every agent through the [`Agent`] trait.
 
 mod agent;
+mod any;
 pub mod installed;
 mod nop;
 mod oracle;
 pub mod secrets;
 
 pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
+pub use any::{AnyAgent, BUILTIN_AGENTS};
 pub use installed::{AgentConfigError, InstalledAgent, InstalledAgentConfig};
 pub use nop::NopAgent;
 pub use oracle::OracleAgent;

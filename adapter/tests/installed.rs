@@ -366,7 +366,7 @@ fn secret_boundary_refuses_credentials_unless_opted_in() {
 
     let agent = InstalledAgent::new(world.config(None), env, true, false).unwrap();
     assert!(agent.allow_container_secrets());
-    let job = agent.job_agent_config();
+    let job = agent.job_config();
     assert_eq!(job.name.as_deref(), Some(agent.name()));
     assert_eq!(job.env["MODEL"], "m");
     assert_eq!(job.env["HELPER"], adapter::secrets::REDACTED);
@@ -408,5 +408,5 @@ fn the_reference_config_loads_and_its_suffix_is_exposed() {
     let agent = InstalledAgent::new(config, BTreeMap::new(), false, false).unwrap();
     assert_eq!(agent.instruction_suffix(), None);
     assert_eq!(agent.instruction_text("x\n"), "x\n");
-    assert_eq!(agent.job_agent_config().kwargs["reasoning_effort"], "none");
+    assert_eq!(agent.job_config().kwargs["reasoning_effort"], "none");
 }

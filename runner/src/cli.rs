@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run k trials of every task of a dataset with an agent.
-    Run(commands::run::RunArgs),
+    Run(Box<commands::run::RunArgs>),
     /// Inspect tasks and datasets.
     #[command(subcommand)]
     Tasks(commands::tasks::TasksCommand),
@@ -27,4 +27,15 @@ pub enum Command {
     ValidateTrajectory(commands::validate::ValidateTrajectoryArgs),
     /// Write a publishable copy of a job directory with every known secret removed.
     Scrub(commands::scrub::ScrubArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

@@ -1,14 +1,14 @@
 //! `runner`: runs Harbor-format agent benchmarks in Docker, validates leaderboard submissions
 //! and scrubs job directories for publication.
+//!
+//! The binary is thin: it parses flags, calls the engine and the libraries, prints, and maps
+//! every subcommand's `Result<Outcome, CliError>` to an exit code in one place (`exit.rs`).
 
 mod cli;
 mod commands;
-mod docker;
-mod events;
-mod exit_codes;
-mod job;
+mod exit;
+mod output;
 mod report;
-mod trial;
 
 use clap::Parser;
 
@@ -21,6 +21,9 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let code = commands::dispatch(cli.command);
-    std::process::ExitCode::from(code)
+    let result = commands::dispatch(cli.command);
+    if let Err(error) = &result {
+        note!("error: {error}");
+    }
+    std::process::ExitCode::from(exit::ExitCode::of(&result).code())
 }

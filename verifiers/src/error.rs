@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use tasks::ExceptionType;
 use tasks::records::VerifierResult;
 use tasks::template::UnresolvedVar;
 
@@ -125,17 +126,19 @@ pub enum VerifierErrorKind {
 
 impl VerifierErrorKind {
     /// Harbor's exception class name for this failure (runner-only names where Harbor has none).
-    pub fn exception_type(&self) -> &'static str {
+    pub fn exception_type(&self) -> ExceptionType {
         match self {
-            VerifierErrorKind::AddTestsDir { .. } => "AddTestsDirError",
-            VerifierErrorKind::Env { .. } => "VerifierEnvError",
-            VerifierErrorKind::Sandbox { .. } => "VerifierSandboxError",
-            VerifierErrorKind::Timeout { .. } => "VerifierTimeoutError",
-            VerifierErrorKind::DownloadVerifierDir { .. } => "DownloadVerifierDirError",
-            VerifierErrorKind::RewardFileNotFound { .. } => "RewardFileNotFoundError",
-            VerifierErrorKind::RewardFileEmpty { .. } => "RewardFileEmptyError",
-            VerifierErrorKind::OutputParse { .. } => "VerifierOutputParseError",
-            VerifierErrorKind::RewardFileUnsafe { .. } => "RewardFileUnsafeError",
+            VerifierErrorKind::AddTestsDir { .. } => ExceptionType::AddTestsDirError,
+            VerifierErrorKind::Env { .. } => ExceptionType::VerifierEnvError,
+            VerifierErrorKind::Sandbox { .. } => ExceptionType::VerifierSandboxError,
+            VerifierErrorKind::Timeout { .. } => ExceptionType::VerifierTimeoutError,
+            VerifierErrorKind::DownloadVerifierDir { .. } => {
+                ExceptionType::DownloadVerifierDirError
+            }
+            VerifierErrorKind::RewardFileNotFound { .. } => ExceptionType::RewardFileNotFoundError,
+            VerifierErrorKind::RewardFileEmpty { .. } => ExceptionType::RewardFileEmptyError,
+            VerifierErrorKind::OutputParse { .. } => ExceptionType::VerifierOutputParseError,
+            VerifierErrorKind::RewardFileUnsafe { .. } => ExceptionType::RewardFileUnsafeError,
         }
     }
 }
@@ -152,7 +155,7 @@ pub struct VerifierError {
 
 impl VerifierError {
     /// Harbor's exception class name, for `exception_info.exception_type`.
-    pub fn exception_type(&self) -> &'static str {
+    pub fn exception_type(&self) -> ExceptionType {
         self.kind.exception_type()
     }
 

@@ -93,22 +93,6 @@ impl InstalledAgent {
         &self.config
     }
 
-    /// The job config's `agents[]` entry: name, model, kwargs, env with sensitive values redacted.
-    pub fn job_agent_config(&self) -> AgentConfig {
-        AgentConfig {
-            name: Some(self.config.name.clone()),
-            model_name: self.config.model_name.clone(),
-            kwargs: self.config.kwargs.clone(),
-            env: redact_env(&self.container_env),
-            ..Default::default()
-        }
-    }
-
-    /// The text appended to every instruction, recorded in the job config.
-    pub fn instruction_suffix(&self) -> Option<&str> {
-        self.config.instruction_suffix.as_deref()
-    }
-
     /// True when the user opted in to credentials in the container (job not publishable).
     pub fn allow_container_secrets(&self) -> bool {
         self.allow_container_secrets
@@ -647,6 +631,21 @@ impl Agent for InstalledAgent {
 
     fn model_name(&self) -> Option<String> {
         self.config.model_name.clone()
+    }
+
+    /// Name, model, kwargs, and env with sensitive values redacted.
+    fn job_config(&self) -> AgentConfig {
+        AgentConfig {
+            name: Some(self.config.name.clone()),
+            model_name: self.config.model_name.clone(),
+            kwargs: self.config.kwargs.clone(),
+            env: redact_env(&self.container_env),
+            ..Default::default()
+        }
+    }
+
+    fn instruction_suffix(&self) -> Option<&str> {
+        self.config.instruction_suffix.as_deref()
     }
 
     async fn setup<S: Sandbox>(

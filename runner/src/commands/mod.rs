@@ -1,17 +1,19 @@
-//! One module per subcommand; each returns its documented exit code.
+//! One module per subcommand; each returns `Result<Outcome, CliError>` and leaves the exit
+//! code to `exit.rs`.
 
-pub mod installed;
+pub mod agent;
 pub mod run;
 pub mod scrub;
 pub mod tasks;
 pub mod validate;
 
 use crate::cli::Command;
+use crate::exit::{CliError, Outcome};
 
-/// Runs a subcommand and returns its exit code.
-pub fn dispatch(command: Command) -> u8 {
+/// Runs a subcommand.
+pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
     match command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Tasks(cmd) => tasks::run(cmd),
         Command::ValidateSubmission(args) => validate::validate_submission(args),
         Command::ValidateTrajectory(args) => validate::validate_trajectory(args),

@@ -1,20 +1,20 @@
 //! `runner run`: k trials of every task of a dataset with one agent.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
-use adapter::{Agent, NopAgent, OracleAgent};
-use tasks::Dataset;
-use tasks::records::AgentConfig;
+use adapter::Agent;
+use docker_backend::{DockerBackend, DockerClient, reap_dead_owners, remove_job_containers};
+use engine::job::{JobOutcome, JobSettings, plan_job, run_job};
+use tasks::{Dataset, Multipliers};
 use tokio_util::sync::CancellationToken;
 
-use crate::docker::{DockerClient, reap_dead_owners, remove_job_containers};
-use crate::exit_codes;
-use crate::job::{JobSettings, plan_job, run_job};
-use crate::trial::Multipliers;
+use crate::exit::{CliError, ExitCode, Family, Outcome};
+use crate::report::{Reporter, print_summary};
+use crate::{note, say};
 
 /// Arguments of `runner run`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = crate::exit::help_text(Family::Run))]
 pub struct RunArgs {
     /// A task directory or a dataset directory (a folder of task directories).
     #[arg(short = 'p', long)]
@@ -35,37 +35,26 @@ pub struct RunArgs {
         short = 'k',
         long = "k",
         visible_alias = "n-attempts",
-        default_value_t = 1
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub k: u32,
     /// Trials run at once.
-    #[arg(short = 'n', long, default_value_t = 4)]
+    #[arg(short = 'n', long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     pub n_concurrent: u32,
     /// Where job directories are written.
     #[arg(short = 'o', long, default_value = "jobs")]
     pub jobs_dir: PathBuf,
     /// The job directory's name (default: the local time, as Harbor names jobs).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_job_name)]
     pub job_name: Option<String>,
     /// Rebuild task images even when an image of the same environment exists.
     #[arg(long)]
     pub force_build: bool,
-    /// Multiplies every phase timeout (not allowed on leaderboards).
-    #[arg(long, default_value_t = 1.0)]
-    pub timeout_multiplier: f64,
-    /// Multiplies the agent timeout (not allowed on leaderboards).
-    #[arg(long)]
-    pub agent_timeout_multiplier: Option<f64>,
-    /// Multiplies the verifier timeout (not allowed on leaderboards).
-    #[arg(long)]
-    pub verifier_timeout_multiplier: Option<f64>,
-    /// Multiplies the agent setup timeout (not allowed on leaderboards).
-    #[arg(long)]
-    pub agent_setup_timeout_multiplier: Option<f64>,
-    /// Multiplies the environment build timeout (not allowed on leaderboards).
-    #[arg(long)]
-    pub environment_build_timeout_multiplier: Option<f64>,
-    /// Env var for the agent's container, NAME=VALUE (repeatable).
+    /// Harbor's timeout multipliers.
+    #[command(flatten)]
+    pub multipliers: Multipliers,
+    /// Env var for the agent's container, NAME=VALUE (repeatable; installed agents only).
     #[arg(long = "agent-env", visible_alias = "ae", value_name = "NAME=VALUE")]
     pub agent_env: Vec<String>,
     /// Let credentials reach containers. Recorded in config.json and lock.json; the job is then
@@ -77,235 +66,159 @@ pub struct RunArgs {
     pub require_clean_source: bool,
 }
 
+/// A job name is one directory name: no separators, not `.` or `..`.
+fn parse_job_name(name: &str) -> Result<String, String> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        Err(format!(
+            "{name:?} is not a directory name; use letters, digits, '-', '_' and '.' without '/'"
+        ))
+    } else {
+        Ok(name.to_owned())
+    }
+}
+
 /// Runs `runner run`.
-pub fn run(args: RunArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+pub fn run(args: RunArgs) -> Result<Outcome, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return exit_codes::BAD_INPUT;
-        }
-    };
+        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(run_async(args))
 }
 
-async fn run_async(args: RunArgs) -> u8 {
-    if let Err(message) = check_multipliers(&args) {
-        eprintln!("error: {message}");
-        return exit_codes::BAD_INPUT;
-    }
-    let dataset = match Dataset::load(&args.path) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::BAD_INPUT;
-        }
-    };
+async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
+    let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
     for skipped in &dataset.skipped {
-        eprintln!("skipping task: {skipped}");
+        note!("skipping task: {skipped}");
     }
     for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
-        eprintln!("warning: {warning}");
+        note!("warning: {warning}");
     }
-    match (&args.agent, &args.agent_config) {
-        (Some(name), None) => match name.as_str() {
-            "oracle" => execute(args.clone_settings(), dataset, Arc::new(OracleAgent), None).await,
-            "nop" => execute(args.clone_settings(), dataset, Arc::new(NopAgent), None).await,
-            other => {
-                eprintln!(
-                    "error: --agent {other:?} is not a built-in agent (oracle, nop); use --agent-config for an installed agent"
-                );
-                exit_codes::BAD_INPUT
-            }
-        },
-        (None, Some(path)) => crate::commands::installed::run_installed(&args, path, dataset).await,
-        _ => {
-            eprintln!("error: give either --agent or --agent-config");
-            exit_codes::BAD_INPUT
-        }
-    }
-}
-
-/// The parts of the arguments a job needs, independent of the agent.
-#[derive(Debug, Clone)]
-pub struct RunSettings {
-    /// See [`RunArgs`].
-    pub k: u32,
-    /// See [`RunArgs`].
-    pub n_concurrent: u32,
-    /// See [`RunArgs`].
-    pub jobs_dir: PathBuf,
-    /// See [`RunArgs`].
-    pub job_name: Option<String>,
-    /// See [`RunArgs`].
-    pub force_build: bool,
-    /// See [`RunArgs`].
-    pub multipliers: Multipliers,
-    /// See [`RunArgs`].
-    pub allow_container_secrets: bool,
-}
-
-impl RunArgs {
-    /// The agent-independent settings.
-    pub fn clone_settings(&self) -> RunSettings {
-        RunSettings {
-            k: self.k,
-            n_concurrent: self.n_concurrent,
-            jobs_dir: self.jobs_dir.clone(),
-            job_name: self.job_name.clone(),
-            force_build: self.force_build,
-            multipliers: Multipliers {
-                global: self.timeout_multiplier,
-                agent: self.agent_timeout_multiplier,
-                verifier: self.verifier_timeout_multiplier,
-                agent_setup: self.agent_setup_timeout_multiplier,
-                environment_build: self.environment_build_timeout_multiplier,
-            },
-            allow_container_secrets: self.allow_container_secrets,
-        }
-    }
-}
-
-fn check_multipliers(args: &RunArgs) -> Result<(), String> {
-    let all = [
-        ("--timeout-multiplier", Some(args.timeout_multiplier)),
-        ("--agent-timeout-multiplier", args.agent_timeout_multiplier),
-        (
-            "--verifier-timeout-multiplier",
-            args.verifier_timeout_multiplier,
-        ),
-        (
-            "--agent-setup-timeout-multiplier",
-            args.agent_setup_timeout_multiplier,
-        ),
-        (
-            "--environment-build-timeout-multiplier",
-            args.environment_build_timeout_multiplier,
-        ),
-    ];
-    for (flag, value) in all {
-        if let Some(v) = value
-            && !(v.is_finite() && v > 0.0)
-        {
-            return Err(format!("{flag} {v} must be a positive number"));
-        }
-    }
-    if args.k == 0 {
-        return Err("--k must be at least 1".into());
-    }
-    Ok(())
-}
-
-/// Runs a job with `agent` and returns the exit code.
-pub async fn execute<A: Agent + 'static>(
-    settings: RunSettings,
-    dataset: Dataset,
-    agent: Arc<A>,
-    recorded: Option<(AgentConfig, Option<String>)>,
-) -> u8 {
+    let agent = super::agent::choose(
+        args.agent.as_deref(),
+        args.agent_config.as_deref(),
+        &args.agent_env,
+        args.allow_container_secrets,
+        args.require_clean_source,
+    )?;
     if dataset.tasks.is_empty() {
-        eprintln!("error: {} has no runnable task", dataset.dir.display());
-        return exit_codes::BAD_INPUT;
+        return Err(CliError::bad_input(format!(
+            "{} has no runnable task",
+            dataset.dir.display()
+        )));
     }
-    let job_name = settings.job_name.clone().unwrap_or_else(|| {
+    let job_name = args.job_name.clone().unwrap_or_else(|| {
         chrono::Local::now()
             .format("%Y-%m-%d__%H-%M-%S")
             .to_string()
     });
-    let job_dir = settings.jobs_dir.join(&job_name);
-    if job_dir.exists()
-        && std::fs::read_dir(&job_dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        eprintln!(
-            "error: job directory {} already exists; choose another --job-name",
-            job_dir.display()
-        );
-        return exit_codes::BAD_INPUT;
-    }
-    let (agent_config, instruction_suffix) = recorded.unwrap_or_else(|| {
-        (
-            AgentConfig {
-                name: Some(agent.name().to_owned()),
-                model_name: agent.model_name(),
-                ..AgentConfig::default()
-            },
-            None,
-        )
-    });
-    let job_settings = JobSettings {
+    let job_dir = check_job_dir(&args.jobs_dir, &job_name)?;
+    let settings = JobSettings {
         job_name,
-        jobs_dir: settings.jobs_dir.display().to_string(),
-        k: settings.k,
-        n_concurrent: settings.n_concurrent,
-        multipliers: settings.multipliers,
-        force_build: settings.force_build,
-        agent: agent_config,
-        allow_container_secrets: settings.allow_container_secrets,
-        instruction_suffix,
+        jobs_dir: args.jobs_dir.display().to_string(),
+        k: args.k,
+        n_concurrent: args.n_concurrent,
+        multipliers: args.multipliers,
+        force_build: args.force_build,
+        agent: agent.job_config(),
+        allow_container_secrets: args.allow_container_secrets,
+        instruction_suffix: agent.instruction_suffix().map(str::to_owned),
         invocation: redacted_invocation(),
+        runner_commit: option_env!("RUNNER_GIT_COMMIT")
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned),
     };
-    let plan = plan_job(&dataset, &job_settings);
+    let plan = plan_job(&dataset, &settings);
     for skipped in &plan.skipped {
-        eprintln!("skipping task: {skipped}");
+        note!("skipping task: {skipped}");
     }
-    let skipped_plans = plan.skipped.clone();
+    let any_skipped = !dataset.skipped.is_empty() || !plan.skipped.is_empty();
     if plan.trials.is_empty() {
-        eprintln!("error: no task of {} can run", dataset.dir.display());
-        return exit_codes::BAD_INPUT;
+        return Err(CliError::bad_input(format!(
+            "no task of {} can run",
+            dataset.dir.display()
+        )));
     }
-    let client = match DockerClient::connect().await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::BAD_INPUT;
-        }
-    };
+    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     match reap_dead_owners(&client).await {
         Ok(0) => {}
-        Ok(n) => {
-            eprintln!("removed {n} container(s) left behind by runner processes that are gone")
-        }
-        Err(e) => eprintln!("warning: could not reap leftover containers: {e}"),
+        Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
+        Err(e) => note!("warning: could not reap leftover containers: {e}"),
     }
     let cancel = CancellationToken::new();
     spawn_signal_handler(client.clone(), plan.job_id.clone(), cancel.clone());
-    eprintln!(
+    note!(
         "job {} : {} trial(s), {} at once -> {}",
         plan.job_id,
         plan.trials.len(),
         settings.n_concurrent,
         job_dir.display()
     );
-    let outcome = run_job(client, agent, plan, job_dir, &job_settings, cancel).await;
-    if let Ok(outcome) = &outcome
-        && !outcome.timings.is_empty()
-    {
-        let n = outcome.timings.len() as f64;
-        let overhead: f64 = outcome
-            .timings
-            .iter()
-            .map(|(_, wall, inside)| (wall - inside).max(0.0))
-            .sum();
-        println!(
-            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
-            overhead / n
+    let mut reporter = Reporter::new(plan.trials.len() as u64);
+    let outcome = run_job(
+        DockerBackend::new(client),
+        agent,
+        plan,
+        job_dir.clone(),
+        &settings,
+        cancel,
+        |event| reporter.event(event),
+    )
+    .await;
+    reporter.finish();
+    let outcome = outcome.map_err(CliError::runner)?;
+    report_outcome(&outcome, &job_dir);
+    Ok(if outcome.interrupted {
+        Outcome::Interrupted
+    } else if any_skipped {
+        Outcome::TasksSkipped
+    } else if outcome.unscored() > 0 {
+        Outcome::TrialsErrored
+    } else {
+        Outcome::Success
+    })
+}
+
+/// The job directory under `jobs_dir`, refused when it already holds anything (nothing
+/// already written is ever overwritten) or when `jobs_dir` cannot hold it.
+fn check_job_dir(jobs_dir: &Path, job_name: &str) -> Result<PathBuf, CliError> {
+    if jobs_dir.exists() && !jobs_dir.is_dir() {
+        return Err(CliError::bad_input(format!(
+            "--jobs-dir {}: not a directory",
+            jobs_dir.display()
+        )));
+    }
+    let job_dir = jobs_dir.join(job_name);
+    let non_empty = std::fs::read_dir(&job_dir).is_ok_and(|mut d| d.next().is_some());
+    if non_empty || job_dir.is_file() {
+        return Err(CliError::bad_input(format!(
+            "job directory {} already exists; choose another --job-name",
+            job_dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&job_dir).map_err(|e| {
+        CliError::bad_input(format!(
+            "--jobs-dir {}: cannot create {}: {e}",
+            jobs_dir.display(),
+            job_dir.display()
+        ))
+    })?;
+    Ok(job_dir)
+}
+
+fn report_outcome(outcome: &JobOutcome, job_dir: &Path) {
+    if outcome.swept > 0 {
+        note!(
+            "removed {} leftover container(s) of this job",
+            outcome.swept
         );
     }
-    match outcome {
-        Ok(outcome) if outcome.interrupted => exit_codes::INTERRUPTED,
-        // Malformed tasks were reported up front; the user must fix them before a full run.
-        Ok(_) if !dataset.skipped.is_empty() || !skipped_plans.is_empty() => exit_codes::BAD_INPUT,
-        Ok(outcome) if outcome.unscored > 0 => exit_codes::TRIALS_ERRORED,
-        Ok(_) => exit_codes::OK,
-        Err(e) => {
-            eprintln!("error: writing the job directory failed: {e}");
-            exit_codes::TRIALS_ERRORED
-        }
+    print_summary(&outcome.results, job_dir);
+    if let Some(overhead) = outcome.mean_overhead {
+        say!(
+            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
+            overhead.as_secs_f64()
+        );
     }
 }
 
@@ -339,30 +252,65 @@ fn redact_pair(pair: &str) -> String {
     }
 }
 
-/// First Ctrl-C/SIGTERM: cancel, let trials tear down. Second: remove this job's containers
-/// and exit at once.
+/// First Ctrl-C, SIGTERM or SIGHUP (a closed terminal): cancel, let trials tear down.
+/// Second: remove this job's containers and exit at once.
 fn spawn_signal_handler(client: DockerClient, job_id: String, cancel: CancellationToken) {
     tokio::spawn(async move {
         wait_for_signal().await;
-        eprintln!(
+        note!(
             "\ninterrupted: removing containers and writing records; press Ctrl-C again to exit at once"
         );
         cancel.cancel();
         wait_for_signal().await;
         let _ = remove_job_containers(&client, &job_id).await;
-        std::process::exit(i32::from(exit_codes::INTERRUPTED));
+        std::process::exit(i32::from(ExitCode::Interrupted.code()));
     });
 }
 
 async fn wait_for_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async {
-            match term.as_mut() {
-                Some(t) => { t.recv().await; }
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    let next = |s: &mut Option<tokio::signal::unix::Signal>| {
+        let s = s.take();
+        async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
                 None => std::future::pending::<()>().await,
             }
-        } => {}
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = next(&mut term) => {}
+        _ = next(&mut hangup) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names_are_single_directory_names() {
+        assert!(parse_job_name("ci-oracle").is_ok());
+        for bad in ["a/b", "..", ".", "", "../x"] {
+            assert!(parse_job_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_jobs_dir_that_is_a_file_or_a_used_job_dir_is_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let err = check_job_dir(&file, "j").unwrap_err();
+        assert!(err.message.starts_with("--jobs-dir"), "{err}");
+        let used = dir.path().join("used");
+        std::fs::create_dir_all(used.join("trial")).unwrap();
+        assert!(check_job_dir(dir.path(), "used").is_err());
+        assert!(check_job_dir(dir.path(), "fresh").unwrap().is_dir());
     }
 }

@@ -3,21 +3,21 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use leaderboard::scrub::{self, Outcome, Report, ScrubError, ScrubOptions, SecretSetBuilder};
+use leaderboard::scrub::{self, Report, ScrubError, ScrubOptions, SecretSetBuilder};
 
-use crate::exit_codes;
+use crate::exit::{CliError, Family, Outcome};
+use crate::{note, say};
 
 /// Arguments of `runner scrub`.
 #[derive(clap::Args)]
 #[command(
     about = "Write a publishable copy of a job directory with every known secret removed",
-    after_help = "Values are searched raw, JSON-escaped, URL-encoded, base64 (every alignment), hex, masked \
+    after_help = format!("Values are searched raw, JSON-escaped, URL-encoded, base64 (every alignment), hex, masked \
         (abcd****xyz), split by line wraps or ANSI codes, inside gzip/tar/tar.gz and in file names. The copy is \
         verified again from disk before DEST appears; DEST/scrub-report.json counts redactions per file, secret \
-        name and form, never values.\n\n\
-        Exit codes: 0 clean copy written; 1 aborted (leftovers or unscannable files), nothing written; 2 bad input.\n\n\
+        name and form, never values.\n\n{}\n\
         Example:\n  runner scrub --in jobs/2026-01-01 --out public/2026-01-01 \\\n      \
-        --secrets-from .env --env-passthrough ANTHROPIC_API_KEY"
+        --secrets-from .env --env-passthrough ANTHROPIC_API_KEY", crate::exit::help_text(Family::Scrub))
 )]
 pub struct ScrubArgs {
     /// Job directory to copy from. It is only read, never modified.
@@ -67,21 +67,19 @@ impl fmt::Debug for ScrubArgs {
 }
 
 /// Runs `runner scrub`.
-pub fn run(args: ScrubArgs) -> u8 {
+pub fn run(args: ScrubArgs) -> Result<Outcome, CliError> {
     match try_run(args) {
-        Ok(code) => code,
+        Ok(outcome) => Ok(outcome),
+        Err(e) if e.is_bad_input() => Err(CliError::bad_input(format!("scrub: {e}"))),
         Err(e) => {
-            eprintln!("runner scrub: {e}");
-            if e.is_bad_input() {
-                exit_codes::BAD_INPUT
-            } else {
-                exit_codes::FAILED
-            }
+            // Anything else stops the scrub before the copy appears: an abort, not a crash.
+            note!("runner scrub: {e}");
+            Ok(Outcome::Rejected)
         }
     }
 }
 
-fn try_run(args: ScrubArgs) -> Result<u8, ScrubError> {
+fn try_run(args: ScrubArgs) -> Result<Outcome, ScrubError> {
     let mut builder = SecretSetBuilder::new(args.allow_short);
     for path in &args.secrets_from {
         builder.add_file(path)?;
@@ -100,19 +98,19 @@ fn try_run(args: ScrubArgs) -> Result<u8, ScrubError> {
         disabled_forms: Vec::new(),
     };
     Ok(match scrub::scrub(&options)? {
-        Outcome::Written(report) => {
+        scrub::Outcome::Written(report) => {
             print_written(&options, &report);
-            exit_codes::OK
+            Outcome::Success
         }
-        Outcome::Aborted(report) => {
+        scrub::Outcome::Aborted(report) => {
             print_aborted(&options, &report);
-            exit_codes::FAILED
+            Outcome::Rejected
         }
     })
 }
 
 fn print_written(options: &ScrubOptions, report: &Report) {
-    println!(
+    say!(
         "runner scrub: wrote {} ({} files, {} bytes, {} redactions of {} secrets); report: {}",
         options.output.display(),
         report.totals.files,
@@ -122,23 +120,23 @@ fn print_written(options: &ScrubOptions, report: &Report) {
         options.output.join(scrub::REPORT_FILE).display(),
     );
     for dropped in &report.unscannable {
-        println!("  dropped {} ({})", dropped.path, dropped.reason);
+        say!("  dropped {} ({})", dropped.path, dropped.reason);
     }
 }
 
 fn print_aborted(options: &ScrubOptions, report: &Report) {
-    eprintln!(
+    note!(
         "runner scrub: aborted; {} was not created and the input is unchanged",
         options.output.display()
     );
     if !report.unscannable.is_empty() {
-        eprintln!("files that cannot be scrubbed (pass --drop-unscannable to leave them out):");
+        note!("files that cannot be scrubbed (pass --drop-unscannable to leave them out):");
         for dropped in &report.unscannable {
-            eprintln!("  {} ({})", dropped.path, dropped.reason);
+            note!("  {} ({})", dropped.path, dropped.reason);
         }
     }
     if !report.leftovers.is_empty() {
-        eprintln!("found in the copy after scrubbing (values not shown):");
+        note!("found in the copy after scrubbing (values not shown):");
         for left in &report.leftovers {
             let what = match &left.secret {
                 Some(name) => format!("secret {name} as {}", left.form),
@@ -148,7 +146,7 @@ fn print_aborted(options: &ScrubOptions, report: &Report) {
                 }
                 None => "content the verifier cannot read".to_string(),
             };
-            eprintln!("  {} [{:?}]: {what}", left.path, left.location);
+            note!("  {} [{:?}]: {what}", left.path, left.location);
         }
     }
 }

@@ -4,12 +4,14 @@ use std::path::PathBuf;
 
 use tasks::Dataset;
 
-use crate::exit_codes;
+use crate::exit::{CliError, Family, Outcome};
+use crate::{note, say};
 
 /// `runner tasks` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum TasksCommand {
     /// Print the content digest of each task and of the dataset.
+    #[command(after_help = crate::exit::help_text(Family::Tasks))]
     Digest {
         /// A task directory or a dataset directory.
         path: PathBuf,
@@ -17,32 +19,29 @@ pub enum TasksCommand {
 }
 
 /// Runs a `runner tasks` subcommand.
-pub fn run(command: TasksCommand) -> u8 {
+pub fn run(command: TasksCommand) -> Result<Outcome, CliError> {
     match command {
         TasksCommand::Digest { path } => digest(&path),
     }
 }
 
-fn digest(path: &std::path::Path) -> u8 {
-    let dataset = match Dataset::load(path) {
-        Ok(d) => d,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return exit_codes::BAD_INPUT;
-        }
-    };
+fn digest(path: &std::path::Path) -> Result<Outcome, CliError> {
+    let dataset = Dataset::load(path).map_err(CliError::bad_input)?;
     for task in &dataset.tasks {
-        println!("{}  {}", task.digest, task.name);
+        say!("{}  {}", task.digest, task.name);
     }
     for err in &dataset.skipped {
-        eprintln!("skipped: {err}");
+        note!("skipped: {err}");
     }
     if !dataset.single_task {
-        println!("{}  {} (dataset)", dataset.digest(), dataset.name);
+        say!("{}  {} (dataset)", dataset.digest(), dataset.name);
     }
     if dataset.skipped.is_empty() {
-        exit_codes::OK
+        Ok(Outcome::Success)
     } else {
-        exit_codes::BAD_INPUT
+        Err(CliError::bad_input(format!(
+            "{} malformed task(s) skipped",
+            dataset.skipped.len()
+        )))
     }
 }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use leaderboard::submission::{self, Options, Report, render};
 
-use crate::exit_codes;
+use crate::exit::{CliError, Family, Outcome};
+use crate::note;
 
 /// Output format of the validators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -29,10 +30,9 @@ pub enum Format {
         trials per task, task digests equal to the dataset's, a valid ATIF trajectory for every \
         rewarded trial, no container secrets, no provider-key-shaped strings, and metadata.yaml fields.\n\n\
         Also reports accuracy (errored trials count as 0) with its standard error, pass@k, trials per \
-        task and errored trials by exception type.\n\n\
-        Exit codes: 0 valid; 1 a rule failed; 2 bad input.",
-    after_help = "Example:\n  runner validate-submission jobs/2026-06-10__12-00-00 --dataset tasks/ \\\n      \
-        --metadata submissions/my-agent/metadata.yaml"
+        task and errored trials by exception type.",
+    after_help = format!("{}\nExample:\n  runner validate-submission jobs/2026-06-10__12-00-00 --dataset tasks/ \\\n      \
+        --metadata submissions/my-agent/metadata.yaml", crate::exit::help_text(Family::Validate))
 )]
 pub struct ValidateSubmissionArgs {
     /// Job directories (each with a config.json), validated together as one submission.
@@ -60,8 +60,8 @@ pub struct ValidateSubmissionArgs {
         ATIF-v1.7): required and unknown fields, sequential step ids from 1, agent-only fields only on \
         agent steps, observation source_call_ids matching a tool call of the same step, timestamps, \
         llm_call_count, unique subagent trajectory ids, and image paths relative to the file. Every \
-        error is printed with its JSON path.\n\n\
-        Exit codes: 0 all valid; 1 some file invalid; 2 a file cannot be read."
+        error is printed with its JSON path.",
+    after_help = crate::exit::help_text(Family::Validate)
 )]
 pub struct ValidateTrajectoryArgs {
     /// Trajectory files (e.g. <trial>/agent/trajectory.json).
@@ -73,7 +73,7 @@ pub struct ValidateTrajectoryArgs {
 }
 
 /// Runs `runner validate-submission`.
-pub fn validate_submission(args: ValidateSubmissionArgs) -> u8 {
+pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<Outcome, CliError> {
     let options = Options {
         job_dirs: args.job_dirs,
         dataset: args.dataset,
@@ -84,24 +84,28 @@ pub fn validate_submission(args: ValidateSubmissionArgs) -> u8 {
         Ok(report) => report,
         Err(e) => {
             if args.format == Format::Github {
-                println!(
+                crate::say!(
                     "::error title=validate-submission::{}",
                     render::escape_data(&e.to_string())
                 );
             }
-            eprintln!("runner validate-submission: {e}");
-            return exit_codes::BAD_INPUT;
+            return Err(CliError::bad_input(format!("validate-submission: {e}")));
         }
     };
-    if let Err(e) = print_report(&report, args.format) {
-        eprintln!("runner validate-submission: cannot write the report: {e}");
-        return exit_codes::BAD_INPUT;
+    match print_report(&report, args.format) {
+        // A reader that went away (`| head`) is not a failure of the validation.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(CliError::runner(format!(
+                "validate-submission: cannot write the report: {e}"
+            )));
+        }
+        _ => {}
     }
-    if report.valid {
-        exit_codes::OK
+    Ok(if report.valid {
+        Outcome::Success
     } else {
-        exit_codes::FAILED
-    }
+        Outcome::Rejected
+    })
 }
 
 fn print_report(report: &Report, format: Format) -> std::io::Result<()> {
@@ -135,7 +139,7 @@ fn write_summary(markdown: &str, stdout: &mut impl std::io::Write) -> std::io::R
 }
 
 /// Runs `runner validate-trajectory`.
-pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> u8 {
+pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> Result<Outcome, CliError> {
     let mut results = Vec::new();
     let mut unreadable = false;
     for file in &args.files {
@@ -143,12 +147,12 @@ pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> u8 {
             Ok(errors) => results.push((file, errors)),
             Err(e) => {
                 unreadable = true;
-                eprintln!(
+                note!(
                     "runner validate-trajectory: {}: cannot read: {e}",
                     file.display()
                 );
                 if args.format == Format::Github {
-                    println!(
+                    crate::say!(
                         "::error file={}::{}",
                         render::escape_property(&file.display().to_string()),
                         render::escape_data(&format!("cannot read: {e}"))
@@ -195,12 +199,17 @@ pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> u8 {
             }
         }
     }
-    print!("{out}");
+    {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(out.as_bytes());
+    }
     if unreadable {
-        exit_codes::BAD_INPUT
+        Err(CliError::bad_input(
+            "validate-trajectory: some files cannot be read (listed above)",
+        ))
     } else if results.iter().any(|(_, errors)| !errors.is_empty()) {
-        exit_codes::FAILED
+        Ok(Outcome::Rejected)
     } else {
-        exit_codes::OK
+        Ok(Outcome::Success)
     }
 }

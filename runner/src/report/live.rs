@@ -1,13 +1,14 @@
 //! Progress while a job runs: on a terminal an indicatif view (trials done/total, each running
 //! trial's phase, running mean); otherwise one plain line per event.
 
+use crate::note;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tasks::records::TrialResult;
 
-use crate::events::{Event, Phase};
+use engine::events::{Event, Phase};
 
 /// Turns events into output.
 pub struct Reporter {
@@ -55,7 +56,7 @@ impl Reporter {
     pub fn note(&self, text: &str) {
         match &self.live {
             Some(live) => live.multi.println(text).unwrap_or_default(),
-            None => eprintln!("{text}"),
+            None => note!("{text}"),
         }
     }
 
@@ -80,7 +81,7 @@ impl Reporter {
                     bar.set_message(phase.label());
                 } else if self.live.is_none() && *phase != Phase::Teardown && *phase != Phase::Image
                 {
-                    eprintln!("{trial}: {}", phase.label());
+                    note!("{trial}: {}", phase.label());
                 }
             }
             Event::ImageReady {
@@ -116,7 +117,7 @@ impl Reporter {
                 live.overall.set_position(self.done);
                 live.overall.set_message(format!("Mean: {mean:.3}"));
             }
-            None => eprintln!("{line}  (mean so far {mean:.3})"),
+            None => note!("{line}  (mean so far {mean:.3})"),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The end-of-job table: per task trials, mean reward and errors; overall mean and pass@k.
 
+use crate::say;
 use std::collections::BTreeMap;
 
 use tasks::metrics;
@@ -42,15 +43,21 @@ pub fn task_rows(results: &[TrialResult]) -> Vec<TaskRow> {
 pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
     let rows = task_rows(results);
     let width = rows.iter().map(|r| r.task.len()).max().unwrap_or(4).max(4);
-    println!();
-    println!(
+    say!("");
+    say!(
         "{:<width$}  {:>6}  {:>6}  {:>6}",
-        "task", "trials", "mean", "errors"
+        "task",
+        "trials",
+        "mean",
+        "errors"
     );
     for row in &rows {
-        println!(
+        say!(
             "{:<width$}  {:>6}  {:>6.3}  {:>6}",
-            row.task, row.trials, row.mean, row.errors
+            row.task,
+            row.trials,
+            row.mean,
+            row.errors
         );
     }
     let rewards: Vec<Option<f64>> = results.iter().map(|r| r.reward()).collect();
@@ -59,8 +66,8 @@ pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
             m.entry(r.task_name.as_str()).or_default().push(r.reward());
             m
         });
-    println!();
-    println!(
+    say!("");
+    say!(
         "trials: {}  errors: {}  mean: {:.3}",
         results.len(),
         results
@@ -75,7 +82,7 @@ pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
             .iter()
             .map(|(k, v)| format!("pass@{k} {v:.3}"))
             .collect();
-        println!("{}", text.join("  "));
+        say!("{}", text.join("  "));
     }
     let mut exceptions: BTreeMap<&str, usize> = BTreeMap::new();
     for r in results {
@@ -84,7 +91,7 @@ pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
         }
     }
     for (kind, count) in exceptions {
-        println!("  {kind}: {count}");
+        say!("  {kind}: {count}");
     }
-    println!("job: {}", job_dir.display());
+    say!("job: {}", job_dir.display());
 }

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::exception::ExceptionType;
+use crate::multipliers::Multipliers;
+
 use super::trial_config::{AgentConfig, EnvironmentConfig, VerifierConfig};
 
 /// Harbor's retry settings.
@@ -10,9 +13,9 @@ pub struct RetryConfig {
     /// Retries per trial.
     pub max_retries: u32,
     /// Only these exception types are retried.
-    pub include_exceptions: Option<Vec<String>>,
+    pub include_exceptions: Option<Vec<ExceptionType>>,
     /// These exception types are never retried.
-    pub exclude_exceptions: Vec<String>,
+    pub exclude_exceptions: Vec<ExceptionType>,
     /// Backoff factor.
     pub wait_multiplier: f64,
     /// Minimum wait.
@@ -26,15 +29,13 @@ impl Default for RetryConfig {
         Self {
             max_retries: 0,
             include_exceptions: None,
-            exclude_exceptions: [
-                "VerifierOutputParseError",
-                "VerifierTimeoutError",
-                "AgentTimeoutError",
-                "RewardFileEmptyError",
-                "RewardFileNotFoundError",
-            ]
-            .map(String::from)
-            .to_vec(),
+            exclude_exceptions: vec![
+                ExceptionType::VerifierOutputParseError,
+                ExceptionType::VerifierTimeoutError,
+                ExceptionType::AgentTimeoutError,
+                ExceptionType::RewardFileEmptyError,
+                ExceptionType::RewardFileNotFoundError,
+            ],
             wait_multiplier: 1.0,
             min_wait_sec: 1.0,
             max_wait_sec: 60.0,
@@ -79,16 +80,9 @@ pub struct JobConfig {
     pub jobs_dir: String,
     /// k.
     pub n_attempts: u32,
-    /// Global multiplier.
-    pub timeout_multiplier: f64,
-    /// Per-phase multiplier.
-    pub agent_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier.
-    pub verifier_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier.
-    pub agent_setup_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier.
-    pub environment_build_timeout_multiplier: Option<f64>,
+    /// Harbor's five timeout multipliers, under their Harbor names.
+    #[serde(flatten)]
+    pub multipliers: Multipliers,
     /// Harbor field.
     pub debug: bool,
     /// Concurrency.

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::multipliers::Multipliers;
+
 use super::job_config::RetryConfig;
 use super::trial_config::{AgentConfig, EnvironmentConfig, TrialConfig, VerifierConfig};
 
@@ -49,16 +51,9 @@ pub struct LockTrial {
     pub trial_name: String,
     /// The task.
     pub task: LockTask,
-    /// Global multiplier.
-    pub timeout_multiplier: f64,
-    /// Per-phase multiplier.
-    pub agent_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier.
-    pub verifier_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier.
-    pub agent_setup_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier.
-    pub environment_build_timeout_multiplier: Option<f64>,
+    /// Harbor's five timeout multipliers, under their Harbor names.
+    #[serde(flatten)]
+    pub multipliers: Multipliers,
     /// The agent.
     pub agent: AgentConfig,
     /// The environment.
@@ -73,11 +68,7 @@ impl LockTrial {
         LockTrial {
             trial_name: config.trial_name.clone(),
             task,
-            timeout_multiplier: config.timeout_multiplier,
-            agent_timeout_multiplier: config.agent_timeout_multiplier,
-            verifier_timeout_multiplier: config.verifier_timeout_multiplier,
-            agent_setup_timeout_multiplier: config.agent_setup_timeout_multiplier,
-            environment_build_timeout_multiplier: config.environment_build_timeout_multiplier,
+            multipliers: config.multipliers,
             agent: config.agent.clone(),
             environment: config.environment.clone(),
             verifier: config.verifier.clone(),

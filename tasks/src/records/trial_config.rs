@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::multipliers::Multipliers;
+
 /// Which task a trial runs.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TaskRef {
@@ -136,16 +138,9 @@ pub struct TrialConfig {
     pub trial_name: String,
     /// The job directory.
     pub trials_dir: String,
-    /// Global multiplier (1.0 for leaderboards).
-    pub timeout_multiplier: f64,
-    /// Per-phase multiplier (null for leaderboards).
-    pub agent_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier (null for leaderboards).
-    pub verifier_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier (null for leaderboards).
-    pub agent_setup_timeout_multiplier: Option<f64>,
-    /// Per-phase multiplier (null for leaderboards).
-    pub environment_build_timeout_multiplier: Option<f64>,
+    /// Harbor's five timeout multipliers, under their Harbor names.
+    #[serde(flatten)]
+    pub multipliers: Multipliers,
     /// The agent.
     pub agent: AgentConfig,
     /// The environment.

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::trial_config::TrialConfig;
+use crate::exception::ExceptionType;
 
 /// Agent identity as recorded per trial.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -92,7 +93,7 @@ pub struct VerifierResult {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExceptionInfo {
     /// Harbor's exception class name, e.g. `AgentTimeoutError`.
-    pub exception_type: String,
+    pub exception_type: ExceptionType,
     /// What happened and what to do.
     pub exception_message: String,
     /// Where it happened (a phase trace, not a Python traceback).

@@ -1,12 +1,11 @@
 //! `tasks::Sandbox` over a running trial container.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
+use engine::ExecObserver;
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError};
 
-use super::exec::{self, OutputSink};
+use super::exec;
 use super::{DockerClient, archive};
 
 /// The sandbox agents and verifiers use during one trial.
@@ -15,32 +14,24 @@ pub struct DockerSandbox {
     client: DockerClient,
     container: String,
     workdir: Option<String>,
-    sink: Option<OutputSink>,
-    exec_nanos: Option<Arc<AtomicU64>>,
+    observer: ExecObserver,
 }
 
 impl DockerSandbox {
-    /// A sandbox over `container`; commands default to `workdir`; output is streamed to `sink`.
+    /// A sandbox over `container`; commands default to `workdir`; `observer` sees their
+    /// output and wall time.
     pub fn new(
         client: DockerClient,
         container: String,
         workdir: Option<String>,
-        sink: Option<OutputSink>,
+        observer: ExecObserver,
     ) -> Self {
         Self {
             client,
             container,
             workdir,
-            sink,
-            exec_nanos: None,
+            observer,
         }
-    }
-
-    /// Adds the wall time of every command to `counter` (nanoseconds), to tell the runner's own
-    /// overhead from time spent inside the container.
-    pub fn with_exec_timer(mut self, counter: Arc<AtomicU64>) -> Self {
-        self.exec_nanos = Some(counter);
-        self
     }
 
     async fn mkdir_as_root(&self, dir: &str) -> Result<(), SandboxError> {
@@ -68,13 +59,11 @@ impl Sandbox for DockerSandbox {
             &self.container,
             &request,
             self.workdir.as_deref(),
-            self.sink.as_ref(),
+            &self.observer.output,
         )
         .await
         .map_err(|e| SandboxError::new("exec", e))?;
-        if let Some(counter) = &self.exec_nanos {
-            counter.fetch_add(output.elapsed.as_nanos() as u64, Ordering::Relaxed);
-        }
+        self.observer.add_exec_time(output.elapsed);
         Ok(output)
     }
 
@@ -115,16 +104,12 @@ impl Sandbox for DockerSandbox {
         let skipped = archive::download_dir(&self.client, &self.container, source, target)
             .await
             .map_err(|e| SandboxError::new(format!("download {source}"), e))?;
-        if let Some(sink) = &self.sink {
-            for name in skipped {
-                sink(
-                    "runner",
-                    format!(
-                        "download {source}: skipped {name} (not a regular file or directory)\n"
-                    )
+        for name in skipped {
+            (self.observer.output)(
+                "runner",
+                format!("download {source}: skipped {name} (not a regular file or directory)\n")
                     .as_bytes(),
-                );
-            }
+            );
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use tasks::ExceptionType;
 use tasks::metrics;
 use tasks::records::{EvalStats, JobStats, TrialResult};
 
@@ -38,7 +39,7 @@ pub fn job_stats(results: &[&TrialResult]) -> JobStats {
         if result
             .exception_info
             .as_ref()
-            .is_some_and(|e| e.exception_type == "CancelledError")
+            .is_some_and(|e| e.exception_type == ExceptionType::CancelledError)
         {
             stats.n_cancelled_trials += 1;
         }
@@ -80,7 +81,7 @@ fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
         if let Some(exception) = &trial.exception_info {
             eval.n_errors += 1;
             eval.exception_stats
-                .entry(exception.exception_type.clone())
+                .entry(exception.exception_type.to_string())
                 .or_default()
                 .push(trial.trial_name.clone());
         }
@@ -154,7 +155,7 @@ mod tests {
             ..VerifierResult::default()
         });
         result.exception_info = exception.map(|e| ExceptionInfo {
-            exception_type: e.into(),
+            exception_type: tasks::ExceptionType::from_name(e),
             exception_message: String::new(),
             exception_traceback: String::new(),
             occurred_at: chrono::Utc::now(),

@@ -8,6 +8,7 @@ use tasks::atomic::write_json_atomic;
 use tasks::records::{JobLock, JobResult, TrialResult};
 
 use super::stats::job_stats;
+use crate::events::Event;
 
 /// Keeps the job's records current on disk.
 pub struct JobRecorder {
@@ -36,6 +37,16 @@ impl JobRecorder {
             lock,
             finished: Vec::new(),
             running: 0,
+        }
+    }
+
+    /// Updates the records for `event`.
+    pub fn record(&mut self, event: &Event) -> std::io::Result<()> {
+        match event {
+            Event::TrialStarted { .. } => self.trial_started(),
+            Event::TrialFinished(result) => self.trial_finished((**result).clone()),
+            Event::ImageReady { task, tag, id, .. } => self.image_ready(task, tag, id),
+            Event::Phase { .. } => Ok(()),
         }
     }
 
@@ -77,6 +88,11 @@ impl JobRecorder {
     /// Finished trial results so far.
     pub fn finished(&self) -> &[TrialResult] {
         &self.finished
+    }
+
+    /// The finished trial results, in the order they finished.
+    pub fn into_finished(self) -> Vec<TrialResult> {
+        self.finished
     }
 
     /// Writes lock.json.

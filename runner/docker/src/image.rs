@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bollard::query_parameters::BuildImageOptionsBuilder;
+use engine::{ImageInfo, ImageOrigin, OutputSink};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tasks::Task;
@@ -12,25 +13,14 @@ use tasks::Task;
 use super::labels::{MANAGED, TASK};
 use super::{DockerClient, DockerError};
 
-/// The image a task's trials run in.
-#[derive(Debug, Clone)]
-pub struct ImageInfo {
-    /// The tag (content-addressed for built images, the task's `docker_image` otherwise).
-    pub tag: String,
-    /// The engine's image id (`sha256:…`).
-    pub id: String,
-    /// True when this job built it (false: reused or prebuilt).
-    pub built: bool,
-}
-
 /// Makes sure the image of `task` exists: reuses the content-addressed tag unless
 /// `force_build`, builds from `environment/Dockerfile`, or checks the prebuilt `docker_image`.
-/// The build log is appended to `log`.
+/// The build log is streamed to `log`.
 pub async fn ensure_task_image(
     client: &DockerClient,
     task: &Task,
     force_build: bool,
-    log: &mut Vec<u8>,
+    log: &OutputSink,
 ) -> Result<ImageInfo, DockerError> {
     let env_dir = task.environment_dir();
     let dockerfile = env_dir.join("Dockerfile");
@@ -50,7 +40,7 @@ pub async fn ensure_task_image(
         return Ok(ImageInfo {
             tag: image,
             id,
-            built: false,
+            origin: ImageOrigin::Reused,
         });
     }
     let context = build_context(&env_dir).map_err(|source| DockerError::Io {
@@ -66,7 +56,7 @@ pub async fn ensure_task_image(
         return Ok(ImageInfo {
             tag,
             id,
-            built: false,
+            origin: ImageOrigin::Reused,
         });
     }
     let labels = HashMap::from([(MANAGED, "1"), (TASK, task.name.as_str())]);
@@ -87,7 +77,7 @@ pub async fn ensure_task_image(
         match item {
             Ok(info) => {
                 if let Some(line) = info.stream {
-                    log.extend_from_slice(line.as_bytes());
+                    log("build", line.as_bytes());
                 }
             }
             Err(bollard::errors::Error::DockerStreamError { error }) => {
@@ -113,7 +103,7 @@ pub async fn ensure_task_image(
     Ok(ImageInfo {
         tag,
         id,
-        built: true,
+        origin: ImageOrigin::Built,
     })
 }
 

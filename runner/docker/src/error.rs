@@ -25,7 +25,7 @@ pub enum DockerError {
     },
     /// A prebuilt image is not present and cannot be pulled.
     #[error(
-        "task {task} names docker_image {image:?}, which is not present in the engine; there is no registry to pull from, so build or import it first"
+        "task {task} names docker_image {image:?}, which is not present in the engine; build, pull or import it first"
     )]
     MissingImage {
         /// The task.
@@ -51,5 +51,19 @@ impl DockerError {
             operation: operation.into(),
             source,
         }
+    }
+}
+
+/// What the engine is told: the failure's kind (for the trial's exception type) and message.
+impl From<DockerError> for engine::BackendError {
+    fn from(error: DockerError) -> Self {
+        use engine::BackendErrorKind as Kind;
+        let kind = match &error {
+            DockerError::Connect(_) => Kind::Unreachable,
+            DockerError::Build { .. } => Kind::Build,
+            DockerError::MissingImage { .. } => Kind::ImageMissing,
+            DockerError::Api { .. } | DockerError::Io { .. } => Kind::Operation,
+        };
+        engine::BackendError::new(kind, error.to_string())
     }
 }

@@ -1,44 +1,18 @@
-//! Phase deadlines with Harbor's multiplier rules (reference §5.3):
+//! Phase deadlines with Harbor's multiplier rules:
 //! `timeout = base × (phase multiplier if set, else the global multiplier)`.
 
+use std::fmt;
 use std::time::Duration;
 
-use tasks::TaskConfig;
+use tasks::{Multipliers, TaskConfig, TimedPhase};
 
 /// Harbor's fixed agent-setup timeout.
 pub const AGENT_SETUP_TIMEOUT_SEC: f64 = 360.0;
 
-/// The global and per-phase multipliers of a job.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Multipliers {
-    /// Applies to every phase without its own multiplier.
-    pub global: f64,
-    /// Agent phase.
-    pub agent: Option<f64>,
-    /// Verifier phase.
-    pub verifier: Option<f64>,
-    /// Agent setup phase.
-    pub agent_setup: Option<f64>,
-    /// Environment build/start phase.
-    pub environment_build: Option<f64>,
-}
-
-impl Default for Multipliers {
-    fn default() -> Self {
-        Self {
-            global: 1.0,
-            agent: None,
-            verifier: None,
-            agent_setup: None,
-            environment_build: None,
-        }
-    }
-}
-
 /// The resolved deadlines of one trial.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PhaseTimeouts {
-    /// Image build and container start.
+    /// Image build and environment start.
     pub environment_build: Duration,
     /// Agent install.
     pub agent_setup: Duration,
@@ -51,21 +25,36 @@ pub struct PhaseTimeouts {
 impl PhaseTimeouts {
     /// Resolves the deadlines of a task under `multipliers`.
     pub fn resolve(task: &TaskConfig, multipliers: &Multipliers) -> PhaseTimeouts {
-        let scale = |base: f64, phase: Option<f64>| {
-            Duration::from_secs_f64(base * phase.unwrap_or(multipliers.global))
-        };
         PhaseTimeouts {
-            environment_build: scale(
+            environment_build: multipliers.scale(
                 task.environment.build_timeout_sec,
-                multipliers.environment_build,
+                TimedPhase::EnvironmentBuild,
             ),
-            agent_setup: scale(AGENT_SETUP_TIMEOUT_SEC, multipliers.agent_setup),
+            agent_setup: multipliers.scale(AGENT_SETUP_TIMEOUT_SEC, TimedPhase::AgentSetup),
             agent: task
                 .agent
                 .timeout_sec
-                .map(|base| scale(base, multipliers.agent)),
-            verifier: scale(task.verifier.timeout_sec, multipliers.verifier),
+                .map(|base| multipliers.scale(base, TimedPhase::Agent)),
+            verifier: multipliers.scale(task.verifier.timeout_sec, TimedPhase::Verifier),
         }
+    }
+}
+
+/// The line `trial.log` shows: `environment 600s, agent setup 360s, agent 120s, verifier 60s`.
+impl fmt::Display for PhaseTimeouts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = |d: Duration| d.as_secs_f64();
+        write!(
+            f,
+            "environment {}s, agent setup {}s, agent ",
+            secs(self.environment_build),
+            secs(self.agent_setup)
+        )?;
+        match self.agent {
+            Some(agent) => write!(f, "{}s", secs(agent))?,
+            None => f.write_str("unbounded")?,
+        }
+        write!(f, ", verifier {}s", secs(self.verifier))
     }
 }
 
@@ -88,6 +77,10 @@ mod tests {
         assert_eq!(t.verifier, Duration::from_secs(50));
         assert_eq!(t.environment_build, Duration::from_secs(200));
         assert_eq!(t.agent_setup, Duration::from_secs(360));
+        assert_eq!(
+            t.to_string(),
+            "environment 200s, agent setup 360s, agent 100s, verifier 50s"
+        );
     }
 
     #[test]
@@ -108,16 +101,12 @@ mod tests {
     fn no_agent_timeout_stays_unbounded() {
         let mut config = task();
         config.agent.timeout_sec = None;
-        assert_eq!(
-            PhaseTimeouts::resolve(
-                &config,
-                &Multipliers {
-                    global: 3.0,
-                    ..Default::default()
-                }
-            )
-            .agent,
-            None
-        );
+        let m = Multipliers {
+            global: 3.0,
+            ..Default::default()
+        };
+        let t = PhaseTimeouts::resolve(&config, &m);
+        assert_eq!(t.agent, None);
+        assert!(t.to_string().contains("agent unbounded"));
     }
 }

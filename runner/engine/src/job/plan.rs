@@ -8,12 +8,11 @@ use std::sync::Arc;
 use chrono::Utc;
 use tasks::records::{
     AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial,
-    RetryConfig, RunnerInfo, TaskRef, TrialConfig, VerifierConfig,
+    RetryConfig, RunnerInfo, TrialConfig, VerifierConfig,
 };
-use tasks::{Dataset, Task, template};
+use tasks::{Dataset, Multipliers, Task, TaskId, template};
 
-use crate::trial::run::TrialPlan;
-use crate::trial::{Multipliers, trial_name};
+use crate::trial::{TrialPlan, trial_name};
 
 /// Everything the user chose for a job.
 #[derive(Debug, Clone)]
@@ -38,6 +37,8 @@ pub struct JobSettings {
     pub instruction_suffix: Option<String>,
     /// argv with secret values redacted.
     pub invocation: Vec<String>,
+    /// The git commit the runner binary was built from, when its build recorded one.
+    pub runner_commit: Option<String>,
 }
 
 /// A planned job.
@@ -58,17 +59,12 @@ pub struct JobPlan {
 /// Plans `settings` over the tasks of `dataset`.
 pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     let job_id = uuid::Uuid::new_v4().to_string();
-    let m = settings.multipliers;
     let dataset_digest = dataset.digest();
     let config = JobConfig {
         job_name: settings.job_name.clone(),
         jobs_dir: settings.jobs_dir.clone(),
         n_attempts: settings.k,
-        timeout_multiplier: m.global,
-        agent_timeout_multiplier: m.agent,
-        verifier_timeout_multiplier: m.verifier,
-        agent_setup_timeout_multiplier: m.agent_setup,
-        environment_build_timeout_multiplier: m.environment_build,
+        multipliers: settings.multipliers,
         debug: false,
         n_concurrent_trials: settings.n_concurrent,
         quiet: false,
@@ -111,17 +107,13 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     for _attempt in 0..settings.k {
         for (task, env) in &runnable {
             let trial_config = TrialConfig {
-                task: task_ref(task, source.clone()),
+                task: TaskId::of(task).task_ref(source.clone()),
                 trial_name: trial_name(task.short_name()),
                 trials_dir: Path::new(&settings.jobs_dir)
                     .join(&settings.job_name)
                     .display()
                     .to_string(),
-                timeout_multiplier: m.global,
-                agent_timeout_multiplier: m.agent,
-                verifier_timeout_multiplier: m.verifier,
-                agent_setup_timeout_multiplier: m.agent_setup,
-                environment_build_timeout_multiplier: m.environment_build,
+                multipliers: settings.multipliers,
                 agent: settings.agent.clone(),
                 environment: config.environment.clone(),
                 verifier: config.verifier.clone(),
@@ -138,7 +130,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     }
     let runner = RunnerInfo {
         version: tasks::RUNNER_VERSION.to_owned(),
-        git_commit_hash: build_commit(),
+        git_commit_hash: settings.runner_commit.clone(),
         is_editable: false,
     };
     let lock = JobLock {
@@ -175,30 +167,4 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         trials,
         skipped,
     }
-}
-
-/// Harbor allows exactly one of `path` and `name`: an `org/name` task is recorded as a
-/// package task (name and content digest, which leaderboards check); others by path.
-fn task_ref(task: &Task, source: Option<String>) -> TaskRef {
-    if task.name.contains('/') {
-        TaskRef {
-            name: Some(task.name.clone()),
-            reference: Some(task.digest.clone()),
-            source,
-            ..TaskRef::default()
-        }
-    } else {
-        TaskRef {
-            path: Some(task.dir.display().to_string()),
-            source,
-            ..TaskRef::default()
-        }
-    }
-}
-
-/// The git commit the runner was built from, when the build recorded one.
-fn build_commit() -> Option<String> {
-    option_env!("RUNNER_GIT_COMMIT")
-        .map(str::to_owned)
-        .filter(|c| !c.is_empty())
 }

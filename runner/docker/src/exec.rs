@@ -2,18 +2,15 @@
 //! the command. Docker has no API to kill an exec, so the deadline is enforced inside the
 //! container by coreutils `timeout`, which signals the command's whole process group.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecResults};
+use engine::OutputSink;
 use futures_util::StreamExt;
 use tasks::{ExecOutput, ExecRequest};
 
 use super::{DockerClient, DockerError};
-
-/// Receives output chunks as they arrive: (`"stdout"` or `"stderr"`, bytes).
-pub type OutputSink = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
 
 /// Captured output beyond this many bytes per stream is dropped (the sink still sees it).
 const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
@@ -28,7 +25,7 @@ pub async fn run(
     container: &str,
     request: &ExecRequest,
     default_workdir: Option<&str>,
-    sink: Option<&OutputSink>,
+    sink: &OutputSink,
 ) -> Result<ExecOutput, DockerError> {
     let started = Instant::now();
     let mut cmd: Vec<String> = Vec::new();
@@ -95,9 +92,7 @@ pub async fn run(
                         ));
                     }
                 };
-                if let Some(sink) = sink {
-                    sink(stream, &bytes);
-                }
+                sink(stream, &bytes);
                 let room = CAPTURE_LIMIT.saturating_sub(buffer.len());
                 buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
             }

@@ -1,0 +1,101 @@
+//! The Docker backend, through bollard: images, containers, exec, file transfer, reaping.
+//!
+//! Everything the runner asks of the engine lives here. [`DockerBackend`] implements the
+//! engine's `Backend`: one container per trial environment (sidecars are refused until
+//! compose environments land), driven through [`DockerSandbox`].
+
+mod archive;
+mod container;
+mod environment;
+mod error;
+mod exec;
+mod image;
+mod labels;
+mod reap;
+mod sandbox;
+
+pub use container::{ContainerSpec, TrialContainer};
+pub use environment::DockerEnvironment;
+pub use error::DockerError;
+pub use image::{ensure_task_image, sanitize};
+pub use labels::Owner;
+pub use reap::{reap_dead_owners, remove_job_containers};
+pub use sandbox::DockerSandbox;
+
+use bollard::Docker;
+use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink};
+use tasks::Task;
+
+/// A connected Docker engine.
+#[derive(Clone)]
+pub struct DockerClient {
+    docker: Docker,
+}
+
+impl DockerClient {
+    /// Connects through `DOCKER_HOST` or the default socket and checks the engine answers.
+    pub async fn connect() -> Result<DockerClient, DockerError> {
+        let docker =
+            Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
+        // bollard's request timeout bounds only the time to response headers; long operations
+        // carry their own deadlines. Uploads of big trees need the headroom.
+        let docker = docker.with_timeout(std::time::Duration::from_secs(600));
+        docker
+            .ping()
+            .await
+            .map_err(|e| DockerError::Connect(e.to_string()))?;
+        Ok(DockerClient { docker })
+    }
+
+    /// The bollard handle.
+    pub(crate) fn api(&self) -> &Docker {
+        &self.docker
+    }
+}
+
+/// The engine's backend over one Docker engine, labelling what it creates with this process
+/// as owner so a later run can reap what a killed one left.
+#[derive(Clone)]
+pub struct DockerBackend {
+    client: DockerClient,
+    owner: Owner,
+}
+
+impl DockerBackend {
+    /// A backend over `client`, owned by the current process.
+    pub fn new(client: DockerClient) -> Self {
+        Self {
+            client,
+            owner: Owner::current(),
+        }
+    }
+
+    /// The engine connection (for reaping at start and the second-Ctrl-C sweep).
+    pub fn client(&self) -> &DockerClient {
+        &self.client
+    }
+}
+
+impl Backend for DockerBackend {
+    type Environment = DockerEnvironment;
+
+    async fn prepare_image(
+        &self,
+        task: &Task,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, BackendError> {
+        Ok(ensure_task_image(&self.client, task, force_build, log).await?)
+    }
+
+    async fn start_environment(
+        &self,
+        spec: &EnvironmentSpec,
+    ) -> Result<DockerEnvironment, BackendError> {
+        DockerEnvironment::start(&self.client, spec, &self.owner).await
+    }
+
+    async fn remove_job(&self, job_id: &str) -> Result<usize, BackendError> {
+        Ok(remove_job_containers(&self.client, job_id).await?)
+    }
+}

@@ -1,0 +1,207 @@
+//! The seam between the engine and whatever runs environments: images, services, sandboxes.
+//!
+//! An *environment* is everything one trial runs in: a main service (the agent's container)
+//! and possibly sidecars (docker-compose services) or, later, a separate verifier service.
+//! The engine never names a container or an engine API; it asks a [`Backend`] for an image,
+//! then for an environment built from an [`EnvironmentSpec`], drives the main service through
+//! [`tasks::Sandbox`], and finally removes the environment.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tasks::{ExceptionType, Sandbox, Task};
+
+/// Receives command output as it arrives: (`"stdout"`, `"stderr"` or `"runner"`, bytes).
+pub type OutputSink = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
+
+/// What the engine wants to see of every command a sandbox runs: its output (streamed into
+/// `trial.log`) and its wall time (to tell the runner's own overhead from time inside the
+/// environment).
+#[derive(Clone)]
+pub struct ExecObserver {
+    /// Where output goes.
+    pub output: OutputSink,
+    exec_nanos: Arc<AtomicU64>,
+}
+
+impl ExecObserver {
+    /// An observer that streams output to `output` and starts its clock at zero.
+    pub fn new(output: OutputSink) -> Self {
+        Self {
+            output,
+            exec_nanos: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Adds one command's wall time.
+    pub fn add_exec_time(&self, elapsed: Duration) {
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.exec_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Total time spent inside commands so far.
+    pub fn exec_time(&self) -> Duration {
+        Duration::from_nanos(self.exec_nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// How a task's image came to be available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageOrigin {
+    /// Built by this job.
+    Built,
+    /// Found already present (a previous build of the same content, or a prebuilt image).
+    Reused,
+}
+
+/// The image a task's trials run in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The reference trials start from (a content-addressed tag, or the task's `docker_image`).
+    pub tag: String,
+    /// The backend's immutable id for it (for Docker, `sha256:…`).
+    pub id: String,
+    /// Whether this job built it.
+    pub origin: ImageOrigin,
+}
+
+/// Whether a service can reach networks beyond its own environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkAccess {
+    /// Outbound network allowed.
+    Public,
+    /// No network at all (loopback only).
+    None,
+}
+
+/// One service of an environment.
+#[derive(Debug, Clone)]
+pub struct ServiceSpec {
+    /// The service's name within the environment (`main` for the agent's service).
+    pub name: String,
+    /// The image to run ([`ImageInfo::id`]).
+    pub image: String,
+    /// CPU limit in cores.
+    pub cpus: Option<f64>,
+    /// Memory limit in MB.
+    pub memory_mb: Option<u64>,
+    /// Network access.
+    pub network: NetworkAccess,
+    /// Default working directory of commands.
+    pub workdir: Option<String>,
+    /// Environment of every command in the service.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Everything a backend needs to start one trial's environment.
+#[derive(Clone)]
+pub struct EnvironmentSpec {
+    /// The job's id (backends label what they create with it, so a sweep finds leftovers).
+    pub job_id: String,
+    /// The trial's name.
+    pub trial_name: String,
+    /// The task's name.
+    pub task_name: String,
+    /// The agent's service.
+    pub main: ServiceSpec,
+    /// Other services (docker-compose sidecars). A backend that cannot run them refuses the
+    /// spec with [`BackendErrorKind::Unsupported`] rather than start half an environment.
+    pub sidecars: Vec<ServiceSpec>,
+    /// Sees every command the environment's sandboxes run.
+    pub observer: ExecObserver,
+}
+
+/// What a backend failure was, so the engine can name it with Harbor's exception types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// The backend is not reachable at all.
+    Unreachable,
+    /// An image could not be built.
+    Build,
+    /// An image is not available and cannot be obtained.
+    ImageMissing,
+    /// An environment could not be created or started.
+    Start,
+    /// The spec asks for something this backend does not do.
+    Unsupported,
+    /// Any other backend call failed (exec, transfer, removal).
+    Operation,
+}
+
+/// A backend failure: its kind and a message that says what was being done.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    /// What failed.
+    pub kind: BackendErrorKind,
+    /// What was being done and what the backend answered.
+    pub message: String,
+}
+
+impl BackendError {
+    /// A new error.
+    pub fn new(kind: BackendErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The exception type a trial records when this error ends it.
+    pub fn exception_type(&self) -> ExceptionType {
+        match self.kind {
+            BackendErrorKind::Build | BackendErrorKind::ImageMissing => {
+                ExceptionType::SandboxBuildFailedError
+            }
+            BackendErrorKind::Unreachable
+            | BackendErrorKind::Start
+            | BackendErrorKind::Unsupported => ExceptionType::EnvironmentStartError,
+            BackendErrorKind::Operation => ExceptionType::EnvironmentError,
+        }
+    }
+}
+
+/// Runs environments. Docker is one implementation; a Kubernetes one would map an environment
+/// to a pod (see ARCHITECTURE.md).
+pub trait Backend: Send + Sync + 'static {
+    /// A started environment.
+    type Environment: Environment;
+
+    /// Makes the image of `task` available: reuses it, builds it (always, with
+    /// `force_build`) or obtains the prebuilt one. Called once per task per job; build output
+    /// goes to `log`.
+    fn prepare_image(
+        &self,
+        task: &Task,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> impl Future<Output = Result<ImageInfo, BackendError>> + Send;
+
+    /// Creates and starts every service of `spec`. On failure nothing of it is left running.
+    fn start_environment(
+        &self,
+        spec: &EnvironmentSpec,
+    ) -> impl Future<Output = Result<Self::Environment, BackendError>> + Send;
+
+    /// Removes everything the backend made for `job_id` (a backstop after teardown and on a
+    /// second Ctrl-C). Returns how many objects were removed.
+    fn remove_job(&self, job_id: &str) -> impl Future<Output = Result<usize, BackendError>> + Send;
+}
+
+/// One trial's running environment.
+pub trait Environment: Send + Sync + 'static {
+    /// The sandbox agents and verifiers drive.
+    type Sandbox: Sandbox + Clone + 'static;
+
+    /// The main service, where the agent runs and (in the shared mode) the verifier.
+    fn main(&self) -> &Self::Sandbox;
+
+    /// A one-line description for `trial.log` (container names and ids).
+    fn describe(&self) -> String;
+
+    /// Stops and removes every service; a missing service counts as removed.
+    fn remove(self) -> impl Future<Output = Result<(), BackendError>> + Send;
+}

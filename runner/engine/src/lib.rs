@@ -1,0 +1,23 @@
+//! The trial engine, as a library over a [`Backend`].
+//!
+//! A job is planned ([`job::plan_job`]), then its trials are scheduled with bounded
+//! concurrency ([`job::run_job`]); each trial is a value ([`trial`]) that goes through Harbor's
+//! phases — environment, agent setup, agent run, verification, collection, teardown — each
+//! returning `Result<_, TrialFailure>`. Everything the engine asks of the world beyond files
+//! goes through the [`Backend`] trait (Docker is one implementation, a fake one drives the unit
+//! tests). Progress is reported as [`events::Event`]s; the job directory is written by the
+//! engine itself.
+
+pub mod backend;
+pub mod events;
+pub mod failure;
+pub mod job;
+pub mod timeouts;
+pub mod trial;
+
+pub use backend::{
+    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver, ImageInfo,
+    ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
+};
+pub use failure::TrialFailure;
+pub use timeouts::PhaseTimeouts;

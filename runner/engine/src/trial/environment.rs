@@ -1,0 +1,129 @@
+//! The environment phase: the shared image, then this trial's environment, its `/logs`
+//! directories, the task's `environment/` files for prebuilt images, and the healthcheck.
+
+use std::time::Instant;
+
+use tasks::{ExceptionType, ExecRequest, NetworkMode, Sandbox, Task};
+
+use super::image::image_for;
+use super::record::{finish_timing, start_timing};
+use super::{Trial, healthcheck};
+use crate::backend::{Backend, Environment, EnvironmentSpec, NetworkAccess, ServiceSpec};
+use crate::events::Phase;
+use crate::failure::TrialFailure;
+
+const LOG_DIRS: &str = "/logs/agent /logs/verifier /logs/artifacts";
+
+impl<B: Backend> Trial<B> {
+    /// Prepares the image (shared), starts the environment and makes it ready for the agent.
+    /// The start, preparation and healthcheck together must finish within the environment
+    /// build timeout, so no healthcheck can hang the trial.
+    pub(super) async fn environment(&mut self) -> Result<(), TrialFailure> {
+        start_timing(&mut self.result.environment_setup);
+        self.enter(Phase::Image);
+        let waited = Instant::now();
+        let task = self.plan.task.clone();
+        let image = image_for(
+            &self.ctx,
+            &task,
+            self.timeouts.environment_build,
+            &self.observer.output,
+        )
+        .await?;
+        self.image_wait = waited.elapsed();
+        self.enter(Phase::Environment);
+        let deadline = self.timeouts.environment_build;
+        let spec = self.environment_spec(&image.id);
+        let ready = tokio::time::timeout(deadline, async {
+            let environment = self.ctx.backend.start_environment(&spec).await?;
+            self.log.line(&format!(
+                "started {} from {} ({})",
+                environment.describe(),
+                image.tag,
+                image.id
+            ));
+            let sandbox = environment.main().clone();
+            // Stored before anything else can fail, so teardown always finds it.
+            self.environment = Some(environment);
+            prepare(&sandbox, &task).await?;
+            if let Some(check) = &task.config.environment.healthcheck {
+                healthcheck::run(&sandbox, check, &self.log).await?;
+            }
+            Ok::<(), TrialFailure>(())
+        })
+        .await;
+        finish_timing(&mut self.result.environment_setup);
+        match ready {
+            Ok(result) => result,
+            Err(_) => Err(TrialFailure::new(
+                ExceptionType::EnvironmentStartTimeoutError,
+                format!(
+                    "Environment start timed out after {} seconds",
+                    deadline.as_secs_f64()
+                ),
+            )),
+        }
+    }
+
+    fn environment_spec(&self, image: &str) -> EnvironmentSpec {
+        let env_config = &self.plan.task.config.environment;
+        let network = match env_config.effective_network() {
+            NetworkMode::Public => NetworkAccess::Public,
+            _ => NetworkAccess::None,
+        };
+        EnvironmentSpec {
+            job_id: self.ctx.job_id.clone(),
+            trial_name: self.name().to_owned(),
+            task_name: self.plan.task.name.clone(),
+            main: ServiceSpec {
+                name: "main".into(),
+                image: image.to_owned(),
+                cpus: env_config.cpus,
+                memory_mb: env_config.effective_memory_mb(),
+                network,
+                workdir: env_config.workdir.clone(),
+                env: self.plan.env.clone(),
+            },
+            sidecars: Vec::new(),
+            observer: self.observer.clone(),
+        }
+    }
+}
+
+/// Makes the `/logs` directories writable by any user and, when the task runs a prebuilt
+/// `docker_image` without a Dockerfile, copies `environment/` into the workdir (Harbor uploads
+/// it there because no build step could have copied it in).
+async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
+    let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
+    let out = sandbox
+        .exec(ExecRequest::new(format!("mkdir -p {LOG_DIRS} && chmod 777 {LOG_DIRS}")).user("root"))
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if !out.success() {
+        return Err(fail(format!(
+            "preparing /logs failed: {}",
+            out.stderr.trim()
+        )));
+    }
+    let env_dir = task.environment_dir();
+    let has_files = std::fs::read_dir(&env_dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if env_dir.join("Dockerfile").is_file() || !has_files {
+        return Ok(());
+    }
+    let workdir = match &task.config.environment.workdir {
+        Some(dir) => dir.clone(),
+        None => {
+            let pwd = sandbox
+                .exec(ExecRequest::new("pwd"))
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            pwd.stdout.trim().to_owned()
+        }
+    };
+    sandbox
+        .upload_dir(&env_dir, &workdir)
+        .await
+        .map_err(|e| fail(format!("uploading environment/ to {workdir}: {e}")))
+}

@@ -1,0 +1,240 @@
+//! One trial as a value: [`Trial`] holds the trial's record, log, deadlines and environment,
+//! and has one method per phase, each returning `Result<_, TrialFailure>`. [`run_trial`]
+//! drives the phases, handles cancellation and panics once around all of them, tears the
+//! environment down on every path and writes `result.json`.
+
+mod agent;
+mod environment;
+mod healthcheck;
+pub mod image;
+mod log;
+mod naming;
+mod record;
+mod verification;
+
+pub use image::ImageCache;
+pub use log::TrialLog;
+pub use naming::trial_name;
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use adapter::AnyAgent;
+use chrono::Utc;
+use futures_util::FutureExt;
+use tasks::records::{TrialConfig, TrialResult};
+use tasks::{Multipliers, Task};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Backend, Environment, ExecObserver, OutputSink};
+use crate::events::{Event, Phase};
+use crate::failure::TrialFailure;
+use crate::timeouts::PhaseTimeouts;
+
+/// What every trial of a job shares.
+pub struct JobContext<B: Backend> {
+    /// Runs the environments.
+    pub backend: B,
+    /// The agent under test.
+    pub agent: AnyAgent,
+    /// The job's id (labels every environment).
+    pub job_id: String,
+    /// The job directory; each trial writes `<job_dir>/<trial_name>/`.
+    pub job_dir: PathBuf,
+    /// Timeout multipliers.
+    pub multipliers: Multipliers,
+    /// Rebuild images even when one of the same content exists.
+    pub force_build: bool,
+    /// Images per task, prepared once by the first trial that needs one.
+    pub images: ImageCache,
+    /// Progress, for the recorder and the reporter.
+    pub events: UnboundedSender<Event>,
+    /// Cancelled on Ctrl-C, SIGTERM or SIGHUP.
+    pub cancel: CancellationToken,
+}
+
+impl<B: Backend> JobContext<B> {
+    pub(crate) fn emit(&self, event: Event) {
+        // The receiver only goes away when the job is over; nothing is lost that matters then.
+        let _ = self.events.send(event);
+    }
+}
+
+/// One planned trial.
+#[derive(Debug, Clone)]
+pub struct TrialPlan {
+    /// The task.
+    pub task: Arc<Task>,
+    /// The trial's config (written as config.json).
+    pub config: TrialConfig,
+    /// The task's `[environment].env`, resolved.
+    pub env: BTreeMap<String, String>,
+}
+
+/// A finished trial and how long the runner itself spent on it.
+#[derive(Debug)]
+pub struct TrialOutcome {
+    /// The record written to result.json.
+    pub result: TrialResult,
+    /// Wall time of the trial, excluding the wait for the shared image.
+    pub wall: Duration,
+    /// Time spent inside environment commands.
+    pub in_container: Duration,
+}
+
+/// Runs one trial to the end and writes its records. Every failure, cancellation and panic
+/// inside the phases ends up in `exception_info`; the environment is removed on every path.
+pub async fn run_trial<B: Backend>(ctx: Arc<JobContext<B>>, plan: TrialPlan) -> TrialOutcome {
+    let started = Instant::now();
+    let mut trial = Trial::open(ctx.clone(), plan);
+    let ended = {
+        let phases = AssertUnwindSafe(trial.phases()).catch_unwind();
+        tokio::select! {
+            // An interrupt wins over whatever finished at the same moment.
+            biased;
+            _ = ctx.cancel.cancelled() => Err(TrialFailure::cancelled()),
+            ended = phases => ended.unwrap_or_else(|panic| Err(TrialFailure::panicked(panic))),
+        }
+    };
+    if let Err(failure) = ended {
+        trial.fail(failure);
+    }
+    trial.teardown().await;
+    trial.finish(started)
+}
+
+/// A trial in progress.
+pub struct Trial<B: Backend> {
+    ctx: Arc<JobContext<B>>,
+    plan: TrialPlan,
+    dir: PathBuf,
+    log: TrialLog,
+    timeouts: PhaseTimeouts,
+    result: TrialResult,
+    environment: Option<B::Environment>,
+    observer: ExecObserver,
+    image_wait: Duration,
+}
+
+impl<B: Backend> Trial<B> {
+    /// Creates the trial directory, writes `config.json` and starts `trial.log`.
+    fn open(ctx: Arc<JobContext<B>>, plan: TrialPlan) -> Self {
+        let name = plan.config.trial_name.clone();
+        let dir = ctx.job_dir.join(&name);
+        for sub in ["agent", "verifier", "artifacts"] {
+            let _ = std::fs::create_dir_all(dir.join(sub));
+        }
+        let log = TrialLog::open(&dir.join("trial.log"));
+        if let Err(e) = tasks::atomic::write_json_atomic(&dir.join("config.json"), &plan.config) {
+            log.line(&format!("cannot write config.json: {e}"));
+        }
+        ctx.emit(Event::TrialStarted {
+            trial: name.clone(),
+        });
+        let result = record::new_result(&ctx.agent, &plan, &dir);
+        let timeouts = PhaseTimeouts::resolve(&plan.task.config, &ctx.multipliers);
+        log.line(&format!(
+            "trial {name} of task {} ({})",
+            plan.task.name, plan.task.digest
+        ));
+        log.line(&format!("timeouts: {timeouts}"));
+        let sink_log = log.clone();
+        let output: OutputSink = Arc::new(move |stream, bytes| sink_log.output(stream, bytes));
+        Self {
+            ctx,
+            plan,
+            dir,
+            log,
+            timeouts,
+            result,
+            environment: None,
+            observer: ExecObserver::new(output),
+            image_wait: Duration::ZERO,
+        }
+    }
+
+    /// The phases in order; a non-fatal agent failure is recorded and verification still runs.
+    async fn phases(&mut self) -> Result<(), TrialFailure> {
+        self.environment().await?;
+        self.agent_setup().await?;
+        self.agent_run().await?;
+        self.verification().await?;
+        self.collection().await;
+        Ok(())
+    }
+
+    fn name(&self) -> &str {
+        &self.plan.config.trial_name
+    }
+
+    fn enter(&self, phase: Phase) {
+        self.log.line(&format!("phase: {}", phase.label()));
+        self.ctx.emit(Event::Phase {
+            trial: self.name().to_owned(),
+            phase,
+        });
+    }
+
+    /// The main service's sandbox; only called after the environment phase succeeded.
+    fn sandbox(&self) -> Result<<B::Environment as Environment>::Sandbox, TrialFailure> {
+        self.environment
+            .as_ref()
+            .map(|env| env.main().clone())
+            .ok_or_else(|| {
+                TrialFailure::new(
+                    tasks::ExceptionType::RunnerError,
+                    "no environment is running for this phase",
+                )
+            })
+    }
+
+    /// Records `failure` as the trial's exception. Harbor keeps the first exception only;
+    /// an interruption replaces it, because the trial's outcome is then unknown.
+    fn fail(&mut self, failure: TrialFailure) {
+        self.log
+            .line(&format!("{}: {}", failure.kind, failure.message));
+        record::record_failure(&mut self.result, &self.dir, failure);
+    }
+
+    /// Removes the environment, whatever state the trial ended in.
+    async fn teardown(&mut self) {
+        self.enter(Phase::Teardown);
+        if let Some(environment) = self.environment.take() {
+            let what = environment.describe();
+            match environment.remove().await {
+                Ok(()) => self.log.line(&format!("removed {what}")),
+                Err(e) => self.log.line(&format!(
+                    "removing {what} failed: {e}; the next run reaps it"
+                )),
+            }
+        }
+    }
+
+    /// Closes open phase timings, writes `result.json` and reports the trial's overhead.
+    fn finish(mut self, started: Instant) -> TrialOutcome {
+        record::close_open_timings(&mut self.result);
+        self.result.finished_at = Some(Utc::now());
+        let wall = started.elapsed().saturating_sub(self.image_wait);
+        let in_container = self.observer.exec_time();
+        self.log.line(&format!(
+            "overhead: wall {:.3}s, in-container {:.3}s, runner {:.3}s",
+            wall.as_secs_f64(),
+            in_container.as_secs_f64(),
+            wall.saturating_sub(in_container).as_secs_f64()
+        ));
+        if let Err(e) =
+            tasks::atomic::write_json_atomic(&self.dir.join("result.json"), &self.result)
+        {
+            self.log.line(&format!("cannot write result.json: {e}"));
+        }
+        TrialOutcome {
+            result: self.result,
+            wall,
+            in_container,
+        }
+    }
+}

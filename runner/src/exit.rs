@@ -1,0 +1,280 @@
+//! The one place exit codes are decided.
+//!
+//! Every subcommand returns `Result<Outcome, CliError>`; [`exit_code`] maps that to the
+//! process's code. The README's exit-code table is [`markdown_table`] verbatim (a test checks
+//! it), and `--help` texts show [`help_text`] of their subcommand.
+
+use std::fmt;
+
+/// A documented process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Everything asked for was done.
+    Success,
+    /// The input was read and judged, and it fails (a rule broken, a scrub aborted).
+    Failed,
+    /// The input is wrong: a path, flag, task, config or secret (or no engine to run on).
+    BadInput,
+    /// `run` finished but some trials have no reward.
+    TrialsErrored,
+    /// The runner itself failed: a record or report could not be written.
+    RunnerFailed,
+    /// Interrupted by Ctrl-C, SIGTERM or SIGHUP.
+    Interrupted,
+}
+
+/// The subcommand families whose codes the README documents side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `runner run`.
+    Run,
+    /// `runner validate-submission`, `runner validate-trajectory`.
+    Validate,
+    /// `runner scrub`.
+    Scrub,
+    /// `runner tasks digest`.
+    Tasks,
+}
+
+#[cfg(test)]
+impl Family {
+    /// Every family, in the README's column order.
+    pub const ALL: [Family; 4] = [Family::Run, Family::Validate, Family::Scrub, Family::Tasks];
+
+    fn heading(self) -> &'static str {
+        match self {
+            Family::Run => "`run`",
+            Family::Validate => "`validate-submission`, `validate-trajectory`",
+            Family::Scrub => "`scrub`",
+            Family::Tasks => "`tasks digest`",
+        }
+    }
+}
+
+impl ExitCode {
+    /// Every code, in ascending order.
+    pub const ALL: [ExitCode; 6] = [
+        ExitCode::Success,
+        ExitCode::Failed,
+        ExitCode::BadInput,
+        ExitCode::TrialsErrored,
+        ExitCode::RunnerFailed,
+        ExitCode::Interrupted,
+    ];
+
+    /// The numeric code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitCode::Success => 0,
+            ExitCode::Failed => 1,
+            ExitCode::BadInput => 2,
+            ExitCode::TrialsErrored => 3,
+            ExitCode::RunnerFailed => 4,
+            ExitCode::Interrupted => 130,
+        }
+    }
+
+    /// What this code means for `family`, or `None` when that family never returns it.
+    pub fn meaning(self, family: Family) -> Option<&'static str> {
+        use ExitCode::*;
+        use Family::*;
+        Some(match (self, family) {
+            (Success, Run) => {
+                "every trial was scored (an agent timeout with a verifier result counts as scored)"
+            }
+            (Success, Validate) => "valid",
+            (Success, Scrub) => "clean copy written",
+            (Success, Tasks) => "every task loaded",
+            (Failed, Validate) => "invalid: a rule is broken",
+            (Failed, Scrub) => "aborted: leftovers or unscannable content; nothing written",
+            (BadInput, Run) => {
+                "bad input: missing or malformed path, flag, task or agent config, or no reachable Docker engine; also when malformed tasks of a dataset were skipped (the rest ran)"
+            }
+            (BadInput, Validate | Scrub) => "bad input",
+            (BadInput, Tasks) => "bad input, or some tasks are malformed (they are listed)",
+            (TrialsErrored, Run) => {
+                "some trials errored and have no reward (infrastructure errors: image build, container start, verifier errors, ...)"
+            }
+            (RunnerFailed, _) => {
+                "the runner itself failed: a record or report could not be written"
+            }
+            (Interrupted, Run) => {
+                "interrupted (Ctrl-C, SIGTERM or SIGHUP); containers removed, finished trials kept"
+            }
+            _ => return None,
+        })
+    }
+
+    /// The code of a subcommand's result.
+    pub fn of(result: &Result<Outcome, CliError>) -> ExitCode {
+        match result {
+            Ok(Outcome::Success) => ExitCode::Success,
+            Ok(Outcome::Rejected) => ExitCode::Failed,
+            // The user must fix malformed tasks before a full run, so it is bad input even
+            // though the rest ran.
+            Ok(Outcome::TasksSkipped) => ExitCode::BadInput,
+            Ok(Outcome::TrialsErrored) => ExitCode::TrialsErrored,
+            Ok(Outcome::Interrupted) => ExitCode::Interrupted,
+            Err(e) => match e.kind {
+                CliErrorKind::BadInput => ExitCode::BadInput,
+                CliErrorKind::Runner => ExitCode::RunnerFailed,
+            },
+        }
+    }
+}
+
+/// What a subcommand achieved (its failures are [`CliError`]s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done as asked.
+    Success,
+    /// Judged and found failing: a submission or trajectory breaks a rule, a scrub aborted.
+    Rejected,
+    /// A job ran, but malformed tasks of its dataset were skipped.
+    TasksSkipped,
+    /// A job ran, but some trials have no reward.
+    TrialsErrored,
+    /// A job was interrupted.
+    Interrupted,
+}
+
+/// Who is at fault when a subcommand fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliErrorKind {
+    /// The user's input (paths, flags, files) or environment (no Docker engine).
+    BadInput,
+    /// The runner could not do its own part (writing records or output).
+    Runner,
+}
+
+/// A subcommand failure with the message shown to the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    /// Whose fault it is (decides the exit code).
+    pub kind: CliErrorKind,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input: `message` names the file, flag or field and what to do.
+    pub fn bad_input(message: impl fmt::Display) -> Self {
+        Self {
+            kind: CliErrorKind::BadInput,
+            message: message.to_string(),
+        }
+    }
+
+    /// The runner failed at its own work.
+    pub fn runner(message: impl fmt::Display) -> Self {
+        Self {
+            kind: CliErrorKind::Runner,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The README's exit-code table, generated from [`ExitCode::meaning`].
+#[cfg(test)]
+pub fn markdown_table() -> String {
+    let mut out = String::from("| code |");
+    for family in Family::ALL {
+        out.push_str(&format!(" {} |", family.heading()));
+    }
+    out.push_str("\n|---|");
+    for _ in Family::ALL {
+        out.push_str("---|");
+    }
+    out.push('\n');
+    for code in ExitCode::ALL {
+        out.push_str(&format!("| {} |", code.code()));
+        for family in Family::ALL {
+            out.push_str(&format!(" {} |", code.meaning(family).unwrap_or("—")));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The "Exit codes:" paragraph of a subcommand's `--help`.
+pub fn help_text(family: Family) -> String {
+    let mut out = String::from("Exit codes:\n");
+    for code in ExitCode::ALL {
+        if let Some(meaning) = code.meaning(family) {
+            out.push_str(&format!("  {:>3}  {meaning}\n", code.code()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readme() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("README.md is readable")
+    }
+
+    /// The README's table, from its header row to the first line that is not a table row.
+    fn readme_table(readme: &str) -> String {
+        let start = readme
+            .find("| code |")
+            .expect("README.md has an exit-code table starting with `| code |`");
+        readme[start..]
+            .lines()
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| format!("{line}\n"))
+            .collect()
+    }
+
+    #[test]
+    fn readme_lists_exactly_the_codes_and_meanings_the_enum_defines() {
+        assert_eq!(
+            readme_table(&readme()),
+            markdown_table(),
+            "README.md's exit-code table differs from exit.rs; paste `markdown_table()` into it"
+        );
+    }
+
+    #[test]
+    fn the_check_fails_when_a_row_is_removed() {
+        let readme = readme();
+        let row = format!("| {} |", ExitCode::TrialsErrored.code());
+        let line = readme
+            .lines()
+            .find(|l| l.starts_with(&row))
+            .expect("the README has a row for code 3");
+        let without = readme.replace(&format!("{line}\n"), "");
+        assert_ne!(readme_table(&without), markdown_table());
+    }
+
+    #[test]
+    fn outcomes_and_errors_map_to_their_codes() {
+        let cases = [
+            (Ok(Outcome::Success), 0),
+            (Ok(Outcome::Rejected), 1),
+            (Ok(Outcome::TasksSkipped), 2),
+            (Ok(Outcome::TrialsErrored), 3),
+            (Ok(Outcome::Interrupted), 130),
+            (Err(CliError::bad_input("x")), 2),
+            (Err(CliError::runner("x")), 4),
+        ];
+        for (result, code) in cases {
+            assert_eq!(ExitCode::of(&result).code(), code, "{result:?}");
+        }
+    }
+
+    #[test]
+    fn every_code_means_something_to_some_family() {
+        for code in ExitCode::ALL {
+            assert!(Family::ALL.iter().any(|f| code.meaning(*f).is_some()));
+        }
+    }
+}

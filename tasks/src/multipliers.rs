@@ -1,0 +1,159 @@
+//! Harbor's five timeout multipliers, one type for the command line, the records and the
+//! deadlines.
+//!
+//! Harbor scales each phase deadline by that phase's multiplier when it is set, else by the
+//! global one. The same five fields appear in the job config, every trial config and the lock,
+//! always under Harbor's names, so this struct is `#[serde(flatten)]`ed into those records and
+//! (with the `clap` feature) `#[command(flatten)]`ed into `runner run`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The largest multiplier accepted on the command line: any real need is far below it, and
+/// it keeps every scaled deadline (at most a week by task validation) representable.
+pub const MAX_MULTIPLIER: f64 = 1000.0;
+
+/// The global and per-phase timeout multipliers of a job (leaderboards require the defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Multipliers {
+    /// Multiplies every phase timeout that has no multiplier of its own (not allowed on
+    /// leaderboards).
+    #[serde(rename = "timeout_multiplier")]
+    #[cfg_attr(feature = "clap", arg(id = "timeout_multiplier", long = "timeout-multiplier", value_name = "FACTOR", default_value_t = 1.0, value_parser = parse_multiplier))]
+    pub global: f64,
+    /// Multiplies the agent timeout (not allowed on leaderboards).
+    #[serde(rename = "agent_timeout_multiplier")]
+    #[cfg_attr(feature = "clap", arg(id = "agent_timeout_multiplier", long = "agent-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub agent: Option<f64>,
+    /// Multiplies the verifier timeout (not allowed on leaderboards).
+    #[serde(rename = "verifier_timeout_multiplier")]
+    #[cfg_attr(feature = "clap", arg(id = "verifier_timeout_multiplier", long = "verifier-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub verifier: Option<f64>,
+    /// Multiplies the agent setup timeout (not allowed on leaderboards).
+    #[serde(rename = "agent_setup_timeout_multiplier")]
+    #[cfg_attr(feature = "clap", arg(id = "agent_setup_timeout_multiplier", long = "agent-setup-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub agent_setup: Option<f64>,
+    /// Multiplies the environment build timeout (not allowed on leaderboards).
+    #[serde(rename = "environment_build_timeout_multiplier")]
+    #[cfg_attr(feature = "clap", arg(id = "environment_build_timeout_multiplier", long = "environment-build-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub environment_build: Option<f64>,
+}
+
+impl Default for Multipliers {
+    fn default() -> Self {
+        Self {
+            global: 1.0,
+            agent: None,
+            verifier: None,
+            agent_setup: None,
+            environment_build: None,
+        }
+    }
+}
+
+/// The phases a multiplier can scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimedPhase {
+    /// Image build and environment start.
+    EnvironmentBuild,
+    /// Agent install.
+    AgentSetup,
+    /// Agent run.
+    Agent,
+    /// Verification.
+    Verifier,
+}
+
+impl Multipliers {
+    /// The factor that applies to `phase`: its own multiplier when set, else the global one.
+    pub fn factor(&self, phase: TimedPhase) -> f64 {
+        let own = match phase {
+            TimedPhase::EnvironmentBuild => self.environment_build,
+            TimedPhase::AgentSetup => self.agent_setup,
+            TimedPhase::Agent => self.agent,
+            TimedPhase::Verifier => self.verifier,
+        };
+        own.unwrap_or(self.global)
+    }
+
+    /// `base_sec` scaled for `phase`, saturating at [`Duration::MAX`] instead of panicking on a
+    /// product too large to represent (validation keeps real inputs far below that).
+    pub fn scale(&self, base_sec: f64, phase: TimedPhase) -> Duration {
+        Duration::try_from_secs_f64(base_sec * self.factor(phase)).unwrap_or(Duration::MAX)
+    }
+
+    /// True when every multiplier has its default (the leaderboard rule).
+    pub fn is_default(&self) -> bool {
+        *self == Multipliers::default()
+    }
+}
+
+/// Parses a multiplier flag: a finite number in (0, [`MAX_MULTIPLIER`]].
+pub fn parse_multiplier(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if value.is_finite() && value > 0.0 && value <= MAX_MULTIPLIER {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{text} must be a number greater than 0 and at most {MAX_MULTIPLIER}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_multiplier_replaces_the_global_one_for_its_phase_only() {
+        let m = Multipliers {
+            global: 2.0,
+            agent: Some(0.5),
+            ..Multipliers::default()
+        };
+        assert_eq!(m.scale(100.0, TimedPhase::Agent), Duration::from_secs(50));
+        assert_eq!(
+            m.scale(50.0, TimedPhase::Verifier),
+            Duration::from_secs(100)
+        );
+        assert!(!m.is_default());
+        assert!(Multipliers::default().is_default());
+    }
+
+    #[test]
+    fn huge_products_saturate_instead_of_panicking() {
+        let m = Multipliers {
+            global: 1e300,
+            ..Multipliers::default()
+        };
+        assert_eq!(m.scale(1e20, TimedPhase::Agent), Duration::MAX);
+    }
+
+    #[test]
+    fn flags_outside_the_range_are_refused() {
+        assert_eq!(parse_multiplier("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "inf", "NaN", "1e300", "x"] {
+            assert!(parse_multiplier(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn serializes_under_harbor_names() {
+        let json = serde_json::to_value(Multipliers::default()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "timeout_multiplier": 1.0,
+                "agent_timeout_multiplier": null,
+                "verifier_timeout_multiplier": null,
+                "agent_setup_timeout_multiplier": null,
+                "environment_build_timeout_multiplier": null,
+            })
+        );
+    }
+}
