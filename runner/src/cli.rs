@@ -4,9 +4,20 @@ use clap::{Parser, Subcommand};
 
 use crate::commands;
 
-/// Runs Harbor-format agent benchmarks in Docker, faster and more honestly.
+/// The command line of `runner`.
 #[derive(Debug, Parser)]
-#[command(name = "runner", version, about, propagate_version = true)]
+#[command(
+    name = "runner",
+    version,
+    propagate_version = true,
+    about = "Run AI-agent benchmarks in the Harbor task format (Terminal-Bench and its peers) in Docker",
+    long_about = "Run AI-agent benchmarks in the Harbor task format (Terminal-Bench and its peers) in \
+        Docker, and write job directories Harbor's own tools read. Check leaderboard submissions \
+        offline before you upload, and make publishable copies of job directories with every known \
+        secret removed.",
+    after_help = "Start with:\n  runner run --path tasks/examples --agent oracle --k 5\n\n\
+        See `runner <COMMAND> --help` for each command's flags and exit codes."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -33,9 +44,33 @@ pub enum Command {
 mod tests {
     use super::*;
 
+    use clap::CommandFactory;
+
     #[test]
     fn the_command_line_is_well_formed() {
-        use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// `--help` of the program and of every subcommand, as users see it.
+    #[test]
+    fn help_snapshots() {
+        insta::assert_snapshot!("help", Cli::command().render_long_help().to_string());
+        for path in [
+            &["run"][..],
+            &["tasks", "digest"],
+            &["validate-submission"],
+            &["validate-trajectory"],
+            &["scrub"],
+        ] {
+            let mut command = Cli::command();
+            let mut sub = &mut command;
+            for name in path {
+                sub = sub
+                    .find_subcommand_mut(name)
+                    .expect("the subcommand exists");
+            }
+            let name = format!("help-{}", path.join("-"));
+            insta::assert_snapshot!(name, sub.render_long_help().to_string());
+        }
     }
 }

@@ -1,19 +1,21 @@
 //! The end-of-job table: per task trials, mean reward and errors; overall mean and pass@k.
 
-use crate::say;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use tasks::metrics;
 use tasks::records::TrialResult;
+
+use crate::say;
 
 /// One row of the summary table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRow {
     /// Task name.
     pub task: String,
-    /// Trials.
+    /// Trials recorded for the task.
     pub trials: usize,
-    /// Mean reward (errors count 0).
+    /// Mean reward, errored trials counting 0.
     pub mean: f64,
     /// Trials with an exception.
     pub errors: usize,
@@ -41,39 +43,44 @@ pub fn task_rows(results: &[TrialResult]) -> Vec<TaskRow> {
 
 /// Prints the summary to stdout.
 pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
+    say!("{}", render_summary(results, job_dir));
+}
+
+/// The summary as text: a blank line, the per-task table, totals, pass@k, errors by type and
+/// the job directory.
+pub fn render_summary(results: &[TrialResult], job_dir: &std::path::Path) -> String {
     let rows = task_rows(results);
     let width = rows.iter().map(|r| r.task.len()).max().unwrap_or(4).max(4);
-    say!("");
-    say!(
+    let mut out = String::from("\n");
+    let _ = writeln!(
+        out,
         "{:<width$}  {:>6}  {:>6}  {:>6}",
-        "task",
-        "trials",
-        "mean",
-        "errors"
+        "task", "trials", "mean", "errors"
     );
     for row in &rows {
-        say!(
+        let _ = writeln!(
+            out,
             "{:<width$}  {:>6}  {:>6.3}  {:>6}",
-            row.task,
-            row.trials,
-            row.mean,
-            row.errors
+            row.task, row.trials, row.mean, row.errors
         );
     }
     let rewards: Vec<Option<f64>> = results.iter().map(|r| r.reward()).collect();
-    let per_task: BTreeMap<&str, Vec<Option<f64>>> =
-        results.iter().fold(BTreeMap::new(), |mut m, r| {
-            m.entry(r.task_name.as_str()).or_default().push(r.reward());
-            m
-        });
-    say!("");
-    say!(
-        "trials: {}  errors: {}  mean: {:.3}",
+    let mut per_task: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
+    for r in results {
+        per_task
+            .entry(r.task_name.as_str())
+            .or_default()
+            .push(r.reward());
+    }
+    let errors = results
+        .iter()
+        .filter(|r| r.exception_info.is_some())
+        .count();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "trials: {}  errors: {errors}  mean: {:.3}",
         results.len(),
-        results
-            .iter()
-            .filter(|r| r.exception_info.is_some())
-            .count(),
         metrics::mean(&rewards)
     );
     let pass = metrics::pass_at_k(per_task.values().map(Vec::as_slice));
@@ -82,7 +89,7 @@ pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
             .iter()
             .map(|(k, v)| format!("pass@{k} {v:.3}"))
             .collect();
-        say!("{}", text.join("  "));
+        let _ = writeln!(out, "{}", text.join("  "));
     }
     let mut exceptions: BTreeMap<&str, usize> = BTreeMap::new();
     for r in results {
@@ -91,7 +98,8 @@ pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
         }
     }
     for (kind, count) in exceptions {
-        say!("  {kind}: {count}");
+        let _ = writeln!(out, "  {kind}: {count}");
     }
-    say!("job: {}", job_dir.display());
+    let _ = write!(out, "job: {}", job_dir.display());
+    out
 }
