@@ -410,3 +410,9 @@ fn the_reference_config_loads_and_its_suffix_is_exposed() {
     assert_eq!(agent.instruction_text("x\n"), "x\n");
     assert_eq!(agent.job_agent_config().kwargs["reasoning_effort"], "none");
 }
+
+#[test]
+fn provenance_records_the_runner_version() {
+    // provenance states its own (workspace) version so it need not depend on tasks for it.
+    assert_eq!(provenance::GENERATOR_VERSION, tasks::RUNNER_VERSION);
+}

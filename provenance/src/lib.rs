@@ -23,9 +23,15 @@ pub use record::{
     ArchiveInfo, Generator, PREDICATE_TYPE, Predicate, SecretCheck, SourceInfo, SourceProvenance,
     Subject,
 };
-pub use secret_scan::{MIN_SECRET_LEN, check_tree};
+pub use secret_scan::check_tree;
 pub use tree_digest::tree_digest;
 pub use walk::{EntryKind, SourceEntry, SourceTree, collect};
+
+/// The runner version recorded as the generator of every provenance record. Every crate of
+/// the workspace takes its version from the workspace (`version.workspace = true`), so this is
+/// `tasks::RUNNER_VERSION` without depending on `tasks` for one constant; a test in the adapter,
+/// which depends on both, checks that they agree.
+pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What to package and how.
 #[derive(Debug, Clone, Default)]
@@ -103,7 +109,7 @@ pub fn package_source(options: &SourceOptions) -> Result<PackagedSource, Provena
             schema_version: 1,
             generator: Generator {
                 name: "runner".into(),
-                version: tasks::RUNNER_VERSION.into(),
+                version: GENERATOR_VERSION.into(),
             },
             source: SourceInfo {
                 local_root_name: root_name(&root),

@@ -10,7 +10,6 @@ pub mod error;
 pub mod metrics;
 pub mod records;
 pub mod sandbox;
-pub mod secrets;
 pub mod task;
 pub mod template;
 

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tasks::records::{AgentConfig, AgentContext};
-use tasks::secrets::{credential_reason, host_credentials};
 use tasks::{ExecRequest, Sandbox};
 
 use super::config::{AgentConfigError, InstalledAgentConfig, TrajectoryFormat, is_env_name};
@@ -65,13 +64,8 @@ impl InstalledAgent {
         }
         // Values that must never be inside uploaded files: the host's credentials and any
         // credential-looking value bound for the container.
-        let mut known_secrets = host_credentials();
-        known_secrets.extend(
-            container_env
-                .iter()
-                .filter(|(n, v)| credential_reason(n, v).is_some())
-                .map(|(n, v)| (n.clone(), v.clone())),
-        );
+        let mut known_secrets = ::secrets::host_credentials();
+        known_secrets.extend(::secrets::credentials(container_env.clone()));
         let options = provenance::SourceOptions {
             root: config.source_dir(),
             extra_excludes: config.source.excludes.clone(),
