@@ -16,7 +16,7 @@ pub mod template;
 pub use config::{NetworkMode, TaskConfig};
 pub use dataset::Dataset;
 pub use error::TaskError;
-pub use sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError};
+pub use sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 pub use task::Task;
 
 /// This runner's version, recorded in lock files and provenance.

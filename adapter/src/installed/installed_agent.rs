@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tasks::records::{AgentConfig, AgentContext};
-use tasks::{ExecRequest, Sandbox};
+use tasks::{ExecRequest, Sandbox, shell_quote};
 
 use super::config::{AgentConfigError, InstalledAgentConfig, TrajectoryFormat, is_env_name};
 use super::server::{self, ServerPaths, ServerStart};
 use super::task_api::{ApiError, Submission, TaskApi, TaskStatus, next_interval};
 use super::trajectory::{self, TrajectoryAgent};
 use super::transport::{InContainerHttp, TransportError};
-use super::trial_files::{self, fill_placeholders, shell_quote};
+use super::trial_files::{self, fill_placeholders};
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 use crate::secrets::{check_container_env, redact_env};
 

@@ -1,5 +1,5 @@
-//! Files the installed agent writes under `<trial>/agent/`, and shell quoting for the commands
-//! it runs in the container.
+//! Files the installed agent writes under `<trial>/agent/`, and the placeholders of the
+//! commands it runs in the container.
 
 use std::path::{Path, PathBuf};
 
@@ -56,11 +56,6 @@ pub fn save_command(
     )
 }
 
-/// Single-quotes `text` for bash.
-pub fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 /// Replaces `{source_dir}`, `{port}` and `{workspace_root}` in a configured command.
 pub fn fill_placeholders(
     command: &str,
@@ -82,8 +77,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quotes_and_placeholders() {
-        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    fn placeholders() {
         assert_eq!(
             fill_placeholders(
                 "x {source_dir} {port} {workspace_root}",
