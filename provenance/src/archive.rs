@@ -84,15 +84,10 @@ pub(crate) fn write_entries(
         } else {
             format!("{prefix}/{}", entry.rel_path)
         };
-        let mut header = Header::new_gnu();
         match &entry.kind {
             EntryKind::Dir => {
                 counts.dir_count += 1;
-                let meta = std::fs::symlink_metadata(&entry.abs_path)
-                    .map_err(|e| ArchiveError::io(&entry.abs_path, e))?;
-                header.set_metadata_in_mode(&meta, HeaderMode::Deterministic);
-                header.set_entry_type(EntryType::Directory);
-                header.set_size(0);
+                let mut header = own_header(&entry.abs_path, EntryType::Directory)?;
                 builder
                     .append_data(&mut header, format!("{name}/"), std::io::empty())
                     .map_err(ArchiveError::Write)?;
@@ -101,10 +96,7 @@ pub(crate) fn write_entries(
                 counts.file_count += 1;
                 let (file, meta) = open_regular(&entry.abs_path)?;
                 counts.total_bytes += meta.len();
-                // Deterministic mode: mtime 1153704088, uid/gid 0, mode 0755 (exec) or 0644.
-                header.set_metadata_in_mode(&meta, HeaderMode::Deterministic);
-                header.set_entry_type(EntryType::Regular);
-                header.set_size(meta.len());
+                let mut header = header(&meta, EntryType::Regular, meta.len());
                 let data = ExactLen {
                     file,
                     remaining: meta.len(),
@@ -115,11 +107,7 @@ pub(crate) fn write_entries(
             }
             EntryKind::Symlink { target } => {
                 counts.symlink_count += 1;
-                let meta = std::fs::symlink_metadata(&entry.abs_path)
-                    .map_err(|e| ArchiveError::io(&entry.abs_path, e))?;
-                header.set_metadata_in_mode(&meta, HeaderMode::Deterministic);
-                header.set_entry_type(EntryType::Symlink);
-                header.set_size(0);
+                let mut header = own_header(&entry.abs_path, EntryType::Symlink)?;
                 // Fixed mode: a symlink's own mode varies by platform and means nothing.
                 header.set_mode(0o777);
                 builder
@@ -130,6 +118,22 @@ pub(crate) fn write_entries(
     }
     builder.finish().map_err(ArchiveError::Write)?;
     Ok(counts)
+}
+
+/// A GNU header for an entry of `entry_type` and `size` with `meta` in deterministic mode:
+/// mtime 1153704088, uid/gid 0, mode 0755 (directories, owner-executable files) or 0644.
+fn header(meta: &std::fs::Metadata, entry_type: EntryType, size: u64) -> Header {
+    let mut header = Header::new_gnu();
+    header.set_metadata_in_mode(meta, HeaderMode::Deterministic);
+    header.set_entry_type(entry_type);
+    header.set_size(size);
+    header
+}
+
+/// The header of the directory or symlink at `path` itself (never what a link points to).
+fn own_header(path: &Path, entry_type: EntryType) -> Result<Header, ArchiveError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| ArchiveError::io(path, e))?;
+    Ok(header(&meta, entry_type, 0))
 }
 
 /// Opens `path` for reading without following a symlink put there since the walk, and checks

@@ -78,15 +78,10 @@ fn entry_prefix(target: &str) -> Result<String, ArchiveError> {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
-    use std::time::{Duration, SystemTime};
+
+    use testkit::files::{set_mtime, write};
 
     use super::*;
-
-    fn write(root: &Path, rel: &str, text: &str) {
-        let path = root.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
 
     /// `(name, entry type, link target)` of every entry of `tar`, in order.
     fn listing(tar: &[u8]) -> Vec<(String, tar::EntryType, Option<String>)> {
@@ -110,15 +105,6 @@ mod tests {
 
     fn names(tar: &[u8]) -> Vec<String> {
         listing(tar).into_iter().map(|(name, ..)| name).collect()
-    }
-
-    fn set_mtime(path: &Path, secs: u64) {
-        std::fs::File::options()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
-            .unwrap();
     }
 
     #[test]
@@ -157,8 +143,8 @@ mod tests {
         write(ctx.path(), "Dockerfile", "FROM x\n");
         write(ctx.path(), "sub/a.txt", "a");
         let first = build_context(ctx.path()).unwrap();
-        set_mtime(&ctx.path().join("sub/a.txt"), 12345);
-        set_mtime(&ctx.path().join("Dockerfile"), 99);
+        set_mtime(&ctx.path().join("sub/a.txt"), "@12345");
+        set_mtime(&ctx.path().join("Dockerfile"), "@99");
         assert_eq!(build_context(ctx.path()).unwrap(), first);
         for entry in tar::Archive::new(first.as_slice()).entries().unwrap() {
             let entry = entry.unwrap();
@@ -298,7 +284,7 @@ mod tests {
             ]
         );
         assert_eq!(names(&pack_dir(src.path(), "/").unwrap())[0], "a/");
-        set_mtime(&src.path().join("top.sh"), 7);
+        set_mtime(&src.path().join("top.sh"), "@7");
         assert_eq!(pack_dir(src.path(), "/logs/verifier").unwrap(), tar);
     }
 

@@ -1,10 +1,11 @@
 //! `runner scrub` end to end: a job directory with secrets from a .env file, a JSON settings file,
 //! the environment and flags; exit codes 0/1/2; no DEST on abort; input untouched; idempotence.
 
-use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use testkit::files::snapshot;
 
 use crate::support::runner;
 
@@ -28,34 +29,6 @@ fn values(seed: u64) -> [String; 4] {
         format!("settings-token-{}", next(20)),
         format!("passthrough-{}", next(24)),
     ]
-}
-
-/// Every entry below `root` (path → bytes or link target).
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            if meta.is_dir() {
-                out.insert(rel, b"<dir>".to_vec());
-                walk(root, &path, out);
-            } else if meta.file_type().is_symlink() {
-                out.insert(
-                    rel,
-                    std::fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                );
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
 }
 
 /// A hash of the whole tree: names, contents, link targets and modification times.

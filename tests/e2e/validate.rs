@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use testkit::files::copy_dir;
 
 use crate::support::{Job, ensure_base_image, runner, workspace_root};
 
@@ -22,19 +23,6 @@ fn runner_path() -> PathBuf {
     let _ = runner();
     let exe = std::env::current_exe().unwrap();
     exe.parent().unwrap().parent().unwrap().join("runner")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {

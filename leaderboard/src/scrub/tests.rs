@@ -4,11 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use sha2::{Digest, Sha256};
+use testkit::files::snapshot;
 
 use super::*;
 
@@ -311,34 +312,6 @@ fn views(data: &[u8]) -> Vec<u8> {
         }
     }
     all
-}
-
-/// Relative path → (bytes or link target), for every entry; the tree's identity.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_dir() {
-                out.insert(rel, b"<dir>".to_vec());
-                walk(root, &path, out);
-            } else if meta.file_type().is_symlink() {
-                out.insert(
-                    rel,
-                    std::fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                );
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
 }
 
 fn tree_hash(root: &Path) -> String {

@@ -259,6 +259,12 @@ fn c_path(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).expect("paths hold no NUL byte")
 }
 
+/// `path` as text for a `cp` command line.
+fn utf8<'a>(path: &'a Path, operation: &str) -> Result<&'a str, SandboxError> {
+    path.to_str()
+        .ok_or_else(|| SandboxError::new(operation, format!("{} is not UTF-8", path.display())))
+}
+
 fn spawn_error(operation: &str, error: std::io::Error) -> SandboxError {
     SandboxError::new(
         operation,
@@ -304,9 +310,7 @@ impl Sandbox for FakeSandbox {
     }
 
     async fn upload_dir(&self, source: &Path, target: &str) -> Result<(), SandboxError> {
-        let source = source.to_str().ok_or_else(|| {
-            SandboxError::new("upload_dir", format!("{} is not UTF-8", source.display()))
-        })?;
+        let source = utf8(source, "upload_dir")?;
         self.copy(&format!("upload {source} to {target}"), source, target)
             .await
     }
@@ -326,9 +330,7 @@ impl Sandbox for FakeSandbox {
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
-        let target = target.to_str().ok_or_else(|| {
-            SandboxError::new("download_dir", format!("{} is not UTF-8", target.display()))
-        })?;
+        let target = utf8(target, "download_dir")?;
         self.copy(&format!("download {source} to {target}"), source, target)
             .await
     }
