@@ -227,22 +227,14 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
             dest = shell_quote(&dest),
             archive = shell_quote(&archive)
         );
-        let out = sandbox
-            .exec(
-                ExecRequest::new(cmd)
-                    .user("root")
-                    .timeout(Duration::from_secs(120)),
-            )
-            .await?;
-        if !out.success() {
-            return Err(AgentError::new(
-                AgentErrorKind::SetupFailed,
-                format!(
-                    "unpacking the agent source into {dest} failed: {}",
-                    out.stderr.trim()
-                ),
-            ));
-        }
+        trial_files::run_root_step(
+            sandbox,
+            cmd,
+            Duration::from_secs(120),
+            AgentErrorKind::SetupFailed,
+            &format!("unpacking the agent source into {dest}"),
+        )
+        .await?;
         Ok(())
     }
 

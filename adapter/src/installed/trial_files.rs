@@ -1,9 +1,10 @@
-//! Files the installed agent writes under `<trial>/agent/`, and the placeholders of the
-//! commands it runs in the container.
+//! Files the installed agent writes under `<trial>/agent/`, and the commands it runs in the
+//! container: their placeholders, and the root steps that must succeed.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use tasks::ExecOutput;
+use tasks::{ExecOutput, ExecRequest, Sandbox};
 
 use crate::agent::{AgentError, AgentErrorKind};
 
@@ -54,6 +55,28 @@ pub fn save_command(
         &format!("{dir}/return-code.txt"),
         format!("{code}\n").as_bytes(),
     )
+}
+
+/// Runs the setup step `command` in the container as root, killed after `timeout`. A non-zero
+/// exit is an error of `kind` saying that `what` failed, with the command's stderr.
+pub async fn run_root_step<S: Sandbox>(
+    sandbox: &S,
+    command: String,
+    timeout: Duration,
+    kind: AgentErrorKind,
+    what: &str,
+) -> Result<ExecOutput, AgentError> {
+    let out = sandbox
+        .exec(ExecRequest::new(command).user("root").timeout(timeout))
+        .await?;
+    if out.success() {
+        Ok(out)
+    } else {
+        Err(AgentError::new(
+            kind,
+            format!("{what} failed: {}", out.stderr.trim()),
+        ))
+    }
 }
 
 /// Replaces `{source_dir}`, `{port}` and `{workspace_root}` in a configured command.
