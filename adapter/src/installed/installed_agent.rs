@@ -128,6 +128,12 @@ impl InstalledAgent {
         ServerPaths::new(&self.config.name)
     }
 
+    /// Copies the server log to `agent/server.log` (best effort; see [`server::save_log`]).
+    async fn save_server_log<S: Sandbox>(&self, sandbox: &S, run: &AgentRun<'_>) {
+        let host_path = trial_files::agent_dir(&run.trial_dir).join("server.log");
+        server::save_log(sandbox, &self.paths(), &host_path).await;
+    }
+
     fn http(&self) -> InContainerHttp {
         InContainerHttp::new(self.config.server.port)
     }
@@ -560,12 +566,7 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
         outcome: Result<(), AgentError>,
     ) -> Result<AgentRunReport, AgentError> {
         let traces = self.collect_traces(sandbox, run, task_id).await;
-        server::save_log(
-            sandbox,
-            &self.paths(),
-            &trial_files::agent_dir(&run.trial_dir).join("server.log"),
-        )
-        .await;
+        self.save_server_log(sandbox, run).await;
         if self.config.server.stop_after_run {
             let _ = server::stop(sandbox, &self.paths()).await;
         }
@@ -649,12 +650,7 @@ impl Agent for InstalledAgent {
         let version = self.learn_version(sandbox, run).await?;
         let started = self.start_server(sandbox, run, deadline).await;
         // Always saved: when the server crashed or never became healthy it is the only clue.
-        server::save_log(
-            sandbox,
-            &self.paths(),
-            &trial_files::agent_dir(&run.trial_dir).join("server.log"),
-        )
-        .await;
+        self.save_server_log(sandbox, run).await;
         started?;
         Ok(version)
     }

@@ -1,5 +1,8 @@
 //! Finding provider-key-shaped strings in files, by line, without ever keeping the value.
 
+use super::Rule;
+use super::report::Violation;
+
 /// 1-based line numbers of provider-key-shaped strings in `bytes`, one entry per match. The
 /// pattern works on bytes, so binary and non-UTF-8 files are scanned too.
 pub fn key_lines(bytes: &[u8]) -> Vec<usize> {
@@ -12,6 +15,19 @@ pub fn key_lines(bytes: &[u8]) -> Vec<usize> {
         lines.push(line);
     }
     lines
+}
+
+/// A `no_provider_keys` violation for each provider-key-shaped string in `bytes`, the contents
+/// of `file` (as displayed), at its line.
+pub fn key_violations(bytes: &[u8], file: &str) -> impl Iterator<Item = Violation> {
+    key_lines(bytes).into_iter().map(move |line| Violation {
+        rule: Rule::NoProviderKeys,
+        file: Some(file.to_owned()),
+        line: Some(line),
+        message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) \
+                  and rotate the key"
+            .to_owned(),
+    })
 }
 
 #[cfg(test)]
