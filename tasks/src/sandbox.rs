@@ -32,6 +32,13 @@ impl ExecRequest {
         }
     }
 
+    /// A request for `command` run as root: the setup steps (creating directories, unpacking,
+    /// installing, reading the server's files) that the task's agent user may not be allowed to
+    /// do.
+    pub fn root(command: impl Into<String>) -> Self {
+        Self::new(command).user("root")
+    }
+
     /// Runs as `user`.
     pub fn user(mut self, user: impl Into<String>) -> Self {
         self.user = Some(user.into());

@@ -116,11 +116,7 @@ if [ -r "/proc/$pid/stat" ]; then read -r stat < "/proc/$pid/stat"; s=${{stat##*
         paths.pid()
     );
     let out = sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(30)),
-        )
+        .exec(ExecRequest::root(cmd).timeout(Duration::from_secs(30)))
         .await?;
     Ok(out.success())
 }
@@ -133,11 +129,7 @@ pub async fn stop<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<(), Ag
         paths.pid()
     );
     sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(30)),
-        )
+        .exec(ExecRequest::root(cmd).timeout(Duration::from_secs(30)))
         .await?;
     Ok(())
 }
@@ -147,11 +139,7 @@ pub async fn stop<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<(), Ag
 pub async fn save_log<S: Sandbox>(sandbox: &S, paths: &ServerPaths, host_path: &Path) {
     let cmd = format!("tail -c 8388608 '{}' 2>/dev/null || true", paths.log());
     let text = match sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(60)),
-        )
+        .exec(ExecRequest::root(cmd).timeout(Duration::from_secs(60)))
         .await
     {
         Ok(out) => out.stdout,

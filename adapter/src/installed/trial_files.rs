@@ -67,7 +67,7 @@ pub async fn run_root_step<S: Sandbox>(
     what: &str,
 ) -> Result<ExecOutput, AgentError> {
     let out = sandbox
-        .exec(ExecRequest::new(command).user("root").timeout(timeout))
+        .exec(ExecRequest::root(command).timeout(timeout))
         .await?;
     if out.success() {
         Ok(out)

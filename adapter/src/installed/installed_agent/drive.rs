@@ -116,11 +116,7 @@ impl InstalledAgent {
         }
         script.push_str("true\n");
         let out = sandbox
-            .exec(
-                ExecRequest::new(script)
-                    .user("root")
-                    .timeout(Duration::from_secs(120)),
-            )
+            .exec(ExecRequest::root(script).timeout(Duration::from_secs(120)))
             .await?;
         if !out.success() {
             tracing::warn!("collecting agent traces: {}", out.stderr.trim());

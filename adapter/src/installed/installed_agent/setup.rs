@@ -32,9 +32,7 @@ for d in "$WORKDIR" /app /workspace; do
 done
 mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /app
 "#;
-        let mut request = ExecRequest::new(script)
-            .user("root")
-            .timeout(Duration::from_secs(30));
+        let mut request = ExecRequest::root(script).timeout(Duration::from_secs(30));
         request.env.insert(
             "OVERRIDE".into(),
             self.config.workspace_root.clone().unwrap_or_default(),
@@ -113,8 +111,7 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
                     ),
                 ));
             }
-            let mut request = ExecRequest::new(format!("set -o pipefail; {command}"))
-                .user("root")
+            let mut request = ExecRequest::root(format!("set -o pipefail; {command}"))
                 .envs(&env)
                 .timeout(remaining);
             request.cwd = Some(self.config.install_path());
