@@ -21,10 +21,6 @@ const PLAN: &str = r#"{
   "t/echo": {"steps": [{"command": "true"}]}
 }"#;
 
-fn agent(world: &World, server_command: Option<&str>) -> InstalledAgent {
-    InstalledAgent::new(world.config(server_command), BTreeMap::new(), false, false).unwrap()
-}
-
 fn read_json(path: std::path::PathBuf) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
@@ -35,9 +31,8 @@ fn read_json(path: std::path::PathBuf) -> Value {
 #[tokio::test]
 async fn runs_a_task_to_completion_with_all_records() {
     let world = World::new("hello", "t/hello", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = world.sandbox();
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     let version = agent.setup(&sandbox, &run).await.unwrap();
     assert_eq!(
         version.as_deref(),
@@ -112,8 +107,7 @@ async fn runs_a_task_to_completion_with_all_records() {
 #[tokio::test]
 async fn cancels_at_the_deadline_and_kills_the_running_command() {
     let world = World::new("sleep", "t/sleep", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = world.sandbox();
+    let (agent, sandbox) = world.agent(None);
     let run = world.run(Duration::from_secs(30), None);
     agent.setup(&sandbox, &run).await.unwrap();
     let run = adapter::AgentRun {
@@ -159,9 +153,8 @@ async fn cancels_at_the_deadline_and_kills_the_running_command() {
 #[tokio::test]
 async fn a_failed_task_is_an_ordinary_outcome() {
     let world = World::new("fail", "t/fail", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = world.sandbox();
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     let report = agent.run(&sandbox, &run, &world.task.instruction).await;
     world.stop_server().await;
@@ -173,8 +166,7 @@ async fn a_failed_task_is_an_ordinary_outcome() {
 #[tokio::test]
 async fn a_server_that_crashes_on_start_is_a_server_error_with_its_log() {
     let world = World::new("crash", "t/echo", PLAN);
-    let agent = agent(&world, Some("echo boom: cannot bind >&2; exit 3"));
-    let sandbox = world.sandbox();
+    let (agent, sandbox) = world.agent(Some("echo boom: cannot bind >&2; exit 3"));
     let run = world.run(Duration::from_secs(30), None);
     let started = Instant::now();
     let err = agent.setup(&sandbox, &run).await.unwrap_err();
@@ -193,8 +185,7 @@ async fn a_server_that_crashes_on_start_is_a_server_error_with_its_log() {
 #[tokio::test]
 async fn a_server_that_never_becomes_healthy_fails_at_the_setup_deadline() {
     let world = World::new("never", "t/echo", PLAN);
-    let agent = agent(&world, Some("echo starting; sleep 300"));
-    let sandbox = world.sandbox();
+    let (agent, sandbox) = world.agent(Some("echo starting; sleep 300"));
     let run = world.run(Duration::from_secs(6), None);
     let started = Instant::now();
     let err = agent.setup(&sandbox, &run).await.unwrap_err();
@@ -225,9 +216,8 @@ async fn a_slow_starting_server_is_waited_for() {
         world.path("plan.json").display(),
         world.path("state").display()
     );
-    let agent = agent(&world, Some(&cmd));
-    let sandbox = world.sandbox();
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(Some(&cmd));
+    let run = world.full_run();
     let setup = agent.setup(&sandbox, &run).await;
     let report = match setup {
         Ok(_) => agent.run(&sandbox, &run, "anything").await,
@@ -243,9 +233,8 @@ async fn a_slow_starting_server_is_waited_for() {
 #[tokio::test]
 async fn a_server_that_dies_mid_run_is_a_server_error() {
     let world = World::new("die", "t/die", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = world.sandbox();
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     let err = agent
         .run(&sandbox, &run, &world.task.instruction)
@@ -260,9 +249,8 @@ async fn a_server_that_dies_mid_run_is_a_server_error() {
 #[tokio::test]
 async fn transport_round_trips_large_bodies_and_reports_refused_connections() {
     let world = World::new("transport", "t/echo", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = world.sandbox();
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     // Larger than the env-var path: travels as an uploaded body file. Non-ASCII on purpose:
     // Content-Length counts bytes.
@@ -315,9 +303,8 @@ async fn an_invalid_event_log_is_a_trajectory_error_of_the_trial() {
     let cmd = std::fs::read_to_string(&script)
         .unwrap()
         .replace('\n', "; ");
-    let agent = agent(&world, Some(&cmd));
-    let sandbox = world.sandbox();
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(Some(&cmd));
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     let err = agent.run(&sandbox, &run, "go").await.unwrap_err();
     world.stop_server().await;
@@ -508,6 +495,19 @@ file = "events.jsonl"
             run_deadline: run.map(|d| Instant::now() + d),
             agent_timeout_sec: run.map(|d| d.as_secs_f64()),
         }
+    }
+
+    /// The reference agent (its server started by `server_command` when given) and a fake
+    /// sandbox to drive it in.
+    fn agent(&self, server_command: Option<&str>) -> (InstalledAgent, FakeSandbox) {
+        let config = self.config(server_command);
+        let agent = InstalledAgent::new(config, BTreeMap::new(), false, false).unwrap();
+        (agent, self.sandbox())
+    }
+
+    /// An `AgentRun` with 30 seconds to set up and 30 seconds to run.
+    fn full_run(&self) -> AgentRun<'_> {
+        self.run(Duration::from_secs(30), Some(Duration::from_secs(30)))
     }
 
     /// A fake sandbox whose commands run in this world's workspace. The world's paths are host
