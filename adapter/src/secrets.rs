@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use tasks::secrets::credential_reason;
+use ::secrets::{credential_reason, is_sensitive_name};
 
 /// The env bound for a container holds a credential.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,7 +40,7 @@ pub const REDACTED: &str = "<redacted>";
 pub fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     env.iter()
         .map(|(name, value)| {
-            let shown = if credential_reason(name, value).is_some() || looks_sensitive_name(name) {
+            let shown = if credential_reason(name, value).is_some() || is_sensitive_name(name) {
                 REDACTED.to_owned()
             } else {
                 value.clone()
@@ -48,25 +48,6 @@ pub fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
             (name.clone(), shown)
         })
         .collect()
-}
-
-/// Names that suggest a secret even when the credential-name pattern misses them
-/// (e.g. `AUTH`, `PASSWD`, `CREDENTIALS`, `PRIVATE_KEY`).
-fn looks_sensitive_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "KEY",
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "AUTH",
-        "CREDENTIAL",
-        "COOKIE",
-        "SESSION",
-    ]
-    .iter()
-    .any(|word| upper.contains(word))
 }
 
 #[cfg(test)]

@@ -1,15 +1,17 @@
 //! The installed-agent adapter driven end to end against the reference agent's real server,
-//! running on the host under a `LocalSandbox` (loopback only, a random free port per test).
-
-mod support;
+//! running under `testkit`'s fake sandbox (loopback only, a random free port per test).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use adapter::installed::transport::{InContainerHttp, TransportError};
-use adapter::{Agent, AgentConfigError, AgentErrorKind, InstalledAgent, InstalledAgentConfig};
+use adapter::{
+    Agent, AgentConfigError, AgentErrorKind, AgentRun, InstalledAgent, InstalledAgentConfig,
+};
 use serde_json::Value;
-use support::{LocalSandbox, World};
+use tasks::Task;
+use testkit::{FakeSandbox, TaskFixture};
 
 const PLAN: &str = r#"{
   "t/hello": {"steps": [{"thought": "write it", "command": "echo 'Hello, world!' > hello.txt && cat hello.txt"}]},
@@ -18,10 +20,6 @@ const PLAN: &str = r#"{
   "t/die": {"steps": [{"command": "kill -9 $PPID; sleep 5"}]},
   "t/echo": {"steps": [{"command": "true"}]}
 }"#;
-
-fn agent(world: &World, server_command: Option<&str>) -> InstalledAgent {
-    InstalledAgent::new(world.config(server_command), BTreeMap::new(), false, false).unwrap()
-}
 
 fn read_json(path: std::path::PathBuf) -> Value {
     serde_json::from_str(
@@ -33,11 +31,8 @@ fn read_json(path: std::path::PathBuf) -> Value {
 #[tokio::test]
 async fn runs_a_task_to_completion_with_all_records() {
     let world = World::new("hello", "t/hello", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     let version = agent.setup(&sandbox, &run).await.unwrap();
     assert_eq!(
         version.as_deref(),
@@ -112,10 +107,7 @@ async fn runs_a_task_to_completion_with_all_records() {
 #[tokio::test]
 async fn cancels_at_the_deadline_and_kills_the_running_command() {
     let world = World::new("sleep", "t/sleep", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
+    let (agent, sandbox) = world.agent(None);
     let run = world.run(Duration::from_secs(30), None);
     agent.setup(&sandbox, &run).await.unwrap();
     let run = adapter::AgentRun {
@@ -161,11 +153,8 @@ async fn cancels_at_the_deadline_and_kills_the_running_command() {
 #[tokio::test]
 async fn a_failed_task_is_an_ordinary_outcome() {
     let world = World::new("fail", "t/fail", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     let report = agent.run(&sandbox, &run, &world.task.instruction).await;
     world.stop_server().await;
@@ -177,10 +166,7 @@ async fn a_failed_task_is_an_ordinary_outcome() {
 #[tokio::test]
 async fn a_server_that_crashes_on_start_is_a_server_error_with_its_log() {
     let world = World::new("crash", "t/echo", PLAN);
-    let agent = agent(&world, Some("echo boom: cannot bind >&2; exit 3"));
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
+    let (agent, sandbox) = world.agent(Some("echo boom: cannot bind >&2; exit 3"));
     let run = world.run(Duration::from_secs(30), None);
     let started = Instant::now();
     let err = agent.setup(&sandbox, &run).await.unwrap_err();
@@ -199,10 +185,7 @@ async fn a_server_that_crashes_on_start_is_a_server_error_with_its_log() {
 #[tokio::test]
 async fn a_server_that_never_becomes_healthy_fails_at_the_setup_deadline() {
     let world = World::new("never", "t/echo", PLAN);
-    let agent = agent(&world, Some("echo starting; sleep 300"));
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
+    let (agent, sandbox) = world.agent(Some("echo starting; sleep 300"));
     let run = world.run(Duration::from_secs(6), None);
     let started = Instant::now();
     let err = agent.setup(&sandbox, &run).await.unwrap_err();
@@ -233,11 +216,8 @@ async fn a_slow_starting_server_is_waited_for() {
         world.path("plan.json").display(),
         world.path("state").display()
     );
-    let agent = agent(&world, Some(&cmd));
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(Some(&cmd));
+    let run = world.full_run();
     let setup = agent.setup(&sandbox, &run).await;
     let report = match setup {
         Ok(_) => agent.run(&sandbox, &run, "anything").await,
@@ -253,11 +233,8 @@ async fn a_slow_starting_server_is_waited_for() {
 #[tokio::test]
 async fn a_server_that_dies_mid_run_is_a_server_error() {
     let world = World::new("die", "t/die", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     let err = agent
         .run(&sandbox, &run, &world.task.instruction)
@@ -272,11 +249,8 @@ async fn a_server_that_dies_mid_run_is_a_server_error() {
 #[tokio::test]
 async fn transport_round_trips_large_bodies_and_reports_refused_connections() {
     let world = World::new("transport", "t/echo", PLAN);
-    let agent = agent(&world, None);
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(None);
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     // Larger than the env-var path: travels as an uploaded body file. Non-ASCII on purpose:
     // Content-Length counts bytes.
@@ -303,7 +277,7 @@ async fn transport_round_trips_large_bodies_and_reports_refused_connections() {
     );
     assert_eq!(missing.status, 404);
 
-    let closed = InContainerHttp::new(support::free_port());
+    let closed = InContainerHttp::new(testkit::free_port());
     let err = closed
         .request(&sandbox, "GET", "/health", None, Duration::from_secs(5))
         .await
@@ -329,11 +303,8 @@ async fn an_invalid_event_log_is_a_trajectory_error_of_the_trial() {
     let cmd = std::fs::read_to_string(&script)
         .unwrap()
         .replace('\n', "; ");
-    let agent = agent(&world, Some(&cmd));
-    let sandbox = LocalSandbox {
-        cwd: world.path("workspace"),
-    };
-    let run = world.run(Duration::from_secs(30), Some(Duration::from_secs(30)));
+    let (agent, sandbox) = world.agent(Some(&cmd));
+    let run = world.full_run();
     agent.setup(&sandbox, &run).await.unwrap();
     let err = agent.run(&sandbox, &run, "go").await.unwrap_err();
     world.stop_server().await;
@@ -381,7 +352,7 @@ fn a_credential_value_inside_the_source_is_refused() {
     let value = "planted-value-0123456789";
     std::fs::write(src.join("settings.py"), format!("TOKEN = '{value}'\n")).unwrap();
     let text = world.config_text(None).replace(
-        &support::reference_src().display().to_string(),
+        &reference_src().display().to_string(),
         &src.display().to_string(),
     );
     let file = world.path("agent.toml");
@@ -409,4 +380,148 @@ fn the_reference_config_loads_and_its_suffix_is_exposed() {
     assert_eq!(agent.instruction_suffix(), None);
     assert_eq!(agent.instruction_text("x\n"), "x\n");
     assert_eq!(agent.job_config().kwargs["reasoning_effort"], "none");
+}
+
+#[test]
+fn provenance_records_the_runner_version() {
+    // provenance states its own (workspace) version so it need not depend on tasks for it.
+    assert_eq!(provenance::GENERATOR_VERSION, tasks::RUNNER_VERSION);
+}
+
+/// The reference agent's source directory in this repository.
+fn reference_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("agents/reference/src")
+}
+
+/// One test's world: temp dirs for the task, trial, workspace, install path and agent state.
+struct World {
+    /// Holds everything.
+    pub tmp: tempfile::TempDir,
+    /// The task.
+    pub task: Task,
+    /// The port the server listens on.
+    pub port: u16,
+    /// The agent name (unique per test so state dirs never collide).
+    pub name: String,
+}
+
+impl World {
+    /// A world for task `task_name` with a test plan.
+    pub fn new(test: &str, task_name: &str, plan: &str) -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let task = TaskFixture::new(task_name)
+            .instruction("Do the test thing.\n")
+            .toml("[agent]\ntimeout_sec = 30.0")
+            .write(&root.join("task"));
+        for dir in ["workspace", "trial", "state"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("plan.json"), plan).unwrap();
+        World {
+            tmp,
+            task,
+            port: testkit::free_port(),
+            name: format!("reftest-{test}-{}", std::process::id()),
+        }
+    }
+
+    /// A path inside the world.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// Config text for the reference agent with this world's paths; `server_command` overrides
+    /// the start command when given.
+    pub fn config_text(&self, server_command: Option<&str>) -> String {
+        let p = |rel: &str| self.path(rel).display().to_string();
+        let command = server_command.map(str::to_owned).unwrap_or_else(|| {
+            format!(
+                "python3 {{source_dir}}/server.py --port {{port}} --plan {} --state-dir {}",
+                p("plan.json"),
+                p("state")
+            )
+        });
+        format!(
+            r#"name = "{name}"
+version_command = "python3 {{source_dir}}/server.py --version"
+model_name = "none/scripted-plan"
+workspace_root = "{ws}"
+[source]
+dir = "{src}"
+install_path = "{install}"
+[install]
+commands = ["python3 --version", "echo installing to {{source_dir}}"]
+[server]
+command = "{command}"
+port = {port}
+[api]
+final_statuses = ["completed", "failed", "cancelled"]
+success_statuses = ["completed"]
+poll_interval_sec = 0.1
+poll_max_interval_sec = 0.5
+cancel_grace_sec = 5.0
+[traces]
+files = ["{state}/tasks/{{task_id}}/events.jsonl"]
+[trajectory]
+format = "events"
+file = "events.jsonl"
+"#,
+            name = self.name,
+            src = reference_src().display(),
+            install = p("install"),
+            command = command.replace('\\', "\\\\").replace('"', "\\\""),
+            port = self.port,
+            state = p("state"),
+            ws = p("workspace"),
+        )
+    }
+
+    /// The parsed config.
+    pub fn config(&self, server_command: Option<&str>) -> InstalledAgentConfig {
+        let text = self.config_text(server_command);
+        let file = self.path("agent.toml");
+        std::fs::write(&file, &text).unwrap();
+        InstalledAgentConfig::load(&file).unwrap()
+    }
+
+    /// An `AgentRun` with the given setup and run budgets.
+    pub fn run(&self, setup: Duration, run: Option<Duration>) -> AgentRun<'_> {
+        AgentRun {
+            task: &self.task,
+            trial_dir: self.path("trial"),
+            user: None,
+            setup_deadline: Instant::now() + setup,
+            run_deadline: run.map(|d| Instant::now() + d),
+            agent_timeout_sec: run.map(|d| d.as_secs_f64()),
+        }
+    }
+
+    /// The reference agent (its server started by `server_command` when given) and a fake
+    /// sandbox to drive it in.
+    fn agent(&self, server_command: Option<&str>) -> (InstalledAgent, FakeSandbox) {
+        let config = self.config(server_command);
+        let agent = InstalledAgent::new(config, BTreeMap::new(), false, false).unwrap();
+        (agent, self.sandbox())
+    }
+
+    /// An `AgentRun` with 30 seconds to set up and 30 seconds to run.
+    fn full_run(&self) -> AgentRun<'_> {
+        self.run(Duration::from_secs(30), Some(Duration::from_secs(30)))
+    }
+
+    /// A fake sandbox whose commands run in this world's workspace. The world's paths are host
+    /// paths, which the fake sandbox shows at the same place.
+    pub fn sandbox(&self) -> FakeSandbox {
+        FakeSandbox::new().with_workdir(self.path("workspace").display().to_string())
+    }
+
+    /// Kills the world's server, if it runs.
+    pub async fn stop_server(&self) {
+        let sandbox = self.sandbox();
+        let paths = adapter::installed::server::ServerPaths::new(&self.name);
+        let _ = adapter::installed::server::stop(&sandbox, &paths).await;
+        let _ = std::fs::remove_dir_all(&paths.dir);
+        let _ = std::fs::remove_dir_all(format!("{}-traces", paths.dir));
+    }
 }

@@ -6,6 +6,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
 use crate::error::ProvenanceError;
+use crate::walk::Exclusions;
 
 /// Names never uploaded: VCS metadata, virtualenvs, data and build outputs, caches.
 pub const DEFAULT_EXCLUDES: [&str; 10] = [
@@ -65,6 +66,16 @@ impl ExcludeRules {
     /// Every rule, defaults first, as written.
     pub fn rules(&self) -> Vec<String> {
         self.names.iter().chain(&self.globs).cloned().collect()
+    }
+}
+
+impl Exclusions for ExcludeRules {
+    fn excluding_rule(&self, rel_path: &str, _is_dir: bool) -> Option<String> {
+        self.matching_rule(rel_path)
+    }
+
+    fn rules(&self) -> Vec<String> {
+        ExcludeRules::rules(self)
     }
 }
 

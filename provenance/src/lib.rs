@@ -1,10 +1,23 @@
-//! Deterministic agent source tarballs and source-provenance records: digests and git state as
-//! counts, never diffs or secrets.
+//! Deterministic tar archives of host directories, and source-provenance records.
+//!
+//! One walker and one tar writer serve three callers:
+//! - agent sources ([`package_source`]): archived with exclude rules, checked for known
+//!   secrets, and described by an in-toto provenance record (digests and git state as counts,
+//!   never diffs or secrets);
+//! - image build contexts ([`build_context`], [`write_build_context`]): `.dockerignore`
+//!   honoured, see [`DockerIgnore`];
+//! - uploads into a container ([`pack_dir`], [`write_dir`]): a host directory's contents
+//!   under a container path.
+//!
+//! All of them store symlinks as symlinks and never follow them, and produce the same bytes
+//! for the same content whatever the mtimes, owners or group/other mode bits.
 
 mod archive;
+mod dockerignore;
 mod error;
 mod exclude;
 mod git;
+mod pack;
 mod record;
 mod secret_scan;
 mod tree_digest;
@@ -13,19 +26,27 @@ mod walk;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use archive::{SourceArchive, build_tar, gzip};
-pub use error::ProvenanceError;
+pub use archive::{ArchiveCounts, SourceArchive, build_tar, gzip};
+pub use dockerignore::DockerIgnore;
+pub use error::{ArchiveError, ProvenanceError};
 pub use exclude::{DEFAULT_EXCLUDES, ExcludeRules, ExcludedSummary};
 pub use git::{
     DirtyCounts, GitState, GitUnavailable, git_state, parse_porcelain_v2, strip_credentials,
 };
+pub use pack::{build_context, pack_dir, write_build_context, write_dir};
 pub use record::{
     ArchiveInfo, Generator, PREDICATE_TYPE, Predicate, SecretCheck, SourceInfo, SourceProvenance,
     Subject,
 };
-pub use secret_scan::{MIN_SECRET_LEN, check_tree};
+pub use secret_scan::check_tree;
 pub use tree_digest::tree_digest;
-pub use walk::{EntryKind, SourceEntry, SourceTree, collect};
+pub use walk::{EntryKind, Exclusions, SourceEntry, SourceTree, collect};
+
+/// The runner version recorded as the generator of every provenance record. Every crate of
+/// the workspace takes its version from the workspace (`version.workspace = true`), so this is
+/// `tasks::RUNNER_VERSION` without depending on `tasks` for one constant; a test in the adapter,
+/// which depends on both, checks that they agree.
+pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What to package and how.
 #[derive(Debug, Clone, Default)]
@@ -103,7 +124,7 @@ pub fn package_source(options: &SourceOptions) -> Result<PackagedSource, Provena
             schema_version: 1,
             generator: Generator {
                 name: "runner".into(),
-                version: tasks::RUNNER_VERSION.into(),
+                version: GENERATOR_VERSION.into(),
             },
             source: SourceInfo {
                 local_root_name: root_name(&root),

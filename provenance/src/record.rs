@@ -74,7 +74,7 @@ pub struct Predicate {
 pub struct Generator {
     /// `runner`.
     pub name: String,
-    /// `tasks::RUNNER_VERSION`.
+    /// [`crate::GENERATOR_VERSION`], the runner's version.
     pub version: String,
 }
 

@@ -6,14 +6,14 @@ use aho_corasick::AhoCorasick;
 use crate::error::ProvenanceError;
 use crate::walk::{EntryKind, SourceTree};
 
-/// Values shorter than this are too likely to occur by chance to be searched for.
-pub const MIN_SECRET_LEN: usize = 8;
-
-/// How many known values were checked (the record shows the check ran).
+/// Searches every file and symlink target of `tree` for the values of `known` (`(variable
+/// name, value)` pairs). Values shorter than [`secrets::MIN_SECRET_LEN`] are skipped: they are
+/// too likely to occur by chance. Returns how many values were searched for (the record shows
+/// the check ran); the first hit is an error naming the file and the variable, never the value.
 pub fn check_tree(tree: &SourceTree, known: &[(String, String)]) -> Result<usize, ProvenanceError> {
     let known: Vec<&(String, String)> = known
         .iter()
-        .filter(|(_, v)| v.len() >= MIN_SECRET_LEN)
+        .filter(|(_, v)| secrets::is_long_enough(v))
         .collect();
     if known.is_empty() {
         return Ok(0);

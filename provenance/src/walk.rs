@@ -1,9 +1,10 @@
-//! Enumerating a source tree: sorted byte-wise by relative path, symlinks recorded, never followed.
+//! Enumerating a directory tree: sorted byte-wise by relative path, symlinks recorded, never
+//! followed. The one walker behind agent source archives, image build contexts and uploads.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::ProvenanceError;
+use crate::error::{ArchiveError, ProvenanceError};
 use crate::exclude::{ExcludeRules, ExcludedSummary};
 
 /// What kind of entry a source path is.
@@ -45,21 +46,69 @@ pub struct SourceTree {
     pub excluded: ExcludedSummary,
 }
 
-/// Walks `root`, applying `rules`; excluded directories are not descended into.
+/// Decides which entries of a tree the walker leaves out.
+pub trait Exclusions {
+    /// The rule (as written) that leaves out the entry at `rel_path` ('/'-separated, relative
+    /// to the root), or `None` to keep it. `is_dir` is true for a real directory (never for a
+    /// symlink to one).
+    fn excluding_rule(&self, rel_path: &str, is_dir: bool) -> Option<String>;
+
+    /// True when the contents of the excluded directory `rel_dir` must still be looked at,
+    /// because a later rule may take some of them back (`.dockerignore`'s `!` patterns). By
+    /// default an excluded directory is never read.
+    fn may_reinclude_below(&self, _rel_dir: &str) -> bool {
+        false
+    }
+
+    /// Every rule, as written, for the summary.
+    fn rules(&self) -> Vec<String>;
+}
+
+/// Keeps every entry.
+pub(crate) struct NoExclusions;
+
+impl Exclusions for NoExclusions {
+    fn excluding_rule(&self, _rel_path: &str, _is_dir: bool) -> Option<String> {
+        None
+    }
+
+    fn rules(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Walks `root`, applying the agent source `rules`; excluded directories are not descended into.
 pub fn collect(root: &Path, rules: &ExcludeRules) -> Result<SourceTree, ProvenanceError> {
-    let meta = std::fs::metadata(root).map_err(|e| ProvenanceError::io(root, e))?;
+    Ok(walk_tree(root, rules)?)
+}
+
+/// Walks `root` (which must be a directory; it is the only path ever followed if it is a
+/// symlink), leaving out what `exclusions` excludes.
+pub(crate) fn walk_tree(
+    root: &Path,
+    exclusions: &dyn Exclusions,
+) -> Result<SourceTree, ArchiveError> {
+    let meta = std::fs::metadata(root).map_err(|e| ArchiveError::io(root, e))?;
     if !meta.is_dir() {
-        return Err(ProvenanceError::io(
+        return Err(ArchiveError::io(
             root,
             std::io::Error::other("not a directory"),
         ));
     }
-    let mut entries = Vec::new();
-    let mut excluded = ExcludedSummary {
-        rules: rules.rules(),
-        ..Default::default()
+    let mut walk = Walk {
+        exclusions,
+        entries: Vec::new(),
+        excluded: ExcludedSummary {
+            rules: exclusions.rules(),
+            ..Default::default()
+        },
     };
-    walk_dir(root, "", rules, &mut entries, &mut excluded)?;
+    walk.dir(root, "")?;
+    let Walk {
+        mut entries,
+        excluded,
+        ..
+    } = walk;
     entries.sort_by(|a, b| a.rel_path.as_bytes().cmp(b.rel_path.as_bytes()));
     Ok(SourceTree {
         root: root.to_path_buf(),
@@ -68,71 +117,96 @@ pub fn collect(root: &Path, rules: &ExcludeRules) -> Result<SourceTree, Provenan
     })
 }
 
-fn walk_dir(
-    dir: &Path,
-    prefix: &str,
-    rules: &ExcludeRules,
-    entries: &mut Vec<SourceEntry>,
-    excluded: &mut ExcludedSummary,
-) -> Result<(), ProvenanceError> {
-    let reader = std::fs::read_dir(dir).map_err(|e| ProvenanceError::io(dir, e))?;
-    for item in reader {
-        let item = item.map_err(|e| ProvenanceError::io(dir, e))?;
-        let abs_path = item.path();
-        let Some(name) = item.file_name().to_str().map(str::to_owned) else {
-            return Err(ProvenanceError::BadPath {
-                path: abs_path,
-                problem: "the name is not UTF-8",
-            });
-        };
-        if name.contains('\n') {
-            return Err(ProvenanceError::BadPath {
-                path: abs_path,
-                problem: "the name holds a newline",
-            });
-        }
-        let rel_path = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        if let Some(rule) = rules.matching_rule(&rel_path) {
-            *excluded.counts.entry(rule).or_default() += 1;
-            excluded.excluded_entry_count += 1;
-            continue;
-        }
-        // symlink_metadata: a symlink is described, never followed.
-        let meta =
-            std::fs::symlink_metadata(&abs_path).map_err(|e| ProvenanceError::io(&abs_path, e))?;
-        let file_type = meta.file_type();
-        let kind = if file_type.is_symlink() {
-            let target =
-                std::fs::read_link(&abs_path).map_err(|e| ProvenanceError::io(&abs_path, e))?;
-            let Some(target) = target.to_str().map(str::to_owned) else {
-                return Err(ProvenanceError::BadPath {
-                    path: abs_path,
-                    problem: "the symlink target is not UTF-8",
-                });
-            };
-            EntryKind::Symlink { target }
-        } else if file_type.is_dir() {
-            EntryKind::Dir
-        } else if file_type.is_file() {
-            EntryKind::File {
-                executable: meta.permissions().mode() & 0o100 != 0,
+/// The state of one walk.
+struct Walk<'a> {
+    exclusions: &'a dyn Exclusions,
+    entries: Vec<SourceEntry>,
+    excluded: ExcludedSummary,
+}
+
+impl Walk<'_> {
+    fn dir(&mut self, dir: &Path, prefix: &str) -> Result<(), ArchiveError> {
+        let reader = std::fs::read_dir(dir).map_err(|e| ArchiveError::io(dir, e))?;
+        for item in reader {
+            let item = item.map_err(|e| ArchiveError::io(dir, e))?;
+            let abs_path = item.path();
+            let rel_path = relative_name(prefix, &item.file_name(), &abs_path)?;
+            // The entry's own type: a symlink is described, never followed.
+            let file_type = item
+                .file_type()
+                .map_err(|e| ArchiveError::io(&abs_path, e))?;
+            if let Some(rule) = self
+                .exclusions
+                .excluding_rule(&rel_path, file_type.is_dir())
+            {
+                *self.excluded.counts.entry(rule).or_default() += 1;
+                self.excluded.excluded_entry_count += 1;
+                if file_type.is_dir() && self.exclusions.may_reinclude_below(&rel_path) {
+                    self.dir(&abs_path, &rel_path)?;
+                }
+                continue;
             }
-        } else {
-            return Err(ProvenanceError::UnsupportedEntry { path: abs_path });
-        };
-        let is_dir = kind == EntryKind::Dir;
-        entries.push(SourceEntry {
-            rel_path: rel_path.clone(),
-            abs_path: abs_path.clone(),
-            kind,
-        });
-        if is_dir {
-            walk_dir(&abs_path, &rel_path, rules, entries, excluded)?;
+            let kind = if file_type.is_symlink() {
+                EntryKind::Symlink {
+                    target: link_target(&abs_path)?,
+                }
+            } else if file_type.is_dir() {
+                EntryKind::Dir
+            } else if file_type.is_file() {
+                let meta = std::fs::symlink_metadata(&abs_path)
+                    .map_err(|e| ArchiveError::io(&abs_path, e))?;
+                EntryKind::File {
+                    executable: meta.permissions().mode() & 0o100 != 0,
+                }
+            } else {
+                return Err(ArchiveError::UnsupportedEntry { path: abs_path });
+            };
+            let is_dir = kind == EntryKind::Dir;
+            self.entries.push(SourceEntry {
+                rel_path: rel_path.clone(),
+                abs_path: abs_path.clone(),
+                kind,
+            });
+            if is_dir {
+                self.dir(&abs_path, &rel_path)?;
+            }
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// `prefix/name`, refusing names that cannot be stored reproducibly.
+fn relative_name(
+    prefix: &str,
+    name: &std::ffi::OsStr,
+    abs_path: &Path,
+) -> Result<String, ArchiveError> {
+    let Some(name) = name.to_str() else {
+        return Err(ArchiveError::BadPath {
+            path: abs_path.to_path_buf(),
+            problem: "the name is not UTF-8",
+        });
+    };
+    if name.contains('\n') {
+        return Err(ArchiveError::BadPath {
+            path: abs_path.to_path_buf(),
+            problem: "the name holds a newline",
+        });
+    }
+    Ok(if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}/{name}")
+    })
+}
+
+fn link_target(abs_path: &Path) -> Result<String, ArchiveError> {
+    let target = std::fs::read_link(abs_path).map_err(|e| ArchiveError::io(abs_path, e))?;
+    target
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| ArchiveError::BadPath {
+            path: abs_path.to_path_buf(),
+            problem: "the symlink target is not UTF-8",
+        })
 }

@@ -7,12 +7,7 @@ use std::process::Command;
 use provenance::{
     EntryKind, ExcludeRules, ProvenanceError, SourceOptions, build_tar, collect, package_source,
 };
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
+use testkit::files::{set_mtime, write};
 
 fn sample_tree(root: &Path) {
     write(root, "server.py", "print('hi')\n");
@@ -32,15 +27,6 @@ fn options(root: &Path) -> SourceOptions {
         extra_excludes: vec!["*.log".into()],
         ..Default::default()
     }
-}
-
-fn set_mtime(path: &Path, secs: &str) {
-    let status = Command::new("touch")
-        .args(["-h", "-d", secs])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 #[test]

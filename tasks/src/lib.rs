@@ -13,7 +13,6 @@ pub mod metrics;
 pub mod multipliers;
 pub mod records;
 pub mod sandbox;
-pub mod secrets;
 pub mod task;
 pub mod template;
 
@@ -23,7 +22,7 @@ pub use error::TaskError;
 pub use exception::ExceptionType;
 pub use identity::TaskId;
 pub use multipliers::{Multipliers, TimedPhase};
-pub use sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError};
+pub use sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 pub use task::Task;
 
 /// This runner's version, recorded in lock files and provenance.

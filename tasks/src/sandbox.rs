@@ -32,6 +32,13 @@ impl ExecRequest {
         }
     }
 
+    /// A request for `command` run as root: the setup steps (creating directories, unpacking,
+    /// installing, reading the server's files) that the task's agent user may not be allowed to
+    /// do.
+    pub fn root(command: impl Into<String>) -> Self {
+        Self::new(command).user("root")
+    }
+
     /// Runs as `user`.
     pub fn user(mut self, user: impl Into<String>) -> Self {
         self.user = Some(user.into());
@@ -100,6 +107,14 @@ impl SandboxError {
     }
 }
 
+/// Single-quotes `text` as one bash word, so a path or value with spaces, quotes or `$` reaches
+/// the command unchanged: every `'` becomes `'\''` (close the quote, an escaped quote, reopen).
+/// Commands given to [`Sandbox::exec`] run through `bash -c`, so every backend and every agent
+/// building such a command quotes with this one function.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// Operations on one trial's running container.
 pub trait Sandbox: Send + Sync {
     /// Runs a command and waits for it (or its deadline).
@@ -130,4 +145,21 @@ pub trait Sandbox: Send + Sync {
         source: &str,
         target: &Path,
     ) -> impl Future<Output = Result<(), SandboxError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn shell_quote_survives_bash() {
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+        let tricky = "it's $HOME `x` \"y\" \\ ;|&";
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("printf %s {}", shell_quote(tricky)))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), tricky);
+    }
 }

@@ -68,33 +68,33 @@ mod tests {
         (name == "HOST_SET").then(|| "from-host".to_owned())
     }
 
+    /// Asserts that each `(value, expected)` resolves to `expected`.
+    fn assert_resolves(cases: &[(&str, &str)]) {
+        for (value, expected) in cases {
+            assert_eq!(
+                resolve_value("K", value, lookup).unwrap(),
+                *expected,
+                "{value}"
+            );
+        }
+    }
+
     #[test]
     fn whole_value_templates_resolve() {
-        assert_eq!(
-            resolve_value("K", "${HOST_SET}", lookup).unwrap(),
-            "from-host"
-        );
-        assert_eq!(
-            resolve_value("K", "${HOST_SET:-fallback}", lookup).unwrap(),
-            "from-host"
-        );
-        assert_eq!(
-            resolve_value("K", "${UNSET:-fallback}", lookup).unwrap(),
-            "fallback"
-        );
-        assert_eq!(resolve_value("K", "${UNSET:-}", lookup).unwrap(), "");
+        assert_resolves(&[
+            ("${HOST_SET}", "from-host"),
+            ("${HOST_SET:-fallback}", "from-host"),
+            ("${UNSET:-fallback}", "fallback"),
+            ("${UNSET:-}", ""),
+        ]);
     }
 
     #[test]
     fn partial_templates_stay_literal() {
-        assert_eq!(
-            resolve_value("K", "prefix-${HOST_SET}", lookup).unwrap(),
-            "prefix-${HOST_SET}"
-        );
-        assert_eq!(
-            resolve_value("K", "/usr/bin:$PATH", lookup).unwrap(),
-            "/usr/bin:$PATH"
-        );
+        assert_resolves(&[
+            ("prefix-${HOST_SET}", "prefix-${HOST_SET}"),
+            ("/usr/bin:$PATH", "/usr/bin:$PATH"),
+        ]);
     }
 
     #[test]

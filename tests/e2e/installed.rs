@@ -6,20 +6,22 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+    Job, containers_with_label, ensure_base_image, exception, git, reward, runner, workspace_root,
 };
 
 fn reference_config() -> PathBuf {
     workspace_root().join("adapter/agents/reference/agent.toml")
 }
 
-fn run(jobs: &Path, path: &Path, config: &Path, extra: &[&str]) -> (i32, String) {
+/// `runner run` of `config` on the task or dataset at `rel` (relative to the workspace) with
+/// `extra` flags; returns the exit code and stderr (also echoed for the test log).
+fn run(jobs: &Path, rel: &str, config: &Path, extra: &[&str]) -> (i32, String) {
     ensure_base_image();
     let assert = runner()
         .args(["run", "--jobs-dir"])
         .arg(jobs)
         .arg("--path")
-        .arg(path)
+        .arg(workspace_root().join(rel))
         .arg("--agent-config")
         .arg(config)
         .args(extra)
@@ -36,7 +38,7 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
     let jobs = tempfile::tempdir().unwrap();
     let (code, _) = run(
         jobs.path(),
-        &workspace_root().join("tasks/examples"),
+        "tasks/examples",
         &reference_config(),
         &["--k", "2"],
     );
@@ -72,8 +74,7 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
             let errors = tasks::atif::validate_file(&trajectory).expect("trajectory readable");
             assert!(errors.is_empty(), "{name}: {errors:?}");
         }
-        let instruction =
-            std::fs::read_to_string(job.dir.join(&name).join("agent/instruction.txt")).unwrap();
+        let instruction = job.trial_file(&name, "agent/instruction.txt");
         let original = std::fs::read_to_string(
             workspace_root()
                 .join("tasks/examples")
@@ -85,9 +86,7 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
             original.contains(instruction.trim()),
             "{name}: the instruction was sent verbatim"
         );
-        let record =
-            std::fs::read_to_string(job.dir.join(&name).join("agent/source-provenance.json"))
-                .unwrap();
+        let record = job.trial_file(&name, "agent/source-provenance.json");
         match &provenance {
             None => provenance = Some(record),
             Some(first) => assert_eq!(first, &record, "{name}: provenance differs between trials"),
@@ -97,15 +96,14 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
     let jobs2 = tempfile::tempdir().unwrap();
     let (code, _) = run(
         jobs2.path(),
-        &workspace_root().join("tasks/examples/hello-file"),
+        "tasks/examples/hello-file",
         &reference_config(),
         &["--k", "1"],
     );
     assert_eq!(code, 0);
     let job2 = Job::single_in(jobs2.path());
     let (name, _) = &job2.trial_results()[0];
-    let again =
-        std::fs::read_to_string(job2.dir.join(name).join("agent/source-provenance.json")).unwrap();
+    let again = job2.trial_file(name, "agent/source-provenance.json");
     assert_eq!(
         provenance.unwrap(),
         again,
@@ -118,7 +116,7 @@ fn agent_deadline_cancels_the_task_and_still_verifies() {
     let jobs = tempfile::tempdir().unwrap();
     let (code, _) = run(
         jobs.path(),
-        &workspace_root().join("tasks/examples/slow-oracle"),
+        "tasks/examples/slow-oracle",
         &reference_config(),
         &["--k", "1"],
     );
@@ -130,7 +128,7 @@ fn agent_deadline_cancels_the_task_and_still_verifies() {
         result["verifier_result"]["rewards"].is_object(),
         "{name}: verified after the timeout"
     );
-    let server_log = std::fs::read_to_string(job.dir.join(name).join("agent/server.log")).unwrap();
+    let server_log = job.trial_file(name, "agent/server.log");
     assert!(
         server_log.contains("/cancel"),
         "the runner POSTed cancel: {server_log}"
@@ -143,7 +141,7 @@ fn a_server_that_crashes_on_start_is_an_infrastructure_error_with_its_log() {
     let config = workspace_root().join("tests/fixtures/agents/crash-on-start/agent.toml");
     let (code, _) = run(
         jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "tests/fixtures/tasks/quick",
         &config,
         &["--k", "1"],
     );
@@ -151,7 +149,7 @@ fn a_server_that_crashes_on_start_is_an_infrastructure_error_with_its_log() {
     let job = Job::single_in(jobs.path());
     let (name, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("AgentServerError"));
-    let log = std::fs::read_to_string(job.dir.join(name).join("agent/server.log")).unwrap();
+    let log = job.trial_file(name, "agent/server.log");
     assert!(
         log.contains("cannot load model weights"),
         "server log saved: {log}"
@@ -166,7 +164,7 @@ fn a_server_that_never_becomes_healthy_fails_setup_in_time() {
     // 360 s × 0.05 = 18 s setup deadline.
     let (code, _) = run(
         jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "tests/fixtures/tasks/quick",
         &config,
         &["--k", "1", "--agent-setup-timeout-multiplier", "0.05"],
     );
@@ -178,7 +176,7 @@ fn a_server_that_never_becomes_healthy_fails_setup_in_time() {
         kind == "AgentServerError" || kind == "AgentSetupTimeoutError",
         "{name}: {kind}"
     );
-    let log = std::fs::read_to_string(job.dir.join(name).join("agent/server.log")).unwrap();
+    let log = job.trial_file(name, "agent/server.log");
     assert!(log.contains("warming up forever"), "{log}");
 }
 
@@ -193,36 +191,9 @@ fn reference_agent_in_git_repo(root: &Path) -> PathBuf {
         .unwrap();
     assert!(status.success());
     let repo = root.join("agent");
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    git(&["init", "-q"]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t.invalid",
-        "add",
-        ".",
-    ]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t.invalid",
-        "commit",
-        "-qm",
-        "agent",
-    ]);
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "agent"]);
     repo.join("agent.toml")
 }
 
@@ -242,7 +213,7 @@ fn a_dirty_source_tree_is_recorded_and_can_be_refused() {
     let jobs = tempfile::tempdir().unwrap();
     let (code, stderr) = run(
         jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "tests/fixtures/tasks/quick",
         &config,
         &["--k", "1", "--require-clean-source"],
     );
@@ -260,7 +231,7 @@ fn a_dirty_source_tree_is_recorded_and_can_be_refused() {
 
     let (_, stderr) = run(
         jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "tests/fixtures/tasks/quick",
         &config,
         &["--k", "1"],
     );
@@ -283,11 +254,11 @@ fn a_dirty_source_tree_is_recorded_and_can_be_refused() {
 fn the_secret_boundary_refuses_a_planted_key_unless_opted_in() {
     let key = "sk-ant-api03-PLANTEDplantedPLANTEDplanted0123456789";
     let jobs = tempfile::tempdir().unwrap();
-    let quick = workspace_root().join("tests/fixtures/tasks/quick");
+    let quick = "tests/fixtures/tasks/quick";
     let env = format!("ANTHROPIC_API_KEY={key}");
     let (code, stderr) = run(
         jobs.path(),
-        &quick,
+        quick,
         &reference_config(),
         &["--k", "1", "--agent-env", &env],
     );
@@ -300,7 +271,7 @@ fn the_secret_boundary_refuses_a_planted_key_unless_opted_in() {
 
     let (_, stderr) = run(
         jobs.path(),
-        &quick,
+        quick,
         &reference_config(),
         &["--k", "1", "--agent-env", &env, "--allow-container-secrets"],
     );
@@ -319,7 +290,7 @@ fn many_concurrent_trials_whose_servers_share_a_port() {
     let jobs = tempfile::tempdir().unwrap();
     let (code, _) = run(
         jobs.path(),
-        &workspace_root().join("tasks/examples/hello-file"),
+        "tasks/examples/hello-file",
         &reference_config(),
         &["--k", "6", "--n-concurrent", "6"],
     );

@@ -1,12 +1,13 @@
 //! `runner scrub` end to end: a job directory with secrets from a .env file, a JSON settings file,
 //! the environment and flags; exit codes 0/1/2; no DEST on abort; input untouched; idempotence.
 
-use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::runner;
+use testkit::files::snapshot;
+
+use crate::support::{exited, runner};
 
 /// Synthetic values made at test time (never realistic keys committed to the repo).
 fn values(seed: u64) -> [String; 4] {
@@ -28,34 +29,6 @@ fn values(seed: u64) -> [String; 4] {
         format!("settings-token-{}", next(20)),
         format!("passthrough-{}", next(24)),
     ]
-}
-
-/// Every entry below `root` (path → bytes or link target).
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            if meta.is_dir() {
-                out.insert(rel, b"<dir>".to_vec());
-                walk(root, &path, out);
-            } else if meta.file_type().is_symlink() {
-                out.insert(
-                    rel,
-                    std::fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                );
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
 }
 
 /// A hash of the whole tree: names, contents, link targets and modification times.
@@ -134,9 +107,16 @@ fn make_job(root: &Path, v: &[String; 4]) -> PathBuf {
     job
 }
 
-fn scrub_cmd(root: &Path, job: &Path, out: &Path, v: &[String; 4]) -> assert_cmd::Command {
+/// `runner scrub --in JOB --out OUT`, with no secrets given yet.
+fn scrub_in_out(job: &Path, out: &Path) -> assert_cmd::Command {
     let mut cmd = runner();
     cmd.arg("scrub").arg("--in").arg(job).arg("--out").arg(out);
+    cmd
+}
+
+/// [`scrub_in_out`] with the job's secrets from its files, the environment and a flag.
+fn scrub_cmd(root: &Path, job: &Path, out: &Path, v: &[String; 4]) -> assert_cmd::Command {
+    let mut cmd = scrub_in_out(job, out);
     cmd.arg("--secrets-from").arg(root.join("secrets.env"));
     cmd.arg("--secrets-from").arg(root.join("settings.json"));
     cmd.args(["--env-passthrough", "SCRUB_E2E_PASSTHROUGH"])
@@ -203,12 +183,7 @@ fn scrubs_a_job_directory_end_to_end() {
     // A second scrub of the published copy finds nothing and changes nothing.
     let again = dir.path().join("again");
     let second = scrub_cmd(dir.path(), &out, &again, &v).output().unwrap();
-    assert_eq!(
-        second.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&second.stderr)
-    );
+    exited(&second, 0);
     let mut a = snapshot(&out);
     let mut b = snapshot(&again);
     a.remove(Path::new("scrub-report.json"));
@@ -237,8 +212,7 @@ fn unscannable_or_leftover_content_aborts_without_dest() {
     let before = tree_hash(&job);
     let out = dir.path().join("public");
     let result = scrub_cmd(dir.path(), &job, &out, &v).output().unwrap();
-    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
-    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    let (_, stderr) = exited(&result, 1);
     assert!(!out.exists(), "no DEST after an abort");
     assert!(
         stderr.contains("task-a__1/agent/bundle.zip") && stderr.contains("--drop-unscannable"),
@@ -260,12 +234,7 @@ fn unscannable_or_leftover_content_aborts_without_dest() {
         .arg("--drop-unscannable")
         .output()
         .unwrap();
-    assert_eq!(
-        dropped.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&dropped.stderr)
-    );
+    exited(&dropped, 0);
     assert!(!out.join("task-a__1/agent/bundle.zip").exists());
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_file(&zipped).unwrap();
@@ -278,8 +247,7 @@ fn unscannable_or_leftover_content_aborts_without_dest() {
     )
     .unwrap();
     let result = scrub_cmd(dir.path(), &job, &out, &v).output().unwrap();
-    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
-    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    let (_, stderr) = exited(&result, 1);
     assert!(
         stderr.contains("task-a__1/agent/extra.log") && !stderr.contains(&undeclared),
         "{stderr}"
@@ -293,50 +261,27 @@ fn bad_input_exits_2_without_showing_values() {
     let v = values(3);
     let job = make_job(dir.path(), &v);
     let out = dir.path().join("public");
-    let short = runner()
-        .arg("scrub")
-        .arg("--in")
-        .arg(&job)
-        .arg("--out")
-        .arg(&out)
+    let short = scrub_in_out(&job, &out)
         .args(["--secret", "PIN=4711x"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&short.stderr).into_owned();
-    assert_eq!(short.status.code(), Some(2), "{stderr}");
+    let (_, stderr) = exited(&short, 2);
     assert!(
         stderr.contains("--allow-short") && stderr.contains("PIN") && !stderr.contains("4711x"),
         "{stderr}"
     );
     assert!(!out.exists());
-    let allowed = runner()
-        .arg("scrub")
-        .arg("--in")
-        .arg(&job)
-        .arg("--out")
-        .arg(&out)
+    let allowed = scrub_in_out(&job, &out)
         .args(["--secret", "PIN=4711x", "--allow-short"])
         .output()
         .unwrap();
-    assert_eq!(
-        allowed.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&allowed.stderr)
-    );
+    exited(&allowed, 0);
     let exists = scrub_cmd(dir.path(), &job, &out, &v).output().unwrap();
-    assert_eq!(exists.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&exists.stderr).contains("already exists"));
-    let none = runner()
-        .arg("scrub")
-        .arg("--in")
-        .arg(&job)
-        .arg("--out")
-        .arg(dir.path().join("x"))
-        .output()
-        .unwrap();
-    assert_eq!(none.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&none.stderr).contains("no secrets given"));
+    let (_, stderr) = exited(&exists, 2);
+    assert!(stderr.contains("already exists"));
+    let none = scrub_in_out(&job, &dir.path().join("x")).output().unwrap();
+    let (_, stderr) = exited(&none, 2);
+    assert!(stderr.contains("no secrets given"));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Shared helpers of the end-to-end tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::Once;
 
 /// The workspace root.
@@ -16,7 +17,7 @@ pub fn runner() -> assert_cmd::Command {
     static BUILD: Once = Once::new();
     // The binary lives in another package of the workspace, so make sure it is current.
     BUILD.call_once(|| {
-        let status = std::process::Command::new(env!("CARGO"))
+        let status = Command::new(env!("CARGO"))
             .args(["build", "-p", "runner", "--bin", "runner"])
             .current_dir(workspace_root())
             .status()
@@ -30,7 +31,7 @@ pub fn runner() -> assert_cmd::Command {
 pub fn ensure_base_image() {
     static BASE: Once = Once::new();
     BASE.call_once(|| {
-        let status = std::process::Command::new("bash")
+        let status = Command::new("bash")
             .arg(workspace_root().join("scripts/base-image.sh"))
             .status()
             .expect("bash runs");
@@ -43,7 +44,7 @@ pub fn ensure_base_image() {
 
 /// Ids of containers (running or not) carrying `label`.
 pub fn containers_with_label(label: &str) -> Vec<String> {
-    let out = std::process::Command::new("docker")
+    let out = Command::new("docker")
         .args(["ps", "-aq", "--filter", &format!("label={label}")])
         .output()
         .expect("the docker CLI runs");
@@ -58,6 +59,43 @@ pub fn containers_with_label(label: &str) -> Vec<String> {
         .collect()
 }
 
+/// `output`'s stdout and stderr as text, after asserting that it exited with `code` (both
+/// streams are shown when it did not).
+pub fn exited(output: &Output, code: i32) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// Runs `git args…` in `repo` as a fixed test identity (no signing) and returns its trimmed
+/// stdout; a failure fails the test with git's stderr.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 /// A finished job directory.
 pub struct Job {
     /// The job directory.
@@ -66,7 +104,7 @@ pub struct Job {
 
 impl Job {
     /// The only job directory under `jobs_dir`.
-    pub fn single_in(jobs_dir: &std::path::Path) -> Job {
+    pub fn single_in(jobs_dir: &Path) -> Job {
         let dirs: Vec<PathBuf> = std::fs::read_dir(jobs_dir)
             .expect("jobs dir exists")
             .map(|e| e.unwrap().path())
@@ -88,6 +126,12 @@ impl Job {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The text of `rel` in the trial directory `trial`.
+    pub fn trial_file(&self, trial: &str, rel: &str) -> String {
+        let path = self.dir.join(trial).join(rel);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
     /// Every trial's result.json, by trial dir name.

@@ -6,8 +6,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use testkit::files::copy_dir;
 
-use crate::support::{Job, ensure_base_image, runner, workspace_root};
+use crate::support::{Job, ensure_base_image, exited, git, runner, workspace_root};
 
 fn fixtures() -> PathBuf {
     workspace_root().join("leaderboard/tests/fixtures")
@@ -22,19 +23,6 @@ fn runner_path() -> PathBuf {
     let _ = runner();
     let exe = std::env::current_exe().unwrap();
     exe.parent().unwrap().parent().unwrap().join("runner")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {
@@ -58,8 +46,7 @@ fn valid_harbor_job_passes_with_dataset_and_metadata() {
         .arg(fixtures().join("metadata.yaml"))
         .output()
         .unwrap();
-    let out = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(0), "{out}");
+    let (out, _) = exited(&output, 0);
     assert!(out.contains("Result: VALID"), "{out}");
     assert!(out.contains("accuracy 60.00% ± 24.49% (stderr)"), "{out}");
     assert!(out.contains("pass@2 90.00%"), "{out}");
@@ -127,8 +114,7 @@ fn invalid_job_exits_1_with_github_annotations_and_summary() {
         .env("GITHUB_STEP_SUMMARY", &summary)
         .output()
         .unwrap();
-    let out = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(1), "{out}");
+    let (out, _) = exited(&output, 1);
     let expected = format!(
         "::error file={}/config.json,title=no_job_overrides::environment.override_memory_mb is 65536; it must be null",
         job.display().to_string().replace(':', "%3A")
@@ -147,15 +133,15 @@ fn bad_input_exits_2() {
         .arg(dir.path().join("nope"))
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("not a directory"));
+    let (_, stderr) = exited(&output, 2);
+    assert!(stderr.contains("not a directory"));
     let output = runner()
         .arg("validate-submission")
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no config.json"));
+    let (_, stderr) = exited(&output, 2);
+    assert!(stderr.contains("no config.json"));
     runner()
         .arg("validate-submission")
         .arg(h13_job())
@@ -173,8 +159,7 @@ fn validate_trajectory_accepts_the_valid_fixtures() {
         .args(["v1.0.json", "v1.6-image.json", "v1.7.json"].map(|f| valid.join(f)))
         .output()
         .unwrap();
-    let out = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(0), "{out}");
+    let (out, _) = exited(&output, 0);
     assert_eq!(out.matches(": valid").count(), 3, "{out}");
 }
 
@@ -240,26 +225,13 @@ fn validate_trajectory_json_and_unreadable_files() {
         .code(2);
 }
 
-fn git(repo: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(repo)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+/// Makes `repo` a leaderboard repository with one commit (a README); returns that commit.
+fn leaderboard_repo(repo: &Path) -> String {
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "leaderboard\n").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", "base"]);
+    git(repo, &["rev-parse", "HEAD"])
 }
 
 fn preflight(repo: &Path, base: &str) -> std::process::Output {
@@ -277,13 +249,9 @@ fn preflight(repo: &Path, base: &str) -> std::process::Output {
 
 #[test]
 fn ci_preflight_validates_the_submission_a_pull_request_adds() {
-    let repo = tempfile::tempdir().unwrap();
-    let repo = repo.path();
-    git(repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "leaderboard\n").unwrap();
-    git(repo, &["add", "."]);
-    git(repo, &["commit", "-qm", "base"]);
-    let base = git(repo, &["rev-parse", "HEAD"]);
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    let base = leaderboard_repo(repo);
 
     // The "PR": one submission dir with metadata and a job dir.
     let sub = repo.join("submissions/terminus-2__claude-opus-4-6");
@@ -292,13 +260,7 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
     git(repo, &["add", "."]);
     git(repo, &["commit", "-qm", "add submission"]);
     let output = preflight(repo, &base);
-    let out = stdout_of(&output);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{out}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (out, _) = exited(&output, 0);
     assert!(
         out.contains(
             "::group::validate-submission submissions/terminus-2__claude-opus-4-6 (1 job dirs)"
@@ -315,8 +277,7 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
     );
     git(repo, &["commit", "-qam", "tweak"]);
     let output = preflight(repo, &base);
-    let out = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(1), "{out}");
+    let (out, _) = exited(&output, 1);
     assert!(
         out.contains(
             "::error file=submissions/terminus-2__claude-opus-4-6/2026-06-10__12-00-00/regex-log__aB3dE9x/config.json,\
@@ -328,26 +289,21 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
 
 #[test]
 fn ci_preflight_flags_files_outside_a_submission_dir_and_ignores_other_changes() {
-    let repo = tempfile::tempdir().unwrap();
-    let repo = repo.path();
-    git(repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "leaderboard\n").unwrap();
-    git(repo, &["add", "."]);
-    git(repo, &["commit", "-qm", "base"]);
-    let base = git(repo, &["rev-parse", "HEAD"]);
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    let base = leaderboard_repo(repo);
     std::fs::write(repo.join("README.md"), "changed\n").unwrap();
     git(repo, &["commit", "-qam", "docs only"]);
     let output = preflight(repo, &base);
-    assert_eq!(output.status.code(), Some(0));
-    assert!(stdout_of(&output).contains("nothing to validate"));
+    let (out, _) = exited(&output, 0);
+    assert!(out.contains("nothing to validate"));
 
     std::fs::create_dir_all(repo.join("submissions/stray")).unwrap();
     std::fs::write(repo.join("submissions/stray/result.json"), "{}").unwrap();
     git(repo, &["add", "."]);
     git(repo, &["commit", "-qm", "stray"]);
     let output = preflight(repo, &base);
-    let out = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(1), "{out}");
+    let (out, _) = exited(&output, 1);
     assert!(
         out.contains("::error file=submissions/stray/result.json,title=submission_layout::"),
         "{out}"

@@ -140,37 +140,26 @@ mod tests {
         assert_eq!(parse_reward_txt("0").unwrap(), one("reward", 0.0));
     }
 
+    /// Asserts that `parse` refuses every input with a message holding the expected text.
+    fn assert_refuses(parse: fn(&str) -> Result<Rewards, String>, cases: &[(&str, &str)]) {
+        for (input, expected) in cases {
+            let err = parse(input).expect_err(input);
+            assert!(err.contains(expected), "{input:?}: {err}");
+        }
+    }
+
     #[test]
     fn txt_refuses_garbage_whitespace_and_non_finite() {
-        assert!(
-            parse_reward_txt("passed")
-                .unwrap_err()
-                .contains("not a number")
-        );
-        assert!(
-            parse_reward_txt("1 2")
-                .unwrap_err()
-                .contains("not a number")
-        );
-        assert!(
-            parse_reward_txt(" \n\t")
-                .unwrap_err()
-                .contains("whitespace")
-        );
-        assert!(
-            parse_reward_txt("NaN")
-                .unwrap_err()
-                .contains("not a finite number")
-        );
-        assert!(
-            parse_reward_txt("inf")
-                .unwrap_err()
-                .contains("not a finite number")
-        );
-        assert!(
-            parse_reward_txt("-infinity")
-                .unwrap_err()
-                .contains("not a finite number")
+        assert_refuses(
+            parse_reward_txt,
+            &[
+                ("passed", "not a number"),
+                ("1 2", "not a number"),
+                (" \n\t", "whitespace"),
+                ("NaN", "not a finite number"),
+                ("inf", "not a finite number"),
+                ("-infinity", "not a finite number"),
+            ],
         );
     }
 
@@ -194,65 +183,34 @@ mod tests {
 
     #[test]
     fn json_refuses_nested_and_non_numeric_values() {
-        assert!(
-            parse_reward_json(r#"{"reward": {"a": 1}}"#)
-                .unwrap_err()
-                .contains("\"reward\" must be a number, found an object")
-        );
-        assert!(
-            parse_reward_json(r#"{"reward": [1]}"#)
-                .unwrap_err()
-                .contains("an array")
-        );
-        assert!(
-            parse_reward_json(r#"{"reward": "1"}"#)
-                .unwrap_err()
-                .contains("a string")
-        );
-        assert!(
-            parse_reward_json(r#"{"reward": true}"#)
-                .unwrap_err()
-                .contains("a boolean")
-        );
-        assert!(
-            parse_reward_json(r#"{"reward": null}"#)
-                .unwrap_err()
-                .contains("null")
+        assert_refuses(
+            parse_reward_json,
+            &[
+                (
+                    r#"{"reward": {"a": 1}}"#,
+                    "\"reward\" must be a number, found an object",
+                ),
+                (r#"{"reward": [1]}"#, "an array"),
+                (r#"{"reward": "1"}"#, "a string"),
+                (r#"{"reward": true}"#, "a boolean"),
+                (r#"{"reward": null}"#, "null"),
+            ],
         );
     }
 
     #[test]
     fn json_refuses_non_objects_empty_objects_and_nan() {
-        assert!(
-            parse_reward_json("1.0")
-                .unwrap_err()
-                .contains("found a number")
-        );
-        assert!(
-            parse_reward_json("[1.0]")
-                .unwrap_err()
-                .contains("found an array")
-        );
-        assert!(
-            parse_reward_json("{}")
-                .unwrap_err()
-                .contains("empty object")
-        );
-        // Python's json accepts NaN; serde_json (rightly) does not, and neither do we.
-        assert!(
-            parse_reward_json(r#"{"reward": NaN}"#)
-                .unwrap_err()
-                .contains("not valid JSON")
-        );
-        assert!(
-            parse_reward_json("{\"reward\": 1")
-                .unwrap_err()
-                .contains("not valid JSON")
-        );
-        assert!(
-            parse_reward_json("   ")
-                .unwrap_err()
-                .contains("not valid JSON")
+        assert_refuses(
+            parse_reward_json,
+            &[
+                ("1.0", "found a number"),
+                ("[1.0]", "found an array"),
+                ("{}", "empty object"),
+                // Python's json accepts NaN; serde_json (rightly) does not, and neither do we.
+                (r#"{"reward": NaN}"#, "not valid JSON"),
+                ("{\"reward\": 1", "not valid JSON"),
+                ("   ", "not valid JSON"),
+            ],
         );
     }
 
@@ -278,25 +236,29 @@ mod tests {
         assert_eq!(read_rewards(dir.path()).unwrap(), one("reward", 0.5));
     }
 
+    /// Asserts that reading the rewards in `dir` fails as `exception_type`, with a message
+    /// holding `text`.
+    fn assert_read_fails(dir: &Path, exception_type: &str, text: &str) {
+        let err = read_rewards(dir).unwrap_err();
+        assert_eq!(err.exception_type(), exception_type);
+        assert!(err.to_string().contains(text), "{err}");
+    }
+
     #[test]
     fn missing_empty_and_unparsable_files_have_harbor_names() {
         let dir = tempfile::tempdir().unwrap();
-        let err = read_rewards(dir.path()).unwrap_err();
-        assert_eq!(err.exception_type(), "RewardFileNotFoundError");
-        assert!(err.to_string().contains("reward.txt"));
+        assert_read_fails(dir.path(), "RewardFileNotFoundError", "reward.txt");
 
         std::fs::write(dir.path().join(REWARD_TXT), "").unwrap();
-        let err = read_rewards(dir.path()).unwrap_err();
-        assert_eq!(err.exception_type(), "RewardFileEmptyError");
-        assert!(
-            err.to_string()
-                .contains(&dir.path().join(REWARD_TXT).display().to_string())
-        );
+        let path = dir.path().join(REWARD_TXT).display().to_string();
+        assert_read_fails(dir.path(), "RewardFileEmptyError", &path);
 
         std::fs::write(dir.path().join(REWARD_TXT), "yes\n").unwrap();
-        let err = read_rewards(dir.path()).unwrap_err();
-        assert_eq!(err.exception_type(), "VerifierOutputParseError");
-        assert!(err.to_string().contains("\"yes\" is not a number"));
+        assert_read_fails(
+            dir.path(),
+            "VerifierOutputParseError",
+            "\"yes\" is not a number",
+        );
 
         std::fs::write(dir.path().join(REWARD_TXT), [0xff, 0xfe]).unwrap();
         assert_eq!(
@@ -311,9 +273,7 @@ mod tests {
         std::fs::write(dir.path().join(REWARD_TXT), "1").unwrap();
         std::os::unix::fs::symlink(dir.path().join(REWARD_TXT), dir.path().join(REWARD_JSON))
             .unwrap();
-        let err = read_rewards(dir.path()).unwrap_err();
-        assert_eq!(err.exception_type(), "RewardFileUnsafeError");
-        assert!(err.to_string().contains("symbolic link"));
+        assert_read_fails(dir.path(), "RewardFileUnsafeError", "symbolic link");
     }
 
     #[test]
@@ -322,9 +282,7 @@ mod tests {
         let mut big = b"1".to_vec();
         big.extend(std::iter::repeat_n(b' ', REWARD_FILE_LIMIT as usize));
         std::fs::write(dir.path().join(REWARD_TXT), big).unwrap();
-        let err = read_rewards(dir.path()).unwrap_err();
-        assert_eq!(err.exception_type(), "RewardFileUnsafeError");
-        assert!(err.to_string().contains("65537 bytes"));
+        assert_read_fails(dir.path(), "RewardFileUnsafeError", "65537 bytes");
     }
 
     #[test]
@@ -336,8 +294,6 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
-        let err = read_rewards(dir.path()).unwrap_err();
-        assert_eq!(err.exception_type(), "RewardFileUnsafeError");
-        assert!(err.to_string().contains("fifo"));
+        assert_read_fails(dir.path(), "RewardFileUnsafeError", "fifo");
     }
 }

@@ -233,9 +233,7 @@ impl<S: Sandbox> Run<'_, S> {
     }
 
     async fn root(&mut self, step: &str, command: &str) -> Result<ExecOutput, VerifierError> {
-        let output = self
-            .exec(step, ExecRequest::new(command).user("root"))
-            .await?;
+        let output = self.exec(step, ExecRequest::root(command)).await?;
         if !output.success() {
             return Err(VerifierErrorKind::Sandbox {
                 task: self.task.name.clone(),

@@ -1,25 +1,27 @@
-//! `verify` end to end against a host-side sandbox: the real command sequence, the in-container
+//! `verify` end to end against the fake sandbox: the real command sequence, the in-container
 //! listing and removal, the download and the host-side reads.
-
-mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use support::{HostSandbox, make_task};
 use tasks::records::NamedCheck;
+use testkit::{FakeSandbox, TaskFixture};
 
 struct Fixture {
     _tmp: tempfile::TempDir,
-    sandbox: HostSandbox,
+    sandbox: FakeSandbox,
     task: tasks::Task,
     trial_dir: std::path::PathBuf,
 }
 
 fn fixture(test_sh: &str, extra_toml: &str) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
-    let sandbox = HostSandbox::new(&tmp.path().join("container"));
-    let task = make_task(&tmp.path().join("task"), test_sh, extra_toml);
+    let sandbox = FakeSandbox::new();
+    let task = TaskFixture::new("test/verify")
+        .test_sh(test_sh)
+        .toml(extra_toml)
+        .file("tests/helper.txt", "uploaded with the tests\n")
+        .write(&tmp.path().join("task"));
     let trial_dir = tmp.path().join("trial");
     std::fs::create_dir_all(&trial_dir).unwrap();
     Fixture {
@@ -54,11 +56,11 @@ const SECOND_TRY: Duration = Duration::from_secs(30);
 #[tokio::test]
 async fn reward_txt_exit_code_and_pytest_checks_are_recorded() {
     let f = fixture(
-        r#"cat "$ROOT/tests/helper.txt"
+        r#"cat "/tests/helper.txt"
 echo "=== short test summary info ==="
 echo "PASSED test_outputs.py::test_a"
 echo "FAILED test_outputs.py::test_b - AssertionError"
-echo 1 > "$ROOT/logs/verifier/reward.txt"
+echo 1 > "/logs/verifier/reward.txt"
 exit 3"#,
         "",
     );
@@ -101,10 +103,10 @@ exit 3"#,
 #[tokio::test]
 async fn reward_json_wins_and_ctrf_checks_are_parsed() {
     let f = fixture(
-        r#"echo 0 > "$ROOT/logs/verifier/reward.txt"
-echo '{"reward": 1.0, "correctness": 0.5}' > "$ROOT/logs/verifier/reward.json"
+        r#"echo 0 > "/logs/verifier/reward.txt"
+echo '{"reward": 1.0, "correctness": 0.5}' > "/logs/verifier/reward.json"
 echo '{"results": {"tests": [{"name": "c1", "status": "passed"}, {"name": "c2", "status": "skipped"}]}}' \
-  > "$ROOT/logs/verifier/ctrf.json""#,
+  > "/logs/verifier/ctrf.json""#,
         "",
     );
     let result = f.verify(SECOND_TRY).await.unwrap().result;
@@ -125,7 +127,7 @@ echo '{"results": {"tests": [{"name": "c1", "status": "passed"}, {"name": "c2", 
 #[tokio::test]
 async fn verifier_env_templates_are_resolved() {
     let f = fixture(
-        r#"[ "$GREETING" = "hi there" ] && [ "$LITERAL" = 'a-${B}' ] && echo 1 > "$ROOT/logs/verifier/reward.txt""#,
+        r#"[ "$GREETING" = "hi there" ] && [ "$LITERAL" = 'a-${B}' ] && echo 1 > "/logs/verifier/reward.txt""#,
         "[verifier.env]\nGREETING = \"${RUNNER_VERIFIERS_TEST_SURELY_UNSET:-hi there}\"\nLITERAL = \"a-${B}\"",
     );
     let result = f.verify(SECOND_TRY).await.unwrap().result;
@@ -138,7 +140,7 @@ async fn verifier_env_templates_are_resolved() {
 #[tokio::test]
 async fn unresolvable_env_template_fails_before_anything_runs() {
     let f = fixture(
-        "echo 1 > \"$ROOT/logs/verifier/reward.txt\"",
+        "echo 1 > \"/logs/verifier/reward.txt\"",
         "[verifier.env]\nKEY = \"${RUNNER_VERIFIERS_TEST_SURELY_UNSET}\"",
     );
     let err = f.verify(SECOND_TRY).await.unwrap_err();
@@ -167,7 +169,7 @@ async fn missing_reward_is_typed_and_keeps_the_exit_code() {
 #[tokio::test]
 async fn rewards_and_files_planted_before_verification_are_cleared() {
     let f = fixture(
-        "test -e \"$ROOT/tests/json.py\" && echo planted-survived; exit 0",
+        "test -e \"/tests/json.py\" && echo planted-survived; exit 0",
         "",
     );
     // What an agent could leave behind during its phase.
@@ -190,7 +192,7 @@ async fn rewards_and_files_planted_before_verification_are_cleared() {
 #[tokio::test]
 async fn symlinked_reward_is_refused_and_never_downloaded() {
     let f = fixture(
-        r#"echo 1 > "$ROOT/secret"; ln -s "$ROOT/secret" "$ROOT/logs/verifier/reward.txt""#,
+        r#"echo 1 > "/secret"; ln -s "/secret" "/logs/verifier/reward.txt""#,
         "",
     );
     let err = f.verify(SECOND_TRY).await.unwrap_err();
@@ -216,7 +218,7 @@ async fn symlinked_reward_is_refused_and_never_downloaded() {
 
 #[tokio::test]
 async fn fifo_reward_is_refused_without_hanging() {
-    let f = fixture(r#"mkfifo "$ROOT/logs/verifier/reward.json""#, "");
+    let f = fixture(r#"mkfifo "/logs/verifier/reward.json""#, "");
     let started = Instant::now();
     let err = f.verify(SECOND_TRY).await.unwrap_err();
     assert_eq!(err.exception_type(), "RewardFileUnsafeError");
@@ -228,7 +230,7 @@ async fn fifo_reward_is_refused_without_hanging() {
 #[tokio::test]
 async fn oversized_reward_is_refused_and_never_downloaded() {
     let f = fixture(
-        r#"head -c 70000 /dev/zero | tr '\0' '1' > "$ROOT/logs/verifier/reward.txt""#,
+        r#"head -c 70000 /dev/zero | tr '\0' '1' > "/logs/verifier/reward.txt""#,
         "",
     );
     let err = f.verify(SECOND_TRY).await.unwrap_err();
@@ -244,7 +246,7 @@ async fn oversized_reward_is_refused_and_never_downloaded() {
 #[tokio::test]
 async fn verifier_dir_replaced_by_a_symlink_is_refused() {
     let f = fixture(
-        r#"mkdir -p "$ROOT/elsewhere"; echo 1 > "$ROOT/elsewhere/reward.txt"; rm -rf "$ROOT/logs/verifier"; ln -s "$ROOT/elsewhere" "$ROOT/logs/verifier""#,
+        r#"mkdir -p "/elsewhere"; echo 1 > "/elsewhere/reward.txt"; rm -rf "/logs/verifier"; ln -s "/elsewhere" "/logs/verifier""#,
         "",
     );
     let err = f.verify(SECOND_TRY).await.unwrap_err();
@@ -258,7 +260,7 @@ async fn verifier_dir_replaced_by_a_symlink_is_refused() {
 #[tokio::test]
 async fn deadline_kills_the_tests_and_salvages_their_output() {
     let f = fixture(
-        r#"echo started; sleep 30; echo 1 > "$ROOT/logs/verifier/reward.txt""#,
+        r#"echo started; sleep 30; echo 1 > "/logs/verifier/reward.txt""#,
         "",
     );
     let started = Instant::now();

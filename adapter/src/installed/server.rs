@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tasks::{ExecRequest, Sandbox};
 
 use super::transport::{InContainerHttp, TransportError};
+use super::trial_files::run_root_step;
 use crate::agent::{AgentError, AgentErrorKind};
 
 /// Where one agent's server keeps its log and pid inside the container.
@@ -63,23 +64,14 @@ pub async fn start<S: Sandbox>(
         paths.log(),
         paths.pid()
     );
-    let out = sandbox
-        .exec(
-            ExecRequest::new(prepare)
-                .user("root")
-                .timeout(Duration::from_secs(30)),
-        )
-        .await?;
-    if !out.success() {
-        return Err(AgentError::new(
-            AgentErrorKind::Server,
-            format!(
-                "preparing {} for the agent server failed: {}",
-                paths.dir,
-                out.stderr.trim()
-            ),
-        ));
-    }
+    run_root_step(
+        sandbox,
+        prepare,
+        Duration::from_secs(30),
+        AgentErrorKind::Server,
+        &format!("preparing {} for the agent server", paths.dir),
+    )
+    .await?;
     let script = r#"cd "$RUNNER_SERVER_CWD" || exit 1
 if command -v setsid >/dev/null 2>&1; then
   setsid nohup bash -c "$RUNNER_SERVER_COMMAND" >>"$RUNNER_SERVER_LOG" 2>&1 </dev/null &
@@ -124,11 +116,7 @@ if [ -r "/proc/$pid/stat" ]; then read -r stat < "/proc/$pid/stat"; s=${{stat##*
         paths.pid()
     );
     let out = sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(30)),
-        )
+        .exec(ExecRequest::root(cmd).timeout(Duration::from_secs(30)))
         .await?;
     Ok(out.success())
 }
@@ -141,11 +129,7 @@ pub async fn stop<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<(), Ag
         paths.pid()
     );
     sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(30)),
-        )
+        .exec(ExecRequest::root(cmd).timeout(Duration::from_secs(30)))
         .await?;
     Ok(())
 }
@@ -155,11 +139,7 @@ pub async fn stop<S: Sandbox>(sandbox: &S, paths: &ServerPaths) -> Result<(), Ag
 pub async fn save_log<S: Sandbox>(sandbox: &S, paths: &ServerPaths, host_path: &Path) {
     let cmd = format!("tail -c 8388608 '{}' 2>/dev/null || true", paths.log());
     let text = match sandbox
-        .exec(
-            ExecRequest::new(cmd)
-                .user("root")
-                .timeout(Duration::from_secs(60)),
-        )
+        .exec(ExecRequest::root(cmd).timeout(Duration::from_secs(60)))
         .await
     {
         Ok(out) => out.stdout,

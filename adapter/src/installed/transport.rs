@@ -117,7 +117,7 @@ impl InContainerHttp {
         body: Option<&str>,
         timeout: Duration,
     ) -> Result<HttpResponse, TransportError> {
-        let mut request = ExecRequest::new(CLIENT).user("root").timeout(timeout);
+        let mut request = ExecRequest::root(CLIENT).timeout(timeout);
         request
             .env
             .insert("RUNNER_HTTP_PORT".into(), self.port.to_string());

@@ -1,9 +1,10 @@
-//! Files the installed agent writes under `<trial>/agent/`, and shell quoting for the commands
-//! it runs in the container.
+//! Files the installed agent writes under `<trial>/agent/`, and the commands it runs in the
+//! container: their placeholders, and the root steps that must succeed.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use tasks::ExecOutput;
+use tasks::{ExecOutput, ExecRequest, Sandbox};
 
 use crate::agent::{AgentError, AgentErrorKind};
 
@@ -56,9 +57,26 @@ pub fn save_command(
     )
 }
 
-/// Single-quotes `text` for bash.
-pub fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
+/// Runs the setup step `command` in the container as root, killed after `timeout`. A non-zero
+/// exit is an error of `kind` saying that `what` failed, with the command's stderr.
+pub async fn run_root_step<S: Sandbox>(
+    sandbox: &S,
+    command: String,
+    timeout: Duration,
+    kind: AgentErrorKind,
+    what: &str,
+) -> Result<ExecOutput, AgentError> {
+    let out = sandbox
+        .exec(ExecRequest::root(command).timeout(timeout))
+        .await?;
+    if out.success() {
+        Ok(out)
+    } else {
+        Err(AgentError::new(
+            kind,
+            format!("{what} failed: {}", out.stderr.trim()),
+        ))
+    }
 }
 
 /// Replaces `{source_dir}`, `{port}` and `{workspace_root}` in a configured command.
@@ -82,8 +100,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quotes_and_placeholders() {
-        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    fn placeholders() {
         assert_eq!(
             fill_placeholders(
                 "x {source_dir} {port} {workspace_root}",

@@ -21,54 +21,107 @@ pub fn scrub_blob(
     m: &Matcher,
     bytes: &[u8],
     path: &str,
-    depth: usize,
     findings: &mut Findings,
 ) -> Result<Option<Vec<u8>>, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
-    }
-    let mut tally = Tally::new();
-    let out = match classify(bytes) {
-        Kind::Text => m.redact_text(bytes, &mut tally),
-        Kind::Binary => m.redact_binary(bytes, &mut tally),
-        Kind::Gzip => return scrub_gzip(m, bytes, path, depth, findings),
-        Kind::Tar => return scrub_tar(m, bytes, path, depth, findings),
-        Kind::Unscannable(what) => return Err(format!("{what}: its contents cannot be searched")),
-    };
-    findings.add(path, Location::Content, tally);
-    Ok(out)
+    Scrubber { m, findings }.blob(bytes, path, 0)
 }
 
-/// Decompresses every gzip member, scrubs the content, and recompresses when anything changed or
-/// the gzip header itself (file name, comment) holds a needle.
-fn scrub_gzip(
-    m: &Matcher,
-    bytes: &[u8],
-    path: &str,
-    depth: usize,
-    findings: &mut Findings,
-) -> Result<Option<Vec<u8>>, String> {
-    let mut decoded = Vec::new();
-    MultiGzDecoder::new(bytes)
-        .take(MAX_DECODED + 1)
-        .read_to_end(&mut decoded)
-        .map_err(|e| format!("corrupt gzip stream ({e})"))?;
-    if decoded.len() as u64 > MAX_DECODED {
-        return Err(format!(
-            "gzip stream expands beyond {} GiB",
-            MAX_DECODED >> 30
-        ));
+/// One top-level blob's scrub: the matcher and the findings every nested archive member shares.
+struct Scrubber<'a> {
+    m: &'a Matcher,
+    findings: &'a mut Findings,
+}
+
+impl Scrubber<'_> {
+    /// Scrubs `bytes` at `path`, `depth` archives deep, by kind.
+    fn blob(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
+        }
+        let mut tally = Tally::new();
+        let out = match classify(bytes) {
+            Kind::Text => self.m.redact_text(bytes, &mut tally),
+            Kind::Binary => self.m.redact_binary(bytes, &mut tally),
+            Kind::Gzip => return self.gzip(bytes, path, depth),
+            Kind::Tar => return self.tar(bytes, path, depth),
+            Kind::Unscannable(what) => {
+                return Err(format!("{what}: its contents cannot be searched"));
+            }
+        };
+        self.findings.add(path, Location::Content, tally);
+        Ok(out)
     }
-    let inner = scrub_blob(m, &decoded, path, depth + 1, findings)?;
-    if inner.is_none() && !m.raw_match(bytes) {
-        return Ok(None);
+
+    /// Decompresses every gzip member, scrubs the content, and recompresses when anything
+    /// changed or the gzip header itself (file name, comment) holds a needle.
+    fn gzip(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+        let mut decoded = Vec::new();
+        MultiGzDecoder::new(bytes)
+            .take(MAX_DECODED + 1)
+            .read_to_end(&mut decoded)
+            .map_err(|e| format!("corrupt gzip stream ({e})"))?;
+        if decoded.len() as u64 > MAX_DECODED {
+            return Err(format!(
+                "gzip stream expands beyond {} GiB",
+                MAX_DECODED >> 30
+            ));
+        }
+        let inner = self.blob(&decoded, path, depth + 1)?;
+        if inner.is_none() && !self.m.raw_match(bytes) {
+            return Ok(None);
+        }
+        // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
+        let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
+        encoder
+            .write_all(inner.as_deref().unwrap_or(&decoded))
+            .map_err(|e| e.to_string())?;
+        encoder.finish().map(Some).map_err(|e| e.to_string())
     }
-    // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
-    let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
-    encoder
-        .write_all(inner.as_deref().unwrap_or(&decoded))
-        .map_err(|e| e.to_string())?;
-    encoder.finish().map(Some).map_err(|e| e.to_string())
+
+    /// Scrubs every member's name, link target and content; rebuilds the archive (same
+    /// headers, new names and sizes) only when something changed.
+    fn tar(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+        let members = read_members(bytes)?;
+        let mut changed = false;
+        let mut rebuilt = Vec::with_capacity(members.len());
+        for member in members {
+            let mut tally = Tally::new();
+            let new_path = self.m.redact_text(&member.path, &mut tally);
+            let shown = format!(
+                "{path}!{}",
+                String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
+            );
+            self.findings.add(&shown, Location::Name, tally);
+            let mut tally = Tally::new();
+            let new_link = member
+                .link
+                .as_ref()
+                .and_then(|l| self.m.redact_text(l, &mut tally));
+            self.findings.add(&shown, Location::LinkTarget, tally);
+            let kind = member.header.entry_type();
+            let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+                // Rewriting pax records would break their length prefixes.
+                if self.m.raw_match(&member.data) {
+                    return Err("a pax header in the tar archive holds a secret".into());
+                }
+                None
+            } else {
+                self.blob(&member.data, &shown, depth + 1)?
+            };
+            changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
+            rebuilt.push(Member {
+                path: new_path.unwrap_or(member.path),
+                link: new_link.or(member.link),
+                data: new_data.unwrap_or(member.data),
+                header: member.header,
+            });
+        }
+        // Header fields (owner names, pax records) could also hold a value.
+        if !changed && !self.m.raw_match(bytes) {
+            return Ok(None);
+        }
+        write_tar(rebuilt).map(Some)
+    }
 }
 
 /// One member read out of a tar archive.
@@ -105,57 +158,6 @@ fn read_members(bytes: &[u8]) -> Result<Vec<Member>, String> {
         });
     }
     Ok(members)
-}
-
-/// Scrubs every member's name, link target and content; rebuilds the archive (same headers,
-/// new names and sizes) only when something changed.
-fn scrub_tar(
-    m: &Matcher,
-    bytes: &[u8],
-    path: &str,
-    depth: usize,
-    findings: &mut Findings,
-) -> Result<Option<Vec<u8>>, String> {
-    let members = read_members(bytes)?;
-    let mut changed = false;
-    let mut rebuilt = Vec::with_capacity(members.len());
-    for member in members {
-        let mut tally = Tally::new();
-        let new_path = m.redact_text(&member.path, &mut tally);
-        let shown = format!(
-            "{path}!{}",
-            String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
-        );
-        findings.add(&shown, Location::Name, tally);
-        let mut tally = Tally::new();
-        let new_link = member
-            .link
-            .as_ref()
-            .and_then(|l| m.redact_text(l, &mut tally));
-        findings.add(&shown, Location::LinkTarget, tally);
-        let kind = member.header.entry_type();
-        let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
-            // Rewriting pax records would break their length prefixes.
-            if m.raw_match(&member.data) {
-                return Err("a pax header in the tar archive holds a secret".into());
-            }
-            None
-        } else {
-            scrub_blob(m, &member.data, &shown, depth + 1, findings)?
-        };
-        changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
-        rebuilt.push(Member {
-            path: new_path.unwrap_or(member.path),
-            link: new_link.or(member.link),
-            data: new_data.unwrap_or(member.data),
-            header: member.header,
-        });
-    }
-    // Header fields (owner names, pax records) could also hold a value.
-    if !changed && !m.raw_match(bytes) {
-        return Ok(None);
-    }
-    write_tar(rebuilt).map(Some)
 }
 
 fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, String> {
@@ -221,7 +223,7 @@ mod tests {
             ("clean.txt", b"ok\n"),
         ]));
         let mut findings = Findings::default();
-        let out = scrub_blob(&m, &tgz, "a.tgz", 0, &mut findings)
+        let out = scrub_blob(&m, &tgz, "a.tgz", &mut findings)
             .unwrap()
             .unwrap();
         let mut tar_bytes = Vec::new();
@@ -246,15 +248,15 @@ mod tests {
         let m = matcher();
         let tgz = gzip(&tar_of(&[("clean.txt", b"ok\n")]));
         assert_eq!(
-            scrub_blob(&m, &tgz, "a", 0, &mut Findings::default()).unwrap(),
+            scrub_blob(&m, &tgz, "a", &mut Findings::default()).unwrap(),
             None
         );
         let inner_zip = tar_of(&[("x.zip", b"PK\x03\x04rest")]);
-        let err = scrub_blob(&m, &inner_zip, "a", 0, &mut Findings::default()).unwrap_err();
+        let err = scrub_blob(&m, &inner_zip, "a", &mut Findings::default()).unwrap_err();
         assert!(err.contains("zip"), "{err}");
         let corrupt = b"\x1f\x8b\x08\x00garbage".to_vec();
         assert!(
-            scrub_blob(&m, &corrupt, "a", 0, &mut Findings::default())
+            scrub_blob(&m, &corrupt, "a", &mut Findings::default())
                 .unwrap_err()
                 .contains("gzip")
         );

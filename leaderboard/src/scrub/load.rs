@@ -110,7 +110,7 @@ fn unquote(value: &str) -> String {
 
 /// True for JSON keys that conventionally hold credentials (`apiKey`, `auth_token`, `password`…).
 fn is_credential_key(key: &str) -> bool {
-    if tasks::secrets::is_credential_name(key) {
+    if ::secrets::is_credential_name(key) {
         return true;
     }
     let squashed: String = key
@@ -161,7 +161,7 @@ fn collect_json(value: &Value, origin: &str, loaded: &mut Loaded) {
                 } else if is_credential_key(key) {
                     collect_strings(child, key, origin, loaded);
                 } else if let Value::String(s) = child {
-                    if tasks::secrets::looks_like_provider_key(s) {
+                    if ::secrets::looks_like_provider_key(s) {
                         push(loaded, key, s, &format!("{origin} key {key}"));
                     }
                 } else {
@@ -172,7 +172,7 @@ fn collect_json(value: &Value, origin: &str, loaded: &mut Loaded) {
         Value::Array(items) => items
             .iter()
             .for_each(|item| collect_json(item, origin, loaded)),
-        Value::String(s) if tasks::secrets::looks_like_provider_key(s) => {
+        Value::String(s) if ::secrets::looks_like_provider_key(s) => {
             push(loaded, "SECRET", s, &format!("{origin} array item"))
         }
         _ => {}

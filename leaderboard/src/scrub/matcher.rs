@@ -112,9 +112,7 @@ impl Matcher {
         ];
         candidates
             .into_iter()
-            .find(|c| {
-                !self.contains_any(c.as_bytes()) && !tasks::secrets::looks_like_provider_key(c)
-            })
+            .find(|c| !self.contains_any(c.as_bytes()) && !::secrets::looks_like_provider_key(c))
             .map(String::into_bytes)
             .ok_or(ScrubError::NoSafeMarker)
     }
@@ -215,7 +213,7 @@ impl Matcher {
         let redacted = self.redact_text(path.as_bytes(), &mut tally);
         let text =
             String::from_utf8_lossy(redacted.as_deref().unwrap_or(path.as_bytes())).into_owned();
-        tasks::secrets::provider_key_pattern()
+        ::secrets::provider_key_pattern()
             .replace_all(&text, "[REDACTED:UNKNOWN_KEY]")
             .into_owned()
     }
@@ -295,7 +293,7 @@ mod tests {
         ]);
         for marker in &m.markers {
             assert!(!m.contains_any(marker));
-            assert!(!tasks::secrets::looks_like_provider_key(
+            assert!(!::secrets::looks_like_provider_key(
                 std::str::from_utf8(marker).unwrap()
             ));
         }

@@ -25,7 +25,7 @@ pub use error::ScrubError;
 pub use findings::Location;
 pub use forms::Form;
 pub use report::{REPORT_FILE, Report, Row};
-pub use secrets::{MIN_SECRET_CHARS, Secret, SecretSet, SecretSetBuilder};
+pub use secrets::{Secret, SecretSet, SecretSetBuilder};
 pub use tree::Dropped;
 pub use verify::{Leftover, PROVIDER_KEY_FORM, UNVERIFIABLE_FORM};
 

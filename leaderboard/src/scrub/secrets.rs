@@ -3,11 +3,10 @@
 use std::fmt;
 use std::path::Path;
 
+use ::secrets::{MIN_SECRET_LEN, secret_len};
+
 use super::error::ScrubError;
 use super::load;
-
-/// Values shorter than this many characters are refused unless `--allow-short` is given.
-pub const MIN_SECRET_CHARS: usize = 8;
 
 /// One known secret: a display name and its value. `Debug` never shows the value.
 #[derive(Clone)]
@@ -66,7 +65,7 @@ impl fmt::Debug for Candidate {
 }
 
 impl SecretSetBuilder {
-    /// A builder; `allow_short` accepts values shorter than [`MIN_SECRET_CHARS`].
+    /// A builder; `allow_short` accepts values shorter than [`MIN_SECRET_LEN`] characters.
     pub fn new(allow_short: bool) -> Self {
         Self {
             allow_short,
@@ -127,16 +126,16 @@ impl SecretSetBuilder {
                     origin: candidate.origin,
                 });
             }
-            let len = candidate.value.chars().count();
+            let len = secret_len(&candidate.value);
             if len == 0 {
                 continue;
             }
-            if len < MIN_SECRET_CHARS && !self.allow_short {
+            if len < MIN_SECRET_LEN && !self.allow_short {
                 return Err(ScrubError::TooShort {
                     name,
                     origin: candidate.origin,
                     len,
-                    min: MIN_SECRET_CHARS,
+                    min: MIN_SECRET_LEN,
                 });
             }
             let value = candidate.value.into_bytes();

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use sha2::{Digest, Sha256};
+use testkit::files::snapshot;
 
 use super::*;
 
@@ -63,6 +64,14 @@ fn secret_set(secrets: &[(String, String)]) -> SecretSet {
             .unwrap();
     }
     builder.build().unwrap()
+}
+
+/// Generated secrets and a scratch directory holding an empty input job dir `job/`.
+fn job_case(seed: u64) -> (Vec<(String, String)>, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("job");
+    std::fs::create_dir_all(&input).unwrap();
+    (generated_secrets(seed), dir, input)
 }
 
 fn options(input: &Path, output: &Path, secrets: &[(String, String)]) -> ScrubOptions {
@@ -313,34 +322,6 @@ fn views(data: &[u8]) -> Vec<u8> {
     all
 }
 
-/// Relative path → (bytes or link target), for every entry; the tree's identity.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_dir() {
-                out.insert(rel, b"<dir>".to_vec());
-                walk(root, &path, out);
-            } else if meta.file_type().is_symlink() {
-                out.insert(
-                    rel,
-                    std::fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                );
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
-}
-
 fn tree_hash(root: &Path) -> String {
     let mut hasher = Sha256::new();
     for (path, data) in snapshot(root) {
@@ -529,10 +510,7 @@ fn clean_corpus_copies_byte_identical() {
 
 #[test]
 fn unscannable_files_abort_unless_dropped() {
-    let secrets = generated_secrets(3);
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("job");
-    std::fs::create_dir_all(&input).unwrap();
+    let (secrets, dir, input) = job_case(3);
     std::fs::write(input.join("notes.txt"), format!("k={}\n", secrets[0].1)).unwrap();
     std::fs::write(input.join("art.zip"), b"PK\x03\x04\x14\x00encrypted-ish").unwrap();
     std::fs::write(input.join("old.7z"), b"7z\xbc\xaf\x27\x1c\x00\x04").unwrap();
@@ -565,10 +543,7 @@ fn unscannable_files_abort_unless_dropped() {
 
 #[test]
 fn verifier_catches_what_a_crippled_scrubber_misses() {
-    let secrets = generated_secrets(4);
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("job");
-    std::fs::create_dir_all(&input).unwrap();
+    let (secrets, dir, input) = job_case(4);
     let value = secrets[1].1.as_bytes();
     let data = [&b"x"[..], value, b"yz"].concat();
     std::fs::write(
@@ -610,10 +585,7 @@ fn verifier_catches_what_a_crippled_scrubber_misses() {
 
 #[test]
 fn undeclared_provider_keys_abort() {
-    let secrets = generated_secrets(5);
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("job");
-    std::fs::create_dir_all(&input).unwrap();
+    let (secrets, dir, input) = job_case(5);
     let undeclared = format!("ghp_{}", Rng(77).string(ALNUM, 36));
     std::fs::write(
         input.join("a.log"),
@@ -636,10 +608,7 @@ fn undeclared_provider_keys_abort() {
 
 #[test]
 fn bad_paths_are_bad_input() {
-    let secrets = generated_secrets(6);
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("job");
-    std::fs::create_dir_all(&input).unwrap();
+    let (secrets, dir, input) = job_case(6);
     let missing = scrub(&options(
         &dir.path().join("nope"),
         &dir.path().join("o"),

@@ -86,7 +86,7 @@ fn copy_file(m: &Matcher, job: &FileJob, copied: &mut Copied) -> Result<(), Scru
     let bytes = std::fs::read(&job.source).map_err(ScrubError::io(&job.source))?;
     copied.files += 1;
     copied.bytes += bytes.len() as u64;
-    match scrub_blob(m, &bytes, &job.shown, 0, &mut copied.findings) {
+    match scrub_blob(m, &bytes, &job.shown, &mut copied.findings) {
         Ok(out) => {
             std::fs::write(&job.dest, out.as_deref().unwrap_or(&bytes))
                 .map_err(ScrubError::io(&job.dest))?;

@@ -163,13 +163,5 @@ fn scan_file(path: &Path, display: &str, violations: &mut Vec<Violation>) {
     let Ok(bytes) = std::fs::read(path) else {
         return;
     };
-    for line in scan::key_lines(&bytes) {
-        violations.push(Violation {
-            rule: Rule::NoProviderKeys,
-            file: Some(display.to_owned()),
-            line: Some(line),
-            message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) and rotate the key"
-                .to_owned(),
-        });
-    }
+    violations.extend(scan::key_violations(&bytes, display));
 }

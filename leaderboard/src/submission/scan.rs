@@ -1,24 +1,33 @@
 //! Finding provider-key-shaped strings in files, by line, without ever keeping the value.
 
-use std::sync::LazyLock;
+use super::Rule;
+use super::report::Violation;
 
-/// The provider key pattern over bytes, so binary and non-UTF-8 files are scanned too.
-static KEY: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
-    regex::bytes::Regex::new(tasks::secrets::provider_key_pattern().as_str())
-        .expect("the shared pattern compiles")
-});
-
-/// 1-based line numbers of provider-key-shaped strings in `bytes`, one entry per match.
+/// 1-based line numbers of provider-key-shaped strings in `bytes`, one entry per match. The
+/// pattern works on bytes, so binary and non-UTF-8 files are scanned too.
 pub fn key_lines(bytes: &[u8]) -> Vec<usize> {
     let mut lines = Vec::new();
     let mut line = 1;
     let mut counted_to = 0;
-    for m in KEY.find_iter(bytes) {
+    for m in ::secrets::provider_key_bytes_pattern().find_iter(bytes) {
         line += memchr::memchr_iter(b'\n', &bytes[counted_to..m.start()]).count();
         counted_to = m.start();
         lines.push(line);
     }
     lines
+}
+
+/// A `no_provider_keys` violation for each provider-key-shaped string in `bytes`, the contents
+/// of `file` (as displayed), at its line.
+pub fn key_violations(bytes: &[u8], file: &str) -> impl Iterator<Item = Violation> {
+    key_lines(bytes).into_iter().map(move |line| Violation {
+        rule: Rule::NoProviderKeys,
+        file: Some(file.to_owned()),
+        line: Some(line),
+        message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) \
+                  and rotate the key"
+            .to_owned(),
+    })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
+use testkit::files::copy_dir;
 
 use super::*;
 
@@ -20,19 +21,6 @@ const TRIALS: [&str; 5] = [
     "regex-log__mN45bVc",
     "regex-log__Hj67kLp",
 ];
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// A scratch copy of the valid [H13] job, the dataset and the metadata.
 struct Scratch {

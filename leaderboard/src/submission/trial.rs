@@ -135,16 +135,7 @@ fn read_tree(
                     continue;
                 }
             };
-            for line in scan::key_lines(&bytes) {
-                violations.push(Violation {
-                    rule: Rule::NoProviderKeys,
-                    file: Some(file.clone()),
-                    line: Some(line),
-                    message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) and \
-                              rotate the key"
-                        .to_owned(),
-                });
-            }
+            violations.extend(scan::key_violations(&bytes, &file));
             match child_rel.as_str() {
                 "config.json" => kept.config = Some(bytes),
                 "result.json" => kept.result = Some(bytes),

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use engine::ExecObserver;
-use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError};
+use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 
 use super::exec;
 use super::{DockerClient, archive};
@@ -37,7 +37,7 @@ impl DockerSandbox {
     async fn mkdir_as_root(&self, dir: &str) -> Result<(), SandboxError> {
         let quoted = shell_quote(dir);
         let out = self
-            .exec(ExecRequest::new(format!("mkdir -p {quoted}")).user("root"))
+            .exec(ExecRequest::root(format!("mkdir -p {quoted}")))
             .await?;
         if out.success() {
             Ok(())
@@ -45,11 +45,6 @@ impl DockerSandbox {
             Err(SandboxError::new(format!("mkdir {dir}"), out.stderr.trim()))
         }
     }
-}
-
-/// Quotes `text` for bash.
-pub fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 impl Sandbox for DockerSandbox {

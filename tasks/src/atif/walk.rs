@@ -8,6 +8,9 @@ use serde_json::{Map, Value};
 use super::schema::{self, Field};
 use super::{AtifError, Version, timestamp};
 
+mod content;
+mod metrics;
+
 /// Collects errors while walking one document (and its embedded subagent trajectories).
 pub(crate) struct Walker<'a> {
     /// Errors in document order.
@@ -442,158 +445,6 @@ impl<'a> Walker<'a> {
         );
         if get(map, "trajectory_id").is_none() && get(map, "trajectory_path").is_none() {
             self.err(path, "needs a trajectory_id or a trajectory_path");
-        }
-        if let Some(extra) = get(map, "extra") {
-            self.any_object(&format!("{path}.extra"), extra);
-        }
-    }
-
-    fn content(&mut self, path: &str, value: &Value, version: Version) {
-        match value {
-            Value::String(_) => {}
-            Value::Array(parts) if version >= Version::V1_6 => {
-                for (i, part) in parts.iter().enumerate() {
-                    self.content_part(&format!("{path}[{i}]"), part, version);
-                }
-            }
-            Value::Array(_) => self.err(
-                path,
-                format!("must be a string in {version}; content parts need ATIF-v1.6 or later"),
-            ),
-            other => self.err(
-                path,
-                format!(
-                    "must be a string or a list of content parts, got {}",
-                    kind(other)
-                ),
-            ),
-        }
-    }
-
-    fn content_part(&mut self, path: &str, value: &Value, version: Version) {
-        let Some(map) = self.object(path, value, schema::CONTENT_PART, version) else {
-            return;
-        };
-        let kind_ = map
-            .get("type")
-            .and_then(|t| self.string(&format!("{path}.type"), t));
-        match kind_ {
-            Some("text") => {
-                match get(map, "text") {
-                    Some(text) => {
-                        self.string(&format!("{path}.text"), text);
-                    }
-                    None => self.err(&format!("{path}.text"), "a text part needs `text`"),
-                }
-                if get(map, "source").is_some() {
-                    self.err(
-                        &format!("{path}.source"),
-                        "only image parts have a `source`",
-                    );
-                }
-            }
-            Some("image") => {
-                match get(map, "source") {
-                    Some(source) => self.image_source(&format!("{path}.source"), source, version),
-                    None => self.err(&format!("{path}.source"), "an image part needs `source`"),
-                }
-                if get(map, "text").is_some() {
-                    self.err(&format!("{path}.text"), "only text parts have `text`");
-                }
-            }
-            Some(other) => self.err(
-                &format!("{path}.type"),
-                format!("`{other}` is not one of text, image"),
-            ),
-            None => {}
-        }
-    }
-
-    fn image_source(&mut self, path: &str, value: &Value, version: Version) {
-        let Some(map) = self.object(path, value, schema::IMAGE_SOURCE, version) else {
-            return;
-        };
-        if let Some(media) = map
-            .get("media_type")
-            .and_then(|m| self.string(&format!("{path}.media_type"), m))
-            && !schema::IMAGE_MEDIA_TYPES.contains(&media)
-        {
-            self.err(
-                &format!("{path}.media_type"),
-                format!(
-                    "`{media}` is not one of {}",
-                    schema::IMAGE_MEDIA_TYPES.join(", ")
-                ),
-            );
-        }
-        let Some(image) = map
-            .get("path")
-            .and_then(|p| self.string(&format!("{path}.path"), p))
-        else {
-            return;
-        };
-        let remote = ["http://", "https://", "data:"]
-            .iter()
-            .any(|p| image.starts_with(p));
-        if let Some(dir) = self.base_dir
-            && !remote
-            && !dir.join(image).is_file()
-        {
-            self.err(
-                &format!("{path}.path"),
-                format!("image file `{image}` does not exist (paths are relative to the trajectory file)"),
-            );
-        }
-    }
-
-    fn metrics(&mut self, path: &str, value: &Value, version: Version) {
-        let Some(map) = self.object(path, value, schema::METRICS, version) else {
-            return;
-        };
-        for key in ["prompt_tokens", "completion_tokens", "cached_tokens"] {
-            if let Some(v) = get(map, key) {
-                self.integer(&format!("{path}.{key}"), v, i64::MIN);
-            }
-        }
-        if let Some(v) = get(map, "cost_usd") {
-            self.number(&format!("{path}.cost_usd"), v);
-        }
-        for key in ["prompt_token_ids", "completion_token_ids"] {
-            if let Some(ids) = get(map, key) {
-                let ids_path = format!("{path}.{key}");
-                if let Some(ids) = self.array(&ids_path, ids)
-                    && let Some(i) = ids.iter().position(|id| !(id.is_i64() || id.is_u64()))
-                {
-                    self.err(&format!("{ids_path}[{i}]"), "token ids must be integers");
-                }
-            }
-        }
-        if let Some(v) = get(map, "logprobs") {
-            self.array(&format!("{path}.logprobs"), v);
-        }
-        if let Some(extra) = get(map, "extra") {
-            self.any_object(&format!("{path}.extra"), extra);
-        }
-    }
-
-    fn final_metrics(&mut self, path: &str, value: &Value, version: Version) {
-        let Some(map) = self.object(path, value, schema::FINAL_METRICS, version) else {
-            return;
-        };
-        for key in [
-            "total_prompt_tokens",
-            "total_completion_tokens",
-            "total_cached_tokens",
-        ] {
-            if let Some(v) = get(map, key) {
-                self.integer(&format!("{path}.{key}"), v, i64::MIN);
-            }
-        }
-        if let Some(v) = get(map, "total_steps") {
-            self.integer(&format!("{path}.total_steps"), v, 0);
-        }
-        if let Some(v) = get(map, "total_cost_usd") {
-            self.number(&format!("{path}.total_cost_usd"), v);
         }
         if let Some(extra) = get(map, "extra") {
             self.any_object(&format!("{path}.extra"), extra);

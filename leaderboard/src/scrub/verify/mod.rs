@@ -45,7 +45,6 @@ pub struct Verifier {
     labels: Vec<(Option<String>, String)>,
     raw: Finder,
     stripped: Finder,
-    provider: regex::bytes::Regex,
 }
 
 impl Verifier {
@@ -57,14 +56,10 @@ impl Verifier {
             .collect();
         let raw = Finder::new(needles.iter().map(|n| n.bytes.clone()).collect());
         let stripped = Finder::new(needles.iter().map(|n| strip::strip(&n.bytes)).collect());
-        // A bytes regex over the shared pattern text: it works on binary data without decoding.
-        let provider = regex::bytes::Regex::new(tasks::secrets::provider_key_pattern().as_str())
-            .expect("the provider pattern compiles for bytes");
         Verifier {
             labels,
             raw,
             stripped,
-            provider,
         }
     }
 
@@ -187,7 +182,7 @@ impl Verifier {
                 self.stripped.each_hit(&view, &mut record);
             }
         }
-        for m in self.provider.find_iter(data) {
+        for m in ::secrets::provider_key_bytes_pattern().find_iter(data) {
             // Require a boundary on the left, so `task-…` or `disk-…` does not read as `sk-…`.
             if m.start() > 0 && data[m.start() - 1].is_ascii_alphanumeric() {
                 continue;

@@ -96,7 +96,9 @@ impl<B: Backend> Trial<B> {
 async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
     let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
     let out = sandbox
-        .exec(ExecRequest::new(format!("mkdir -p {LOG_DIRS} && chmod 777 {LOG_DIRS}")).user("root"))
+        .exec(ExecRequest::root(format!(
+            "mkdir -p {LOG_DIRS} && chmod 777 {LOG_DIRS}"
+        )))
         .await
         .map_err(|e| fail(e.to_string()))?;
     if !out.success() {

@@ -1,0 +1,13 @@
+//! Test support shared by the workspace's tests: one fake [`tasks::Sandbox`], the task
+//! fixtures the agent and verifier tests build on, and file-tree helpers.
+//!
+//! Fakes are for unit tests of logic only: the runner's main paths are tested against the real
+//! Docker engine in the `e2e` crate. A fake backend for the trial state machine's tests will
+//! live beside the sandbox (`backend`).
+
+pub mod files;
+pub mod fixtures;
+pub mod sandbox;
+
+pub use fixtures::{TaskFixture, free_port};
+pub use sandbox::FakeSandbox;
