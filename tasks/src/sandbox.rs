@@ -147,6 +147,41 @@ pub trait Sandbox: Send + Sync {
     ) -> impl Future<Output = Result<(), SandboxError>> + Send;
 }
 
+/// A shared sandbox is a sandbox: backends hand out clones of one handle per service.
+impl<S: Sandbox + ?Sized> Sandbox for std::sync::Arc<S> {
+    fn exec(
+        &self,
+        request: ExecRequest,
+    ) -> impl Future<Output = Result<ExecOutput, SandboxError>> + Send {
+        (**self).exec(request)
+    }
+
+    fn upload_dir(
+        &self,
+        source: &Path,
+        target: &str,
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send {
+        (**self).upload_dir(source, target)
+    }
+
+    fn upload_bytes(
+        &self,
+        bytes: Vec<u8>,
+        target: &str,
+        mode: u32,
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send {
+        (**self).upload_bytes(bytes, target, mode)
+    }
+
+    fn download_dir(
+        &self,
+        source: &str,
+        target: &Path,
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send {
+        (**self).download_dir(source, target)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::shell_quote;

@@ -2,12 +2,13 @@
 //! fixtures the agent and verifier tests build on, and file-tree helpers.
 //!
 //! Fakes are for unit tests of logic only: the runner's main paths are tested against the real
-//! Docker engine in the `e2e` crate. A fake backend for the trial state machine's tests will
-//! live beside the sandbox (`backend`).
+//! Docker engine in the `e2e` crate. [`FakeBackend`] runs the trial state machine with no Docker.
 
+pub mod backend;
 pub mod files;
 pub mod fixtures;
 pub mod sandbox;
 
+pub use backend::FakeBackend;
 pub use fixtures::{TaskFixture, free_port};
 pub use sandbox::FakeSandbox;

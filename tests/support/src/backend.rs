@@ -1,0 +1,225 @@
+//! [`FakeBackend`]: the engine's `Backend` with no Docker, for unit tests of the trial state
+//! machine. Each environment is a [`FakeSandbox`]; faults and delays are injected per call, and
+//! every start and removal is counted so tests can check that nothing is left behind.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::{
+    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver, ImageInfo,
+    ImageOrigin, OutputSink,
+};
+use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
+
+use crate::FakeSandbox;
+
+/// What the fake backend does on each call; a fault is used once, by the next call.
+#[derive(Debug, Default)]
+pub struct Script {
+    /// Errors the next `prepare_image` calls return, in order.
+    pub image_faults: VecDeque<BackendError>,
+    /// Errors the next `start_environment` calls return, in order.
+    pub start_faults: VecDeque<BackendError>,
+    /// How long every `prepare_image` takes.
+    pub image_delay: Duration,
+    /// How long every `start_environment` takes.
+    pub start_delay: Duration,
+    /// The next `start_environment` panics (a stand-in for a runner bug).
+    pub panic_on_start: bool,
+}
+
+/// What happened, for assertions.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    /// `prepare_image` calls.
+    pub images_prepared: usize,
+    /// Environments started, by trial name.
+    pub started: Vec<String>,
+    /// Environments removed, by trial name.
+    pub removed: Vec<String>,
+    /// `remove_job` sweeps.
+    pub sweeps: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    script: Script,
+    tally: Tally,
+}
+
+/// A backend whose environments are host directories (see [`FakeSandbox`]).
+#[derive(Debug, Clone, Default)]
+pub struct FakeBackend {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeBackend {
+    /// A backend that succeeds at everything at once.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Changes what later calls do.
+    pub fn script(&self, edit: impl FnOnce(&mut Script)) {
+        edit(&mut self.state.lock().expect("not poisoned").script);
+    }
+
+    /// What happened so far.
+    pub fn tally(&self) -> Tally {
+        self.state.lock().expect("not poisoned").tally.clone()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().expect("not poisoned"))
+    }
+}
+
+/// A failure of `kind`, for scripts.
+pub fn fault(kind: BackendErrorKind, message: &str) -> BackendError {
+    BackendError::new(kind, message)
+}
+
+impl Backend for FakeBackend {
+    type Environment = FakeEnvironment;
+
+    async fn prepare_image(
+        &self,
+        task: &Task,
+        _force_build: bool,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, BackendError> {
+        let (delay, fault) = self.with(|s| {
+            s.tally.images_prepared += 1;
+            (s.script.image_delay, s.script.image_faults.pop_front())
+        });
+        tokio::time::sleep(delay).await;
+        if let Some(fault) = fault {
+            return Err(fault);
+        }
+        log("build", format!("fake build of {}\n", task.name).as_bytes());
+        Ok(ImageInfo {
+            tag: format!("fake/{}:latest", task.short_name()),
+            id: "sha256:fake".into(),
+            origin: ImageOrigin::Built,
+        })
+    }
+
+    async fn start_environment(
+        &self,
+        spec: &EnvironmentSpec,
+    ) -> Result<FakeEnvironment, BackendError> {
+        let (delay, fault, panics) = self.with(|s| {
+            let panics = std::mem::take(&mut s.script.panic_on_start);
+            (
+                s.script.start_delay,
+                s.script.start_faults.pop_front(),
+                panics,
+            )
+        });
+        tokio::time::sleep(delay).await;
+        assert!(!panics, "the fake backend was told to panic");
+        if let Some(fault) = fault {
+            return Err(fault);
+        }
+        if !spec.sidecars.is_empty() {
+            return Err(fault_unsupported());
+        }
+        self.with(|s| s.tally.started.push(spec.trial_name.clone()));
+        let mut sandbox = FakeSandbox::new();
+        if let Some(workdir) = &spec.main.workdir {
+            sandbox = sandbox.with_workdir(workdir.clone());
+        }
+        Ok(FakeEnvironment {
+            backend: self.clone(),
+            trial: spec.trial_name.clone(),
+            sandbox: ObservedSandbox {
+                inner: Arc::new(sandbox),
+                observer: spec.observer.clone(),
+            },
+        })
+    }
+
+    async fn remove_job(&self, _job_id: &str) -> Result<usize, BackendError> {
+        self.with(|s| s.tally.sweeps += 1);
+        Ok(0)
+    }
+}
+
+fn fault_unsupported() -> BackendError {
+    fault(
+        BackendErrorKind::Unsupported,
+        "the fake backend runs no sidecars",
+    )
+}
+
+/// One fake environment: its sandbox, and a handle back to the tally for its removal.
+pub struct FakeEnvironment {
+    backend: FakeBackend,
+    trial: String,
+    sandbox: ObservedSandbox,
+}
+
+impl Environment for FakeEnvironment {
+    type Sandbox = ObservedSandbox;
+
+    fn main(&self) -> &ObservedSandbox {
+        &self.sandbox
+    }
+
+    fn describe(&self) -> String {
+        format!("fake environment of {}", self.trial)
+    }
+
+    async fn remove(self) -> Result<(), BackendError> {
+        self.backend
+            .with(|s| s.tally.removed.push(self.trial.clone()));
+        Ok(())
+    }
+}
+
+/// A [`FakeSandbox`] that reports its commands to the engine's observer, as a real backend's
+/// sandbox does (output into `trial.log`, time inside commands).
+#[derive(Clone)]
+pub struct ObservedSandbox {
+    inner: Arc<FakeSandbox>,
+    observer: ExecObserver,
+}
+
+impl ObservedSandbox {
+    /// The host path behind a container path (see [`FakeSandbox::path`]).
+    pub fn path(&self, container: &str) -> std::path::PathBuf {
+        self.inner.path(container)
+    }
+}
+
+impl Sandbox for ObservedSandbox {
+    async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let started = Instant::now();
+        let output = self.inner.exec(request).await;
+        self.observer.add_exec_time(started.elapsed());
+        if let Ok(out) = &output {
+            (self.observer.output)("stdout", out.stdout.as_bytes());
+            (self.observer.output)("stderr", out.stderr.as_bytes());
+        }
+        output
+    }
+
+    async fn upload_dir(&self, source: &Path, target: &str) -> Result<(), SandboxError> {
+        self.inner.upload_dir(source, target).await
+    }
+
+    async fn upload_bytes(
+        &self,
+        bytes: Vec<u8>,
+        target: &str,
+        mode: u32,
+    ) -> Result<(), SandboxError> {
+        self.inner.upload_bytes(bytes, target, mode).await
+    }
+
+    async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
+        self.inner.download_dir(source, target).await
+    }
+}
