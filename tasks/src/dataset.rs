@@ -54,8 +54,35 @@ struct DatasetFileEntry {
 }
 
 impl Dataset {
-    /// Loads `path`: a task directory (has `task.toml`) or a directory of task directories.
+    /// Loads `path` to run it: a task directory (has `task.toml`) or a directory of task
+    /// directories. Tasks that do not load, including valid Harbor tasks that use a feature
+    /// the runner cannot run yet, are listed in `skipped`; a lone task that does not load is
+    /// an `Err`. Duplicate task names and `dataset.toml` entries naming no task are errors.
     pub fn load(path: &Path) -> Result<Dataset, TaskError> {
+        let mut dataset = Dataset::read(path)?;
+        if dataset.single_task {
+            if let Some(task) = dataset.tasks.first()
+                && !task.unsupported.is_empty()
+            {
+                let task = dataset.tasks.remove(0);
+                return Err(unsupported_error(task));
+            }
+            return Ok(dataset);
+        }
+        let (runnable, refused): (Vec<Task>, Vec<Task>) = std::mem::take(&mut dataset.tasks)
+            .into_iter()
+            .partition(|t| t.unsupported.is_empty());
+        dataset.tasks = runnable;
+        dataset
+            .skipped
+            .extend(refused.into_iter().map(unsupported_error));
+        Ok(dataset)
+    }
+
+    /// Reads `path` as Harbor would: like [`Dataset::load`], but tasks that use features the
+    /// runner cannot run stay in `tasks` (with [`Task::unsupported`] set). For tools that only
+    /// read tasks, such as submission validation against a dataset.
+    pub fn read(path: &Path) -> Result<Dataset, TaskError> {
         let dir = std::path::absolute(path).map_err(|e| TaskError::io(path, e))?;
         if !dir.is_dir() {
             return Err(TaskError::Missing {
@@ -64,7 +91,7 @@ impl Dataset {
             });
         }
         if dir.join("task.toml").is_file() {
-            let task = Task::load(&dir)?;
+            let task = Task::read(&dir)?;
             let name = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -79,6 +106,7 @@ impl Dataset {
             });
         }
         let manifest = read_manifest(&dir)?;
+        let manifest_path = dir.join("dataset.toml");
         let name = manifest.dataset.name.clone().unwrap_or_else(|| {
             dir.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -86,6 +114,8 @@ impl Dataset {
         });
         let mut tasks = Vec::new();
         let mut skipped = Vec::new();
+        // Names a malformed task may go by, so a dataset.toml entry for it is not "missing".
+        let mut skipped_names = Vec::new();
         let mut subdirs: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| TaskError::io(&dir, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -93,12 +123,28 @@ impl Dataset {
             .collect();
         subdirs.sort();
         for sub in subdirs {
-            match Task::load(&sub) {
+            match Task::read(&sub) {
                 Ok(task) => tasks.push(task),
-                Err(err) => skipped.push(err),
+                Err(err) => {
+                    skipped_names.extend(guessed_names(&sub));
+                    skipped.push(err);
+                }
             }
         }
+        check_unique_names(&tasks)?;
         if !manifest.tasks.is_empty() {
+            for entry in &manifest.tasks {
+                let known = tasks
+                    .iter()
+                    .any(|t| t.name == entry.name || t.short_name() == entry.name)
+                    || skipped_names.iter().any(|n| n == &entry.name);
+                if !known {
+                    return Err(TaskError::ListedTaskMissing {
+                        manifest: manifest_path,
+                        name: entry.name.clone(),
+                    });
+                }
+            }
             let listed: BTreeMap<&str, Option<&str>> = manifest
                 .tasks
                 .iter()
@@ -107,7 +153,6 @@ impl Dataset {
             tasks.retain(|t| {
                 listed.contains_key(t.name.as_str()) || listed.contains_key(t.short_name())
             });
-            let manifest_path = dir.join("dataset.toml");
             for task in &tasks {
                 let pinned = listed
                     .get(task.name.as_str())
@@ -155,6 +200,48 @@ impl Dataset {
             .iter()
             .find(|t| t.name == name || t.short_name() == name)
     }
+}
+
+fn unsupported_error(task: Task) -> TaskError {
+    TaskError::Unsupported {
+        task: task.name,
+        dir: task.dir,
+        features: task.unsupported,
+    }
+}
+
+/// Refuses two tasks with one name: they would share one image and their trials one name.
+fn check_unique_names(tasks: &[Task]) -> Result<(), TaskError> {
+    let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
+    for task in tasks {
+        if let Some(first) = seen.insert(&task.name, &task.dir) {
+            return Err(TaskError::DuplicateTaskName {
+                name: task.name.clone(),
+                first: first.to_path_buf(),
+                second: task.dir.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The names a task directory that did not load may have: its directory name, and its
+/// `[task].name` when the TOML parses that far.
+fn guessed_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .into_iter()
+        .collect();
+    let declared = std::fs::read_to_string(dir.join("task.toml"))
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|table| table.get("task")?.get("name")?.as_str().map(str::to_owned));
+    if let Some(name) = declared {
+        names.push(name.rsplit('/').next().unwrap_or(&name).to_owned());
+        names.push(name);
+    }
+    names
 }
 
 fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {

@@ -4,21 +4,28 @@
 pub mod atif;
 pub mod atomic;
 pub mod config;
+mod config_check;
 pub mod dataset;
 pub mod digest;
 pub mod error;
+#[cfg(test)]
+mod harbor_cases;
+pub mod layout;
+pub mod limits;
 pub mod metrics;
 pub mod records;
 pub mod sandbox;
 pub mod secrets;
 pub mod task;
 pub mod template;
+pub mod unsupported;
 
 pub use config::{NetworkMode, TaskConfig};
 pub use dataset::Dataset;
 pub use error::TaskError;
 pub use sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError};
 pub use task::Task;
+pub use unsupported::UnsupportedFeature;
 
 /// This runner's version, recorded in lock files and provenance.
 pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
