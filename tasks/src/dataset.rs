@@ -316,4 +316,102 @@ mod tests {
         assert!(ds.single_task);
         assert_eq!(ds.tasks.len(), 1);
     }
+
+    #[test]
+    fn duplicate_task_names_are_an_error_naming_both_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "a", "[task]\nname = \"org/same\"\n");
+        task(dir.path(), "b", "[task]\nname = \"org/same\"\n");
+        task(dir.path(), "c", "");
+        let err = Dataset::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("org/same"), "{err}");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        assert!(
+            err.contains(&a.display().to_string()) && err.contains(&b.display().to_string()),
+            "{err}"
+        );
+        // A directory name equal to another task's [task].name is a duplicate too.
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "x", "");
+        task(dir.path(), "y", "[task]\nname = \"org/x\"\n");
+        assert!(Dataset::load(dir.path()).is_ok(), "org/x and x differ");
+    }
+
+    #[test]
+    fn a_dataset_toml_entry_without_a_task_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "one", "[task]\nname = \"org/one\"\n");
+        std::fs::write(
+            dir.path().join("dataset.toml"),
+            "[[tasks]]\nname = \"org/one\"\n[[tasks]]\nname = \"org/gone\"\n",
+        )
+        .unwrap();
+        let err = Dataset::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("dataset.toml") && err.contains("\"org/gone\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_listed_task_that_fails_to_load_is_skipped_not_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "one", "");
+        task(
+            dir.path(),
+            "bad",
+            "[task]\nname = \"org/bad\"\n[verifier]\ntimeout_sec = \"x\"\n",
+        );
+        std::fs::write(
+            dir.path().join("dataset.toml"),
+            "[[tasks]]\nname = \"one\"\n[[tasks]]\nname = \"org/bad\"\n",
+        )
+        .unwrap();
+        let ds = Dataset::load(dir.path()).unwrap();
+        assert_eq!(ds.tasks.len(), 1);
+        assert_eq!(ds.skipped.len(), 1);
+    }
+
+    #[test]
+    fn unsupported_tasks_are_skipped_by_load_and_kept_by_read() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "good", "");
+        task(dir.path(), "gpu", "[environment]\ngpus = 1\n");
+        let multi = dir.path().join("multi");
+        std::fs::create_dir_all(multi.join("environment")).unwrap();
+        std::fs::create_dir_all(multi.join("steps/one/tests")).unwrap();
+        std::fs::write(multi.join("task.toml"), "[[steps]]\nname = \"one\"\n").unwrap();
+        std::fs::write(multi.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+        std::fs::write(multi.join("steps/one/instruction.md"), "Do.\n").unwrap();
+        std::fs::write(multi.join("steps/one/tests/test.sh"), "exit 0\n").unwrap();
+
+        let ds = Dataset::load(dir.path()).unwrap();
+        assert_eq!(
+            ds.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["good"]
+        );
+        let messages: Vec<String> = ds.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(
+            messages.iter().any(|m| m.starts_with("task gpu (")
+                && m.ends_with("GPUs ([environment] gpus = 1) are not supported yet")),
+            "{messages:?}"
+        );
+        assert!(
+            messages.iter().any(|m| m.starts_with("task multi (")
+                && m.ends_with("multi-step tasks ([[steps]]) are not supported yet")),
+            "{messages:?}"
+        );
+
+        let read = Dataset::read(dir.path()).unwrap();
+        assert_eq!(read.tasks.len(), 3);
+        assert!(read.skipped.is_empty());
+        let multi = read.task("multi").unwrap();
+        assert_eq!(multi.instruction, "");
+        assert_eq!(multi.unsupported[0].key(), "multi-step");
+
+        let err = Dataset::load(&dir.path().join("multi")).unwrap_err();
+        assert!(matches!(err, TaskError::Unsupported { .. }), "{err}");
+        assert!(Dataset::read(&dir.path().join("multi")).is_ok());
+    }
 }
