@@ -3,6 +3,7 @@
 
 pub mod atif;
 pub mod atomic;
+pub mod bounded;
 pub mod config;
 mod config_check;
 pub mod dataset;
