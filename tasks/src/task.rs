@@ -185,4 +185,50 @@ mod tests {
         assert_eq!(strip_canary(text), text);
         assert_eq!(strip_canary("# Title\nbody"), "# Title\nbody");
     }
+
+    #[test]
+    fn a_compose_only_task_is_refused_as_compose_not_for_a_missing_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("environment")).unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("task.toml"), "[task]\nname = \"org/compose\"\n").unwrap();
+        std::fs::write(root.join("instruction.md"), "Query the sidecar.\n").unwrap();
+        std::fs::write(root.join("tests/test.sh"), "exit 0\n").unwrap();
+        std::fs::write(
+            root.join("environment/docker-compose.yaml"),
+            "services:\n  main:\n    image: alpine\n",
+        )
+        .unwrap();
+        let err = Task::load(root).unwrap_err().to_string();
+        assert!(
+            err.starts_with("task org/compose (")
+                && err.ends_with(
+                    "compose environments (environment/docker-compose.yaml) are not supported yet"
+                ),
+            "{err}"
+        );
+        let task = Task::read(root).unwrap();
+        assert_eq!(task.unsupported, [UnsupportedFeature::ComposeEnvironment]);
+    }
+
+    #[test]
+    fn listed_artifacts_warn_that_they_are_not_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("environment")).unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("task.toml"), "artifacts = [\"/app/out.txt\"]\n").unwrap();
+        std::fs::write(root.join("instruction.md"), "Do.\n").unwrap();
+        std::fs::write(root.join("tests/test.sh"), "exit 0\n").unwrap();
+        std::fs::write(root.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+        let task = Task::load(root).unwrap();
+        assert!(
+            task.warnings
+                .iter()
+                .any(|w| w.contains("not collected yet")),
+            "{:?}",
+            task.warnings
+        );
+    }
 }
