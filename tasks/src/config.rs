@@ -1,9 +1,13 @@
-//! `task.toml`: the schema Harbor reads (schema versions 1.0 to 1.4).
+//! `task.toml`: the schema Harbor 0.13.1 reads (schema versions 1.0 to 1.4), parsed the way
+//! Harbor's pydantic models parse it. Features the runner cannot run yet are still parsed here,
+//! so they are refused by name (see [`crate::unsupported`]) instead of failing as type errors.
+//! Semantic checks (ranges, conflicts, network policies, MCP servers) live in
+//! [`crate::config_check`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::TaskError;
 
@@ -21,10 +25,10 @@ pub struct TaskConfig {
     pub schema_version: Option<String>,
     /// Where the task came from.
     pub source: Option<String>,
-    /// Extra paths collected after the run.
-    pub artifacts: Vec<toml::Value>,
-    /// Multi-step reward strategy (read, not used: multi-step tasks are not run yet).
-    pub multi_step_reward_strategy: Option<String>,
+    /// Extra paths collected after the run (not collected yet; see [`Task::warnings`](crate::Task)).
+    pub artifacts: Vec<Artifact>,
+    /// How per-step rewards make the trial reward of a multi-step task.
+    pub multi_step_reward_strategy: Option<MultiStepRewardStrategy>,
     /// Package identity.
     pub task: Option<TaskSection>,
     /// Free-form metadata.
@@ -37,22 +41,34 @@ pub struct TaskConfig {
     pub solution: SolutionSection,
     /// The container.
     pub environment: EnvironmentSection,
-    /// Multi-step tasks (read, not run).
-    pub steps: Vec<toml::Value>,
+    /// Multi-step tasks: one entry per step, run in order (parsed; refused when non-empty).
+    pub steps: Vec<StepConfig>,
 }
 
-/// `[task]`.
+/// `[task]`: present only for packaged tasks, and then `name` is required (as in Harbor).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(default)]
 pub struct TaskSection {
     /// `org/name`.
-    pub name: Option<String>,
+    pub name: String,
     /// One-line description.
+    #[serde(default)]
     pub description: Option<String>,
     /// Authors.
-    pub authors: Vec<toml::Value>,
+    #[serde(default)]
+    pub authors: Vec<Author>,
     /// Keywords.
+    #[serde(default)]
     pub keywords: Vec<String>,
+}
+
+/// One `[[task.authors]]` entry.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct Author {
+    /// The author's name (required).
+    pub name: String,
+    /// Contact address.
+    #[serde(default)]
+    pub email: Option<String>,
 }
 
 /// A user given by name or numeric id.
@@ -75,7 +91,17 @@ impl UserSpec {
     }
 }
 
-/// `[verifier]`.
+/// Where the verifier runs: in the agent's container or in one of its own.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifierEnvironmentMode {
+    /// In the agent's container (Harbor's default).
+    Shared,
+    /// In a dedicated container built from `[verifier.environment]` or `[environment]`.
+    Separate,
+}
+
+/// `[verifier]` (also `[steps.verifier]`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct VerifierSection {
@@ -85,6 +111,14 @@ pub struct VerifierSection {
     pub env: BTreeMap<String, String>,
     /// User the tests run as.
     pub user: Option<UserSpec>,
+    /// Network policy of the verifier phase, when it differs from the environment's.
+    pub network_mode: Option<NetworkMode>,
+    /// Hosts reachable in the `allowlist` mode (lower-cased, trailing dot removed at load).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Shared or separate; unset means separate when `environment` is set, else shared.
+    pub environment_mode: Option<VerifierEnvironmentMode>,
+    /// The separate verifier's container (`[verifier.environment]`).
+    pub environment: Option<Box<EnvironmentSection>>,
 }
 
 impl Default for VerifierSection {
@@ -93,11 +127,26 @@ impl Default for VerifierSection {
             timeout_sec: DEFAULT_VERIFIER_TIMEOUT_SEC,
             env: BTreeMap::new(),
             user: None,
+            network_mode: None,
+            allowed_hosts: None,
+            environment_mode: None,
+            environment: None,
         }
     }
 }
 
-/// `[agent]`.
+impl VerifierSection {
+    /// The mode this section declares, before inheritance (Harbor's `_resolve_mode`): explicit,
+    /// else separate when `[verifier.environment]` is set, else `None`.
+    pub fn declared_mode(&self) -> Option<VerifierEnvironmentMode> {
+        self.environment_mode.or(self
+            .environment
+            .as_ref()
+            .map(|_| VerifierEnvironmentMode::Separate))
+    }
+}
+
+/// `[agent]` (also `[steps.agent]`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct AgentSection {
@@ -105,6 +154,10 @@ pub struct AgentSection {
     pub timeout_sec: Option<f64>,
     /// User the agent runs as.
     pub user: Option<UserSpec>,
+    /// Network policy of the agent phase, when it differs from the environment's.
+    pub network_mode: Option<NetworkMode>,
+    /// Hosts reachable in the `allowlist` mode (lower-cased, trailing dot removed at load).
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 /// `[solution]`.
@@ -115,38 +168,65 @@ pub struct SolutionSection {
     pub env: BTreeMap<String, String>,
 }
 
-/// `[environment.healthcheck]`, with Docker HEALTHCHECK semantics.
+/// `[environment.healthcheck]` (also `[steps.healthcheck]`), with Docker HEALTHCHECK
+/// semantics. `command` is required, as in Harbor.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(default)]
 pub struct Healthcheck {
     /// The command; a zero exit means healthy.
     pub command: String,
     /// Seconds between attempts after the start period.
+    #[serde(default = "Healthcheck::default_interval")]
     pub interval_sec: f64,
     /// Deadline of one attempt.
+    #[serde(default = "Healthcheck::default_timeout")]
     pub timeout_sec: f64,
     /// Failures during this period do not count.
+    #[serde(default)]
     pub start_period_sec: f64,
     /// Seconds between attempts during the start period.
+    #[serde(default = "Healthcheck::default_interval")]
     pub start_interval_sec: f64,
     /// Consecutive failures after which the container is unhealthy.
+    #[serde(default = "Healthcheck::default_retries")]
     pub retries: u32,
+}
+
+impl Healthcheck {
+    fn default_interval() -> f64 {
+        5.0
+    }
+    fn default_timeout() -> f64 {
+        30.0
+    }
+    fn default_retries() -> u32 {
+        3
+    }
+
+    /// The longest the check can take before it fails for good, in seconds: the start period
+    /// (plus one attempt and pause that may straddle its end), then `retries` failed attempts
+    /// with their pauses. Checked against [`crate::limits::MAX_TIMEOUT_SEC`] at load.
+    pub fn worst_case_sec(&self) -> f64 {
+        self.start_period_sec
+            + self.timeout_sec
+            + self.start_interval_sec
+            + f64::from(self.retries.max(1)) * (self.timeout_sec + self.interval_sec)
+    }
 }
 
 impl Default for Healthcheck {
     fn default() -> Self {
         Self {
             command: String::new(),
-            interval_sec: 5.0,
-            timeout_sec: 30.0,
+            interval_sec: Self::default_interval(),
+            timeout_sec: Self::default_timeout(),
             start_period_sec: 0.0,
-            start_interval_sec: 5.0,
-            retries: 3,
+            start_interval_sec: Self::default_interval(),
+            retries: Self::default_retries(),
         }
     }
 }
 
-/// Whether the task container may reach the network.
+/// Whether a phase may reach the network. Values are exact lower-case strings, as in Harbor.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkMode {
@@ -154,11 +234,90 @@ pub enum NetworkMode {
     Public,
     /// Loopback only.
     NoNetwork,
-    /// Only `allowed_hosts` (not supported by the Docker backend, as in Harbor).
+    /// Only `allowed_hosts` (parsed; refused as not supported yet).
     Allowlist,
 }
 
-/// `[environment]`.
+impl NetworkMode {
+    /// The `task.toml` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Public => "public",
+            NetworkMode::NoNetwork => "no-network",
+            NetworkMode::Allowlist => "allowlist",
+        }
+    }
+}
+
+/// The operating system of the task's container; read case-insensitively, as Harbor does.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskOs {
+    /// Linux containers (the default).
+    #[default]
+    Linux,
+    /// Windows containers (parsed; refused on this backend).
+    Windows,
+}
+
+impl<'de> Deserialize<'de> for TaskOs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_lowercase().as_str() {
+            "linux" => Ok(TaskOs::Linux),
+            "windows" => Ok(TaskOs::Windows),
+            _ => Err(serde::de::Error::custom(format!(
+                "{text:?} is not a task os; use \"linux\" or \"windows\""
+            ))),
+        }
+    }
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A command the agent starts, talking over stdin/stdout.
+    #[serde(rename = "stdio")]
+    Stdio,
+    /// Server-sent events at `url` (Harbor's default).
+    #[default]
+    #[serde(rename = "sse")]
+    Sse,
+    /// Streamable HTTP at `url`; `"http"` is accepted as its alias, as in Harbor.
+    #[serde(rename = "streamable-http", alias = "http")]
+    StreamableHttp,
+}
+
+/// One `[[environment.mcp_servers]]` entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct McpServer {
+    /// The server's name as agents see it.
+    pub name: String,
+    /// How it is reached.
+    #[serde(default)]
+    pub transport: McpTransport,
+    /// Required for `sse` and `streamable-http`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Required for `stdio`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Arguments of `command`.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// `[environment.tpu]`: a TPU slice (parsed; refused on this backend).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct TpuSpec {
+    /// Accelerator type, e.g. `"v6e"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `NxM` or `NxMxK`, e.g. `"2x4"`.
+    pub topology: String,
+}
+
+/// `[environment]` (also `[verifier.environment]`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct EnvironmentSection {
@@ -166,37 +325,39 @@ pub struct EnvironmentSection {
     pub build_timeout_sec: f64,
     /// A prebuilt image, used when there is no Dockerfile.
     pub docker_image: Option<String>,
-    /// `linux` or `windows`.
-    pub os: Option<String>,
+    /// `linux` (default) or `windows`, any case.
+    pub os: Option<TaskOs>,
     /// CPU limit.
     pub cpus: Option<f64>,
-    /// Memory limit in MB.
+    /// Memory limit in MB (filled from the legacy `memory` at load).
     pub memory_mb: Option<u64>,
     /// Legacy memory limit such as `"2G"`.
     pub memory: Option<String>,
-    /// Storage limit in MB (recorded; the Docker backend does not enforce it).
+    /// Storage limit in MB (filled from the legacy `storage` at load).
     pub storage_mb: Option<u64>,
     /// Legacy storage limit such as `"10G"`.
     pub storage: Option<String>,
-    /// GPUs requested.
+    /// GPUs requested (more than 0 is refused on this backend).
     pub gpus: Option<u32>,
     /// GPU types accepted.
     pub gpu_types: Vec<String>,
-    /// Network policy.
+    /// A TPU slice.
+    pub tpu: Option<TpuSpec>,
+    /// Network policy; unset means the deprecated `allow_internet`, else public.
     pub network_mode: Option<NetworkMode>,
-    /// Deprecated: false means no network, when `network_mode` is unset.
+    /// Deprecated: false means no network, when neither `network_mode` nor `allowed_hosts` is set.
     pub allow_internet: Option<bool>,
-    /// Hosts for the allowlist mode.
-    pub allowed_hosts: Vec<String>,
+    /// Hosts for the allowlist mode (lower-cased, trailing dot removed at load).
+    pub allowed_hosts: Option<Vec<String>>,
     /// Default working directory of commands.
     pub workdir: Option<String>,
     /// Env for every command (templates allowed).
     pub env: BTreeMap<String, String>,
     /// Run after start, before agent setup.
     pub healthcheck: Option<Healthcheck>,
-    /// MCP servers offered to agents (recorded).
-    pub mcp_servers: Vec<toml::Value>,
-    /// Skills directory (recorded).
+    /// MCP servers offered to agents (parsed; refused when non-empty).
+    pub mcp_servers: Vec<McpServer>,
+    /// Skills directory in the container (parsed; refused when set).
     pub skills_dir: Option<String>,
 }
 
@@ -213,9 +374,10 @@ impl Default for EnvironmentSection {
             storage: None,
             gpus: None,
             gpu_types: Vec::new(),
+            tpu: None,
             network_mode: None,
             allow_internet: None,
-            allowed_hosts: Vec::new(),
+            allowed_hosts: None,
             workdir: None,
             env: BTreeMap::new(),
             healthcheck: None,
@@ -226,13 +388,19 @@ impl Default for EnvironmentSection {
 }
 
 impl EnvironmentSection {
-    /// The effective network mode: `network_mode`, else the deprecated `allow_internet`, else public.
+    /// The effective network mode (Harbor's baseline): `network_mode`, else the deprecated
+    /// `allow_internet` unless `allowed_hosts` is set, else public.
     pub fn effective_network(&self) -> NetworkMode {
         match (self.network_mode, self.allow_internet) {
             (Some(mode), _) => mode,
-            (None, Some(false)) => NetworkMode::NoNetwork,
+            (None, Some(false)) if self.allowed_hosts.is_none() => NetworkMode::NoNetwork,
             _ => NetworkMode::Public,
         }
+    }
+
+    /// The operating system, linux when unset.
+    pub fn target_os(&self) -> TaskOs {
+        self.os.unwrap_or_default()
     }
 
     /// The memory limit in MB from `memory_mb` or the legacy `memory` string.
@@ -248,21 +416,85 @@ impl EnvironmentSection {
     }
 }
 
-/// Parses a legacy size (`"2G"`, `"512M"`, `"1048576K"`) into MB as Harbor does.
+/// A step's reward gate: a threshold on `reward`, or one per reward key.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum MinReward {
+    /// The step's `reward` must be at least this.
+    Threshold(f64),
+    /// Each named reward must be at least its value.
+    PerKey(BTreeMap<String, f64>),
+}
+
+/// An artifact to collect: a path, or a table with a source and options.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Artifact {
+    /// A path in the container.
+    Path(String),
+    /// `{ source, destination?, exclude? }`.
+    Spec {
+        /// Path in the container.
+        source: String,
+        /// Where it goes under the trial's artifacts dir.
+        #[serde(default)]
+        destination: Option<String>,
+        /// tar `--exclude` patterns for directory artifacts.
+        #[serde(default)]
+        exclude: Vec<String>,
+    },
+}
+
+/// One `[[steps]]` entry of a multi-step task.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct StepConfig {
+    /// The step's name; its files are under `steps/<name>/`.
+    pub name: String,
+    /// The step's agent phase.
+    #[serde(default)]
+    pub agent: AgentSection,
+    /// The step's verifier phase.
+    #[serde(default)]
+    pub verifier: VerifierSection,
+    /// Gate: later steps are skipped when this step's rewards fall short.
+    #[serde(default)]
+    pub min_reward: Option<MinReward>,
+    /// A healthcheck run after the step's setup.
+    #[serde(default)]
+    pub healthcheck: Option<Healthcheck>,
+    /// Artifacts collected after the step.
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+}
+
+/// Trial reward of a multi-step task from its steps' rewards.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MultiStepRewardStrategy {
+    /// Per-key mean over steps.
+    Mean,
+    /// The last step's rewards.
+    Final,
+}
+
+/// Parses a legacy size into MB exactly as Harbor does: a number with a `G`, `M` or `K` suffix
+/// (any case), truncated to whole MB. `None` for anything else, including negative and
+/// non-finite numbers.
 pub fn parse_size_mb(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let upper = text.to_ascii_uppercase();
-    let (number, factor): (&str, f64) = if let Some(n) = upper.strip_suffix('G') {
+    let upper = text.trim().to_ascii_uppercase();
+    let (number, factor) = if let Some(n) = upper.strip_suffix('G') {
         (n, 1024.0)
     } else if let Some(n) = upper.strip_suffix('M') {
         (n, 1.0)
     } else if let Some(n) = upper.strip_suffix('K') {
         (n, 1.0 / 1024.0)
     } else {
-        (upper.as_str(), 1.0)
+        return None;
     };
     let value: f64 = number.trim().parse().ok()?;
-    (value >= 0.0).then_some((value * factor) as u64)
+    let mb = (value * factor).trunc();
+    // `as` saturates; the range check at load refuses anything that large anyway.
+    (mb.is_finite() && mb >= 0.0).then_some(mb as u64)
 }
 
 /// A parsed `task.toml` and the warnings about keys it does not know.
@@ -274,13 +506,14 @@ pub struct ParsedConfig {
     pub warnings: Vec<String>,
 }
 
-/// Parses `task.toml` text; unknown keys become warnings, type errors name the field.
+/// Parses `task.toml` text and checks it as Harbor does plus the runner's ranges; unknown keys
+/// become warnings, and every error names the file and the field.
 pub fn parse_task_config(path: &Path, text: &str) -> Result<ParsedConfig, TaskError> {
     let deserializer = toml::Deserializer::parse(text).map_err(|e| {
         TaskError::invalid(path, "(syntax)", e.to_string().trim().replace('\n', " "))
     })?;
     let mut unknown = Vec::new();
-    let config: TaskConfig = {
+    let mut config: TaskConfig = {
         let mut record_unknown = |key: serde_ignored::Path<'_>| unknown.push(key.to_string());
         let tracked = serde_ignored::Deserializer::new(deserializer, &mut record_unknown);
         serde_path_to_error::deserialize(tracked).map_err(|e| {
@@ -297,208 +530,9 @@ pub fn parse_task_config(path: &Path, text: &str) -> Result<ParsedConfig, TaskEr
             )
         })
         .collect();
-    validate(path, &config)?;
+    crate::config_check::check(path, &mut config)?;
     Ok(ParsedConfig { config, warnings })
 }
 
-fn validate(path: &Path, config: &TaskConfig) -> Result<(), TaskError> {
-    if let Some(name) = config.task.as_ref().and_then(|t| t.name.as_deref()) {
-        let valid = name.split('/').count() == 2
-            && !name.contains("..")
-            && name.split('/').all(|part| {
-                !part.is_empty()
-                    && part
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-            });
-        if !valid {
-            return Err(TaskError::invalid(
-                path,
-                "task.name",
-                format!("{name:?} must be \"org/name\" (letters, digits, . _ -)"),
-            ));
-        }
-    }
-    let env = &config.environment;
-    if let Some(memory) = &env.memory
-        && env.memory_mb.is_none()
-        && parse_size_mb(memory).is_none()
-    {
-        return Err(TaskError::invalid(
-            path,
-            "environment.memory",
-            format!("{memory:?} is not a size like \"2G\" or \"512M\""),
-        ));
-    }
-    for (field, value) in [
-        ("verifier.timeout_sec", Some(config.verifier.timeout_sec)),
-        ("agent.timeout_sec", config.agent.timeout_sec),
-        ("environment.build_timeout_sec", Some(env.build_timeout_sec)),
-        ("environment.cpus", env.cpus),
-    ] {
-        if let Some(v) = value
-            && !(v.is_finite() && v > 0.0)
-        {
-            return Err(TaskError::invalid(
-                path,
-                field,
-                format!("{v} must be a positive number"),
-            ));
-        }
-    }
-    if env.effective_network() == NetworkMode::Allowlist {
-        return Err(TaskError::invalid(
-            path,
-            "environment.network_mode",
-            "\"allowlist\" is not supported by the Docker backend (as in Harbor); use \"public\" or \"no-network\"",
-        ));
-    }
-    if env.os.as_deref().is_some_and(|os| os != "linux") {
-        return Err(TaskError::invalid(
-            path,
-            "environment.os",
-            "only \"linux\" tasks can run on this backend",
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<ParsedConfig, TaskError> {
-        parse_task_config(Path::new("t/task.toml"), text)
-    }
-
-    #[test]
-    fn defaults_follow_harbor() {
-        let parsed = parse("").unwrap();
-        assert_eq!(parsed.config.verifier.timeout_sec, 600.0);
-        assert_eq!(parsed.config.agent.timeout_sec, None);
-        assert_eq!(parsed.config.environment.build_timeout_sec, 600.0);
-        assert_eq!(
-            parsed.config.environment.effective_network(),
-            NetworkMode::Public
-        );
-    }
-
-    #[test]
-    fn reads_a_terminal_bench_task() {
-        let parsed = parse(
-            r#"
-schema_version = "1.1"
-artifacts = []
-[task]
-name = "terminal-bench/regex-log"
-keywords = ["regex"]
-[[task.authors]]
-name = "A"
-[metadata]
-difficulty = "medium"
-[verifier]
-timeout_sec = 900.0
-user = 1000
-[agent]
-timeout_sec = 1200.0
-user = "agent"
-[environment]
-docker_image = "img:1"
-workdir = "/app"
-cpus = 1
-memory_mb = 2048
-storage_mb = 10240
-gpus = 0
-allow_internet = false
-mcp_servers = []
-[environment.env]
-PATH = "/app/.venv/bin:/usr/bin"
-[environment.healthcheck]
-command = "true"
-retries = 5
-"#,
-        )
-        .unwrap();
-        let c = parsed.config;
-        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
-        assert_eq!(c.schema_version.as_deref(), Some("1.1"));
-        assert_eq!(c.verifier.user, Some(UserSpec::Id(1000)));
-        assert_eq!(c.agent.user.unwrap().as_exec_user(), "agent");
-        assert_eq!(c.agent.timeout_sec, Some(1200.0));
-        assert_eq!(c.environment.cpus, Some(1.0));
-        assert_eq!(c.environment.effective_network(), NetworkMode::NoNetwork);
-        assert_eq!(c.environment.healthcheck.unwrap().retries, 5);
-    }
-
-    #[test]
-    fn version_is_the_old_name_of_schema_version() {
-        assert_eq!(
-            parse("version = \"1.0\"")
-                .unwrap()
-                .config
-                .schema_version
-                .as_deref(),
-            Some("1.0")
-        );
-    }
-
-    #[test]
-    fn network_mode_wins_over_allow_internet() {
-        let c = parse("[environment]\nnetwork_mode = \"public\"\nallow_internet = false")
-            .unwrap()
-            .config;
-        assert_eq!(c.environment.effective_network(), NetworkMode::Public);
-        let c = parse("[environment]\nnetwork_mode = \"no-network\"")
-            .unwrap()
-            .config;
-        assert_eq!(c.environment.effective_network(), NetworkMode::NoNetwork);
-    }
-
-    #[test]
-    fn legacy_sizes_convert_to_mb() {
-        assert_eq!(parse_size_mb("2G"), Some(2048));
-        assert_eq!(parse_size_mb("512M"), Some(512));
-        assert_eq!(parse_size_mb("1048576K"), Some(1024));
-        assert_eq!(parse_size_mb("lots"), None);
-        let c = parse("[environment]\nmemory = \"4G\"\nstorage = \"10G\"")
-            .unwrap()
-            .config;
-        assert_eq!(c.environment.effective_memory_mb(), Some(4096));
-        assert_eq!(c.environment.effective_storage_mb(), Some(10240));
-    }
-
-    #[test]
-    fn unknown_keys_warn_and_never_fail() {
-        let parsed = parse("colour = 1\n[environment]\nflavour = \"x\"").unwrap();
-        assert_eq!(parsed.warnings.len(), 2);
-        assert!(
-            parsed
-                .warnings
-                .iter()
-                .any(|w| w.contains("environment.flavour")),
-            "{:?}",
-            parsed.warnings
-        );
-    }
-
-    #[test]
-    fn errors_name_file_and_field() {
-        let err = parse("[verifier]\ntimeout_sec = \"soon\"")
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("t/task.toml"), "{err}");
-        assert!(err.contains("verifier.timeout_sec"), "{err}");
-        let err = parse("[agent]\ntimeout_sec = -1.0")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("agent.timeout_sec"), "{err}");
-        let err = parse("[environment]\nmemory = \"lots\"")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("environment.memory"), "{err}");
-        let err = parse("[task]\nname = \"no-org\"").unwrap_err().to_string();
-        assert!(err.contains("task.name"), "{err}");
-        let err = parse("[environment\n").unwrap_err().to_string();
-        assert!(err.contains("(syntax)"), "{err}");
-    }
-}
+mod tests;

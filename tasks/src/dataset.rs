@@ -54,8 +54,35 @@ struct DatasetFileEntry {
 }
 
 impl Dataset {
-    /// Loads `path`: a task directory (has `task.toml`) or a directory of task directories.
+    /// Loads `path` to run it: a task directory (has `task.toml`) or a directory of task
+    /// directories. Tasks that do not load, including valid Harbor tasks that use a feature
+    /// the runner cannot run yet, are listed in `skipped`; a lone task that does not load is
+    /// an `Err`. Duplicate task names and `dataset.toml` entries naming no task are errors.
     pub fn load(path: &Path) -> Result<Dataset, TaskError> {
+        let mut dataset = Dataset::read(path)?;
+        if dataset.single_task {
+            if let Some(task) = dataset.tasks.first()
+                && !task.unsupported.is_empty()
+            {
+                let task = dataset.tasks.remove(0);
+                return Err(unsupported_error(task));
+            }
+            return Ok(dataset);
+        }
+        let (runnable, refused): (Vec<Task>, Vec<Task>) = std::mem::take(&mut dataset.tasks)
+            .into_iter()
+            .partition(|t| t.unsupported.is_empty());
+        dataset.tasks = runnable;
+        dataset
+            .skipped
+            .extend(refused.into_iter().map(unsupported_error));
+        Ok(dataset)
+    }
+
+    /// Reads `path` as Harbor would: like [`Dataset::load`], but tasks that use features the
+    /// runner cannot run stay in `tasks` (with [`Task::unsupported`] set). For tools that only
+    /// read tasks, such as submission validation against a dataset.
+    pub fn read(path: &Path) -> Result<Dataset, TaskError> {
         let dir = std::path::absolute(path).map_err(|e| TaskError::io(path, e))?;
         if !dir.is_dir() {
             return Err(TaskError::Missing {
@@ -64,7 +91,7 @@ impl Dataset {
             });
         }
         if dir.join("task.toml").is_file() {
-            let task = Task::load(&dir)?;
+            let task = Task::read(&dir)?;
             let name = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -79,6 +106,7 @@ impl Dataset {
             });
         }
         let manifest = read_manifest(&dir)?;
+        let manifest_path = dir.join("dataset.toml");
         let name = manifest.dataset.name.clone().unwrap_or_else(|| {
             dir.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -86,6 +114,8 @@ impl Dataset {
         });
         let mut tasks = Vec::new();
         let mut skipped = Vec::new();
+        // Names a malformed task may go by, so a dataset.toml entry for it is not "missing".
+        let mut skipped_names = Vec::new();
         let mut subdirs: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| TaskError::io(&dir, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -93,12 +123,28 @@ impl Dataset {
             .collect();
         subdirs.sort();
         for sub in subdirs {
-            match Task::load(&sub) {
+            match Task::read(&sub) {
                 Ok(task) => tasks.push(task),
-                Err(err) => skipped.push(err),
+                Err(err) => {
+                    skipped_names.extend(guessed_names(&sub));
+                    skipped.push(err);
+                }
             }
         }
+        check_unique_names(&tasks)?;
         if !manifest.tasks.is_empty() {
+            for entry in &manifest.tasks {
+                let known = tasks
+                    .iter()
+                    .any(|t| t.name == entry.name || t.short_name() == entry.name)
+                    || skipped_names.iter().any(|n| n == &entry.name);
+                if !known {
+                    return Err(TaskError::ListedTaskMissing {
+                        manifest: manifest_path,
+                        name: entry.name.clone(),
+                    });
+                }
+            }
             let listed: BTreeMap<&str, Option<&str>> = manifest
                 .tasks
                 .iter()
@@ -107,7 +153,6 @@ impl Dataset {
             tasks.retain(|t| {
                 listed.contains_key(t.name.as_str()) || listed.contains_key(t.short_name())
             });
-            let manifest_path = dir.join("dataset.toml");
             for task in &tasks {
                 let pinned = listed
                     .get(task.name.as_str())
@@ -155,6 +200,48 @@ impl Dataset {
             .iter()
             .find(|t| t.name == name || t.short_name() == name)
     }
+}
+
+fn unsupported_error(task: Task) -> TaskError {
+    TaskError::Unsupported {
+        task: task.name,
+        dir: task.dir,
+        features: task.unsupported,
+    }
+}
+
+/// Refuses two tasks with one name: they would share one image and their trials one name.
+fn check_unique_names(tasks: &[Task]) -> Result<(), TaskError> {
+    let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
+    for task in tasks {
+        if let Some(first) = seen.insert(&task.name, &task.dir) {
+            return Err(TaskError::DuplicateTaskName {
+                name: task.name.clone(),
+                first: first.to_path_buf(),
+                second: task.dir.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The names a task directory that did not load may have: its directory name, and its
+/// `[task].name` when the TOML parses that far.
+fn guessed_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .into_iter()
+        .collect();
+    let declared = std::fs::read_to_string(dir.join("task.toml"))
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|table| table.get("task")?.get("name")?.as_str().map(str::to_owned));
+    if let Some(name) = declared {
+        names.push(name.rsplit('/').next().unwrap_or(&name).to_owned());
+        names.push(name);
+    }
+    names
 }
 
 fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
@@ -228,5 +315,103 @@ mod tests {
         let ds = Dataset::load(&dir.path().join("solo")).unwrap();
         assert!(ds.single_task);
         assert_eq!(ds.tasks.len(), 1);
+    }
+
+    #[test]
+    fn duplicate_task_names_are_an_error_naming_both_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "a", "[task]\nname = \"org/same\"\n");
+        task(dir.path(), "b", "[task]\nname = \"org/same\"\n");
+        task(dir.path(), "c", "");
+        let err = Dataset::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("org/same"), "{err}");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        assert!(
+            err.contains(&a.display().to_string()) && err.contains(&b.display().to_string()),
+            "{err}"
+        );
+        // A directory name equal to another task's [task].name is a duplicate too.
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "x", "");
+        task(dir.path(), "y", "[task]\nname = \"org/x\"\n");
+        assert!(Dataset::load(dir.path()).is_ok(), "org/x and x differ");
+    }
+
+    #[test]
+    fn a_dataset_toml_entry_without_a_task_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "one", "[task]\nname = \"org/one\"\n");
+        std::fs::write(
+            dir.path().join("dataset.toml"),
+            "[[tasks]]\nname = \"org/one\"\n[[tasks]]\nname = \"org/gone\"\n",
+        )
+        .unwrap();
+        let err = Dataset::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("dataset.toml") && err.contains("\"org/gone\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_listed_task_that_fails_to_load_is_skipped_not_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "one", "");
+        task(
+            dir.path(),
+            "bad",
+            "[task]\nname = \"org/bad\"\n[verifier]\ntimeout_sec = \"x\"\n",
+        );
+        std::fs::write(
+            dir.path().join("dataset.toml"),
+            "[[tasks]]\nname = \"one\"\n[[tasks]]\nname = \"org/bad\"\n",
+        )
+        .unwrap();
+        let ds = Dataset::load(dir.path()).unwrap();
+        assert_eq!(ds.tasks.len(), 1);
+        assert_eq!(ds.skipped.len(), 1);
+    }
+
+    #[test]
+    fn unsupported_tasks_are_skipped_by_load_and_kept_by_read() {
+        let dir = tempfile::tempdir().unwrap();
+        task(dir.path(), "good", "");
+        task(dir.path(), "gpu", "[environment]\ngpus = 1\n");
+        let multi = dir.path().join("multi");
+        std::fs::create_dir_all(multi.join("environment")).unwrap();
+        std::fs::create_dir_all(multi.join("steps/one/tests")).unwrap();
+        std::fs::write(multi.join("task.toml"), "[[steps]]\nname = \"one\"\n").unwrap();
+        std::fs::write(multi.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+        std::fs::write(multi.join("steps/one/instruction.md"), "Do.\n").unwrap();
+        std::fs::write(multi.join("steps/one/tests/test.sh"), "exit 0\n").unwrap();
+
+        let ds = Dataset::load(dir.path()).unwrap();
+        assert_eq!(
+            ds.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["good"]
+        );
+        let messages: Vec<String> = ds.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(
+            messages.iter().any(|m| m.starts_with("task gpu (")
+                && m.ends_with("GPUs ([environment] gpus = 1) are not supported yet")),
+            "{messages:?}"
+        );
+        assert!(
+            messages.iter().any(|m| m.starts_with("task multi (")
+                && m.ends_with("multi-step tasks ([[steps]]) are not supported yet")),
+            "{messages:?}"
+        );
+
+        let read = Dataset::read(dir.path()).unwrap();
+        assert_eq!(read.tasks.len(), 3);
+        assert!(read.skipped.is_empty());
+        let multi = read.task("multi").unwrap();
+        assert_eq!(multi.instruction, "");
+        assert_eq!(multi.unsupported[0].key(), "multi-step");
+
+        let err = Dataset::load(&dir.path().join("multi")).unwrap_err();
+        assert!(matches!(err, TaskError::Unsupported { .. }), "{err}");
+        assert!(Dataset::read(&dir.path().join("multi")).is_ok());
     }
 }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::unsupported::UnsupportedFeature;
+
 /// A task or dataset that cannot be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -32,6 +34,47 @@ pub enum TaskError {
         /// What is wrong and what to do.
         problem: String,
     },
+    /// A valid Harbor task that uses features the runner cannot run yet.
+    #[error("task {task} ({dir}): {}", join_features(features))]
+    Unsupported {
+        /// The task's name.
+        task: String,
+        /// The task directory.
+        dir: PathBuf,
+        /// Every unsupported feature it uses (never empty).
+        features: Vec<UnsupportedFeature>,
+    },
+    /// Two task directories of one dataset have the same task name, so they would share one
+    /// image and one set of trial names.
+    #[error(
+        "task name {name} is used by two task directories, {first} and {second}; give each task its own [task].name (or directory name)"
+    )]
+    DuplicateTaskName {
+        /// The shared name.
+        name: String,
+        /// The first directory (in sorted order).
+        first: PathBuf,
+        /// The second directory.
+        second: PathBuf,
+    },
+    /// `dataset.toml` lists a task that no directory of the dataset holds.
+    #[error(
+        "{manifest}: [[tasks]] lists {name:?}, but no task directory of the dataset has that name; add the task or remove the entry"
+    )]
+    ListedTaskMissing {
+        /// The `dataset.toml` file.
+        manifest: PathBuf,
+        /// The listed name.
+        name: String,
+    },
+}
+
+fn join_features(features: &[UnsupportedFeature]) -> String {
+    features
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl TaskError {

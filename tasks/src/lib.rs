@@ -3,18 +3,25 @@
 
 pub mod atif;
 pub mod atomic;
+pub mod bounded;
 pub mod config;
+mod config_check;
 pub mod dataset;
 pub mod digest;
 pub mod error;
 pub mod exception;
+#[cfg(test)]
+mod harbor_cases;
 pub mod identity;
+pub mod layout;
+pub mod limits;
 pub mod metrics;
 pub mod multipliers;
 pub mod records;
 pub mod sandbox;
 pub mod task;
 pub mod template;
+pub mod unsupported;
 
 pub use config::{NetworkMode, TaskConfig};
 pub use dataset::Dataset;
@@ -24,6 +31,7 @@ pub use identity::TaskId;
 pub use multipliers::{Multipliers, TimedPhase};
 pub use sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 pub use task::Task;
+pub use unsupported::UnsupportedFeature;
 
 /// This runner's version, recorded in lock files and provenance.
 pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -8,6 +8,8 @@ use regex::Regex;
 use crate::config::{TaskConfig, parse_task_config};
 use crate::digest::task_digest;
 use crate::error::TaskError;
+use crate::layout;
+use crate::unsupported::{self, UnsupportedFeature};
 
 /// A loaded task.
 #[derive(Debug, Clone)]
@@ -18,17 +20,37 @@ pub struct Task {
     pub name: String,
     /// The parsed `task.toml`.
     pub config: TaskConfig,
-    /// `instruction.md` with leading canary lines stripped.
+    /// `instruction.md` with leading canary lines stripped; empty for a multi-step task.
     pub instruction: String,
     /// The content digest, `sha256:<hex>` (Harbor's package digest).
     pub digest: String,
-    /// Warnings found while loading (unknown keys).
+    /// Warnings found while loading (unknown keys, parts of the task that are not run).
     pub warnings: Vec<String>,
+    /// Harbor features the task uses that the runner cannot run; always empty for a task from
+    /// [`Task::load`], possibly not for one from [`Task::read`].
+    pub unsupported: Vec<UnsupportedFeature>,
 }
 
 impl Task {
-    /// Loads and checks a task directory.
+    /// Loads a task to run it: [`Task::read`], then refuses a task that uses a feature the
+    /// runner cannot run yet ([`TaskError::Unsupported`], naming the task and each feature).
     pub fn load(dir: &Path) -> Result<Task, TaskError> {
+        let task = Task::read(dir)?;
+        if task.unsupported.is_empty() {
+            Ok(task)
+        } else {
+            Err(TaskError::Unsupported {
+                task: task.name,
+                dir: task.dir,
+                features: task.unsupported,
+            })
+        }
+    }
+
+    /// Reads and checks a task directory the way Harbor 0.13.1 loads it (plus the runner's
+    /// ranges and its need for an image), listing in [`Task::unsupported`] what cannot run
+    /// here. For tools that only read tasks, such as submission validation.
+    pub fn read(dir: &Path) -> Result<Task, TaskError> {
         let dir = std::path::absolute(dir).map_err(|e| TaskError::io(dir, e))?;
         let toml_path = dir.join("task.toml");
         if !toml_path.is_file() {
@@ -46,7 +68,12 @@ impl Task {
                 what: "an environment/ directory",
             });
         }
-        if !env_dir.join("Dockerfile").is_file() && parsed.config.environment.docker_image.is_none()
+        layout::check(&dir, &toml_path, &parsed.config)?;
+        // A compose task may get its main image from the compose file; it is refused by name below.
+        let compose = env_dir.join("docker-compose.yaml").exists();
+        if !compose
+            && !env_dir.join("Dockerfile").is_file()
+            && parsed.config.environment.docker_image.is_none()
         {
             return Err(TaskError::invalid(
                 &toml_path,
@@ -54,40 +81,36 @@ impl Task {
                 "the task has no environment/Dockerfile, so it must name a docker_image",
             ));
         }
-        let instruction_path = dir.join("instruction.md");
-        if !instruction_path.is_file() {
-            return Err(TaskError::Missing {
-                path: instruction_path,
-                what: "an instruction.md",
-            });
-        }
-        let test_sh = dir.join("tests").join("test.sh");
-        if !test_sh.is_file() {
-            return Err(TaskError::Missing {
-                path: test_sh,
-                what: "a tests/test.sh",
-            });
-        }
-        let raw = std::fs::read_to_string(&instruction_path)
-            .map_err(|e| TaskError::io(&instruction_path, e))?;
-        let name = parsed
-            .config
-            .task
-            .as_ref()
-            .and_then(|t| t.name.clone())
-            .unwrap_or_else(|| {
-                dir.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            });
+        let instruction = if parsed.config.steps.is_empty() {
+            let path = dir.join("instruction.md");
+            strip_canary(&std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?)
+        } else {
+            String::new()
+        };
+        let name = match &parsed.config.task {
+            Some(section) => section.name.clone(),
+            None => dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
         let digest = task_digest(&dir)?;
+        let mut warnings = parsed.warnings;
+        if !parsed.config.artifacts.is_empty() {
+            warnings.push(format!(
+                "{}: artifacts = [...] are not collected yet; only /logs/artifacts is",
+                toml_path.display()
+            ));
+        }
+        let unsupported = unsupported::detect(&parsed.config, &dir);
         Ok(Task {
             dir,
             name,
             config: parsed.config,
-            instruction: strip_canary(&raw),
+            instruction,
             digest,
-            warnings: parsed.warnings,
+            warnings,
+            unsupported,
         })
     }
 
@@ -161,5 +184,51 @@ mod tests {
         let text = "\nDo the thing.\n";
         assert_eq!(strip_canary(text), text);
         assert_eq!(strip_canary("# Title\nbody"), "# Title\nbody");
+    }
+
+    #[test]
+    fn a_compose_only_task_is_refused_as_compose_not_for_a_missing_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("environment")).unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("task.toml"), "[task]\nname = \"org/compose\"\n").unwrap();
+        std::fs::write(root.join("instruction.md"), "Query the sidecar.\n").unwrap();
+        std::fs::write(root.join("tests/test.sh"), "exit 0\n").unwrap();
+        std::fs::write(
+            root.join("environment/docker-compose.yaml"),
+            "services:\n  main:\n    image: alpine\n",
+        )
+        .unwrap();
+        let err = Task::load(root).unwrap_err().to_string();
+        assert!(
+            err.starts_with("task org/compose (")
+                && err.ends_with(
+                    "compose environments (environment/docker-compose.yaml) are not supported yet"
+                ),
+            "{err}"
+        );
+        let task = Task::read(root).unwrap();
+        assert_eq!(task.unsupported, [UnsupportedFeature::ComposeEnvironment]);
+    }
+
+    #[test]
+    fn listed_artifacts_warn_that_they_are_not_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("environment")).unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("task.toml"), "artifacts = [\"/app/out.txt\"]\n").unwrap();
+        std::fs::write(root.join("instruction.md"), "Do.\n").unwrap();
+        std::fs::write(root.join("tests/test.sh"), "exit 0\n").unwrap();
+        std::fs::write(root.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+        let task = Task::load(root).unwrap();
+        assert!(
+            task.warnings
+                .iter()
+                .any(|w| w.contains("not collected yet")),
+            "{:?}",
+            task.warnings
+        );
     }
 }

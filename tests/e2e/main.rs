@@ -2,6 +2,7 @@
 //! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
 
 mod installed;
+mod integrity;
 mod run;
 mod scrub;
 mod support;

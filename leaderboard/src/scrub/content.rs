@@ -12,8 +12,29 @@ use super::matcher::{Matcher, Tally};
 
 /// How deep archives may nest (a tar.gz inside a tar counts two levels).
 pub const MAX_DEPTH: usize = 6;
-/// Largest decompressed size of one gzip stream held in memory.
-pub const MAX_DECODED: u64 = 4 << 30;
+/// Most bytes decompressed from all the gzip streams inside one file, nested ones included.
+/// Sized for real job dirs (artifact tarballs of a few hundred MB at most); a compression bomb
+/// past it is unscannable. Streams are measured before they are decoded into memory, so a bomb
+/// costs no memory at all.
+pub const MAX_EXPANDED: u64 = 256 << 20;
+
+/// What is left of one file's decompression allowance ([`MAX_EXPANDED`]).
+#[derive(Debug)]
+pub struct Budget {
+    remaining: u64,
+}
+
+impl Budget {
+    /// The allowance of one file found in the job dir.
+    pub fn for_file() -> Budget {
+        Budget::new(MAX_EXPANDED)
+    }
+
+    /// An allowance of `bytes`.
+    fn new(bytes: u64) -> Budget {
+        Budget { remaining: bytes }
+    }
+}
 
 /// Scrubs `bytes` found at report path `path`. Returns the new bytes, `None` when nothing changed
 /// (so clean files are copied byte-for-byte), or the reason it cannot be scrubbed.
@@ -21,107 +42,69 @@ pub fn scrub_blob(
     m: &Matcher,
     bytes: &[u8],
     path: &str,
+    depth: usize,
+    budget: &mut Budget,
     findings: &mut Findings,
 ) -> Result<Option<Vec<u8>>, String> {
-    Scrubber { m, findings }.blob(bytes, path, 0)
+    if depth > MAX_DEPTH {
+        return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
+    }
+    let mut tally = Tally::new();
+    let out = match classify(bytes) {
+        Kind::Text => m.redact_text(bytes, &mut tally),
+        Kind::Binary => m.redact_binary(bytes, &mut tally),
+        Kind::Gzip => return scrub_gzip(m, bytes, path, depth, budget, findings),
+        Kind::Tar => return scrub_tar(m, bytes, path, depth, budget, findings),
+        Kind::Unscannable(what) => return Err(format!("{what}: its contents cannot be searched")),
+    };
+    findings.add(path, Location::Content, tally);
+    Ok(out)
 }
 
-/// One top-level blob's scrub: the matcher and the findings every nested archive member shares.
-struct Scrubber<'a> {
-    m: &'a Matcher,
-    findings: &'a mut Findings,
+/// How many bytes `bytes` decompress to, counting at most `limit + 1` (nothing is kept).
+fn decoded_len(bytes: &[u8], limit: u64) -> Result<u64, String> {
+    std::io::copy(
+        &mut MultiGzDecoder::new(bytes).take(limit + 1),
+        &mut std::io::sink(),
+    )
+    .map_err(|e| format!("corrupt gzip stream ({e})"))
 }
 
-impl Scrubber<'_> {
-    /// Scrubs `bytes` at `path`, `depth` archives deep, by kind.
-    fn blob(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
-        if depth > MAX_DEPTH {
-            return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
-        }
-        let mut tally = Tally::new();
-        let out = match classify(bytes) {
-            Kind::Text => self.m.redact_text(bytes, &mut tally),
-            Kind::Binary => self.m.redact_binary(bytes, &mut tally),
-            Kind::Gzip => return self.gzip(bytes, path, depth),
-            Kind::Tar => return self.tar(bytes, path, depth),
-            Kind::Unscannable(what) => {
-                return Err(format!("{what}: its contents cannot be searched"));
-            }
-        };
-        self.findings.add(path, Location::Content, tally);
-        Ok(out)
+/// Decompresses every gzip member, scrubs the content, and recompresses when anything changed or
+/// the gzip header itself (file name, comment) holds a needle.
+fn scrub_gzip(
+    m: &Matcher,
+    bytes: &[u8],
+    path: &str,
+    depth: usize,
+    budget: &mut Budget,
+    findings: &mut Findings,
+) -> Result<Option<Vec<u8>>, String> {
+    // Measure first, so a bomb is refused before a byte of it is held in memory.
+    let len = decoded_len(bytes, budget.remaining)?;
+    if len > budget.remaining {
+        return Err(format!(
+            "unscannable: its gzip data expands beyond the {} MiB decompression limit of scrub \
+             (a compression bomb, or an archive too large to check)",
+            MAX_EXPANDED >> 20
+        ));
     }
-
-    /// Decompresses every gzip member, scrubs the content, and recompresses when anything
-    /// changed or the gzip header itself (file name, comment) holds a needle.
-    fn gzip(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
-        let mut decoded = Vec::new();
-        MultiGzDecoder::new(bytes)
-            .take(MAX_DECODED + 1)
-            .read_to_end(&mut decoded)
-            .map_err(|e| format!("corrupt gzip stream ({e})"))?;
-        if decoded.len() as u64 > MAX_DECODED {
-            return Err(format!(
-                "gzip stream expands beyond {} GiB",
-                MAX_DECODED >> 30
-            ));
-        }
-        let inner = self.blob(&decoded, path, depth + 1)?;
-        if inner.is_none() && !self.m.raw_match(bytes) {
-            return Ok(None);
-        }
-        // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
-        let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
-        encoder
-            .write_all(inner.as_deref().unwrap_or(&decoded))
-            .map_err(|e| e.to_string())?;
-        encoder.finish().map(Some).map_err(|e| e.to_string())
+    budget.remaining -= len;
+    let mut decoded = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    MultiGzDecoder::new(bytes)
+        .take(len)
+        .read_to_end(&mut decoded)
+        .map_err(|e| format!("corrupt gzip stream ({e})"))?;
+    let inner = scrub_blob(m, &decoded, path, depth + 1, budget, findings)?;
+    if inner.is_none() && !m.raw_match(bytes) {
+        return Ok(None);
     }
-
-    /// Scrubs every member's name, link target and content; rebuilds the archive (same
-    /// headers, new names and sizes) only when something changed.
-    fn tar(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
-        let members = read_members(bytes)?;
-        let mut changed = false;
-        let mut rebuilt = Vec::with_capacity(members.len());
-        for member in members {
-            let mut tally = Tally::new();
-            let new_path = self.m.redact_text(&member.path, &mut tally);
-            let shown = format!(
-                "{path}!{}",
-                String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
-            );
-            self.findings.add(&shown, Location::Name, tally);
-            let mut tally = Tally::new();
-            let new_link = member
-                .link
-                .as_ref()
-                .and_then(|l| self.m.redact_text(l, &mut tally));
-            self.findings.add(&shown, Location::LinkTarget, tally);
-            let kind = member.header.entry_type();
-            let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
-                // Rewriting pax records would break their length prefixes.
-                if self.m.raw_match(&member.data) {
-                    return Err("a pax header in the tar archive holds a secret".into());
-                }
-                None
-            } else {
-                self.blob(&member.data, &shown, depth + 1)?
-            };
-            changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
-            rebuilt.push(Member {
-                path: new_path.unwrap_or(member.path),
-                link: new_link.or(member.link),
-                data: new_data.unwrap_or(member.data),
-                header: member.header,
-            });
-        }
-        // Header fields (owner names, pax records) could also hold a value.
-        if !changed && !self.m.raw_match(bytes) {
-            return Ok(None);
-        }
-        write_tar(rebuilt).map(Some)
-    }
+    // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
+    let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
+    encoder
+        .write_all(inner.as_deref().unwrap_or(&decoded))
+        .map_err(|e| e.to_string())?;
+    encoder.finish().map(Some).map_err(|e| e.to_string())
 }
 
 /// One member read out of a tar archive.
@@ -158,6 +141,58 @@ fn read_members(bytes: &[u8]) -> Result<Vec<Member>, String> {
         });
     }
     Ok(members)
+}
+
+/// Scrubs every member's name, link target and content; rebuilds the archive (same headers,
+/// new names and sizes) only when something changed.
+fn scrub_tar(
+    m: &Matcher,
+    bytes: &[u8],
+    path: &str,
+    depth: usize,
+    budget: &mut Budget,
+    findings: &mut Findings,
+) -> Result<Option<Vec<u8>>, String> {
+    let members = read_members(bytes)?;
+    let mut changed = false;
+    let mut rebuilt = Vec::with_capacity(members.len());
+    for member in members {
+        let mut tally = Tally::new();
+        let new_path = m.redact_text(&member.path, &mut tally);
+        let shown = format!(
+            "{path}!{}",
+            String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
+        );
+        findings.add(&shown, Location::Name, tally);
+        let mut tally = Tally::new();
+        let new_link = member
+            .link
+            .as_ref()
+            .and_then(|l| m.redact_text(l, &mut tally));
+        findings.add(&shown, Location::LinkTarget, tally);
+        let kind = member.header.entry_type();
+        let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+            // Rewriting pax records would break their length prefixes.
+            if m.raw_match(&member.data) {
+                return Err("a pax header in the tar archive holds a secret".into());
+            }
+            None
+        } else {
+            scrub_blob(m, &member.data, &shown, depth + 1, budget, findings)?
+        };
+        changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
+        rebuilt.push(Member {
+            path: new_path.unwrap_or(member.path),
+            link: new_link.or(member.link),
+            data: new_data.unwrap_or(member.data),
+            header: member.header,
+        });
+    }
+    // Header fields (owner names, pax records) could also hold a value.
+    if !changed && !m.raw_match(bytes) {
+        return Ok(None);
+    }
+    write_tar(rebuilt).map(Some)
 }
 
 fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, String> {
@@ -223,7 +258,7 @@ mod tests {
             ("clean.txt", b"ok\n"),
         ]));
         let mut findings = Findings::default();
-        let out = scrub_blob(&m, &tgz, "a.tgz", &mut findings)
+        let out = scrub_blob(&m, &tgz, "a.tgz", 0, &mut Budget::for_file(), &mut findings)
             .unwrap()
             .unwrap();
         let mut tar_bytes = Vec::new();
@@ -248,17 +283,83 @@ mod tests {
         let m = matcher();
         let tgz = gzip(&tar_of(&[("clean.txt", b"ok\n")]));
         assert_eq!(
-            scrub_blob(&m, &tgz, "a", &mut Findings::default()).unwrap(),
+            scrub_blob(
+                &m,
+                &tgz,
+                "a",
+                0,
+                &mut Budget::for_file(),
+                &mut Findings::default()
+            )
+            .unwrap(),
             None
         );
         let inner_zip = tar_of(&[("x.zip", b"PK\x03\x04rest")]);
-        let err = scrub_blob(&m, &inner_zip, "a", &mut Findings::default()).unwrap_err();
+        let err = scrub_blob(
+            &m,
+            &inner_zip,
+            "a",
+            0,
+            &mut Budget::for_file(),
+            &mut Findings::default(),
+        )
+        .unwrap_err();
         assert!(err.contains("zip"), "{err}");
         let corrupt = b"\x1f\x8b\x08\x00garbage".to_vec();
         assert!(
-            scrub_blob(&m, &corrupt, "a", &mut Findings::default())
-                .unwrap_err()
-                .contains("gzip")
+            scrub_blob(
+                &m,
+                &corrupt,
+                "a",
+                0,
+                &mut Budget::for_file(),
+                &mut Findings::default()
+            )
+            .unwrap_err()
+            .contains("gzip")
         );
+    }
+
+    /// A gzip file of `members` members, each `member_len` zero bytes: tiny on disk, large
+    /// decoded (the shape of a compression bomb).
+    fn bomb(members: usize, member_len: usize) -> Vec<u8> {
+        gzip(&vec![0u8; member_len]).repeat(members)
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_unscannable_and_never_decoded_into_memory() {
+        let m = matcher();
+        // 320 MiB decoded from about 1.5 MB.
+        let data = bomb(5, 64 << 20);
+        assert!(data.len() < 2 << 20, "{}", data.len());
+        let err = scrub_blob(
+            &m,
+            &data,
+            "bomb.gz",
+            0,
+            &mut Budget::for_file(),
+            &mut Findings::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("unscannable:") && err.contains("256 MiB decompression limit"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_decompression_budget_covers_nested_archives_together() {
+        let m = matcher();
+        // A tar.gz holding two gzip files of 600 bytes each: the tar itself, then 1,200 bytes.
+        let inner = bomb(1, 600);
+        let tar = tar_of(&[("a.gz", &inner), ("b.gz", &inner)]);
+        let tgz = gzip(&tar);
+        let run = |allowance: usize| {
+            let mut budget = Budget::new(allowance as u64);
+            scrub_blob(&m, &tgz, "t", 0, &mut budget, &mut Findings::default())
+        };
+        assert_eq!(run(tar.len() + 1200), Ok(None));
+        let err = run(tar.len() + 1199).unwrap_err();
+        assert!(err.contains("decompression limit"), "{err}");
     }
 }

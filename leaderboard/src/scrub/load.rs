@@ -16,11 +16,23 @@ pub(crate) struct Loaded {
     pub skipped_benign: Vec<String>,
 }
 
+/// Largest `--secrets-from` file read: `.env` and settings files are a few KB, and a mistaken
+/// path (a log, `/dev/zero`) must not be read whole.
+pub(crate) const MAX_SECRETS_FILE_BYTES: u64 = 4 << 20;
+
 /// Loads a file: JSON when it starts with `{`, otherwise `.env` lines.
 pub(crate) fn load_file(path: &Path) -> Result<Loaded, ScrubError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScrubError::SecretsFileRead {
+    let read_error = |source| ScrubError::SecretsFileRead {
         path: path.to_path_buf(),
         source,
+    };
+    let bytes = tasks::bounded::read_capped(path, MAX_SECRETS_FILE_BYTES, "secrets file")
+        .map_err(read_error)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text",
+        ))
     })?;
     let origin = path.display().to_string();
     let mut loaded = Loaded::default();
@@ -256,5 +268,25 @@ mod tests {
         );
         assert_eq!(loaded.skipped_benign, ["FLAG"]);
         assert!(load("{not json", "json").is_err());
+    }
+
+    #[test]
+    fn an_endless_or_huge_secrets_file_is_refused_at_the_cap() {
+        let err = load_file(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "--secrets-from /dev/zero: cannot read it: larger than the 4 MiB limit"
+            ),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not-text.env");
+        std::fs::write(&path, b"A=\xff\xfe\n").unwrap();
+        assert!(
+            load_file(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("not UTF-8")
+        );
     }
 }

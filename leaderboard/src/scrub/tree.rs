@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::content::scrub_blob;
+use super::content::{Budget, scrub_blob};
 use super::error::ScrubError;
 use super::findings::{Findings, Location};
 use super::matcher::{Matcher, Tally};
@@ -81,12 +81,28 @@ pub fn copy_tree(m: &Matcher, input: &Path, stage: &Path) -> Result<Copied, Scru
     Ok(copied)
 }
 
+/// Largest file scrub reads: it holds each file (and its rewritten copy) in memory. Sized above
+/// the per-trial caps on downloaded logs; a larger file is unscannable.
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+
 /// Reads, scrubs and writes one regular file, keeping its permission bits.
 fn copy_file(m: &Matcher, job: &FileJob, copied: &mut Copied) -> Result<(), ScrubError> {
-    let bytes = std::fs::read(&job.source).map_err(ScrubError::io(&job.source))?;
+    let bytes = match tasks::bounded::read_capped(&job.source, MAX_FILE_BYTES, "file to scrub") {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            copied.files += 1;
+            copied.unscannable.push(Dropped {
+                path: job.shown.clone(),
+                reason: format!("unscannable: {e} (scrub holds each file in memory)"),
+            });
+            return Ok(());
+        }
+        Err(e) => return Err(ScrubError::io(&job.source)(e)),
+    };
     copied.files += 1;
     copied.bytes += bytes.len() as u64;
-    match scrub_blob(m, &bytes, &job.shown, &mut copied.findings) {
+    let mut budget = Budget::for_file();
+    match scrub_blob(m, &bytes, &job.shown, 0, &mut budget, &mut copied.findings) {
         Ok(out) => {
             std::fs::write(&job.dest, out.as_deref().unwrap_or(&bytes))
                 .map_err(ScrubError::io(&job.dest))?;
@@ -176,4 +192,60 @@ fn unique(name: Vec<u8>, used: &mut HashSet<Vec<u8>>) -> Vec<u8> {
         n += 1;
     }
     candidate
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use crate::scrub::{Outcome, ScrubOptions, SecretSetBuilder, scrub};
+
+    fn options(input: &std::path::Path, output: &std::path::Path) -> ScrubOptions {
+        let mut builder = SecretSetBuilder::new(false);
+        builder
+            .add_pair("--secret", 1, "TOKEN=abcdefghijklmnop")
+            .unwrap();
+        ScrubOptions {
+            input: input.to_path_buf(),
+            output: output.to_path_buf(),
+            secrets: builder.build().unwrap(),
+            drop_unscannable: false,
+            disabled_forms: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_bomb_and_an_oversized_file_abort_the_scrub_as_unscannable() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("job");
+        std::fs::create_dir_all(input.join("trial/artifacts")).unwrap();
+        std::fs::write(input.join("trial/notes.txt"), "token abcdefghijklmnop\n").unwrap();
+        // 512 MiB of zeros in gzip members of 32 MiB: about 2.5 MB on disk.
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&vec![0u8; 32 << 20]).unwrap();
+        let member = encoder.finish().unwrap();
+        std::fs::write(input.join("trial/artifacts/bomb.tar.gz"), member.repeat(16)).unwrap();
+        std::fs::File::create(input.join("trial/huge.log"))
+            .unwrap()
+            .set_len(super::MAX_FILE_BYTES + 1)
+            .unwrap();
+        let output = dir.path().join("public");
+        let Outcome::Aborted(report) = scrub(&options(&input, &output)).unwrap() else {
+            panic!("a bomb must abort the scrub");
+        };
+        let listed: Vec<(&str, &str)> = report
+            .unscannable
+            .iter()
+            .map(|d| (d.path.as_str(), d.reason.as_str()))
+            .collect();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert_eq!(listed[0].0, "trial/artifacts/bomb.tar.gz");
+        assert!(
+            listed[0].1.contains("256 MiB decompression limit"),
+            "{listed:?}"
+        );
+        assert_eq!(listed[1].0, "trial/huge.log");
+        assert!(listed[1].1.contains("512 MiB limit"), "{listed:?}");
+        assert!(!output.exists());
+    }
 }

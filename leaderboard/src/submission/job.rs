@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::overrides::overrides;
 use super::report::Violation;
-use super::{Rule, SubmissionError, scan};
+use super::{Rule, SubmissionError, files, scan};
 
 /// An entry of the job config's `agents[]`.
 #[derive(Debug, Clone)]
@@ -31,8 +31,9 @@ pub struct Job {
     pub violations: Vec<Violation>,
 }
 
+/// A job-level JSON record, read whole up to [`tasks::bounded::MAX_RECORD_BYTES`].
 fn read_json(path: &Path) -> Result<Option<Value>, SubmissionError> {
-    match std::fs::read(path) {
+    match tasks::bounded::read_capped(path, tasks::bounded::MAX_RECORD_BYTES, "job record") {
         Ok(bytes) => {
             serde_json::from_slice(&bytes)
                 .map(Some)
@@ -42,6 +43,12 @@ fn read_json(path: &Path) -> Result<Option<Value>, SubmissionError> {
                 })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            Err(SubmissionError::BadJobConfig {
+                path: path.to_owned(),
+                problem: e.to_string(),
+            })
+        }
         Err(e) => Err(SubmissionError::io(path, e)),
     }
 }
@@ -88,15 +95,31 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
     }
     // A lock.json that cannot be read is not this rule's business; Harbor jobs may lack it.
     let lock_path = dir.join("lock.json");
-    if let Ok(Some(lock)) = read_json(&lock_path)
-        && lock.get("allow_container_secrets").and_then(Value::as_bool) == Some(true)
-    {
-        violations.push(Violation::new(
-            Rule::NoContainerSecrets,
-            Some(format!("{display}/lock.json")),
-            "allow_container_secrets is true: credentials were passed into containers, so the run is not \
-             publishable; rerun without --allow-container-secrets",
-        ));
+    let lock_file = Some(format!("{display}/lock.json"));
+    let max = tasks::bounded::MAX_RECORD_BYTES;
+    match tasks::bounded::read_capped(&lock_path, max, "job record") {
+        Ok(bytes) => {
+            let opted_in = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|lock| lock.get("allow_container_secrets")?.as_bool());
+            if opted_in == Some(true) {
+                violations.push(Violation::new(
+                    Rule::NoContainerSecrets,
+                    lock_file,
+                    "allow_container_secrets is true: credentials were passed into containers, so the run is not \
+                     publishable; rerun without --allow-container-secrets",
+                ));
+            }
+        }
+        // One too large to read could hide the opt-in, so it fails the rule.
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            violations.push(Violation::new(
+                Rule::NoContainerSecrets,
+                lock_file,
+                format!("cannot be checked: {e}"),
+            ));
+        }
+        Err(_) => {}
     }
     let agents = config
         .get("agents")
@@ -134,6 +157,14 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         }
     }
     trial_dirs.sort();
+    if trial_dirs.is_empty() {
+        violations.push(Violation::new(
+            Rule::TrialResultsComplete,
+            Some(display.clone()),
+            "the job dir has no trials (no subdirectory with a config.json or result.json), so it is not a \
+             submission; pass a job dir whose trials have run",
+        ));
+    }
     Ok(Job {
         display,
         agents,
@@ -160,8 +191,8 @@ fn scan_tree(dir: &Path, display: &str, violations: &mut Vec<Violation>) {
 }
 
 fn scan_file(path: &Path, display: &str, violations: &mut Vec<Violation>) {
-    let Ok(bytes) = std::fs::read(path) else {
+    let Ok(lines) = files::key_lines_in_file(path) else {
         return;
     };
-    violations.extend(scan::key_violations(&bytes, display));
+    violations.extend(scan::violations_at_lines(lines, display));
 }

@@ -17,9 +17,20 @@ const MODEL: [&str; 4] = [
     "model_org_display_name",
 ];
 
-/// Reads `path` and returns the violations of the metadata rule; an unreadable file is an error.
+/// Largest `metadata.yaml` read: a few hundred bytes in practice.
+const MAX_METADATA_BYTES: u64 = 1 << 20;
+
+/// Reads `path` and returns the violations of the metadata rule; an unreadable file (or one
+/// larger than 1 MiB) is an error.
 pub fn check(path: &Path) -> Result<Vec<Violation>, SubmissionError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SubmissionError::io(path, e))?;
+    let bytes = tasks::bounded::read_capped(path, MAX_METADATA_BYTES, "metadata.yaml")
+        .map_err(|e| SubmissionError::io(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        SubmissionError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+        )
+    })?;
     let file = path.display().to_string();
     let value = match yaml::parse(&text) {
         Ok(v) => v,

@@ -6,6 +6,7 @@ mod agents;
 mod coverage;
 mod error;
 mod figures;
+mod files;
 mod job;
 mod metadata;
 mod overrides;
@@ -57,8 +58,9 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     if options.job_dirs.is_empty() {
         return Err(SubmissionError::NoJobs);
     }
+    // `read`, not `load`: a submission may cover tasks Harbor runs and this runner cannot yet.
     let dataset = match &options.dataset {
-        Some(dir) => Some(coverage::DatasetTasks::from_dataset(&tasks::Dataset::load(
+        Some(dir) => Some(coverage::DatasetTasks::from_dataset(&tasks::Dataset::read(
             dir,
         )?)),
         None => None,

@@ -17,12 +17,15 @@ pub fn key_lines(bytes: &[u8]) -> Vec<usize> {
     lines
 }
 
-/// A `no_provider_keys` violation for each provider-key-shaped string in `bytes`, the contents
-/// of `file` (as displayed), at its line.
-pub fn key_violations(bytes: &[u8], file: &str) -> impl Iterator<Item = Violation> {
-    key_lines(bytes).into_iter().map(move |line| Violation {
+/// A `no_provider_keys` violation in `file` (as displayed) at each of `lines`.
+pub fn violations_at_lines(
+    lines: impl IntoIterator<Item = usize>,
+    file: &str,
+) -> impl Iterator<Item = Violation> {
+    let file = file.to_owned();
+    lines.into_iter().map(move |line| Violation {
         rule: Rule::NoProviderKeys,
-        file: Some(file.to_owned()),
+        file: Some(file.clone()),
         line: Some(line),
         message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) \
                   and rotate the key"

@@ -434,3 +434,96 @@ fn github_annotations_escape_and_name_the_rule() {
     );
     assert_eq!(render::escape_property("a,b:c%\n"), "a%2Cb%3Ac%25%0A");
 }
+
+/// Replaces `rel` in the job with a sparse file of `len` zero bytes (cheap to make, and read
+/// whole it would cost `len` bytes of memory).
+fn sparse(s: &Scratch, rel: &str, len: u64) {
+    let file = std::fs::File::create(s.job.join(rel)).unwrap();
+    file.set_len(len).unwrap();
+}
+
+#[test]
+fn an_oversized_result_json_is_a_rule_failure_naming_file_and_cap() {
+    let s = Scratch::new();
+    sparse(&s, &format!("{}/result.json", TRIALS[1]), 1 << 30);
+    let v = only_failure(&s.validate(), Rule::TrialResultsComplete);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].file.as_deref().unwrap().ends_with("result.json")
+            && v[0].message.contains("16 MiB limit"),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn an_oversized_trajectory_or_config_is_refused_not_read() {
+    let s = Scratch::new();
+    sparse(
+        &s,
+        &format!("{}/agent/trajectory.json", TRIALS[0]),
+        tasks::bounded::MAX_TRAJECTORY_BYTES + 1,
+    );
+    let v = only_failure(&s.validate(), Rule::PassingTrialTrajectories);
+    assert!(v[0].message.contains("256 MiB limit"), "{v:?}");
+
+    let s = Scratch::new();
+    sparse(&s, &format!("{}/config.json", TRIALS[3]), 1 << 30);
+    let report = s.validate();
+    let v = report.outcome(Rule::NoTrialOverrides).violations.clone();
+    assert!(
+        v.iter().any(|v| v.message.contains("16 MiB limit")),
+        "{}",
+        render::text(&report)
+    );
+}
+
+#[test]
+fn a_large_log_is_scanned_for_keys_without_being_held_whole() {
+    let s = Scratch::new();
+    let path = s.job.join(TRIALS[0]).join("agent/huge.log");
+    let mut data = vec![b'.'; 20 << 20];
+    let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345";
+    let at = 18 << 20;
+    data[at] = b'\n';
+    data[at + 1..at + 1 + key.len()].copy_from_slice(key.as_bytes());
+    std::fs::write(&path, &data).unwrap();
+    let v = only_failure(&s.validate(), Rule::NoProviderKeys);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].line, Some(2));
+}
+
+#[test]
+fn an_oversized_job_config_is_bad_input() {
+    let s = Scratch::new();
+    sparse(&s, "config.json", 1 << 30);
+    let err = validate(&Options::new(vec![s.job.clone()]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json") && err.contains("16 MiB limit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_job_dir_without_trials_is_not_a_submission() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), b"{\"agents\": []}").unwrap();
+    let report = validate(&Options::new(vec![dir.path().to_path_buf()])).unwrap();
+    let v = only_failure(&report, Rule::TrialResultsComplete);
+    assert!(v[0].message.contains("has no trials"), "{v:?}");
+}
+
+#[test]
+fn a_dataset_with_tasks_runner_cannot_run_still_counts_them() {
+    let s = Scratch::new();
+    let gpu = s.dataset.join("needs-gpu");
+    copy_dir(&s.dataset.join("regex-log"), &gpu);
+    let toml = std::fs::read_to_string(gpu.join("task.toml")).unwrap();
+    let toml = toml.replace("terminal-bench/regex-log", "terminal-bench/needs-gpu")
+        + "\n[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n";
+    std::fs::write(gpu.join("task.toml"), toml).unwrap();
+    // The GPU task is part of the dataset for coverage even though `runner run` refuses it.
+    let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
+    assert!(v.iter().any(|v| v.message.contains("needs-gpu")), "{v:?}");
+}

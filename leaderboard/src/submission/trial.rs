@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::overrides::overrides;
 use super::report::Violation;
-use super::{Rule, scan};
+use super::{Rule, files, scan};
 
 /// At most this many ATIF errors are listed per trajectory; the rest are counted.
 const MAX_ATIF_ERRORS: usize = 10;
@@ -86,15 +86,27 @@ pub fn agent_identity(result: &Value) -> Option<AgentIdentity> {
     Some(AgentIdentity { name, model })
 }
 
-/// Files of a trial dir that the rules read, kept while the tree is scanned.
+/// Files of a trial dir that the rules read, kept while the tree is scanned. A file over its
+/// cap is not kept; its cap error is kept instead.
 #[derive(Default)]
 struct Kept {
-    config: Option<Vec<u8>>,
-    result: Option<Vec<u8>>,
-    trajectory: Option<Vec<u8>>,
+    config: Option<Result<Vec<u8>, String>>,
+    result: Option<Result<Vec<u8>, String>>,
+    trajectory: Option<Result<Vec<u8>, String>>,
+}
+
+/// The cap of a kept file, or `None` for files that are only scanned.
+fn cap_of(rel: &str) -> Option<(u64, &'static str)> {
+    use tasks::bounded::{MAX_RECORD_BYTES, MAX_TRAJECTORY_BYTES};
+    match rel {
+        "config.json" | "result.json" => Some((MAX_RECORD_BYTES, "trial record")),
+        "agent/trajectory.json" => Some((MAX_TRAJECTORY_BYTES, "trajectory")),
+        _ => None,
+    }
 }
 
 /// Reads every file under `dir` once: scans it for keys and keeps the ones the rules parse.
+/// Kept files are read whole up to their cap; every other file is scanned in chunks.
 fn read_tree(
     dir: &Path,
     rel: &str,
@@ -124,8 +136,25 @@ fn read_tree(
             read_tree(&entry.path(), &child_rel, display, kept, violations);
         } else if kind.is_file() {
             let file = format!("{display}/{child_rel}");
-            let bytes = match std::fs::read(entry.path()) {
-                Ok(bytes) => bytes,
+            let path = entry.path();
+            let mut keep = None;
+            let scanned = match cap_of(&child_rel) {
+                Some((cap, what)) => match tasks::bounded::read_capped(&path, cap, what) {
+                    Ok(bytes) => {
+                        let lines = scan::key_lines(&bytes);
+                        keep = Some(Ok(bytes));
+                        Ok(lines)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                        keep = Some(Err(e.to_string()));
+                        files::key_lines_in_file(&path)
+                    }
+                    Err(e) => Err(e),
+                },
+                None => files::key_lines_in_file(&path),
+            };
+            let lines = match scanned {
+                Ok(lines) => lines,
                 Err(e) => {
                     violations.push(Violation::new(
                         Rule::NoProviderKeys,
@@ -135,15 +164,31 @@ fn read_tree(
                     continue;
                 }
             };
-            violations.extend(scan::key_violations(&bytes, &file));
+            violations.extend(scan::violations_at_lines(lines, &file));
             match child_rel.as_str() {
-                "config.json" => kept.config = Some(bytes),
-                "result.json" => kept.result = Some(bytes),
-                "agent/trajectory.json" => kept.trajectory = Some(bytes),
+                "config.json" => kept.config = keep,
+                "result.json" => kept.result = keep,
+                "agent/trajectory.json" => kept.trajectory = keep,
                 _ => {}
             }
         }
         // Symlinks are not followed: they may point outside the submission.
+    }
+}
+
+/// A kept file's bytes, or `None` after recording why it is unusable (over its cap).
+fn usable<'k>(
+    kept: &'k Option<Result<Vec<u8>, String>>,
+    file: &str,
+    rule: Rule,
+    violations: &mut Vec<Violation>,
+) -> Option<&'k [u8]> {
+    match kept.as_ref()? {
+        Ok(bytes) => Some(bytes),
+        Err(problem) => {
+            violations.push(Violation::new(rule, Some(file.to_owned()), problem.clone()));
+            None
+        }
     }
 }
 
@@ -176,17 +221,28 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
     read_tree(dir, "", &display, &mut kept, &mut violations);
     let config_file = format!("{display}/config.json");
     let result_file = format!("{display}/result.json");
-    let config = kept
-        .config
-        .as_deref()
-        .and_then(|b| parse(b, &config_file, Rule::NoTrialOverrides, &mut violations));
-    let result = match kept.result.as_deref() {
-        Some(bytes) => parse(
+    let config = usable(
+        &kept.config,
+        &config_file,
+        Rule::NoTrialOverrides,
+        &mut violations,
+    )
+    .and_then(|b| parse(b, &config_file, Rule::NoTrialOverrides, &mut violations));
+    let result = match &kept.result {
+        Some(Ok(bytes)) => parse(
             bytes,
             &result_file,
             Rule::TrialResultsComplete,
             &mut violations,
         ),
+        Some(Err(problem)) => {
+            violations.push(Violation::new(
+                Rule::TrialResultsComplete,
+                Some(result_file.clone()),
+                format!("{problem}; a trial result is a few KB, so this one cannot be trusted"),
+            ));
+            None
+        }
         None => {
             violations.push(Violation::new(
                 Rule::TrialResultsComplete,
@@ -280,7 +336,12 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
 
     if facts.reward.is_some_and(|r| r > 0.0) {
         let trajectory_file = format!("{}/agent/trajectory.json", facts.display);
-        match kept.trajectory.as_deref() {
+        match &kept.trajectory {
+            Some(Err(problem)) => violations.push(Violation::new(
+                Rule::PassingTrialTrajectories,
+                Some(trajectory_file),
+                problem.clone(),
+            )),
             None => violations.push(Violation::new(
                 Rule::PassingTrialTrajectories,
                 Some(trajectory_file),
@@ -289,7 +350,7 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                     facts.reward.unwrap_or_default()
                 ),
             )),
-            Some(bytes) => {
+            Some(Ok(bytes)) => {
                 let errors = tasks::atif::validate_bytes(bytes, &dir.join("agent"));
                 for error in errors.iter().take(MAX_ATIF_ERRORS) {
                     violations.push(Violation::new(

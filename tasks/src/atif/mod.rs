@@ -53,9 +53,12 @@ pub fn validate_value_in_dir(value: &Value, dir: &Path) -> Vec<AtifError> {
 }
 
 /// Reads and validates a trajectory file. Invalid JSON is a validation error at `$`; only an
-/// unreadable file is an `Err`.
+/// unreadable file is an `Err`, including one larger than
+/// [`MAX_TRAJECTORY_BYTES`](crate::bounded::MAX_TRAJECTORY_BYTES) (kind `FileTooLarge`), which
+/// is never read past the cap.
 pub fn validate_file(path: &Path) -> Result<Vec<AtifError>, std::io::Error> {
-    let bytes = std::fs::read(path)?;
+    let bytes =
+        crate::bounded::read_capped(path, crate::bounded::MAX_TRAJECTORY_BYTES, "trajectory")?;
     Ok(validate_bytes(
         &bytes,
         path.parent().unwrap_or(Path::new(".")),

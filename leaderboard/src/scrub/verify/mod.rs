@@ -26,6 +26,10 @@ pub const PROVIDER_KEY_FORM: &str = "provider-key-pattern";
 pub const UNVERIFIABLE_FORM: &str = "unverifiable-content";
 /// Deepest archive nesting the verifier follows.
 const MAX_DEPTH: usize = 8;
+/// Most bytes one gzip stream of the copy may decode to. The scrubber only writes archives
+/// within its own limit ([`super::content::MAX_EXPANDED`]); twice that leaves room for
+/// redaction markers longer than the values they replace, and anything beyond is unverifiable.
+const MAX_EXPANDED: u64 = 2 * super::content::MAX_EXPANDED;
 
 /// Something found in the written copy. Names a file and a form, never a value.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -212,10 +216,21 @@ impl Verifier {
             return unverifiable(found);
         }
         if data.starts_with(&[0x1f, 0x8b]) {
+            // Measured before decoding, so an oversized stream is never held in memory.
+            let measured = std::io::copy(
+                &mut MultiGzDecoder::new(data).take(MAX_EXPANDED + 1),
+                &mut std::io::sink(),
+            );
             let mut plain = Vec::new();
-            match MultiGzDecoder::new(data).read_to_end(&mut plain) {
-                Ok(_) => self.inspect(&plain, shown, depth + 1, found),
-                Err(_) => unverifiable(found),
+            match measured {
+                Ok(n) if n <= MAX_EXPANDED => {
+                    plain.reserve_exact(usize::try_from(n).unwrap_or(0));
+                    match MultiGzDecoder::new(data).take(n).read_to_end(&mut plain) {
+                        Ok(_) => self.inspect(&plain, shown, depth + 1, found),
+                        Err(_) => unverifiable(found),
+                    }
+                }
+                _ => unverifiable(found),
             }
         } else if data.len() >= 512 && data[257..262] == *b"ustar" {
             if self.inspect_tar(data, shown, depth, found).is_err() {
@@ -255,5 +270,30 @@ impl Verifier {
             self.inspect(&content, &member, depth + 1, found);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzip_stream_past_the_limit_is_unverifiable_not_decoded() {
+        let verifier = Verifier::new(&[], &[]);
+        let small = gzip(b"plain words\n");
+        assert!(verifier.verify_bytes(&small, "ok.gz").is_empty());
+        // 544 MiB decoded, past the verifier's 512 MiB.
+        let bomb = gzip(&vec![0u8; 32 << 20]).repeat(17);
+        let found = verifier.verify_bytes(&bomb, "bomb.gz");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].form, UNVERIFIABLE_FORM);
     }
 }
