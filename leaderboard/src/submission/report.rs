@@ -1,5 +1,5 @@
 //! The validation report: per-rule outcomes with offending items, and the reported figures.
-//! Its JSON form (`--format json`) is a stable schema documented in `leaderboard/README.md`.
+//! Its JSON form (`--format json`) is a stable schema documented in `docs/leaderboard-preflight.md`.
 
 use std::collections::BTreeMap;
 
