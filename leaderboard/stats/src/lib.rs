@@ -31,7 +31,9 @@
 //!   (some trial with reward > 0, the leaderboard's success) in one job and in no trial of the
 //!   other.
 //!
-//! Intervals need at least two tasks; with one task they are `None`.
+//! Intervals need at least two tasks; with one task they are `None`. With fewer than
+//! [`FEW_TASKS`] tasks the bootstrap can take only a handful of distinct values and its
+//! interval is too narrow: reports say so.
 
 mod bootstrap;
 mod paired;
@@ -43,6 +45,10 @@ pub use summary::{MeanEstimate, PassAtK, TaskSetStats, clustered_stderr, summari
 
 /// The confidence level of every interval here.
 pub const LEVEL: f64 = 0.95;
+
+/// Below this many tasks an interval is reported with a caveat: the cluster bootstrap
+/// undercovers with few clusters (at 89 tasks its measured coverage is 93–94%).
+pub const FEW_TASKS: usize = 10;
 
 /// The seed of every resampling unless the caller picks another; recorded with each result.
 pub const DEFAULT_SEED: u64 = 14;
