@@ -31,6 +31,9 @@
 //!   (some trial with reward > 0, the leaderboard's success) in one job and in no trial of the
 //!   other.
 //!
+//! - **One task's solve rate** ([`wilson_interval`]): within a task the trials are
+//!   independent draws, so the binomial Wilson score interval (0/1 rewards only).
+//!
 //! Intervals need at least two tasks; with one task they are `None`. With fewer than
 //! [`FEW_TASKS`] tasks the bootstrap can take only a handful of distinct values and its
 //! interval is too narrow: reports say so.
@@ -38,10 +41,12 @@
 mod bootstrap;
 mod paired;
 mod summary;
+mod wilson;
 
 pub use bootstrap::{Interval, Resampling};
 pub use paired::{Comparison, Outcome, SignFlipTest, TaskPair, compare};
 pub use summary::{MeanEstimate, PassAtK, TaskSetStats, clustered_stderr, summarize};
+pub use wilson::wilson_interval;
 
 /// The confidence level of every interval here.
 pub const LEVEL: f64 = 0.95;
