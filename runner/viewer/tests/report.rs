@@ -28,7 +28,7 @@ fn writes_an_index_and_a_page_per_trial() {
     assert_eq!(summary.steps, 13 + 9 + 6);
     let index = read(&summary.index);
     assert_eq!(count(&index, "<tr class=\"trial-row "), 16);
-    assert_eq!(count(&index, "<tr class=\"task-row\""), 3 + 1 + 1);
+    assert_eq!(count(&index, "<tr class=\"task-row\" id=\"job-"), 3 + 1 + 1);
     assert_eq!(count(&index, "<tr class=\"job-row\""), 3);
     // Every reward key of the runner job, with its mean.
     for key in ["reward", "correctness", "format"] {
@@ -80,7 +80,11 @@ fn a_trial_page_shows_phases_verifier_checks_log_and_conversation() {
         assert!(page.contains(&format!("data-key=\"{key}\"")), "{key}");
     }
     // Pages link to each other and back to the index.
-    assert!(page.contains("href=\"../index.html\""));
+    assert!(page.contains("href=\"../index.html#job-1\""));
+    assert!(
+        page.contains("href=\"../index.html#job-1-task-hello\""),
+        "the task's row"
+    );
     assert!(
         page.contains("href=\"hello__Ab12Cd3.html\""),
         "previous trial"

@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 use stats::Interval;
 
-use super::{JobPages, Links, page};
+use super::{JobPages, Links, page, task_anchor};
 use crate::load::Trial;
 use crate::summary::JobSummary;
 
@@ -116,7 +116,7 @@ fn tasks_table(jp: &JobPages) -> Markup {
             } }
             tbody {
                 @for t in &s.tasks {
-                    tr.task-row data-task=(t.task) {
+                    tr.task-row id=(task_anchor(jp.number, &t.task)) data-task=(t.task) {
                         td { (t.task) }
                         td.n { (t.trials) }
                         td.n { (t.errors) }
@@ -161,10 +161,10 @@ fn trials_table(jp: &JobPages) -> Markup {
     }
 }
 
-fn job_section(n: usize, jp: &JobPages, links: &Links) -> Markup {
+fn job_section(jp: &JobPages, links: &Links) -> Markup {
     let s = &jp.summary;
     html! {
-        section.job id={ "job-" (n) } data-job=(s.job_name) {
+        section.job id={ "job-" (jp.number) } data-job=(s.job_name) {
             h2 { (s.job_name) }
             p.subtitle { (s.title.text()) }
             p.path { "job dir: " a href=(links.to_file(&jp.job.dir)) { code { (s.job_dir) } } }
@@ -222,8 +222,8 @@ pub(crate) fn render(jobs: &[JobPages], links: &Links) -> Markup {
                 }
             }
         }
-        @for (n, jp) in jobs.iter().enumerate() {
-            (job_section(n + 1, jp, links))
+        @for jp in jobs {
+            (job_section(jp, links))
         }
     };
     page(&title, &[], body)

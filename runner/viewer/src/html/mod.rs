@@ -44,6 +44,8 @@ pub(crate) struct JobPages {
     pub summary: JobSummary,
     /// The job's folder under the output dir.
     pub folder: String,
+    /// 1-based position in the report, for anchors (`#job-2`).
+    pub number: usize,
     /// Per trial (same order as `job.trials`): the page's file name, and its step count.
     pub pages: Vec<(String, Option<usize>)>,
 }
@@ -62,6 +64,11 @@ pub(crate) fn slug(name: &str) -> String {
         .collect();
     let s = s.trim_start_matches('.').to_owned();
     if s.is_empty() { "_".into() } else { s }
+}
+
+/// The anchor of a task's row in the index.
+pub(crate) fn task_anchor(job: usize, task: &str) -> String {
+    format!("job-{job}-task-{}", slug(task))
 }
 
 /// A full page: head with the inline style and the CSP, a breadcrumb, and `body`.
@@ -126,6 +133,7 @@ pub fn write_report(job_dirs: &[PathBuf], out: &Path) -> Result<ReportSummary, V
             job,
             summary,
             folder,
+            number: i + 1,
             pages: Vec::new(),
         });
     }

@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 
 use super::index::{duration, interval, num, outcome};
-use super::{JobPages, Links, page, trajectory};
+use super::{JobPages, Links, page, task_anchor, trajectory};
 use crate::files;
 use crate::load::Trial;
 
@@ -90,8 +90,8 @@ fn facts(jp: &JobPages, trial: &Trial) -> Markup {
 fn task_mean(jp: &JobPages, trial: &Trial) -> Markup {
     match jp.summary.tasks.iter().find(|t| t.task == trial.task) {
         Some(t) => html! {
-            p.note { "Task over this job: " (t.trials) " trials, mean " (num(t.mean))
-                " (95% CI " (interval(t.mean_ci.as_ref())) ")" }
+            p.note { a href={ "../index.html#" (task_anchor(jp.number, &t.task)) } { "Task " (t.task) } " in this job: "
+                (t.trials) " trials, mean " (num(t.mean)) " (95% CI " (interval(t.mean_ci.as_ref())) ")" }
         },
         None => html! {},
     }
@@ -110,7 +110,7 @@ pub(crate) fn render(
         h1 { (trial.name) " " span class={ "badge " (class) } { (word) } }
         nav.pager {
             @if let Some(p) = neighbours.previous { a.prev href=(p) { "← previous trial" } }
-            a href="../index.html" { "all trials" }
+            a href={ "../index.html#job-" (jp.number) } { "all trials" }
             @if let Some(n) = neighbours.next { a.next href=(n) { "next trial →" } }
             a href=(links.to_file(&trial.dir)) { "trial dir" }
         }
