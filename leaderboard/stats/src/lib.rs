@@ -30,7 +30,6 @@
 //!   Wins, losses and ties compare per-task means; a task **flipped** when it was solved
 //!   (some trial with reward > 0, the leaderboard's success) in one job and in no trial of the
 //!   other.
-//!
 //! - **One task's solve rate** ([`wilson_interval`]): within a task the trials are
 //!   independent draws, so the binomial Wilson score interval (0/1 rewards only).
 //!
@@ -44,8 +43,12 @@ mod summary;
 mod wilson;
 
 pub use bootstrap::{Interval, Resampling};
-pub use paired::{Comparison, Outcome, SignFlipTest, TaskPair, compare};
-pub use summary::{MeanEstimate, PassAtK, TaskSetStats, clustered_stderr, summarize};
+pub use paired::{
+    Comparison, DIFFERENCE_METHOD, Outcome, SignFlipTest, TEST_METHOD, TaskPair, compare,
+};
+pub use summary::{
+    INTERVAL_METHOD, MeanEstimate, PassAtK, TaskSetStats, clustered_stderr, summarize,
+};
 pub use wilson::wilson_interval;
 
 /// The confidence level of every interval here.

@@ -13,7 +13,7 @@ use stats::{Resampling, clustered_stderr, compare, summarize};
 
 const TASKS: usize = 89;
 const TRIALS: usize = 5;
-const DATASETS: usize = 400;
+const DATASETS: usize = 1000;
 /// Fewer resamples than the default keep this test fast in debug builds; coverage hardly
 /// depends on it.
 const RESAMPLING: Resampling = Resampling {
@@ -38,14 +38,14 @@ fn pass_at_k_truth(k: u64) -> f64 {
         .product::<f64>()
 }
 
-/// The band a correct 95% interval lands in: ±3 binomial standard errors over 400 datasets
-/// is ±3.3 points; the lower edge allows the percentile bootstrap's known slight
+/// The band a correct 95% interval lands in: ±3 binomial standard errors over 1000 datasets
+/// is ±2.1 points; the lower edge allows the percentile bootstrap's known slight
 /// undercoverage with a finite number of clusters.
 fn assert_near_95(name: &str, covered: usize) {
     let rate = covered as f64 / DATASETS as f64;
     eprintln!("{name}: {rate:.3}");
     assert!(
-        (0.915..=0.98).contains(&rate),
+        (0.92..=0.975).contains(&rate),
         "{name}: coverage {rate:.3} is not near 0.95"
     );
 }
@@ -114,7 +114,7 @@ fn paired_difference_covers_about_95_percent_and_the_test_holds_its_size() {
     let size = null_rejections as f64 / DATASETS as f64;
     eprintln!("size {size:.3}");
     assert!(
-        (0.02..=0.08).contains(&size),
+        (0.03..=0.07).contains(&size),
         "the sign-flip test rejected a true null in {size:.3} of datasets, expected about 0.05"
     );
 }
