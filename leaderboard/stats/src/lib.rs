@@ -5,7 +5,8 @@
 //! # Methods
 //!
 //! A reward of `None` (an errored or unscored trial) counts as 0 everywhere, as in Harbor's
-//! `Mean` and the leaderboards (see `tasks::metrics`).
+//! `Mean` and the leaderboards (`tasks::metrics`, which takes its pass@k formula from here:
+//! this crate depends on nothing in the workspace, so records and reports can all use it).
 //!
 //! - **Mean reward** ([`summarize`]): Harbor's mean over all trials, `Σ y / N`. Its 95%
 //!   interval is a **cluster bootstrap over tasks**: draw G tasks with replacement from the G
@@ -39,6 +40,7 @@
 
 mod bootstrap;
 mod paired;
+mod pass_at_k;
 mod summary;
 mod wilson;
 
@@ -46,6 +48,7 @@ pub use bootstrap::{Interval, Resampling};
 pub use paired::{
     Comparison, DIFFERENCE_METHOD, Outcome, SignFlipTest, TEST_METHOD, TaskPair, compare,
 };
+pub use pass_at_k::{pass_at_k_estimate, pass_at_k_ks};
 pub use summary::{
     INTERVAL_METHOD, MeanEstimate, PassAtK, TaskSetStats, clustered_stderr, summarize,
 };
