@@ -38,6 +38,12 @@ pub enum Command {
     ValidateTrajectory(commands::validate::ValidateTrajectoryArgs),
     /// Write a publishable copy of a job directory with every known secret removed.
     Scrub(commands::scrub::ScrubArgs),
+    /// Write a static HTML report of job directories (trials, logs, trajectories).
+    View(commands::view::ViewArgs),
+    /// Print the end-of-run summary of any job directory (runner's or Harbor's).
+    Summary(commands::view::SummaryArgs),
+    /// Compare two jobs task by task: the difference in mean with its interval and a paired test.
+    Compare(commands::view::CompareArgs),
 }
 
 #[cfg(test)]
@@ -61,6 +67,9 @@ mod tests {
             &["validate-submission"],
             &["validate-trajectory"],
             &["scrub"],
+            &["view"],
+            &["summary"],
+            &["compare"],
         ] {
             let mut command = Cli::command();
             let mut sub = &mut command;

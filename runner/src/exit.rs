@@ -34,12 +34,20 @@ pub enum Family {
     Scrub,
     /// `runner tasks digest`.
     Tasks,
+    /// `runner view`, `runner summary`, `runner compare`: reading job directories.
+    Read,
 }
 
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 4] = [Family::Run, Family::Validate, Family::Scrub, Family::Tasks];
+    pub const ALL: [Family; 5] = [
+        Family::Run,
+        Family::Validate,
+        Family::Scrub,
+        Family::Tasks,
+        Family::Read,
+    ];
 
     fn heading(self) -> &'static str {
         match self {
@@ -47,6 +55,7 @@ impl Family {
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
+            Family::Read => "`view`, `summary`, `compare`",
         }
     }
 }
@@ -85,6 +94,7 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Read) => "done",
             (Failed, Validate) => "invalid: a rule is broken",
             (Failed, Scrub) => "aborted: leftovers or unscannable content; nothing written",
             (BadInput, Run) => {
@@ -92,6 +102,7 @@ impl ExitCode {
             }
             (BadInput, Validate | Scrub) => "bad input",
             (BadInput, Tasks) => "bad input, or some tasks are malformed (they are listed)",
+            (BadInput, Read) => "bad input: a path that is not a job directory",
             (TrialsErrored, Run) => {
                 "some trials errored and have no reward (infrastructure errors: image build, container start, verifier errors, ...)"
             }

@@ -7,3 +7,4 @@ mod run;
 mod scrub;
 mod support;
 mod validate;
+mod view;

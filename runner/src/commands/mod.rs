@@ -6,6 +6,7 @@ pub mod run;
 pub mod scrub;
 pub mod tasks;
 pub mod validate;
+pub mod view;
 
 use crate::cli::Command;
 use crate::exit::{CliError, Outcome};
@@ -18,5 +19,8 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
         Command::ValidateSubmission(args) => validate::validate_submission(args),
         Command::ValidateTrajectory(args) => validate::validate_trajectory(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::View(args) => view::view(args),
+        Command::Summary(args) => view::summary(args),
+        Command::Compare(args) => view::compare(args),
     }
 }
