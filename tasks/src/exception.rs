@@ -100,6 +100,11 @@ exception_types! {
     RunnerError => false,
 }
 
+impl ExceptionType {
+    /// The name readers show for an `exception_info` that carries no type (a foreign record).
+    pub const UNKNOWN_NAME: &'static str = "UnknownError";
+}
+
 impl fmt::Display for ExceptionType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -279,7 +279,7 @@ fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
         .filter(|e| e.is_object())
         .map(|e| Exception {
             kind: str_at(e, "/exception_type")
-                .unwrap_or("UnknownError")
+                .unwrap_or(tasks::ExceptionType::UNKNOWN_NAME)
                 .to_owned(),
             message: text(e, "exception_message"),
             traceback: text(e, "exception_traceback"),
