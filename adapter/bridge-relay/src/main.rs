@@ -100,7 +100,9 @@ fn parse_loopback(text: &str) -> Result<SocketAddr, String> {
         .parse()
         .map_err(|_| format!("'{text}' is not an address like 127.0.0.1:4141"))?;
     if !addr.ip().is_loopback() {
-        return Err(format!("'{text}' is not a loopback address; the relay only listens on loopback"));
+        return Err(format!(
+            "'{text}' is not a loopback address; the relay only listens on loopback"
+        ));
     }
     Ok(addr)
 }
@@ -116,7 +118,10 @@ fn main() -> ExitCode {
     };
     match command {
         Command::Version => {
-            println!("bridge-relay {}", option_env!("CARGO_PKG_VERSION").unwrap_or("unversioned"));
+            println!(
+                "bridge-relay {}",
+                option_env!("CARGO_PKG_VERSION").unwrap_or("unversioned")
+            );
             ExitCode::SUCCESS
         }
         Command::Wait { addr, timeout } => match wait_for(addr, timeout) {
@@ -146,7 +151,9 @@ fn wait_for(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
         match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
             Ok(_) => return Ok(()),
             Err(error) if Instant::now() >= deadline => {
-                return Err(format!("nothing listens on {addr} after {timeout:?}: {error}"));
+                return Err(format!(
+                    "nothing listens on {addr} after {timeout:?}: {error}"
+                ));
             }
             Err(_) => thread::sleep(Duration::from_millis(20)),
         }
@@ -183,7 +190,10 @@ fn serve(listen: SocketAddr, socket: &Path, max_connections: usize) -> io::Resul
             .spawn(move || {
                 let _guard = guard;
                 if let Err(error) = relay(client, &socket) {
-                    eprintln!("bridge-relay: connection to {} failed: {error}", socket.display());
+                    eprintln!(
+                        "bridge-relay: connection to {} failed: {error}",
+                        socket.display()
+                    );
                 }
             });
         if let Err(error) = spawned {
@@ -235,7 +245,12 @@ fn copy(mut from: impl Read, mut to: impl Write) -> io::Result<()> {
         };
         match to.write_all(&buffer[..n]) {
             Ok(()) => {}
-            Err(error) if matches!(error.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) => {
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
                 return Ok(());
             }
             Err(error) => return Err(error),
@@ -262,10 +277,22 @@ mod tests {
                 max_connections: DEFAULT_MAX_CONNECTIONS
             }
         );
-        assert!(parse_args(&args("serve --listen 0.0.0.0:4141 --socket /s")).unwrap_err().contains("loopback"));
+        assert!(
+            parse_args(&args("serve --listen 0.0.0.0:4141 --socket /s"))
+                .unwrap_err()
+                .contains("loopback")
+        );
         assert!(parse_args(&args("serve --listen localhost:1 --socket /s")).is_err());
-        assert!(parse_args(&args("serve --listen 127.0.0.1:1")).unwrap_err().contains("--socket"));
-        assert!(parse_args(&args("serve --bogus")).unwrap_err().contains("--bogus"));
+        assert!(
+            parse_args(&args("serve --listen 127.0.0.1:1"))
+                .unwrap_err()
+                .contains("--socket")
+        );
+        assert!(
+            parse_args(&args("serve --bogus"))
+                .unwrap_err()
+                .contains("--bogus")
+        );
         assert_eq!(parse_args(&args("--version")).unwrap(), Command::Version);
     }
 
@@ -300,7 +327,8 @@ mod tests {
             .map(|i| {
                 thread::spawn(move || {
                     let mut stream = TcpStream::connect(listen).unwrap();
-                    let payload: Vec<u8> = (0..100_000u32).map(|b| (b as u8).wrapping_add(i)).collect();
+                    let payload: Vec<u8> =
+                        (0..100_000u32).map(|b| (b as u8).wrapping_add(i)).collect();
                     stream.write_all(&payload).unwrap();
                     stream.shutdown(Shutdown::Write).unwrap();
                     let mut answer = Vec::new();

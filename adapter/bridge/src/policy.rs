@@ -137,18 +137,18 @@ impl ModelPolicy {
         let api = endpoint.api();
         for model in &self.allowed {
             match model.provider {
-                Some(index) => {
-                    // A model declared for a provider of the other API (an Anthropic model
-                    // on the OpenAI route) does not match here: "not allowed" lists what is.
+                // A model declared for a provider of the other API (an Anthropic model on the
+                // OpenAI route) does not match here: "not allowed" then lists what is.
+                Some(index)
                     if (requested == model.name || requested == model.declared)
-                        && providers[index].api == api
-                    {
-                        return Ok(Route {
-                            declared: model.declared.clone(),
-                            provider: index,
-                        });
-                    }
+                        && providers[index].api == api =>
+                {
+                    return Ok(Route {
+                        declared: model.declared.clone(),
+                        provider: index,
+                    });
                 }
+                Some(_) => {}
                 None if requested == model.name => {
                     return match providers.iter().position(|p| p.api == api) {
                         Some(index) => Ok(Route {

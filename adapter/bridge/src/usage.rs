@@ -152,7 +152,7 @@ impl UsageParts {
 }
 
 /// Where the `usage` object sits in a whole (non-streamed) response or in one stream event.
-fn usage_object<'a>(endpoint: Endpoint, value: &'a Value) -> Option<&'a Value> {
+fn usage_object(endpoint: Endpoint, value: &Value) -> Option<&Value> {
     let direct = value.get("usage").filter(|u| u.is_object());
     match endpoint {
         Endpoint::ChatCompletions => direct,
