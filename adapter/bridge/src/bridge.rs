@@ -585,6 +585,15 @@ impl TrialBridge {
             recorder.dir().display()
         )))?;
         let usage = self.usage();
+        tracing::info!(
+            trial = %self.state.name,
+            calls = usage.n_calls,
+            refused = usage.n_refused_calls,
+            input_tokens = usage.n_input_tokens,
+            output_tokens = usage.n_output_tokens,
+            cost_usd = usage.cost_usd,
+            "llm bridge closed the trial"
+        );
         let path = recorder.dir().join("usage.json");
         tasks::atomic::write_json_atomic(&path, &usage)
             .map_err(io_error(format!("cannot write {}", path.display())))?;

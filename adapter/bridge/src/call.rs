@@ -148,6 +148,17 @@ impl CallInFlight {
             .unwrap_or_else(|p| p.into_inner())
             .totals
             .record_call(outcome, declared, usage, self.record.cost_usd);
+        tracing::debug!(
+            trial = %self.trial.name,
+            seq = self.record.seq,
+            path = %self.record.path,
+            model = self.record.model_requested.as_deref().unwrap_or("-"),
+            status = self.record.status,
+            outcome = ?outcome,
+            duration_ms = self.record.duration_ms,
+            error = self.record.error.as_deref().unwrap_or(""),
+            "llm bridge call"
+        );
         if let Err(error) = self.trial.recorder.append(&self.record) {
             tracing::error!(
                 "cannot append call {} of trial '{}' to calls.jsonl: {error}",
