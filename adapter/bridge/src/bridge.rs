@@ -103,6 +103,7 @@ impl fmt::Debug for ProviderKey {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Caps {
     pub max_request_bytes: usize,
+    pub max_concurrent_calls: usize,
     pub max_recorded_body_bytes: u64,
     pub max_usage_json_bytes: usize,
 }
@@ -146,6 +147,8 @@ pub(crate) struct TrialState {
     pub usage: Mutex<TrialUsage>,
     pub recorder: TrialRecorder,
     pub next_call: AtomicU64,
+    /// Slots for calls in flight (see `BridgeConfig::max_concurrent_calls_per_trial`).
+    pub call_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl TrialState {
@@ -313,6 +316,7 @@ impl Bridge {
                 client,
                 caps: Caps {
                     max_request_bytes: config.max_request_bytes,
+                    max_concurrent_calls: config.max_concurrent_calls_per_trial.max(1),
                     max_recorded_body_bytes: config.max_recorded_body_bytes,
                     max_usage_json_bytes: config.max_usage_json_bytes,
                 },
@@ -425,6 +429,9 @@ impl Bridge {
             usage: Mutex::new(TrialUsage::default()),
             recorder,
             next_call: AtomicU64::new(1),
+            call_slots: Arc::new(tokio::sync::Semaphore::new(
+                self.job.caps.max_concurrent_calls,
+            )),
         });
         self.job
             .totals

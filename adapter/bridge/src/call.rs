@@ -33,6 +33,8 @@ struct CallInFlight {
     meter: Option<UsageMeter>,
     price: Option<ModelPrice>,
     finished: bool,
+    /// Held until the record is written, so the slot covers the whole response.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl CallInFlight {
@@ -70,6 +72,7 @@ impl CallInFlight {
             meter: None,
             price: None,
             finished: false,
+            _slot: None,
         }
     }
 
@@ -236,6 +239,10 @@ pub(crate) async fn handle_call(
     if !trial.authorized(presented_tokens(&headers)) {
         let message = crate::server::unauthorized_message(&trial);
         return call.refuse(api, Refusal::Unauthenticated, message);
+    }
+    match trial.call_slots.clone().acquire_owned().await {
+        Ok(slot) => call._slot = Some(slot),
+        Err(_) => return call.refuse(api, Refusal::Internal, "the call slots are closed".into()),
     }
     let request = match read_body(body, trial.job.caps.max_request_bytes).await {
         Ok(bytes) => bytes,

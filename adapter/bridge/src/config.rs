@@ -143,6 +143,9 @@ pub struct BridgeConfig {
     pub upstream_read_timeout: Duration,
     /// How long [`crate::TrialBridge::close`] lets running calls finish before cutting them off.
     pub close_grace: Duration,
+    /// Calls one trial may have in flight; more wait for a slot before their body is read.
+    /// With `max_request_bytes` this bounds what one agent can make the runner hold.
+    pub max_concurrent_calls_per_trial: usize,
 }
 
 impl BridgeConfig {
@@ -159,6 +162,7 @@ impl BridgeConfig {
             upstream_connect_timeout: Duration::from_secs(30),
             upstream_read_timeout: Duration::from_secs(600),
             close_grace: Duration::from_secs(5),
+            max_concurrent_calls_per_trial: 32,
         }
     }
 

@@ -714,3 +714,42 @@ async fn grants_without_models_or_keys_are_refused_by_name() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn calls_beyond_the_per_trial_limit_wait_for_a_slot() {
+    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = support::config_for(&upstream, dir.path());
+    config.max_concurrent_calls_per_trial = 1;
+    let bridge = Bridge::new(config).unwrap();
+    let trial = bridge
+        .start_trial(TrialGrant::new(
+            "t-slots",
+            vec![GPT.into()],
+            dir.path().join("t-slots"),
+        ))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let slow = || async {
+        post(
+            &trial,
+            "/v1/chat/completions",
+            trial.token(),
+            chat("gpt-scripted", "SLOW_STREAM", true),
+        )
+        .await
+        .text()
+        .await
+        .unwrap()
+    };
+    let (a, b) = tokio::join!(slow(), slow());
+    assert!(a.contains("[DONE]") && b.contains("[DONE]"));
+    // Each call pauses 300 ms upstream; one slot makes them run one after the other.
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(trial.close().await.unwrap().n_calls, 2);
+}
