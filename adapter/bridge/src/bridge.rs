@@ -8,16 +8,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
+use crate::error::{BridgeError, io_error};
 use crate::policy::{ModelPolicy, budget_refusal};
 use crate::prices::PriceTable;
 use crate::record::TrialRecorder;
 use crate::redact::Secrets;
-use crate::relay::{RELAY_FILE_NAME, relay_serve_command, relay_wait_command, write_relay};
+use crate::relay::{RELAY_FILE_NAME, write_relay};
 use crate::summary::{JobUsage, TrialUsage};
 use crate::token::TrialToken;
+use crate::trial::{TrialBridge, TrialState};
 
 /// Where the runner bind-mounts a trial's [`TrialBridge::socket_dir`] in the container.
 pub const CONTAINER_BRIDGE_DIR: &str = "/run/runner-llm-bridge";
@@ -25,70 +26,6 @@ pub const CONTAINER_BRIDGE_DIR: &str = "/run/runner-llm-bridge";
 pub const SOCKET_FILE_NAME: &str = "bridge.sock";
 /// The relay port the agent's base URLs point at, unless the grant says otherwise.
 pub const DEFAULT_RELAY_PORT: u16 = 4141;
-
-/// Why the bridge could not start, or a trial could not get or close its bridge.
-#[derive(Debug, thiserror::Error)]
-pub enum BridgeError {
-    /// A provider's key file could not be read.
-    #[error("cannot read the key for provider '{provider}' from {source_desc}: {error}")]
-    KeyFile {
-        /// The provider.
-        provider: String,
-        /// Where the key was to come from.
-        source_desc: String,
-        /// The I/O error.
-        error: std::io::Error,
-    },
-    /// A provider's key is empty.
-    #[error("the key for provider '{provider}' from {source_desc} is empty")]
-    EmptyKey {
-        /// The provider.
-        provider: String,
-        /// Where the key came from.
-        source_desc: String,
-    },
-    /// Two providers share a name.
-    #[error("provider '{0}' is configured twice; provider names must be unique")]
-    DuplicateProvider(String),
-    /// A declared model needs a provider whose key the runner does not have.
-    #[error(
-        "trial '{trial}' declares model '{model}', but the runner has no key for provider '{provider}' (set {source_desc})"
-    )]
-    MissingKey {
-        /// The trial.
-        trial: String,
-        /// The declared model.
-        model: String,
-        /// The provider that would serve it.
-        provider: String,
-        /// Where the key is looked for.
-        source_desc: String,
-    },
-    /// The grant is unusable.
-    #[error("trial '{trial}': {reason}")]
-    BadGrant {
-        /// The trial.
-        trial: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The upstream HTTP client could not be built (TLS setup).
-    #[error("cannot set up the upstream HTTP client: {0}")]
-    Client(String),
-    /// A file or socket operation failed.
-    #[error("{what}: {error}")]
-    Io {
-        /// What was being done, with the path.
-        what: String,
-        /// The I/O error.
-        error: std::io::Error,
-    },
-}
-
-fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BridgeError {
-    let what = what.into();
-    move |error| BridgeError::Io { what, error }
-}
 
 /// A real provider key. Never printed by `Debug`.
 pub(crate) struct ProviderKey(pub(crate) String);
@@ -131,57 +68,6 @@ impl JobState {
     pub fn budget_refusal(&self) -> Option<String> {
         let totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
         budget_refusal("job", &self.job_budget, &totals.totals.spend())
-    }
-}
-
-/// One trial's state, shared by its server's handlers.
-#[derive(Debug)]
-pub(crate) struct TrialState {
-    pub job: Arc<JobState>,
-    pub name: String,
-    pub token: TrialToken,
-    /// False once the trial closes: the token is revoked from then on.
-    pub open: AtomicBool,
-    pub policy: ModelPolicy,
-    pub budget: Budget,
-    pub usage: Mutex<TrialUsage>,
-    pub recorder: TrialRecorder,
-    pub next_call: AtomicU64,
-    /// Slots for calls in flight (see `BridgeConfig::max_concurrent_calls_per_trial`).
-    pub call_slots: Arc<tokio::sync::Semaphore>,
-}
-
-impl TrialState {
-    /// True when one of the presented credentials is this trial's live token.
-    pub fn authorized<'a>(&self, mut presented: impl Iterator<Item = &'a str>) -> bool {
-        self.open.load(Ordering::Acquire) && presented.any(|p| self.token.matches(p))
-    }
-
-    /// Why a budget refuses the next call, if one does; remembers the first reason in the
-    /// trial's (and for the job budget, the job's) usage so the summaries can say why.
-    pub fn budget_refusal(&self) -> Option<String> {
-        let trial_reason = {
-            let usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-            budget_refusal(
-                &format!("trial '{}'", self.name),
-                &self.budget,
-                &usage.spend(),
-            )
-        };
-        let reason = match trial_reason {
-            Some(reason) => reason,
-            None => {
-                let reason = self.job.budget_refusal()?;
-                let mut totals = self.job.totals.lock().unwrap_or_else(|p| p.into_inner());
-                totals
-                    .budget_exhausted
-                    .get_or_insert_with(|| reason.clone());
-                reason
-            }
-        };
-        let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        usage.budget_exhausted.get_or_insert_with(|| reason.clone());
-        Some(reason)
     }
 }
 
@@ -486,141 +372,5 @@ impl Bridge {
             }
         }
         Ok(())
-    }
-}
-
-/// One trial's bridge. Give the agent [`TrialBridge::agent_env`], bind-mount
-/// [`TrialBridge::socket_dir`] at [`CONTAINER_BRIDGE_DIR`], start the relay with
-/// [`TrialBridge::relay_serve_command`], and call [`TrialBridge::close`] when the agent is done.
-#[derive(Debug)]
-pub struct TrialBridge {
-    state: Arc<TrialState>,
-    socket_dir: PathBuf,
-    socket_path: PathBuf,
-    relay_port: u16,
-    shutdown: watch::Sender<bool>,
-    server: Option<JoinHandle<()>>,
-}
-
-impl TrialBridge {
-    /// The trial's name.
-    pub fn trial_name(&self) -> &str {
-        &self.state.name
-    }
-
-    /// The per-trial token (`runner-trial-…`) the agent uses as its API key.
-    pub fn token(&self) -> &str {
-        self.state.token.as_str()
-    }
-
-    /// The host directory to bind-mount at [`CONTAINER_BRIDGE_DIR`]: it holds the socket and
-    /// the relay executable, nothing else.
-    pub fn socket_dir(&self) -> &Path {
-        &self.socket_dir
-    }
-
-    /// The socket itself, for host-side clients (tests, the benchmark).
-    pub fn socket_path(&self) -> &Path {
-        &self.socket_path
-    }
-
-    /// The relay port inside the container.
-    pub fn relay_port(&self) -> u16 {
-        self.relay_port
-    }
-
-    /// The environment for the agent: base URLs at the in-container relay and the token as
-    /// both API keys. These are the only LLM settings the agent needs; no real key is among
-    /// them (the token is not key-shaped, though the names look like credentials, so the
-    /// secret boundary must let exactly these values through).
-    pub fn agent_env(&self) -> Vec<(String, String)> {
-        let base = format!("http://127.0.0.1:{}", self.relay_port);
-        let token = self.token().to_owned();
-        vec![
-            ("OPENAI_BASE_URL".into(), format!("{base}/v1")),
-            ("OPENAI_API_KEY".into(), token.clone()),
-            ("ANTHROPIC_BASE_URL".into(), base),
-            ("ANTHROPIC_API_KEY".into(), token),
-        ]
-    }
-
-    /// The command (argv) that starts the relay in the container; run it detached, as root.
-    pub fn relay_serve_command(&self) -> Vec<String> {
-        relay_serve_command(
-            &format!("{CONTAINER_BRIDGE_DIR}/{RELAY_FILE_NAME}"),
-            &format!("{CONTAINER_BRIDGE_DIR}/{SOCKET_FILE_NAME}"),
-            self.relay_port,
-        )
-    }
-
-    /// The command (argv) that exits 0 once the relay listens, or 1 after `timeout_ms`.
-    pub fn relay_wait_command(&self, timeout_ms: u64) -> Vec<String> {
-        relay_wait_command(
-            &format!("{CONTAINER_BRIDGE_DIR}/{RELAY_FILE_NAME}"),
-            self.relay_port,
-            timeout_ms,
-        )
-    }
-
-    /// The trial's usage so far.
-    pub fn usage(&self) -> TrialUsage {
-        self.state
-            .usage
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The `agent/llm/` directory of the trial.
-    pub fn record_dir(&self) -> &Path {
-        self.state.recorder.dir()
-    }
-
-    /// Ends the trial's bridge: revokes the token at once, lets running calls finish for the
-    /// configured grace, cuts off the rest (recorded as `aborted`), removes the socket
-    /// directory, syncs `calls.jsonl`, writes `usage.json` atomically and returns the usage.
-    pub async fn close(mut self) -> Result<TrialUsage, BridgeError> {
-        self.stop();
-        if let Some(server) = self.server.take() {
-            // The server cuts connections off after the grace itself; this only waits.
-            let _ = server.await;
-        }
-        let _ = std::fs::remove_dir_all(&self.socket_dir);
-        let recorder = &self.state.recorder;
-        recorder.sync().map_err(io_error(format!(
-            "cannot sync {}/calls.jsonl",
-            recorder.dir().display()
-        )))?;
-        let usage = self.usage();
-        tracing::info!(
-            trial = %self.state.name,
-            calls = usage.n_calls,
-            refused = usage.n_refused_calls,
-            input_tokens = usage.n_input_tokens,
-            output_tokens = usage.n_output_tokens,
-            cost_usd = usage.cost_usd,
-            "llm bridge closed the trial"
-        );
-        let path = recorder.dir().join("usage.json");
-        tasks::atomic::write_json_atomic(&path, &usage)
-            .map_err(io_error(format!("cannot write {}", path.display())))?;
-        Ok(usage)
-    }
-
-    fn stop(&self) {
-        self.state.open.store(false, Ordering::Release);
-        let _ = self.shutdown.send(true);
-    }
-}
-
-impl Drop for TrialBridge {
-    /// A trial bridge dropped without `close` (an early return, a panic) still revokes its
-    /// token and stops serving; its records are what was written until then.
-    fn drop(&mut self) {
-        self.stop();
-        if let Some(server) = self.server.take() {
-            server.abort();
-        }
-        let _ = std::fs::remove_dir_all(&self.socket_dir);
     }
 }

@@ -14,11 +14,11 @@ use chrono::Utc;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
-use crate::bridge::TrialState;
 use crate::forward::{agent_headers, presented_tokens, upstream_headers};
 use crate::prices::ModelPrice;
 use crate::record::{BodyFile, CallRecord, Outcome};
 use crate::redact::Redactor;
+use crate::trial::TrialState;
 use crate::usage::{Endpoint, UsageMeter};
 use crate::wire_error::Refusal;
 

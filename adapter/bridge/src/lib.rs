@@ -41,6 +41,7 @@
 mod bridge;
 mod call;
 pub mod config;
+mod error;
 mod forward;
 pub mod policy;
 pub mod prices;
@@ -51,17 +52,17 @@ mod server;
 pub mod sse;
 pub mod summary;
 pub mod token;
+mod trial;
 pub mod usage;
 pub mod wire_error;
 
-pub use bridge::{
-    Bridge, BridgeError, CONTAINER_BRIDGE_DIR, DEFAULT_RELAY_PORT, SOCKET_FILE_NAME, TrialBridge,
-    TrialGrant,
-};
+pub use bridge::{Bridge, CONTAINER_BRIDGE_DIR, DEFAULT_RELAY_PORT, SOCKET_FILE_NAME, TrialGrant};
 pub use config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
+pub use error::BridgeError;
 pub use prices::{ModelPrice, PriceTable, PriceTableError};
 pub use record::{CallRecord, Outcome};
 pub use relay::{RELAY_BINARY, RELAY_FILE_NAME};
 pub use summary::{JobUsage, TrialUsage};
 pub use token::{TOKEN_PREFIX, is_trial_token_shaped};
+pub use trial::TrialBridge;
 pub use usage::Usage;

@@ -18,10 +18,10 @@ use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::bridge::TrialState;
 use crate::call::handle_call;
 use crate::config::ApiKind;
 use crate::forward::presented_tokens;
+use crate::trial::TrialState;
 use crate::usage::Endpoint;
 use crate::wire_error::Refusal;
 
