@@ -4,7 +4,7 @@
 //! What it does is decided by words in the request's last message text:
 //! - `FAIL_500`: answer 500 with a provider-shaped error.
 //! - `ECHO_KEY`: put the API key it received in the completion text (to test redaction).
-//! - `SLOW_STREAM`: wait 300 ms between the first and the second stream event.
+//! - `SLOW_STREAM`: wait 500 ms between the first and the second stream event.
 //! - `BREAK_STREAM`: stop a stream in the middle by closing the connection.
 //!
 //! Requests with a wrong key get 401. Every request is remembered for the tests to inspect.
@@ -198,7 +198,7 @@ fn sse(events: Vec<String>, text: &str) -> Response {
         |(mut iter, slow, broken)| async move {
             let (i, event) = iter.next()?;
             if i == 1 && slow {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
             if i == 2 && broken {
                 // Let the first events reach the wire, so the break is mid-stream, not before it.
