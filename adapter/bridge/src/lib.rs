@@ -6,7 +6,7 @@
 //! Anthropic-compatible (`POST /v1/messages`) HTTP server, streaming and not, on a unix socket
 //! of its own. The socket's directory is bind-mounted into the container, where the static
 //! `bridge-relay` (shipped in the same directory) listens on `127.0.0.1:<port>` and copies
-//! connections to the socket; see `TRANSPORT.md` for why. The agent gets base URLs pointing at
+//! connections to the socket; see ARCHITECTURE.md ("The LLM bridge's transport") for why. The agent gets base URLs pointing at
 //! the relay and a per-trial token (`runner-trial-…`) as its API key; the bridge checks the
 //! token, the model and the budgets, swaps the token for the real key, forwards the call, and
 //! records and meters it under `<trial>/agent/llm/`.
