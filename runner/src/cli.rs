@@ -4,11 +4,23 @@ use clap::{Parser, Subcommand};
 
 use crate::commands;
 
+/// `runner --version`: the version, the commit it was built from and the target.
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("RUNNER_GIT_COMMIT_SHOWN"),
+    "\ntarget: ",
+    env!("RUNNER_BUILD_TARGET"),
+    "\nprofile: ",
+    env!("RUNNER_BUILD_PROFILE"),
+);
+
 /// The command line of `runner`.
 #[derive(Debug, Parser)]
 #[command(
     name = "runner",
     version,
+    long_version = LONG_VERSION,
     propagate_version = true,
     about = "Run AI-agent benchmarks in the Harbor task format (Terminal-Bench and its peers) in Docker",
     long_about = "Run AI-agent benchmarks in the Harbor task format (Terminal-Bench and its peers) in \
@@ -44,6 +56,12 @@ pub enum Command {
     Summary(commands::view::SummaryArgs),
     /// Compare two jobs task by task: the difference in mean with its interval and a paired test.
     Compare(commands::view::CompareArgs),
+    /// Print a shell completion script (e.g. `runner completions bash > ~/.local/share/bash-completion/completions/runner`).
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[cfg(test)]
@@ -55,6 +73,34 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn long_version_names_the_commit_and_completions_cover_every_subcommand() {
+        let version = Cli::command().render_long_version();
+        assert!(
+            version.contains("commit: ") && version.contains("target: "),
+            "{version}"
+        );
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "runner", &mut script);
+            let script = String::from_utf8(script).expect("completion scripts are text");
+            for sub in [
+                "run",
+                "validate-submission",
+                "scrub",
+                "view",
+                "summary",
+                "compare",
+            ] {
+                assert!(script.contains(sub), "{shell:?} completion lacks {sub}");
+            }
+        }
     }
 
     /// `--help` of the program and of every subcommand, as users see it.

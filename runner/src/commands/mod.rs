@@ -22,5 +22,11 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
         Command::View(args) => view::view(args),
         Command::Summary(args) => view::summary(args),
         Command::Compare(args) => view::compare(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = crate::cli::Cli::command();
+            clap_complete::generate(shell, &mut command, "runner", &mut std::io::stdout());
+            Ok(Outcome::Success)
+        }
     }
 }
