@@ -37,11 +37,7 @@ pub async fn ensure_task_image(
                 task: task.name.clone(),
                 image: image.clone(),
             })?;
-        return Ok(ImageInfo {
-            tag: image,
-            id,
-            origin: ImageOrigin::Reused,
-        });
+        return Ok(ImageInfo::new(image, id, ImageOrigin::Reused));
     }
     let context = build_context(&env_dir).map_err(|source| DockerError::Io {
         operation: format!("packing {} as a build context", env_dir.display()),
@@ -53,11 +49,7 @@ pub async fn ensure_task_image(
         &hex::encode(Sha256::digest(&context))[..16]
     );
     if !force_build && let Some(id) = inspect_id(client, &tag).await? {
-        return Ok(ImageInfo {
-            tag,
-            id,
-            origin: ImageOrigin::Reused,
-        });
+        return Ok(ImageInfo::new(tag, id, ImageOrigin::Reused));
     }
     let labels = HashMap::from([(MANAGED, "1"), (TASK, task.name.as_str())]);
     let options = BuildImageOptionsBuilder::default()
@@ -100,11 +92,7 @@ pub async fn ensure_task_image(
             task: task.name.clone(),
             message: format!("the build finished but {tag} does not exist"),
         })?;
-    Ok(ImageInfo {
-        tag,
-        id,
-        origin: ImageOrigin::Built,
-    })
+    Ok(ImageInfo::new(tag, id, ImageOrigin::Built))
 }
 
 async fn inspect_id(client: &DockerClient, image: &str) -> Result<Option<String>, DockerError> {
