@@ -125,7 +125,8 @@ impl ImageInfo {
 
 /// The stream name of image-preparation progress (`pulling x: 3/7 layers, 120/300 MB`): a
 /// backend writes such lines to the `log` of [`Backend::prepare_image`] on this stream, and the
-/// engine shows each in the live view as well as in `trial.log`.
+/// engine turns each into an `ImageProgress` event for the live view instead of logging it
+/// (the backend logs the outcome: what was pulled or built, how much, how long).
 pub const IMAGE_PROGRESS_STREAM: &str = "progress";
 
 /// Whether a service can reach networks beyond its own environment.

@@ -65,14 +65,21 @@ pub enum Event {
         /// The image in full: origin (built, pulled, reused), registry digests, engine.
         image: ImageInfo,
     },
-    /// Progress while a task's image is prepared (a pull's layers and bytes, a build's step).
+    /// Progress while a task's image is prepared (a pull's layers and bytes, a build's step);
+    /// `ImageReady` or `ImageFailed` ends it.
     ImageProgress {
         /// Task name.
         task: String,
         /// One line, e.g. `pulling 127.0.0.1:5000/x:1: 3/7 layers, 120.0/300.0 MB`.
         line: String,
-        /// The preparation ended (ready or failed): no more progress for this task.
-        finished: bool,
+    },
+    /// A task's image could not be prepared; every trial of the task fails with `message`.
+    ImageFailed {
+        /// Task name.
+        task: String,
+        /// The whole failure: what failed, the engine's answer and, for a build, the last
+        /// lines of its output.
+        message: String,
     },
     /// A trial finished; its result.json is written.
     TrialFinished(Box<TrialResult>),

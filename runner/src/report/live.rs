@@ -94,32 +94,27 @@ impl Reporter {
                 image,
                 ..
             } => {
+                self.image_done(task);
                 let how = match image.origin {
                     engine::ImageOrigin::Reused => "reused".to_owned(),
                     origin => format!("{} in {seconds:.1}s", origin.as_str()),
                 };
                 self.note(&format!("image of {task}: {tag} ({how})"));
             }
-            Event::ImageProgress {
-                task,
-                line,
-                finished,
-            } => self.image_progress(task, line, *finished),
+            Event::ImageProgress { task, line } => self.image_progress(task, line),
+            Event::ImageFailed { task, message } => {
+                self.image_done(task);
+                // In full: for a build, its last lines say why.
+                self.note(&format!("image of {task} failed: {message}"));
+            }
             Event::TrialFinished(result) => self.finished(result),
         }
     }
 
     /// A pull's or build's progress: a line of its own in the live view, gone when it ends.
     /// Without a terminal, progress is left to `trial.log` (it would flood a CI log).
-    fn image_progress(&mut self, task: &str, line: &str, finished: bool) {
+    fn image_progress(&mut self, task: &str, line: &str) {
         let Some(live) = &mut self.live else { return };
-        if finished {
-            if let Some(bar) = live.images.remove(task) {
-                bar.finish_and_clear();
-                live.multi.remove(&bar);
-            }
-            return;
-        }
         let bar = live.images.entry(task.to_owned()).or_insert_with(|| {
             let bar = live.multi.add(ProgressBar::new_spinner());
             bar.set_style(
@@ -131,6 +126,15 @@ impl Reporter {
             bar
         });
         bar.set_message(line.to_owned());
+    }
+
+    fn image_done(&mut self, task: &str) {
+        if let Some(live) = &mut self.live
+            && let Some(bar) = live.images.remove(task)
+        {
+            bar.finish_and_clear();
+            live.multi.remove(&bar);
+        }
     }
 
     fn finished(&mut self, result: &TrialResult) {

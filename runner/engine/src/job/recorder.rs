@@ -47,7 +47,7 @@ impl JobRecorder {
             Event::TrialStarted { .. } => self.trial_started(),
             Event::TrialFinished(result) => self.trial_finished((**result).clone()),
             Event::ImageReady { task, image, .. } => self.image_ready(task, image),
-            Event::Phase { .. } | Event::ImageProgress { .. } => Ok(()),
+            Event::Phase { .. } | Event::ImageProgress { .. } | Event::ImageFailed { .. } => Ok(()),
         }
     }
 

@@ -66,37 +66,31 @@ pub(crate) async fn image_for<B: Backend>(
     outcome
 }
 
-/// Prepares the image once: progress lines are passed on as events as well as to `log`.
+/// Prepares the image once: progress lines become events (the live view), the rest goes to
+/// `log`.
 async fn prepare<B: Backend>(
     ctx: &JobContext<B>,
     task: &Task,
     deadline: Duration,
     log: &OutputSink,
 ) -> Result<ImageInfo, TrialFailure> {
-    let progress = |line: String, finished: bool| {
-        ctx.emit(Event::ImageProgress {
-            task: task.name.clone(),
-            line,
-            finished,
-        })
-    };
     let sink: OutputSink = {
         let log = log.clone();
         let events = ctx.events.clone();
         let task = task.name.clone();
         Arc::new(move |stream, bytes| {
-            if stream == IMAGE_PROGRESS_STREAM {
-                let text = String::from_utf8_lossy(bytes);
-                if let Some(line) = text.lines().rfind(|l| !l.trim().is_empty()) {
-                    // The receiver is gone only when the job is over.
-                    let _ = events.send(Event::ImageProgress {
-                        task: task.clone(),
-                        line: line.trim().to_owned(),
-                        finished: false,
-                    });
-                }
+            if stream != IMAGE_PROGRESS_STREAM {
+                return log(stream, bytes);
             }
-            log(stream, bytes)
+            // Progress is for the live view; trial.log gets the outcome lines instead.
+            let text = String::from_utf8_lossy(bytes);
+            if let Some(line) = text.lines().rfind(|l| !l.trim().is_empty()) {
+                // The receiver is gone only when the job is over.
+                let _ = events.send(Event::ImageProgress {
+                    task: task.clone(),
+                    line: line.trim().to_owned(),
+                });
+            }
         })
     };
     let started = Instant::now();
@@ -119,7 +113,6 @@ async fn prepare<B: Backend>(
     };
     match &outcome {
         Ok(info) => {
-            progress(format!("{} {}", info.origin.as_str(), info.tag), true);
             ctx.emit(Event::ImageReady {
                 task: task.name.clone(),
                 tag: info.tag.clone(),
@@ -129,7 +122,10 @@ async fn prepare<B: Backend>(
                 image: info.clone(),
             });
         }
-        Err(failure) => progress(format!("failed: {}", failure.message), true),
+        Err(failure) => ctx.emit(Event::ImageFailed {
+            task: task.name.clone(),
+            message: failure.message.clone(),
+        }),
     }
     outcome
 }
