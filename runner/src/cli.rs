@@ -38,6 +38,9 @@ pub enum Command {
     ValidateTrajectory(commands::validate::ValidateTrajectoryArgs),
     /// Write a publishable copy of a job directory with every known secret removed.
     Scrub(commands::scrub::ScrubArgs),
+    /// Pull or build a dataset's images ahead of a run; remove runner's unused images.
+    #[command(subcommand)]
+    Images(commands::images::ImagesCommand),
 }
 
 #[cfg(test)]
@@ -61,6 +64,8 @@ mod tests {
             &["validate-submission"],
             &["validate-trajectory"],
             &["scrub"],
+            &["images", "pull"],
+            &["images", "prune"],
         ] {
             let mut command = Cli::command();
             let mut sub = &mut command;

@@ -34,12 +34,20 @@ pub enum Family {
     Scrub,
     /// `runner tasks digest`.
     Tasks,
+    /// `runner images pull`, `runner images prune`.
+    Images,
 }
 
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 4] = [Family::Run, Family::Validate, Family::Scrub, Family::Tasks];
+    pub const ALL: [Family; 5] = [
+        Family::Run,
+        Family::Validate,
+        Family::Scrub,
+        Family::Tasks,
+        Family::Images,
+    ];
 
     fn heading(self) -> &'static str {
         match self {
@@ -47,6 +55,7 @@ impl Family {
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
+            Family::Images => "`images pull`, `images prune`",
         }
     }
 }
@@ -85,6 +94,10 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Images) => {
+                "every image is ready (pull) or every candidate was handled (prune)"
+            }
+            (Failed, Images) => "some images could not be pulled or built; each failure is shown",
             (Failed, Validate) => "invalid: a rule is broken",
             (Failed, Scrub) => "aborted: leftovers or unscannable content; nothing written",
             (BadInput, Run) => {
@@ -92,6 +105,9 @@ impl ExitCode {
             }
             (BadInput, Validate | Scrub) => "bad input",
             (BadInput, Tasks) => "bad input, or some tasks are malformed (they are listed)",
+            (BadInput, Images) => {
+                "bad input, or no reachable Docker engine; also when malformed tasks were skipped (the rest were prepared)"
+            }
             (TrialsErrored, Run) => {
                 "some trials errored and have no reward (infrastructure errors: image build, container start, verifier errors, ...)"
             }

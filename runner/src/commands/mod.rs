@@ -2,6 +2,7 @@
 //! code to `exit.rs`.
 
 pub mod agent;
+pub mod images;
 pub mod run;
 pub mod scrub;
 pub mod tasks;
@@ -18,5 +19,6 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
         Command::ValidateSubmission(args) => validate::validate_submission(args),
         Command::ValidateTrajectory(args) => validate::validate_trajectory(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::Images(cmd) => images::run(cmd),
     }
 }
