@@ -62,6 +62,9 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Pull or build a dataset's images ahead of a run; remove runner's unused images.
+    #[command(subcommand)]
+    Images(commands::images::ImagesCommand),
 }
 
 #[cfg(test)]
@@ -116,6 +119,8 @@ mod tests {
             &["view"],
             &["summary"],
             &["compare"],
+            &["images", "pull"],
+            &["images", "prune"],
         ] {
             let mut command = Cli::command();
             let mut sub = &mut command;

@@ -36,17 +36,20 @@ pub enum Family {
     Tasks,
     /// `runner view`, `runner summary`, `runner compare`: reading job directories.
     Read,
+    /// `runner images pull`, `runner images prune`.
+    Images,
 }
 
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::Run,
         Family::Validate,
         Family::Scrub,
         Family::Tasks,
         Family::Read,
+        Family::Images,
     ];
 
     fn heading(self) -> &'static str {
@@ -56,6 +59,7 @@ impl Family {
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
             Family::Read => "`view`, `summary`, `compare`",
+            Family::Images => "`images pull`, `images prune`",
         }
     }
 }
@@ -95,6 +99,10 @@ impl ExitCode {
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
             (Success, Read) => "done",
+            (Success, Images) => {
+                "every image is ready (pull) or every candidate was handled (prune)"
+            }
+            (Failed, Images) => "some images could not be pulled or built; each failure is shown",
             (Failed, Validate) => "invalid: a rule is broken",
             (Failed, Scrub) => "aborted: leftovers or unscannable content; nothing written",
             (BadInput, Run) => {
@@ -103,6 +111,9 @@ impl ExitCode {
             (BadInput, Validate | Scrub) => "bad input",
             (BadInput, Tasks) => "bad input, or some tasks are malformed (they are listed)",
             (BadInput, Read) => "bad input: a path that is not a job directory",
+            (BadInput, Images) => {
+                "bad input, or no reachable Docker engine; also when malformed tasks were skipped (the rest were prepared)"
+            }
             (TrialsErrored, Run) => {
                 "some trials errored and have no reward (infrastructure errors: image build, container start, verifier errors, ...)"
             }

@@ -80,6 +80,12 @@ exception_types! {
     SandboxBuildFailedError => true,
     /// The environment could not be started or prepared (runner-only).
     EnvironmentStartError => false,
+    /// The task's prebuilt `docker_image` could not be pulled, after retries (runner-only; the
+    /// message names the image and the registry's answer).
+    ImagePullError => false,
+    /// The container engine's data root had less free space than the configured watermark, so
+    /// no build or pull was started (runner-only).
+    DiskSpaceError => false,
     /// The task's healthcheck never passed (runner-only).
     HealthcheckError => false,
     /// The sandbox failed underneath the agent: exec, upload or download (runner-only).

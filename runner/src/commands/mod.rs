@@ -2,6 +2,7 @@
 //! code to `exit.rs`.
 
 pub mod agent;
+pub mod images;
 pub mod run;
 pub mod scrub;
 pub mod tasks;
@@ -28,5 +29,6 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
             clap_complete::generate(shell, &mut command, "runner", &mut std::io::stdout());
             Ok(Outcome::Success)
         }
+        Command::Images(cmd) => images::run(cmd),
     }
 }

@@ -48,9 +48,13 @@ pub struct RunArgs {
     /// The job directory's name (default: the local time, as Harbor names jobs).
     #[arg(long, value_parser = parse_job_name)]
     pub job_name: Option<String>,
-    /// Rebuild task images even when an image of the same environment exists.
+    /// Build from environment/Dockerfile even when a task names a prebuilt docker_image
+    /// (Harbor's --force-build; the build cache is used).
     #[arg(long)]
     pub force_build: bool,
+    /// Pull and disk settings of task images.
+    #[command(flatten)]
+    pub images: super::images::ImageArgs,
     /// Harbor's timeout multipliers.
     #[command(flatten)]
     pub multipliers: Multipliers,
@@ -156,7 +160,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     );
     let mut reporter = Reporter::new(plan.trials.len() as u64);
     let outcome = run_job(
-        DockerBackend::new(client),
+        DockerBackend::with_policy(client, args.images.policy()),
         agent,
         plan,
         job_dir.clone(),

@@ -11,7 +11,7 @@ mod trial_result;
 
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
 pub use job_result::{EvalStats, JobResult, JobStats};
-pub use lock::{JobLock, LockTask, LockTrial, RunnerInfo};
+pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
 pub use trial_config::{AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, VerifierConfig};
 pub use trial_result::{
     AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PhaseTiming, TrialResult,

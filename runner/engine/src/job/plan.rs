@@ -152,6 +152,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                     path: Some(t.task.dir.display().to_string()),
                     image_id: None,
                     image_tag: None,
+                    image: None,
                 };
                 LockTrial::new(&t.config, task)
             })

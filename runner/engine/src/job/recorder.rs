@@ -8,6 +8,7 @@ use tasks::atomic::write_json_atomic;
 use tasks::records::{JobLock, JobResult, TrialResult};
 
 use super::stats::job_stats;
+use crate::backend::ImageInfo;
 use crate::events::Event;
 
 /// Keeps the job's records current on disk.
@@ -45,8 +46,8 @@ impl JobRecorder {
         match event {
             Event::TrialStarted { .. } => self.trial_started(),
             Event::TrialFinished(result) => self.trial_finished((**result).clone()),
-            Event::ImageReady { task, tag, id, .. } => self.image_ready(task, tag, id),
-            Event::Phase { .. } => Ok(()),
+            Event::ImageReady { task, image, .. } => self.image_ready(task, image),
+            Event::Phase { .. } | Event::ImageProgress { .. } | Event::ImageFailed { .. } => Ok(()),
         }
     }
 
@@ -63,13 +64,9 @@ impl JobRecorder {
         self.write_result()
     }
 
-    /// An image is ready: record its id and tag for the task's trials.
-    pub fn image_ready(&mut self, task: &str, tag: &str, id: &str) -> std::io::Result<()> {
-        self.lock.images.insert(task.to_owned(), id.to_owned());
-        for trial in self.lock.trials.iter_mut().filter(|t| t.task.name == task) {
-            trial.task.image_id = Some(id.to_owned());
-            trial.task.image_tag = Some(tag.to_owned());
-        }
+    /// An image is ready: record it (reference, id, digests, origin) for the task's trials.
+    pub fn image_ready(&mut self, task: &str, image: &ImageInfo) -> std::io::Result<()> {
+        self.lock.record_image(task, &image.lock_image());
         self.write_lock()
     }
 
