@@ -37,13 +37,24 @@ impl Fixture {
         &self,
         budget: Duration,
     ) -> Result<verifiers::VerifierOutcome, verifiers::VerifierError> {
-        verifiers::verify(
+        let mut notes = verifiers::VerifyNotes::default();
+        let outcome = verifiers::verify(
             &self.sandbox,
             &self.task,
             &self.trial_dir,
             Instant::now() + budget,
+            &mut notes,
         )
-        .await
+        .await;
+        // The fake sandbox cannot isolate: that is recorded, never silently skipped.
+        let isolation = notes.isolation.expect("isolation is always recorded");
+        assert!(!isolation.isolated);
+        assert!(
+            isolation
+                .detail
+                .contains("cannot run the verifier isolated")
+        );
+        outcome
     }
 
     fn host_verifier_file(&self, name: &str) -> std::path::PathBuf {

@@ -33,6 +33,9 @@ pub enum DockerError {
         /// The image.
         image: String,
     },
+    /// The verifier jail failed after the tests started, or its trial container is gone.
+    #[error("verifier jail: {0}")]
+    Jail(String),
     /// A host-side file operation failed.
     #[error("{operation}: {source}")]
     Io {
@@ -62,7 +65,9 @@ impl From<DockerError> for engine::BackendError {
             DockerError::Connect(_) => Kind::Unreachable,
             DockerError::Build { .. } => Kind::Build,
             DockerError::MissingImage { .. } => Kind::ImageMissing,
-            DockerError::Api { .. } | DockerError::Io { .. } => Kind::Operation,
+            DockerError::Api { .. } | DockerError::Io { .. } | DockerError::Jail(_) => {
+                Kind::Operation
+            }
         };
         engine::BackendError::new(kind, error.to_string())
     }

@@ -10,6 +10,7 @@ mod environment;
 mod error;
 mod exec;
 mod image;
+mod jail;
 mod labels;
 mod reap;
 mod sandbox;
@@ -21,6 +22,12 @@ pub use image::{ensure_task_image, sanitize};
 pub use labels::Owner;
 pub use reap::{reap_dead_owners, remove_job_containers};
 pub use sandbox::DockerSandbox;
+
+/// The verifier jail's helper, compiled into the tests so its pure parts are unit-tested.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../contain/main.rs"]
+mod contain_helper;
 
 use bollard::Docker;
 use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink};

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod events;
 pub mod failure;
 pub mod job;
+pub mod limits;
 pub mod timeouts;
 pub mod trial;
 
@@ -20,4 +21,5 @@ pub use backend::{
     ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
 };
 pub use failure::TrialFailure;
+pub use limits::LimitSettings;
 pub use timeouts::PhaseTimeouts;

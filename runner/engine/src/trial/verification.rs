@@ -20,11 +20,49 @@ impl<B: Backend> Trial<B> {
         let deadline = Instant::now()
             .checked_add(self.timeouts.verifier)
             .unwrap_or_else(Instant::now);
-        let verified = verifiers::verify(&sandbox, &self.plan.task, &self.dir, deadline).await;
+        let mut notes = verifiers::VerifyNotes::default();
+        let verified =
+            verifiers::verify(&sandbox, &self.plan.task, &self.dir, deadline, &mut notes).await;
         finish_timing(&mut self.result.verifier);
+        self.record_notes(notes);
         let outcome = verified?;
         self.result.verifier_result = Some(outcome.result);
         Ok(())
+    }
+
+    /// Records how the verifier was isolated and what the agent left running, in the result
+    /// and in `trial.log`.
+    fn record_notes(&mut self, notes: verifiers::VerifyNotes) {
+        match &notes.isolation {
+            Some(isolation) if isolation.isolated => self
+                .log
+                .line(&format!("verifier isolated: {}", isolation.detail)),
+            Some(isolation) => self.log.line(&format!(
+                "warning: verifier isolation unavailable ({}); the tests ran beside whatever the agent left running",
+                isolation.detail
+            )),
+            None => {}
+        }
+        if notes.leftover_processes.is_empty() {
+            self.log.line("no process left running by the agent");
+        } else {
+            self.log.line(&format!(
+                "{} process(es) left running by the agent when verification started:",
+                notes.leftover_processes.len()
+            ));
+            for process in &notes.leftover_processes {
+                self.log.line(&format!(
+                    "  pid {} user {} : {}",
+                    process.pid, process.user, process.command
+                ));
+            }
+        }
+        for refused in &notes.refused_outputs {
+            self.log
+                .line(&format!("verifier output not kept whole: {refused}"));
+        }
+        self.result.verifier_isolation = notes.isolation;
+        self.result.agent_leftover_processes = notes.leftover_processes;
     }
 
     /// Downloads `/logs/artifacts` into the trial's `artifacts/`.
