@@ -105,9 +105,9 @@ pub async fn upload(
         .map_err(|e| DockerError::api(format!("uploading {what}"), e))
 }
 
-/// What a trial may still bring back to the host: one budget shared by every download of the
-/// trial (agent logs, artifacts, verifier output), so an agent cannot fill the host's disk
-/// through any of them.
+/// What a trial may still bring back to the host: a budget shared by the downloads it covers
+/// (one for agent logs and artifacts, one for the verifier's outputs), so an agent cannot fill
+/// the host's disk through any of them.
 #[derive(Debug)]
 pub struct DownloadBudget {
     cap: u64,

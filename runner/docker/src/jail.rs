@@ -39,7 +39,8 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 const HOST_BACKSTOP: Duration = Duration::from_secs(20);
 /// Most bytes of one verifier output file the helper copies out.
 const MAX_FILE_BYTES: u64 = 64 << 20;
-/// Most bytes of verifier output in all the helper copies out.
+/// Most bytes of verifier output in all the helper copies out (the host's verifier budget
+/// is the same or smaller).
 const MAX_TOTAL_BYTES: u64 = 256 << 20;
 /// How the record names the mechanism.
 const MECHANISM: &str = "verifier jail: /tests and /logs/verifier private to the tests";

@@ -20,13 +20,21 @@ pub struct DockerSandbox {
     workdir: Option<String>,
     observer: ExecObserver,
     budget: Arc<DownloadBudget>,
+    verifier_budget: Arc<DownloadBudget>,
     jail: Option<Arc<JailSpec>>,
 }
 
+/// The verifier's outputs have a budget of their own (at most this, or the trial's cap when
+/// smaller), so an agent that fills its logs cannot keep the reward from being brought back.
+const VERIFIER_CAP_BYTES: u64 = 256 << 20;
+/// The directory whose downloads count against the verifier's budget.
+const VERIFIER_DIR: &str = "/logs/verifier";
+
 impl DockerSandbox {
     /// A sandbox over `container`; commands default to `workdir`; `observer` sees their
-    /// output and wall time; downloads share a budget of `download_cap_bytes`. It cannot
-    /// isolate a verifier (see [`DockerSandbox::with_jail`]).
+    /// output and wall time; downloads share a budget of `download_cap_bytes`, except the
+    /// verifier's outputs, which have their own. It cannot isolate a verifier (see
+    /// [`DockerSandbox::with_jail`]).
     pub fn new(
         client: DockerClient,
         container: String,
@@ -40,6 +48,9 @@ impl DockerSandbox {
             workdir,
             observer,
             budget: Arc::new(DownloadBudget::new(download_cap_bytes)),
+            verifier_budget: Arc::new(DownloadBudget::new(
+                download_cap_bytes.min(VERIFIER_CAP_BYTES),
+            )),
             jail: None,
         }
     }
@@ -112,12 +123,17 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
+        let budget = if source.trim_end_matches('/') == VERIFIER_DIR {
+            self.verifier_budget.clone()
+        } else {
+            self.budget.clone()
+        };
         let report = archive::download_dir(
             &self.client,
             &self.container,
             source,
             target,
-            self.budget.clone(),
+            budget.clone(),
         )
         .await
         .map_err(|e| SandboxError::new(format!("download {source}"), e))?;
@@ -134,10 +150,10 @@ impl Sandbox for DockerSandbox {
         for name in report.truncated {
             say(format!(
                 "download {source}: cut {name} at the trial's download cap of {} bytes; the rest was not downloaded\n",
-                self.budget.cap()
+                budget.cap()
             ));
             self.observer
-                .record_truncation(shown.join(&name).display().to_string(), self.budget.cap());
+                .record_truncation(shown.join(&name).display().to_string(), budget.cap());
         }
         Ok(())
     }
@@ -166,7 +182,7 @@ impl Sandbox for DockerSandbox {
             &self.client,
             spec,
             &request,
-            self.budget.clone(),
+            self.verifier_budget.clone(),
             &self.observer,
         )
         .await

@@ -67,8 +67,9 @@ pub struct RunArgs {
     /// Most processes and threads per trial (default: max(1024, 256 × the task's cpus)).
     #[arg(long, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
     pub pids_limit: Option<u32>,
-    /// Most MB of files one trial brings back to the host (agent logs, artifacts, verifier
-    /// output); past it a file is cut with a marker line and the trial records it.
+    /// Most MB of files one trial brings back to the host (agent logs and artifacts; verifier
+    /// output has its own budget of at most 256 MB); past it a file is cut with a marker line
+    /// and the trial records it.
     #[arg(long, default_value_t = engine::limits::DEFAULT_DOWNLOAD_CAP_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub max_download_mb: u64,

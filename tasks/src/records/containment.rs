@@ -32,8 +32,9 @@ pub struct TrialLimits {
     pub storage_mb: Option<u64>,
     /// How `storage_mb` is enforced.
     pub storage_enforcement: StorageEnforcement,
-    /// Most bytes of files the trial may bring back to the host (agent logs, artifacts and
-    /// verifier output together); past it files are cut with a marker line.
+    /// Most bytes of files the trial may bring back to the host (agent logs and artifacts
+    /// together; the verifier's outputs have a budget of their own, at most 256 MiB); past it
+    /// files are cut with a marker line.
     pub download_cap_bytes: u64,
     /// Most bytes `trial.log` may hold; past it command output is dropped after a marker line.
     pub trial_log_cap_bytes: u64,
