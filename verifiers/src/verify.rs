@@ -217,6 +217,9 @@ impl<S: Sandbox> Run<'_, S> {
 
     /// Turns an isolated run into the outcome: its outputs are already on the host (regular
     /// files only), so only the rewards and checks are read.
+    // The crate's error type, as every other step returns it (clippy does not lint those
+    // because they are async).
+    #[allow(clippy::result_large_err)]
     fn finish_isolated(&mut self, run: IsolatedRun) -> Result<VerifierOutcome, VerifierError> {
         self.notes.isolation = Some(VerifierIsolation {
             isolated: true,

@@ -14,7 +14,7 @@ pub const PIDS_PER_CPU: u32 = 256;
 /// Memory of a task that sets none, in MB (Harbor's newer default is 2048; 4096 leaves room for
 /// the tasks written against Harbor 0.13, which sets no limit at all).
 pub const DEFAULT_MEMORY_MB: u64 = 4096;
-/// Default cap on the files a trial brings back (agent logs, artifacts, verifier output).
+/// Default cap on the files a trial brings back (agent logs and artifacts).
 pub const DEFAULT_DOWNLOAD_CAP_BYTES: u64 = 1024 << 20;
 /// Default cap on `trial.log`.
 pub const DEFAULT_TRIAL_LOG_CAP_BYTES: u64 = 100 << 20;
