@@ -1,4 +1,4 @@
-//! Compiles `contain/main.rs`, the verifier jail's helper, into a static executable that the
+//! Compiles `contain/` (root `main.rs`), the verifier jail's helper, into a static executable that the
 //! backend embeds and uploads into each jail container. It must be static: it runs with
 //! `CAP_SYS_ADMIN` before any container file may be trusted, so it cannot use a container's
 //! dynamic loader or libc. Where static linking fails (no `libc.a`), the backend is built
@@ -9,7 +9,8 @@ use std::process::Command;
 
 fn main() {
     let source = "contain/main.rs";
-    println!("cargo:rerun-if-changed={source}");
+    // The directory: a change to any of the helper's modules rebuilds it.
+    println!("cargo:rerun-if-changed=contain");
     println!("cargo:rustc-check-cfg=cfg(contain_helper)");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let binary = out.join("contain");

@@ -37,6 +37,9 @@ use crate::failure::TrialFailure;
 use crate::limits::LimitSettings;
 use crate::timeouts::PhaseTimeouts;
 
+/// The longest teardown may take; past it the job's sweep (by label) removes what is left.
+const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// What every trial of a job shares.
 pub struct JobContext<B: Backend> {
     /// Runs the environments.
@@ -245,10 +248,14 @@ impl<B: Backend> Trial<B> {
         self.enter(Phase::Teardown);
         if let Some(environment) = self.environment.take() {
             let what = environment.describe();
-            match environment.remove().await {
-                Ok(()) => self.log.line(&format!("removed {what}")),
-                Err(e) => self.log.line(&format!(
+            match tokio::time::timeout(TEARDOWN_TIMEOUT, environment.remove()).await {
+                Ok(Ok(())) => self.log.line(&format!("removed {what}")),
+                Ok(Err(e)) => self.log.line(&format!(
                     "removing {what} failed: {e}; the next run reaps it"
+                )),
+                Err(_) => self.log.line(&format!(
+                    "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
+                    TEARDOWN_TIMEOUT.as_secs()
                 )),
             }
         }

@@ -1,6 +1,6 @@
 //! Verification (delegated to the `verifiers` crate) and collection of what the trial left.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tasks::Sandbox;
 
@@ -9,6 +9,10 @@ use super::record::{finish_timing, start_timing};
 use crate::backend::Backend;
 use crate::events::Phase;
 use crate::failure::TrialFailure;
+
+/// The longest a download of logs or artifacts may take (a capped download of a healthy engine
+/// takes seconds; this guards against an engine that stops answering).
+const COLLECT_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl<B: Backend> Trial<B> {
     /// Runs the task's tests and records the reward, or the verifier's failure with what it
@@ -70,12 +74,19 @@ impl<B: Backend> Trial<B> {
         self.collect("/logs/artifacts", "artifacts").await;
     }
 
-    /// Downloads the environment directory `source` into `<trial>/<target>`; a failure is
-    /// logged, never fatal (the reward does not depend on it).
+    /// Downloads the environment directory `source` into `<trial>/<target>` within
+    /// [`COLLECT_TIMEOUT`]; a failure is logged, never fatal (the reward does not depend on it).
     pub(super) async fn collect(&self, source: &str, target: &str) {
         let Ok(sandbox) = self.sandbox() else { return };
-        if let Err(e) = sandbox.download_dir(source, &self.dir.join(target)).await {
-            self.log.line(&format!("collecting {source} failed: {e}"));
+        let target_dir = self.dir.join(target);
+        let download = sandbox.download_dir(source, &target_dir);
+        match tokio::time::timeout(COLLECT_TIMEOUT, download).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.log.line(&format!("collecting {source} failed: {e}")),
+            Err(_) => self.log.line(&format!(
+                "collecting {source} took longer than {} s; what arrived is kept",
+                COLLECT_TIMEOUT.as_secs()
+            )),
         }
     }
 }
