@@ -25,7 +25,8 @@ pub(crate) fn run_tests(
         .arg("-c")
         .arg(&options.command)
         .current_dir(&workdir);
-    if std::env::var_os("HOME").is_none() {
+    // As `docker exec --user` does: HOME is the user's, unless the verifier's env sets one.
+    if !options.keep_home || std::env::var_os("HOME").is_none() {
         command.env("HOME", &identity.home);
     }
     let identity = identity.clone();

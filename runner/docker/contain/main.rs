@@ -100,6 +100,7 @@ fn main() {
 struct Options {
     user: Option<String>,
     workdir: Option<String>,
+    keep_home: bool,
     command: String,
     timeout: Duration,
     grace: Duration,
@@ -118,6 +119,7 @@ impl Options {
         let mut options = Options {
             user: None,
             workdir: None,
+            keep_home: false,
             command: String::new(),
             timeout: Duration::from_secs(600),
             grace: Duration::from_secs(5),
@@ -143,6 +145,7 @@ impl Options {
             match flag.as_str() {
                 "--user" => options.user = Some(value.clone()).filter(|u| !u.is_empty()),
                 "--workdir" => options.workdir = Some(value.clone()).filter(|w| !w.is_empty()),
+                "--keep-home" => options.keep_home = value == "1",
                 "--command" => options.command = value.clone(),
                 "--timeout" => options.timeout = seconds()?,
                 "--grace" => options.grace = seconds()?,

@@ -91,7 +91,10 @@ impl DockerEnvironment {
                 image: main.image.clone(),
                 env: container_spec.env.clone(),
                 default_user: config.user.filter(|u| !u.is_empty()),
-                workdir: main.workdir.clone(),
+                workdir: main
+                    .workdir
+                    .clone()
+                    .or(config.working_dir.filter(|w| !w.is_empty())),
                 labels: jail_labels,
                 limits: limits_host_config(
                     main.cpus,

@@ -57,7 +57,7 @@ pub(crate) struct JailSpec {
     pub env: Vec<String>,
     /// The image's default user (the tests' user when the task names none).
     pub default_user: Option<String>,
-    /// The trial's default working directory.
+    /// The trial's default working directory (the task's, else the image's).
     pub workdir: Option<String>,
     /// Labels of the jail (the trial's, so sweeps and reaping find it).
     pub labels: HashMap<String, String>,
@@ -137,6 +137,9 @@ fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreat
     }
     if let Some(workdir) = &spec.workdir {
         entrypoint.extend(["--workdir".to_owned(), workdir.clone()]);
+    }
+    if request.env.contains_key("HOME") {
+        entrypoint.extend(["--keep-home".to_owned(), "1".to_owned()]);
     }
     let mut env = spec.env.clone();
     env.extend(request.env.iter().map(|(k, v)| format!("{k}={v}")));
