@@ -52,7 +52,11 @@ impl Fixture {
                 .isolation
                 .expect("isolation is recorded when the tests ran");
             assert!(!isolation.isolated);
-            assert!(isolation.detail.contains("cannot run the verifier isolated"));
+            assert!(
+                isolation
+                    .detail
+                    .contains("cannot run the verifier isolated")
+            );
         }
         outcome
     }
