@@ -102,6 +102,8 @@ exception_types! {
     VerifierEnvError => false,
     /// The sandbox failed to run a verifier command (runner-only).
     VerifierSandboxError => false,
+    /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
+    StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
     RunnerError => false,
 }

@@ -101,6 +101,7 @@ async fn run(
         instruction_suffix: None,
         invocation: vec!["test".into()],
         runner_commit: None,
+        limits: engine::LimitSettings::default(),
     };
     let plan = plan_job(&dataset, &settings);
     let cancel = CancellationToken::new();
