@@ -257,15 +257,19 @@ fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_files::write_files;
 
+    /// A minimal task in `root/dir` with this `task.toml`.
     fn task(root: &Path, dir: &str, toml: &str) {
-        let d = root.join(dir);
-        std::fs::create_dir_all(d.join("environment")).unwrap();
-        std::fs::create_dir_all(d.join("tests")).unwrap();
-        std::fs::write(d.join("task.toml"), toml).unwrap();
-        std::fs::write(d.join("instruction.md"), "Do it.\n").unwrap();
-        std::fs::write(d.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
-        std::fs::write(d.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
+        write_files(
+            &root.join(dir),
+            &[
+                ("task.toml", toml),
+                ("instruction.md", "Do it.\n"),
+                ("environment/Dockerfile", "FROM scratch\n"),
+                ("tests/test.sh", "#!/bin/bash\n"),
+            ],
+        );
     }
 
     #[test]
@@ -377,13 +381,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         task(dir.path(), "good", "");
         task(dir.path(), "gpu", "[environment]\ngpus = 1\n");
-        let multi = dir.path().join("multi");
-        std::fs::create_dir_all(multi.join("environment")).unwrap();
-        std::fs::create_dir_all(multi.join("steps/one/tests")).unwrap();
-        std::fs::write(multi.join("task.toml"), "[[steps]]\nname = \"one\"\n").unwrap();
-        std::fs::write(multi.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
-        std::fs::write(multi.join("steps/one/instruction.md"), "Do.\n").unwrap();
-        std::fs::write(multi.join("steps/one/tests/test.sh"), "exit 0\n").unwrap();
+        write_files(
+            &dir.path().join("multi"),
+            &[
+                ("task.toml", "[[steps]]\nname = \"one\"\n"),
+                ("environment/Dockerfile", "FROM scratch\n"),
+                ("steps/one/instruction.md", "Do.\n"),
+                ("steps/one/tests/test.sh", "exit 0\n"),
+            ],
+        );
 
         let ds = Dataset::load(dir.path()).unwrap();
         assert_eq!(
