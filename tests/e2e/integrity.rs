@@ -40,9 +40,7 @@ fn run_refused(path: &Path) -> String {
 /// [`run_refused`] on the fixture `name`, asserting that stderr says every one of `fragments`.
 fn refused_saying(name: &str, fragments: &[&str]) -> String {
     let stderr = run_refused(&fixture(name));
-    for fragment in fragments {
-        assert!(stderr.contains(fragment), "{fragment:?} not said: {stderr}");
-    }
+    testkit::assert_says_all(&stderr, fragments);
     stderr
 }
 

@@ -216,15 +216,9 @@ fn malformed_task_error_names_file_and_field() {
         .assert()
         .code(2);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(
-        stderr.contains("bad-task/task.toml") && stderr.contains("timeout_sec"),
-        "{stderr}"
-    );
+    testkit::assert_says_all(&stderr, &["bad-task/task.toml", "timeout_sec"]);
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    assert!(
-        stdout.contains("sha256:") && stdout.contains("good-task"),
-        "{stdout}"
-    );
+    testkit::assert_says_all(&stdout, &["sha256:", "good-task"]);
 }
 
 /// Starts `runner run` on the sleepy fixture and waits until its trial container exists.

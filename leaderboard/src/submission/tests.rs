@@ -493,13 +493,8 @@ fn a_large_log_is_scanned_for_keys_without_being_held_whole() {
 fn an_oversized_job_config_is_bad_input() {
     let s = Scratch::new();
     sparse(&s, "config.json", 1 << 30);
-    let err = validate(&Options::new(vec![s.job.clone()]))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("config.json") && err.contains("16 MiB limit"),
-        "{err}"
-    );
+    let err = validate(&Options::new(vec![s.job.clone()])).unwrap_err();
+    testkit::assert_says_all(&err.to_string(), &["config.json", "16 MiB limit"]);
 }
 
 #[test]
