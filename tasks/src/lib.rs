@@ -22,6 +22,8 @@ pub mod records;
 pub mod sandbox;
 pub mod task;
 pub mod template;
+#[cfg(test)]
+mod test_files;
 pub mod unsupported;
 
 pub use config::{NetworkMode, TaskConfig};

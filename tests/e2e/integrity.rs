@@ -37,51 +37,63 @@ fn run_refused(path: &Path) -> String {
     stderr
 }
 
+/// [`run_refused`] on the fixture `name`, asserting that stderr says every one of `fragments`.
+fn refused_saying(name: &str, fragments: &[&str]) -> String {
+    let stderr = run_refused(&fixture(name));
+    testkit::assert_says_all(&stderr, fragments);
+    stderr
+}
+
 #[test]
 fn a_timeout_that_overflows_a_duration_is_refused_naming_file_field_and_limit() {
-    let stderr = run_refused(&fixture("overflow-timeout"));
-    assert!(
-        stderr.contains("overflow-timeout/task.toml: agent.timeout_sec: 1e20 is out of range")
-            && stderr.contains("at most 604800 seconds (1 week)"),
-        "{stderr}"
+    refused_saying(
+        "overflow-timeout",
+        &[
+            "overflow-timeout/task.toml: agent.timeout_sec: 1e20 is out of range",
+            "at most 604800 seconds (1 week)",
+        ],
     );
 }
 
 #[test]
 fn a_negative_healthcheck_interval_is_refused_naming_the_field() {
-    let stderr = run_refused(&fixture("negative-healthcheck"));
-    assert!(
-        stderr.contains("negative-healthcheck/task.toml: environment.healthcheck.interval_sec")
-            && stderr.contains("at least 0"),
-        "{stderr}"
+    refused_saying(
+        "negative-healthcheck",
+        &[
+            "negative-healthcheck/task.toml: environment.healthcheck.interval_sec",
+            "at least 0",
+        ],
     );
 }
 
 #[test]
 fn two_tasks_with_one_name_are_refused_naming_both_directories() {
-    let stderr = run_refused(&fixture("duplicate-names"));
-    for dir in ["duplicate-names/first", "duplicate-names/second"] {
-        assert!(stderr.contains(dir), "{dir} not named: {stderr}");
-    }
-    assert!(stderr.contains("fixtures/same-name"), "{stderr}");
+    refused_saying(
+        "duplicate-names",
+        &[
+            "duplicate-names/first",
+            "duplicate-names/second",
+            "fixtures/same-name",
+        ],
+    );
 }
 
 #[test]
 fn a_dataset_toml_entry_naming_a_missing_task_is_refused() {
-    let stderr = run_refused(&fixture("missing-listed"));
-    assert!(
-        stderr.contains("missing-listed/dataset.toml") && stderr.contains("\"fixtures/absent\""),
-        "{stderr}"
+    refused_saying(
+        "missing-listed",
+        &["missing-listed/dataset.toml", "\"fixtures/absent\""],
     );
 }
 
 #[test]
 fn a_multi_step_task_is_refused_naming_the_feature() {
-    let stderr = run_refused(&fixture("multi-step"));
-    assert!(
-        stderr.contains("task fixtures/multi-step")
-            && stderr.contains("multi-step tasks ([[steps]]) are not supported yet"),
-        "{stderr}"
+    let stderr = refused_saying(
+        "multi-step",
+        &[
+            "task fixtures/multi-step",
+            "multi-step tasks ([[steps]]) are not supported yet",
+        ],
     );
     assert!(!stderr.contains("instruction.md"), "{stderr}");
 }

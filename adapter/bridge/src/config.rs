@@ -77,24 +77,34 @@ pub struct ProviderConfig {
 impl ProviderConfig {
     /// OpenAI: key from `OPENAI_API_KEY`, base URL from `OPENAI_BASE_URL` or the public API.
     pub fn openai_from_env() -> ProviderConfig {
-        ProviderConfig {
-            name: "openai".into(),
-            api: ApiKind::OpenAi,
-            base_url: std::env::var("OPENAI_BASE_URL")
-                .unwrap_or_else(|_| "https://api.openai.com/v1".into()),
-            key: KeySource::Env("OPENAI_API_KEY".into()),
-        }
+        ProviderConfig::from_env(
+            "openai",
+            ApiKind::OpenAi,
+            "OPENAI",
+            "https://api.openai.com/v1",
+        )
     }
 
     /// Anthropic: key from `ANTHROPIC_API_KEY`, base URL from `ANTHROPIC_BASE_URL` or the
     /// public API.
     pub fn anthropic_from_env() -> ProviderConfig {
+        ProviderConfig::from_env(
+            "anthropic",
+            ApiKind::Anthropic,
+            "ANTHROPIC",
+            "https://api.anthropic.com",
+        )
+    }
+
+    /// The SDK convention: key from `<PREFIX>_API_KEY`, base URL from `<PREFIX>_BASE_URL`,
+    /// else `public_url`.
+    fn from_env(name: &str, api: ApiKind, env_prefix: &str, public_url: &str) -> ProviderConfig {
         ProviderConfig {
-            name: "anthropic".into(),
-            api: ApiKind::Anthropic,
-            base_url: std::env::var("ANTHROPIC_BASE_URL")
-                .unwrap_or_else(|_| "https://api.anthropic.com".into()),
-            key: KeySource::Env("ANTHROPIC_API_KEY".into()),
+            name: name.into(),
+            api,
+            base_url: std::env::var(format!("{env_prefix}_BASE_URL"))
+                .unwrap_or_else(|_| public_url.into()),
+            key: KeySource::Env(format!("{env_prefix}_API_KEY")),
         }
     }
 }

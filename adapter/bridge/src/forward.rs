@@ -59,14 +59,7 @@ pub fn upstream_headers(
     api: ApiKind,
     key: &str,
 ) -> Result<HeaderMap, String> {
-    let mut headers = HeaderMap::new();
-    for (name, value) in incoming {
-        let lower = name.as_str();
-        if HOP_BY_HOP.contains(&lower) || DROPPED_REQUEST.contains(&lower) {
-            continue;
-        }
-        headers.append(name.clone(), value.clone());
-    }
+    let mut headers = passed(incoming, DROPPED_REQUEST);
     headers.insert(
         header::ACCEPT_ENCODING,
         HeaderValue::from_static("identity"),
@@ -93,15 +86,21 @@ pub fn upstream_headers(
 
 /// The headers passed back to the agent.
 pub fn agent_headers(upstream: &HeaderMap) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    for (name, value) in upstream {
+    passed(upstream, DROPPED_RESPONSE)
+}
+
+/// `headers` without hop-by-hop ones and without those named in `dropped` (lower case);
+/// repeated headers keep all their values, in order.
+fn passed(headers: &HeaderMap, dropped: &[&str]) -> HeaderMap {
+    let mut kept = HeaderMap::new();
+    for (name, value) in headers {
         let lower = name.as_str();
-        if HOP_BY_HOP.contains(&lower) || DROPPED_RESPONSE.contains(&lower) {
+        if HOP_BY_HOP.contains(&lower) || dropped.contains(&lower) {
             continue;
         }
-        headers.append(name.clone(), value.clone());
+        kept.append(name.clone(), value.clone());
     }
-    headers
+    kept
 }
 
 /// The per-trial token the agent presented, from `Authorization: Bearer` (OpenAI SDKs) or
@@ -128,22 +127,25 @@ pub fn presented_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 mod tests {
     use super::*;
 
+    fn header_map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
     #[test]
     fn credentials_are_replaced_and_sdk_headers_pass() {
-        let mut incoming = HeaderMap::new();
-        incoming.insert(
-            "authorization",
-            HeaderValue::from_static("Bearer runner-trial-x"),
-        );
-        incoming.insert("x-api-key", HeaderValue::from_static("runner-trial-x"));
-        incoming.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
-        incoming.insert("accept-encoding", HeaderValue::from_static("gzip"));
-        incoming.insert("connection", HeaderValue::from_static("keep-alive"));
-        incoming.insert("host", HeaderValue::from_static("127.0.0.1:4141"));
-        incoming.insert(
-            "openai-organization",
-            HeaderValue::from_static("someone-else"),
-        );
+        let incoming = header_map(&[
+            ("authorization", "Bearer runner-trial-x"),
+            ("x-api-key", "runner-trial-x"),
+            ("anthropic-version", "2023-06-01"),
+            ("accept-encoding", "gzip"),
+            ("connection", "keep-alive"),
+            ("host", "127.0.0.1:4141"),
+            ("openai-organization", "someone-else"),
+        ]);
 
         let openai = upstream_headers(&incoming, ApiKind::OpenAi, "sk-real").unwrap();
         assert_eq!(openai["authorization"], "Bearer sk-real");
@@ -163,14 +165,12 @@ mod tests {
 
     #[test]
     fn response_headers_lose_length_and_cookies() {
-        let mut upstream = HeaderMap::new();
-        upstream.insert("content-length", HeaderValue::from_static("10"));
-        upstream.insert("set-cookie", HeaderValue::from_static("a=b"));
-        upstream.insert("x-request-id", HeaderValue::from_static("req_1"));
-        upstream.insert(
-            "content-type",
-            HeaderValue::from_static("text/event-stream"),
-        );
+        let upstream = header_map(&[
+            ("content-length", "10"),
+            ("set-cookie", "a=b"),
+            ("x-request-id", "req_1"),
+            ("content-type", "text/event-stream"),
+        ]);
         let agent = agent_headers(&upstream);
         assert_eq!(agent.len(), 2);
         assert_eq!(agent["x-request-id"], "req_1");

@@ -7,13 +7,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use llm_bridge::{Bridge, Budget, TrialBridge, TrialGrant};
+use llm_bridge::{Bridge, BridgeConfig, Budget, TrialBridge, TrialGrant};
 use serde_json::{Value, json};
 use support::upstream::{self, ScriptedUpstream};
 use support::{ANTHROPIC_KEY, OPENAI_KEY};
 
 const GPT: &str = "openai/gpt-scripted";
 const CLAUDE: &str = "anthropic/claude-scripted";
+const CHAT_ROUTE: &str = "/v1/chat/completions";
 
 struct Fixture {
     upstream: ScriptedUpstream,
@@ -22,17 +23,24 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
-    let dir = tempfile::tempdir().unwrap();
-    let bridge = support::bridge_for(&upstream, dir.path());
-    Fixture {
-        upstream,
-        bridge,
-        dir,
-    }
+    Fixture::with(|_| {}).await
 }
 
 impl Fixture {
+    /// A bridge over a fresh scripted upstream, its config changed by `tweak` first.
+    async fn with(tweak: impl FnOnce(&mut BridgeConfig)) -> Fixture {
+        let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = support::config_for(&upstream, dir.path());
+        tweak(&mut config);
+        let bridge = Bridge::new(config).unwrap();
+        Fixture {
+            upstream,
+            bridge,
+            dir,
+        }
+    }
+
     async fn trial(&self, name: &str, models: &[&str], budget: Budget) -> TrialBridge {
         let mut grant = TrialGrant::new(
             name,
@@ -41,6 +49,17 @@ impl Fixture {
         );
         grant.budget = budget;
         self.bridge.start_trial(grant).await.unwrap()
+    }
+
+    /// Why the bridge refuses to start a trial that may call `models`.
+    async fn refused_grant(&self, name: &str, models: &[&str]) -> String {
+        let models = models.iter().map(|m| m.to_string()).collect();
+        let grant = TrialGrant::new(name, models, self.dir.path().join(name));
+        self.bridge
+            .start_trial(grant)
+            .await
+            .unwrap_err()
+            .to_string()
     }
 }
 
@@ -64,6 +83,41 @@ async fn post(trial: &TrialBridge, path: &str, token: &str, body: Value) -> reqw
 
 fn chat(model: &str, text: &str, stream: bool) -> Value {
     json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]})
+}
+
+/// One chat completion call with the trial's own token.
+async fn chat_call(
+    trial: &TrialBridge,
+    model: &str,
+    text: &str,
+    stream: bool,
+) -> reqwest::Response {
+    post(trial, CHAT_ROUTE, trial.token(), chat(model, text, stream)).await
+}
+
+/// Posts `body` with the trial's own token and returns the JSON answer.
+async fn call_json(trial: &TrialBridge, path: &str, body: Value) -> Value {
+    serde_json::from_str(&call_text(trial, path, body).await).unwrap()
+}
+
+/// Posts `body` with the trial's own token and returns the answer as text (a stream's events).
+async fn call_text(trial: &TrialBridge, path: &str, body: Value) -> String {
+    post(trial, path, trial.token(), body)
+        .await
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Sends a request built by hand and returns the JSON answer.
+async fn send_for_json(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
+/// Asserts the response's status and returns its JSON body.
+async fn json_with_status(response: reqwest::Response, status: u16) -> Value {
+    assert_eq!(response.status(), status);
+    response.json().await.unwrap()
 }
 
 fn assert_no_secrets_under(dir: &Path, secrets: &[&str]) {
@@ -95,69 +149,36 @@ async fn all_three_endpoints_stream_and_not_and_usage_is_metered() {
     let trial = f.trial("t-all", &[GPT, CLAUDE], Budget::UNLIMITED).await;
     let token = trial.token().to_owned();
 
-    let whole: Value = post(
-        &trial,
-        "/v1/chat/completions",
-        &token,
-        chat("gpt-scripted", "hi", false),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
+    let whole: Value = call_json(&trial, CHAT_ROUTE, chat("gpt-scripted", "hi", false)).await;
     assert_eq!(whole["choices"][0]["message"]["content"], upstream::REPLY);
-    let streamed = post(
-        &trial,
-        "/v1/chat/completions",
-        &token,
-        chat("gpt-scripted", "hi", true),
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
+    let streamed = call_text(&trial, CHAT_ROUTE, chat("gpt-scripted", "hi", true)).await;
     assert!(
         streamed.contains("\"usage\"") && streamed.ends_with("data: [DONE]\n\n"),
         "{streamed}"
     );
 
     let responses = json!({"model": "gpt-scripted", "input": "hi"});
-    let whole: Value = post(&trial, "/v1/responses", &token, responses.clone())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let whole: Value = call_json(&trial, "/v1/responses", responses.clone()).await;
     assert_eq!(whole["output"][0]["content"][0]["text"], upstream::REPLY);
     let mut streaming = responses;
     streaming["stream"] = json!(true);
-    let streamed = post(&trial, "/v1/responses", &token, streaming)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let streamed = call_text(&trial, "/v1/responses", streaming).await;
     assert!(streamed.contains("response.completed"));
 
     let messages = json!({"model": "claude-scripted", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]});
     let client = support::socket_client(trial.socket_path());
-    let whole: Value = client
-        .post("http://bridge/v1/messages")
-        .header("x-api-key", &token)
-        .header("anthropic-version", "2023-06-01")
-        .json(&messages)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let whole = send_for_json(
+        client
+            .post("http://bridge/v1/messages")
+            .header("x-api-key", &token)
+            .header("anthropic-version", "2023-06-01")
+            .json(&messages),
+    )
+    .await;
     assert_eq!(whole["content"][0]["text"], upstream::REPLY);
     let mut streaming = messages;
     streaming["stream"] = json!(true);
-    let streamed = post(&trial, "/v1/messages", &token, streaming)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let streamed = call_text(&trial, "/v1/messages", streaming).await;
     assert!(streamed.contains("message_stop"));
 
     // The upstream saw the real keys, never the token, and a chat stream with usage turned on.
@@ -259,13 +280,7 @@ async fn streams_pass_through_as_they_arrive() {
     let f = fixture().await;
     let trial = f.trial("t-slow", &[GPT], Budget::UNLIMITED).await;
     let started = Instant::now();
-    let mut response = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-scripted", "SLOW_STREAM", true),
-    )
-    .await;
+    let mut response = chat_call(&trial, "gpt-scripted", "SLOW_STREAM", true).await;
     let first = response.chunk().await.unwrap().unwrap();
     let first_at = started.elapsed();
     assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
@@ -289,15 +304,8 @@ async fn streams_pass_through_as_they_arrive() {
 async fn undeclared_models_are_refused_in_the_providers_shape() {
     let f = fixture().await;
     let trial = f.trial("t-policy", &[GPT], Budget::UNLIMITED).await;
-    let response = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-4o", "hi", false),
-    )
-    .await;
-    assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.unwrap();
+    let response = chat_call(&trial, "gpt-4o", "hi", false).await;
+    let body = json_with_status(response, 403).await;
     assert_eq!(body["error"]["code"], "model_not_allowed");
     assert_eq!(
         body["error"]["message"],
@@ -311,8 +319,7 @@ async fn undeclared_models_are_refused_in_the_providers_shape() {
         json!({"model": "gpt-scripted", "max_tokens": 5, "messages": []}),
     )
     .await;
-    assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.unwrap();
+    let body = json_with_status(response, 403).await;
     assert_eq!(body["type"], "error");
     assert_eq!(body["error"]["type"], "permission_error");
     assert!(
@@ -320,15 +327,12 @@ async fn undeclared_models_are_refused_in_the_providers_shape() {
         "a refused call reached the upstream"
     );
 
-    let models: Value = support::socket_client(trial.socket_path())
-        .get("http://bridge/v1/models")
-        .bearer_auth(trial.token())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models = send_for_json(
+        support::socket_client(trial.socket_path())
+            .get("http://bridge/v1/models")
+            .bearer_auth(trial.token()),
+    )
+    .await;
     assert_eq!(
         models["data"],
         json!([{"id": "gpt-scripted", "object": "model", "created": 0, "owned_by": "openai"}])
@@ -356,15 +360,8 @@ async fn tokens_are_per_trial_and_revoked_on_close() {
         (&a, "sk-proj-notTheTokenAtAllxxxxxxxxxxxx"),
         (&a, ""),
     ] {
-        let response = post(
-            trial,
-            "/v1/chat/completions",
-            token,
-            chat("gpt-scripted", "hi", false),
-        )
-        .await;
-        assert_eq!(response.status(), 401);
-        let body: Value = response.json().await.unwrap();
+        let response = post(trial, CHAT_ROUTE, token, chat("gpt-scripted", "hi", false)).await;
+        let body = json_with_status(response, 401).await;
         assert_eq!(body["error"]["type"], "invalid_api_key");
     }
     assert!(f.upstream.seen().is_empty());
@@ -399,13 +396,7 @@ async fn tokens_are_per_trial_and_revoked_on_close() {
         .await;
     assert!(after.is_err(), "a closed trial still answered");
     // The other trial is unaffected.
-    let ok = post(
-        &b,
-        "/v1/chat/completions",
-        b.token(),
-        chat("gpt-scripted", "hi", false),
-    )
-    .await;
+    let ok = chat_call(&b, "gpt-scripted", "hi", false).await;
     assert_eq!(ok.status(), 200);
     b.close().await.unwrap();
 }
@@ -420,23 +411,11 @@ async fn a_spent_trial_budget_refuses_further_calls_and_says_why() {
     };
     let trial = f.trial("t-budget", &[GPT], budget).await;
     for _ in 0..2 {
-        let response = post(
-            &trial,
-            "/v1/chat/completions",
-            trial.token(),
-            chat("gpt-scripted", "hi", true),
-        )
-        .await;
+        let response = chat_call(&trial, "gpt-scripted", "hi", true).await;
         assert_eq!(response.status(), 200);
         response.text().await.unwrap();
     }
-    let refused = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-scripted", "hi", false),
-    )
-    .await;
+    let refused = chat_call(&trial, "gpt-scripted", "hi", false).await;
     assert_eq!(refused.status(), 429);
     assert_eq!(refused.headers()["x-should-retry"], "false");
     let body: Value = refused.json().await.unwrap();
@@ -455,18 +434,17 @@ async fn a_spent_trial_budget_refuses_further_calls_and_says_why() {
 
 #[tokio::test]
 async fn a_spent_job_budget_stops_every_trial_and_the_scheduler() {
-    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = support::config_for(&upstream, dir.path());
     // One Anthropic call costs $0.0001374; the job may spend $0.0002.
-    config.job_budget = Budget {
-        max_tokens: None,
-        max_cost_usd: Some(0.0002),
-    };
-    let bridge = Bridge::new(config).unwrap();
-    let grant = |name: &str| TrialGrant::new(name, vec![CLAUDE.to_string()], dir.path().join(name));
-    let first = bridge.start_trial(grant("j-1")).await.unwrap();
-    let second = bridge.start_trial(grant("j-2")).await.unwrap();
+    let f = Fixture::with(|config| {
+        config.job_budget = Budget {
+            max_tokens: None,
+            max_cost_usd: Some(0.0002),
+        }
+    })
+    .await;
+    let bridge = &f.bridge;
+    let first = f.trial("j-1", &[CLAUDE], Budget::UNLIMITED).await;
+    let second = f.trial("j-2", &[CLAUDE], Budget::UNLIMITED).await;
     let body = json!({"model": "claude-scripted", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
     for trial in [&first, &second] {
         assert!(!bridge.job_budget_exhausted());
@@ -484,8 +462,7 @@ async fn a_spent_job_budget_stops_every_trial_and_the_scheduler() {
         "{reason}"
     );
     let refused = post(&first, "/v1/messages", first.token(), body.clone()).await;
-    assert_eq!(refused.status(), 402);
-    let refused: Value = refused.json().await.unwrap();
+    let refused = json_with_status(refused, 402).await;
     assert_eq!(refused["error"]["type"], "billing_error");
     assert_eq!(refused["error"]["message"], reason.as_str());
     let usage = first.close().await.unwrap();
@@ -504,16 +481,7 @@ async fn upstream_keys_echoed_by_the_upstream_are_redacted_before_the_agent_sees
     let f = fixture().await;
     let trial = f.trial("t-echo", &[GPT], Budget::UNLIMITED).await;
     for stream in [false, true] {
-        let text = post(
-            &trial,
-            "/v1/chat/completions",
-            trial.token(),
-            chat("gpt-scripted", "ECHO_KEY", stream),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+        let text = call_text(&trial, CHAT_ROUTE, chat("gpt-scripted", "ECHO_KEY", stream)).await;
         assert!(
             !text.contains(OPENAI_KEY),
             "the upstream key reached the agent: {text}"
@@ -532,24 +500,11 @@ async fn upstream_failures_are_passed_on_and_recorded() {
     let trial = f
         .trial("t-fail", &[GPT, "openai/gpt-unpriced"], Budget::UNLIMITED)
         .await;
-    let failed = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-scripted", "FAIL_500", false),
-    )
-    .await;
-    assert_eq!(failed.status(), 500);
-    let body: Value = failed.json().await.unwrap();
+    let failed = chat_call(&trial, "gpt-scripted", "FAIL_500", false).await;
+    let body = json_with_status(failed, 500).await;
     assert_eq!(body["error"]["message"], "scripted failure");
 
-    let mut broken = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-scripted", "BREAK_STREAM", true),
-    )
-    .await;
+    let mut broken = chat_call(&trial, "gpt-scripted", "BREAK_STREAM", true).await;
     assert_eq!(broken.status(), 200);
     let mut outcome = Ok(());
     loop {
@@ -567,13 +522,7 @@ async fn upstream_failures_are_passed_on_and_recorded() {
         "a broken upstream stream looked complete to the agent"
     );
 
-    let unpriced = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-unpriced", "hi", false),
-    )
-    .await;
+    let unpriced = chat_call(&trial, "gpt-unpriced", "hi", false).await;
     assert_eq!(unpriced.status(), 200);
     unpriced.text().await.unwrap();
 
@@ -604,31 +553,16 @@ async fn upstream_failures_are_passed_on_and_recorded() {
 
 #[tokio::test]
 async fn an_unreachable_upstream_is_a_provider_shaped_502() {
-    let dir = tempfile::tempdir().unwrap();
-    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
-    let mut config = support::config_for(&upstream, dir.path());
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    config.providers[0].base_url = format!("http://127.0.0.1:{port}/v1");
-    let bridge = Bridge::new(config).unwrap();
-    let trial = bridge
-        .start_trial(TrialGrant::new(
-            "t-down",
-            vec![GPT.into()],
-            dir.path().join("t-down"),
-        ))
-        .await
-        .unwrap();
-    let response = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-scripted", "hi", false),
-    )
+    let f = Fixture::with(|config| {
+        config.providers[0].base_url = format!("http://127.0.0.1:{port}/v1");
+    })
     .await;
-    assert_eq!(response.status(), 502);
-    let body: Value = response.json().await.unwrap();
+    let trial = f.trial("t-down", &[GPT], Budget::UNLIMITED).await;
+    let response = chat_call(&trial, "gpt-scripted", "hi", false).await;
+    let body = json_with_status(response, 502).await;
     assert!(
         body["error"]["message"]
             .as_str()
@@ -638,33 +572,16 @@ async fn an_unreachable_upstream_is_a_provider_shaped_502() {
     );
     trial.close().await.unwrap();
     assert_eq!(
-        calls(&dir.path().join("t-down"))[0]["outcome"],
+        calls(&f.dir.path().join("t-down"))[0]["outcome"],
         "upstream_unreachable"
     );
 }
 
 #[tokio::test]
 async fn closing_cuts_off_running_calls_after_the_grace_and_records_them() {
-    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = support::config_for(&upstream, dir.path());
-    config.close_grace = Duration::from_millis(50);
-    let bridge = Bridge::new(config).unwrap();
-    let trial = bridge
-        .start_trial(TrialGrant::new(
-            "t-cut",
-            vec![GPT.into()],
-            dir.path().join("t-cut"),
-        ))
-        .await
-        .unwrap();
-    let mut response = post(
-        &trial,
-        "/v1/chat/completions",
-        trial.token(),
-        chat("gpt-scripted", "SLOW_STREAM", true),
-    )
-    .await;
+    let f = Fixture::with(|config| config.close_grace = Duration::from_millis(50)).await;
+    let trial = f.trial("t-cut", &[GPT], Budget::UNLIMITED).await;
+    let mut response = chat_call(&trial, "gpt-scripted", "SLOW_STREAM", true).await;
     response.chunk().await.unwrap().unwrap();
     let started = Instant::now();
     let usage = trial.close().await.unwrap();
@@ -672,7 +589,7 @@ async fn closing_cuts_off_running_calls_after_the_grace_and_records_them() {
         started.elapsed() < Duration::from_millis(450),
         "close waited for the stream to end"
     );
-    let records = calls(&dir.path().join("t-cut"));
+    let records = calls(&f.dir.path().join("t-cut"));
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["outcome"], "aborted", "{}", records[0]);
     assert_eq!(usage.n_failed_calls, 1);
@@ -681,32 +598,19 @@ async fn closing_cuts_off_running_calls_after_the_grace_and_records_them() {
 #[tokio::test]
 async fn grants_without_models_or_keys_are_refused_by_name() {
     let f = fixture().await;
-    let error = f
-        .bridge
-        .start_trial(TrialGrant::new("t-none", vec![], f.dir.path().join("x")))
-        .await
-        .unwrap_err();
     assert_eq!(
-        error.to_string(),
+        f.refused_grant("t-none", &[]).await,
         "trial 't-none': no models are declared; declare the models the agent may call (--model)"
     );
-    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
-    let mut config = support::config_for(&upstream, f.dir.path());
-    config.providers[1].key = llm_bridge::KeySource::Env("RUNNER_TEST_SURELY_UNSET_KEY".into());
-    let bridge = Bridge::new(config).unwrap();
-    let error = bridge
-        .start_trial(TrialGrant::new(
-            "t-nokey",
-            vec![CLAUDE.into()],
-            f.dir.path().join("y"),
-        ))
-        .await
-        .unwrap_err();
+    let no_key = Fixture::with(|config| {
+        config.providers[1].key = llm_bridge::KeySource::Env("RUNNER_TEST_SURELY_UNSET_KEY".into());
+    })
+    .await;
     assert_eq!(
-        error.to_string(),
+        no_key.refused_grant("t-nokey", &[CLAUDE]).await,
         "trial 't-nokey' declares model 'anthropic/claude-scripted', but the runner has no key for provider 'anthropic' (set environment variable RUNNER_TEST_SURELY_UNSET_KEY)"
     );
-    let mut config = support::config_for(&upstream, f.dir.path());
+    let mut config = support::config_for(&f.upstream, f.dir.path());
     config.providers[0].key = llm_bridge::KeySource::File(f.dir.path().join("missing.key"));
     let error = Bridge::new(config).unwrap_err().to_string();
     assert!(
@@ -717,31 +621,16 @@ async fn grants_without_models_or_keys_are_refused_by_name() {
 
 #[tokio::test]
 async fn calls_beyond_the_per_trial_limit_wait_for_a_slot() {
-    let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = support::config_for(&upstream, dir.path());
-    config.max_concurrent_calls_per_trial = 1;
-    let bridge = Bridge::new(config).unwrap();
-    let trial = bridge
-        .start_trial(TrialGrant::new(
-            "t-slots",
-            vec![GPT.into()],
-            dir.path().join("t-slots"),
-        ))
-        .await
-        .unwrap();
+    let f = Fixture::with(|config| config.max_concurrent_calls_per_trial = 1).await;
+    let trial = f.trial("t-slots", &[GPT], Budget::UNLIMITED).await;
     let started = Instant::now();
     let slow = || async {
-        post(
+        call_text(
             &trial,
-            "/v1/chat/completions",
-            trial.token(),
+            CHAT_ROUTE,
             chat("gpt-scripted", "SLOW_STREAM", true),
         )
         .await
-        .text()
-        .await
-        .unwrap()
     };
     let (a, b) = tokio::join!(slow(), slow());
     assert!(a.contains("[DONE]") && b.contains("[DONE]"));

@@ -357,41 +357,29 @@ async fn official_sdks_call_the_bridge_from_a_no_network_container() {
             results[call]
         );
     }
-    let (input, cached, _, output_tokens) = upstream::CHAT_USAGE;
-    for call in ["chat", "chat_stream"] {
-        let usage = &results[call]["usage"];
-        assert_eq!(usage["prompt_tokens"], input, "{call}: {usage}");
-        assert_eq!(usage["completion_tokens"], output_tokens, "{call}: {usage}");
-        assert_eq!(
-            usage["prompt_tokens_details"]["cached_tokens"], cached,
-            "{call}: {usage}"
-        );
-    }
-    for call in ["responses", "responses_stream"] {
-        let usage = &results[call]["usage"];
-        assert_eq!(
-            usage["input_tokens"],
-            upstream::RESPONSES_USAGE.0,
-            "{call}: {usage}"
-        );
-        assert_eq!(
-            usage["output_tokens"],
-            upstream::RESPONSES_USAGE.3,
-            "{call}: {usage}"
-        );
-    }
-    for call in ["messages", "messages_stream"] {
-        let usage = &results[call]["usage"];
-        assert_eq!(
-            usage["cache_read_input_tokens"],
-            upstream::MESSAGES_USAGE.1,
-            "{call}: {usage}"
-        );
-        assert_eq!(
-            usage["output_tokens"],
-            upstream::MESSAGES_USAGE.3,
-            "{call}: {usage}"
-        );
+    let (chat_input, chat_cached, _, chat_output) = upstream::CHAT_USAGE;
+    let (responses_input, _, _, responses_output) = upstream::RESPONSES_USAGE;
+    let (_, messages_cache_read, _, messages_output) = upstream::MESSAGES_USAGE;
+    // (call, JSON pointer into the usage the SDK parsed, expected count); each call is made
+    // both whole and streamed.
+    let expected_usage = [
+        ("chat", "/prompt_tokens", chat_input),
+        ("chat", "/completion_tokens", chat_output),
+        ("chat", "/prompt_tokens_details/cached_tokens", chat_cached),
+        ("responses", "/input_tokens", responses_input),
+        ("responses", "/output_tokens", responses_output),
+        ("messages", "/cache_read_input_tokens", messages_cache_read),
+        ("messages", "/output_tokens", messages_output),
+    ];
+    for (format, pointer, expected) in expected_usage {
+        for call in [format.to_owned(), format!("{format}_stream")] {
+            let usage = &results[&call]["usage"];
+            assert_eq!(
+                usage.pointer(pointer),
+                Some(&serde_json::json!(expected)),
+                "{call}: {usage}"
+            );
+        }
     }
     assert_eq!(results["models"], serde_json::json!(["gpt-scripted"]));
     assert_eq!(results["undeclared"]["status"], 403);

@@ -170,21 +170,26 @@ fn key_text(key: &MarkedYaml<'_>) -> Result<String, YamlError> {
 mod tests {
     use serde_json::json;
 
-    use super::parse;
+    use super::{Document, parse};
+
+    /// Parses `text`, asserting the value it reads.
+    fn parses_to(text: &str, expected: serde_json::Value) -> Document {
+        let doc = parse(text).unwrap();
+        assert_eq!(doc.value, expected);
+        doc
+    }
 
     #[test]
     fn reads_harbor_metadata_shapes_with_lines() {
-        let text = "# comment\nagent_url: https://example.com/agent#readme\nagent_display_name: \"My Agent\"\nmodels:\n  - model_name: gpt-5\n    model_provider: openai # trailing\n  - model_name: 'o3'\nempty:\nlist:\n- a\n- b\n";
-        let doc = parse(text).unwrap();
-        assert_eq!(
-            doc.value,
+        let doc = parses_to(
+            "# comment\nagent_url: https://example.com/agent#readme\nagent_display_name: \"My Agent\"\nmodels:\n  - model_name: gpt-5\n    model_provider: openai # trailing\n  - model_name: 'o3'\nempty:\nlist:\n- a\n- b\n",
             json!({
                 "agent_url": "https://example.com/agent#readme",
                 "agent_display_name": "My Agent",
                 "models": [{"model_name": "gpt-5", "model_provider": "openai"}, {"model_name": "o3"}],
                 "empty": null,
                 "list": ["a", "b"]
-            })
+            }),
         );
         assert_eq!(doc.line("/agent_url"), Some(2));
         assert_eq!(doc.line("/models/0"), Some(5));
@@ -195,10 +200,8 @@ mod tests {
 
     #[test]
     fn reads_flow_collections_block_scalars_and_anchors() {
-        let text = "models:\n  - {model_name: x, model_provider: y}\n  - &m {model_name: z}\n  - *m\ntags: [a, 'b c']\nnotes: |\n  two\n  lines\n";
-        let doc = parse(text).unwrap();
-        assert_eq!(
-            doc.value,
+        let doc = parses_to(
+            "models:\n  - {model_name: x, model_provider: y}\n  - &m {model_name: z}\n  - *m\ntags: [a, 'b c']\nnotes: |\n  two\n  lines\n",
             json!({
                 "models": [
                     {"model_name": "x", "model_provider": "y"},
@@ -207,17 +210,16 @@ mod tests {
                 ],
                 "tags": ["a", "b c"],
                 "notes": "two\nlines\n"
-            })
+            }),
         );
         assert_eq!(doc.line("/models/0/model_provider"), Some(2));
     }
 
     #[test]
     fn keeps_yaml_1_2_scalar_types() {
-        let doc = parse("a: 3\nb: '3'\nc: true\nd: 1.5\ne: ~\nf: no\n").unwrap();
-        assert_eq!(
-            doc.value,
-            json!({"a": 3, "b": "3", "c": true, "d": 1.5, "e": null, "f": "no"})
+        parses_to(
+            "a: 3\nb: '3'\nc: true\nd: 1.5\ne: ~\nf: no\n",
+            json!({"a": 3, "b": "3", "c": true, "d": 1.5, "e": null, "f": "no"}),
         );
     }
 

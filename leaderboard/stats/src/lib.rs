@@ -44,6 +44,9 @@ mod pass_at_k;
 mod summary;
 mod wilson;
 
+#[cfg(test)]
+mod float_eq;
+
 pub use bootstrap::{Interval, Resampling};
 pub use paired::{
     Comparison, DIFFERENCE_METHOD, Outcome, SignFlipTest, TEST_METHOD, TaskPair, compare,

@@ -255,10 +255,7 @@ pub(crate) fn sign_flip_test(diffs: &[f64], resampling: &Resampling) -> SignFlip
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-12
-    }
+    use crate::float_eq::close;
 
     fn job(tasks: &[(&str, &[f64])]) -> BTreeMap<String, Vec<Option<f64>>> {
         tasks

@@ -37,10 +37,7 @@ pub fn pass_at_k_ks(min_trials: u64) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-12
-    }
+    use crate::float_eq::close;
 
     #[test]
     fn pass_at_k_estimate_matches_hand_computation() {

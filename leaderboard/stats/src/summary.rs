@@ -167,10 +167,7 @@ pub fn summarize<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-12
-    }
+    use crate::float_eq::close;
 
     #[test]
     fn clustered_stderr_matches_hand_computation() {

@@ -21,8 +21,7 @@ pub use compare::{COMPARISON_SCHEMA, JobComparison, Side, compare_jobs, compare_
 pub use html::{ReportSummary, write_report};
 pub use load::{Check, Exception, Job, Phase, Trial, Usage, load_job, load_trial};
 pub use summary::{
-    JobSummary, RewardStats, SUMMARY_SCHEMA, TaskSummary, Title, UsageTotals, summarize_job,
-    summary, title_of,
+    JobSummary, RewardStats, SUMMARY_SCHEMA, TaskSummary, Title, summarize_job, summary, title_of,
 };
 pub use text::{comparison_text, summary_text};
 

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDateTime, Utc};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::ViewerError;
@@ -55,17 +56,36 @@ pub struct Check {
     pub status: String,
 }
 
-/// Token usage and cost as the agent reported them (`agent_result`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Token usage and cost: one trial's as the agent reported them (`agent_result`), or the
+/// totals over the trials that reported them. `None` where nothing was reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Usage {
     /// Input tokens, cached ones included.
-    pub input: Option<u64>,
+    pub input_tokens: Option<u64>,
     /// Cached input tokens.
-    pub cache: Option<u64>,
+    pub cache_tokens: Option<u64>,
     /// Output tokens.
-    pub output: Option<u64>,
+    pub output_tokens: Option<u64>,
     /// Cost in USD.
     pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// Adds `other`'s figures to these; a figure stays `None` until some trial reports it.
+    pub fn add(&mut self, other: &Usage) {
+        fn sum<T: std::ops::Add<Output = T> + Default + Copy>(
+            total: &mut Option<T>,
+            value: Option<T>,
+        ) {
+            if let Some(v) = value {
+                *total = Some(total.unwrap_or_default() + v);
+            }
+        }
+        sum(&mut self.input_tokens, other.input_tokens);
+        sum(&mut self.cache_tokens, other.cache_tokens);
+        sum(&mut self.output_tokens, other.output_tokens);
+        sum(&mut self.cost_usd, other.cost_usd);
+    }
 }
 
 /// One trial directory.
@@ -310,9 +330,9 @@ fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
     }
     if let Some(context) = result.get("agent_result").filter(|c| c.is_object()) {
         trial.usage = Usage {
-            input: context.get("n_input_tokens").and_then(Value::as_u64),
-            cache: context.get("n_cache_tokens").and_then(Value::as_u64),
-            output: context.get("n_output_tokens").and_then(Value::as_u64),
+            input_tokens: context.get("n_input_tokens").and_then(Value::as_u64),
+            cache_tokens: context.get("n_cache_tokens").and_then(Value::as_u64),
+            output_tokens: context.get("n_output_tokens").and_then(Value::as_u64),
             cost_usd: context.get("cost_usd").and_then(Value::as_f64),
         };
     }

@@ -11,7 +11,7 @@ use stats::{Interval, Resampling, TaskSetStats};
 use tasks::metrics;
 
 use crate::ViewerError;
-use crate::load::{self, Job, Trial};
+use crate::load::{self, Job, Trial, Usage};
 
 /// The `schema` of [`JobSummary`]'s JSON form; bumped on incompatible changes.
 pub const SUMMARY_SCHEMA: &str = "runner.summary/v1";
@@ -75,19 +75,6 @@ pub struct RewardStats {
     pub stats: TaskSetStats,
 }
 
-/// Token and cost totals over trials that reported them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct UsageTotals {
-    /// Input tokens, cached included.
-    pub input_tokens: Option<u64>,
-    /// Cached input tokens.
-    pub cache_tokens: Option<u64>,
-    /// Output tokens.
-    pub output_tokens: Option<u64>,
-    /// Cost in USD.
-    pub cost_usd: Option<f64>,
-}
-
 /// The summary of one job dir.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSummary {
@@ -118,8 +105,8 @@ pub struct JobSummary {
     pub tasks: Vec<TaskSummary>,
     /// Errored trials by exception type.
     pub errors_by_type: BTreeMap<String, usize>,
-    /// Tokens and cost.
-    pub usage: UsageTotals,
+    /// Tokens and cost, totalled over the trials that reported them.
+    pub usage: Usage,
     /// Problems met while reading the job dir (unreadable records), for the reader to check.
     pub problems: Vec<String>,
 }
@@ -200,12 +187,6 @@ fn reward_keys(trials: &[&Trial]) -> Vec<String> {
     keys
 }
 
-fn add(total: &mut Option<u64>, value: Option<u64>) {
-    if let Some(v) = value {
-        *total = Some(total.unwrap_or(0) + v);
-    }
-}
-
 /// Summarizes a loaded job with intervals under `resampling`.
 pub fn summarize_job(job: &Job, resampling: &Resampling) -> JobSummary {
     let finished: Vec<&Trial> = job.trials.iter().filter(|t| t.finished).collect();
@@ -269,17 +250,12 @@ pub fn summarize_job(job: &Job, resampling: &Resampling) -> JobSummary {
         })
         .collect();
     let mut errors_by_type = BTreeMap::new();
-    let mut usage = UsageTotals::default();
+    let mut usage = Usage::default();
     for trial in &finished {
         if let Some(e) = &trial.exception {
             *errors_by_type.entry(e.kind.clone()).or_default() += 1;
         }
-        add(&mut usage.input_tokens, trial.usage.input);
-        add(&mut usage.cache_tokens, trial.usage.cache);
-        add(&mut usage.output_tokens, trial.usage.output);
-        if let Some(cost) = trial.usage.cost_usd {
-            usage.cost_usd = Some(usage.cost_usd.unwrap_or(0.0) + cost);
-        }
+        usage.add(&trial.usage);
     }
     let mut problems = job.problems.clone();
     for trial in &job.trials {

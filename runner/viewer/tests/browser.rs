@@ -133,6 +133,12 @@ fn report() -> (tempfile::TempDir, PathBuf) {
     (out, summary.index)
 }
 
+/// The DOM of the report's page `page` (relative to the report dir), as the browser built it.
+fn trial_dom(page: &str) -> String {
+    let (out, _) = report();
+    dom(&out.path().join(page))
+}
+
 #[test]
 fn console_messages_are_caught() {
     // The check below must be able to fail: a page that logs an error and breaks its CSP.
@@ -181,10 +187,7 @@ fn the_index_lists_every_job_task_and_trial() {
 
 #[test]
 fn a_trial_page_renders_its_conversation() {
-    let (out, _) = report();
-    let dom = dom(&out
-        .path()
-        .join("job2-2026-06-10__12-00-00/regex-log__aB3dE9x.html"));
+    let dom = trial_dom("job2-2026-06-10__12-00-00/regex-log__aB3dE9x.html");
     assert_eq!(count(&dom, "<article class=\"step "), 3);
     assert!(dom.contains("data-steps=\"3\""));
     assert_eq!(count(&dom, "<div class=\"tool-call\""), 1);
@@ -195,10 +198,7 @@ fn a_trial_page_renders_its_conversation() {
 
 #[test]
 fn hostile_agent_output_stays_text_in_the_browser() {
-    let (out, _) = report();
-    let dom = dom(&out
-        .path()
-        .join("job1-2026-12-01__10-00-00/adversary__Ij78Kl9.html"));
+    let dom = trial_dom("job1-2026-12-01__10-00-00/adversary__Ij78Kl9.html");
     // The browser built no element and no attribute from the agent's text. In the
     // serialized DOM every `<` of text is `&lt;`, so these patterns only match real markup.
     for (element, expected) in [

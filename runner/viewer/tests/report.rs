@@ -4,13 +4,36 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use support::*;
+use testkit::files::copy_dir;
 use viewer::{ViewerError, write_report};
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
+}
+
+/// A copy of the runner job fixture at `rel` under a temp dir, to break on purpose.
+struct ScratchJob {
+    dir: tempfile::TempDir,
+    job: PathBuf,
+}
+
+impl ScratchJob {
+    fn new(rel: &str) -> ScratchJob {
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join(rel);
+        copy_dir(Path::new(RUNNER_JOB), &job);
+        ScratchJob { dir, job }
+    }
+
+    /// Writes the job's report into `report/` of the temp dir and returns that dir.
+    fn report(&self) -> PathBuf {
+        let out = self.dir.path().join("report");
+        write_report(std::slice::from_ref(&self.job), &out).unwrap();
+        out
+    }
 }
 
 fn count(haystack: &str, needle: &str) -> usize {
@@ -136,21 +159,18 @@ fn the_agents_output_cannot_inject_markup() {
 
 #[test]
 fn long_logs_are_cut_with_a_link_and_symlinks_are_not_followed() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("jobs/job");
-    copy_dir(Path::new(RUNNER_JOB), &job);
-    let trial = job.join("hello__Ab12Cd3");
+    let scratch = ScratchJob::new("jobs/job");
+    let trial = scratch.job.join("hello__Ab12Cd3");
     let line = "x".repeat(99) + "\n";
     std::fs::write(trial.join("trial.log"), line.repeat(3000)).unwrap();
-    let secret = dir.path().join("host-secret.txt");
+    let secret = scratch.dir.path().join("host-secret.txt");
     std::fs::write(&secret, "HOST-SECRET-VALUE").unwrap();
     std::fs::remove_file(trial.join("verifier/test-stdout.txt")).unwrap();
     std::os::unix::fs::symlink(&secret, trial.join("verifier/test-stdout.txt")).unwrap();
     std::fs::remove_file(trial.join("agent/trajectory.json")).unwrap();
     std::os::unix::fs::symlink(&secret, trial.join("agent/trajectory.json")).unwrap();
 
-    let out = dir.path().join("report");
-    write_report(std::slice::from_ref(&job), &out).unwrap();
+    let out = scratch.report();
     let page = read(&out.join("job1-2026-12-01__10-00-00/hello__Ab12Cd3.html"));
     assert!(
         page.contains("Showing the first 64 KiB of 300000 bytes"),
@@ -168,13 +188,11 @@ fn long_logs_are_cut_with_a_link_and_symlinks_are_not_followed() {
 
 #[test]
 fn bad_records_are_shown_not_fatal() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job");
-    copy_dir(Path::new(RUNNER_JOB), &job);
+    let scratch = ScratchJob::new("job");
+    let job = &scratch.job;
     std::fs::write(job.join("hello__Ab12Cd3/result.json"), "{ not json").unwrap();
     std::fs::write(job.join("slow__Qr34St5/agent/trajectory.json"), "[1, 2").unwrap();
-    let out = dir.path().join("report");
-    write_report(std::slice::from_ref(&job), &out).unwrap();
+    let out = scratch.report();
     let index = read(&out.join("index.html"));
     assert!(
         index.contains("hello__Ab12Cd3/result.json: not valid JSON"),

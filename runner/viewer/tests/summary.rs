@@ -6,6 +6,7 @@ mod support;
 use std::path::Path;
 
 use support::*;
+use testkit::files::copy_dir;
 use viewer::{ViewerError, compare_loaded, comparison_text, load_job, summary, summary_text};
 
 fn close(a: f64, b: f64) -> bool {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::Response;
 use axum::routing::post;
 use bytes::Bytes;
@@ -63,9 +63,9 @@ impl ScriptedUpstream {
             seen: seen.clone(),
         };
         let router = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/v1/responses", post(responses))
-            .route("/v1/messages", post(messages))
+            .route("/v1/chat/completions", post(serve))
+            .route("/v1/responses", post(serve))
+            .route("/v1/messages", post(serve))
             .with_state(script);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -113,6 +113,37 @@ fn last_text(body: &Value) -> String {
     }
 }
 
+/// A request that passed intake, with what the script wants answered.
+struct Call {
+    /// The request body.
+    request: Value,
+    /// The last message's text (where the script's words are).
+    text: String,
+    /// The completion text to answer with.
+    reply: String,
+    /// The model asked for, echoed in the answer.
+    model: String,
+}
+
+/// Every route: intake, then the answer in the route's wire format.
+async fn serve(
+    State(script): State<Script>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path();
+    let call = match intake(&script, path, &headers, &body, path == "/v1/messages") {
+        Ok(call) => call,
+        Err(response) => return response,
+    };
+    match path {
+        "/v1/chat/completions" => chat(call),
+        "/v1/responses" => responses(call),
+        _ => messages(call),
+    }
+}
+
 /// Checks the key, remembers the request, and says what the script wants. (A test helper:
 /// the large `Err` is the response itself, returned once per request.)
 #[allow(clippy::result_large_err)]
@@ -122,7 +153,7 @@ fn intake(
     headers: &HeaderMap,
     body: &Bytes,
     anthropic: bool,
-) -> Result<(Value, String, String), Response> {
+) -> Result<Call, Response> {
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     script.seen.lock().unwrap().push(Seen {
         path: path.to_owned(),
@@ -168,7 +199,13 @@ fn intake(
     } else {
         REPLY.to_owned()
     };
-    Ok((body, text, reply))
+    let model = body["model"].as_str().unwrap_or("unknown").to_owned();
+    Ok(Call {
+        request: body,
+        text,
+        reply,
+        model,
+    })
 }
 
 fn error(status: StatusCode, anthropic: bool, message: &str) -> Response {
@@ -225,24 +262,18 @@ fn words(reply: &str) -> Vec<String> {
     reply.split_inclusive(' ').map(str::to_owned).collect()
 }
 
-async fn chat(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
-    let (request, text, reply) =
-        match intake(&script, "/v1/chat/completions", &headers, &body, false) {
-            Ok(ok) => ok,
-            Err(response) => return response,
-        };
-    let model = request["model"].as_str().unwrap_or("unknown").to_owned();
+fn chat(call: Call) -> Response {
     let (input, cached, _, output) = CHAT_USAGE;
     let usage = json!({
         "prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output,
         "prompt_tokens_details": {"cached_tokens": cached},
     });
-    if request["stream"] != Value::Bool(true) {
+    if call.request["stream"] != Value::Bool(true) {
         return json_response(
             StatusCode::OK,
             &json!({
-                "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1, "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+                "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1, "model": call.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": call.reply}, "finish_reason": "stop"}],
                 "usage": usage,
             }),
         );
@@ -250,7 +281,7 @@ async fn chat(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> 
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
-            json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": model,
+            json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": call.model,
                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
         )
     };
@@ -259,28 +290,23 @@ async fn chat(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> 
         Value::Null,
     )];
     events.extend(
-        words(&reply)
+        words(&call.reply)
             .iter()
             .map(|w| chunk(json!({"content": w}), Value::Null)),
     );
     events.push(chunk(json!({}), json!("stop")));
-    if request["stream_options"]["include_usage"] == Value::Bool(true) {
+    if call.request["stream_options"]["include_usage"] == Value::Bool(true) {
         events.push(format!(
             "data: {}\n\n",
-            json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": model,
+            json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": call.model,
                    "choices": [], "usage": usage})
         ));
     }
     events.push("data: [DONE]\n\n".into());
-    sse(events, &text)
+    sse(events, &call.text)
 }
 
-async fn responses(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
-    let (request, text, reply) = match intake(&script, "/v1/responses", &headers, &body, false) {
-        Ok(ok) => ok,
-        Err(response) => return response,
-    };
-    let model = request["model"].as_str().unwrap_or("unknown").to_owned();
+fn responses(call: Call) -> Response {
     let (input, cached, _, output) = RESPONSES_USAGE;
     let usage = json!({
         "input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
@@ -289,15 +315,15 @@ async fn responses(State(script): State<Script>, headers: HeaderMap, body: Bytes
     });
     let message = json!({
         "type": "message", "id": "msg_scripted", "status": "completed", "role": "assistant",
-        "content": [{"type": "output_text", "text": reply, "annotations": []}],
+        "content": [{"type": "output_text", "text": call.reply, "annotations": []}],
     });
     let response = |status: &str, output_items: Value, usage: Value| {
         json!({
-            "id": "resp_scripted", "object": "response", "created_at": 1, "status": status, "model": model,
+            "id": "resp_scripted", "object": "response", "created_at": 1, "status": status, "model": call.model,
             "output": output_items, "usage": usage, "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
         })
     };
-    if request["stream"] != Value::Bool(true) {
+    if call.request["stream"] != Value::Bool(true) {
         return json_response(
             StatusCode::OK,
             &response("completed", json!([message]), usage),
@@ -314,7 +340,7 @@ async fn responses(State(script): State<Script>, headers: HeaderMap, body: Bytes
         0,
         json!({"response": response("in_progress", json!([]), Value::Null)}),
     )];
-    for (i, w) in words(&reply).iter().enumerate() {
+    for (i, w) in words(&call.reply).iter().enumerate() {
         events.push(event(
             "response.output_text.delta",
             i + 1,
@@ -327,23 +353,18 @@ async fn responses(State(script): State<Script>, headers: HeaderMap, body: Bytes
         n,
         json!({"response": response("completed", json!([message]), usage)}),
     ));
-    sse(events, &text)
+    sse(events, &call.text)
 }
 
-async fn messages(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
-    let (request, text, reply) = match intake(&script, "/v1/messages", &headers, &body, true) {
-        Ok(ok) => ok,
-        Err(response) => return response,
-    };
-    let model = request["model"].as_str().unwrap_or("unknown").to_owned();
+fn messages(call: Call) -> Response {
     let (_, cache_read, cache_write, output) = MESSAGES_USAGE;
     let fresh = MESSAGES_USAGE.0 - cache_read - cache_write;
-    if request["stream"] != Value::Bool(true) {
+    if call.request["stream"] != Value::Bool(true) {
         return json_response(
             StatusCode::OK,
             &json!({
-                "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn", "stop_sequence": null,
+                "id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
+                "content": [{"type": "text", "text": call.reply}], "stop_reason": "end_turn", "stop_sequence": null,
                 "usage": {"input_tokens": fresh, "cache_read_input_tokens": cache_read,
                           "cache_creation_input_tokens": cache_write, "output_tokens": output},
             }),
@@ -356,7 +377,7 @@ async fn messages(State(script): State<Script>, headers: HeaderMap, body: Bytes)
     };
     let mut events = vec![event(
         "message_start",
-        json!({"message": {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
+        json!({"message": {"id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
                 "usage": {"input_tokens": fresh, "cache_read_input_tokens": cache_read,
                           "cache_creation_input_tokens": cache_write, "output_tokens": 1}}}),
@@ -366,7 +387,7 @@ async fn messages(State(script): State<Script>, headers: HeaderMap, body: Bytes)
         json!({"index": 0, "content_block": {"type": "text", "text": ""}}),
     ));
     events.push(event("ping", json!({})));
-    for w in words(&reply) {
+    for w in words(&call.reply) {
         events.push(event(
             "content_block_delta",
             json!({"index": 0, "delta": {"type": "text_delta", "text": w}}),
@@ -378,5 +399,5 @@ async fn messages(State(script): State<Script>, headers: HeaderMap, body: Bytes)
         json!({"delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": output}}),
     ));
     events.push(event("message_stop", json!({})));
-    sse(events, &text)
+    sse(events, &call.text)
 }

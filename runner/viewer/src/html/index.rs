@@ -153,7 +153,7 @@ fn trials_table(jp: &JobPages) -> Markup {
                         td { span class={ "badge " (class) } { (word) } }
                         td.n { (duration(trial.seconds)) }
                         td.n { (steps.map_or("—".into(), |n| n.to_string())) }
-                        td.n { (trial.usage.input.map_or("—".into(), |t| t.to_string())) " / " (trial.usage.output.map_or("—".into(), |t| t.to_string())) }
+                        td.n { (trial.usage.input_tokens.map_or("—".into(), |t| t.to_string())) " / " (trial.usage.output_tokens.map_or("—".into(), |t| t.to_string())) }
                     }
                 }
             }

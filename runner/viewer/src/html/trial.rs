@@ -77,10 +77,10 @@ fn facts(jp: &JobPages, trial: &Trial) -> Markup {
             dt { "started" } dd { (trial.started_at.as_deref().unwrap_or("—")) }
             dt { "finished" } dd { (trial.finished_at.as_deref().unwrap_or("—")) }
             dt { "duration" } dd { (duration(trial.seconds)) }
-            @if u.input.is_some() || u.output.is_some() {
-                dt { "tokens" } dd { (u.input.map_or("?".into(), |t| t.to_string())) " in ("
-                    (u.cache.map_or("?".into(), |t| t.to_string())) " cached), "
-                    (u.output.map_or("?".into(), |t| t.to_string())) " out" }
+            @if u.input_tokens.is_some() || u.output_tokens.is_some() {
+                dt { "tokens" } dd { (u.input_tokens.map_or("?".into(), |t| t.to_string())) " in ("
+                    (u.cache_tokens.map_or("?".into(), |t| t.to_string())) " cached), "
+                    (u.output_tokens.map_or("?".into(), |t| t.to_string())) " out" }
             }
             @if let Some(cost) = u.cost_usd { dt { "cost" } dd { "$" (format!("{cost:.4}")) } }
         }
