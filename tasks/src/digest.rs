@@ -1,4 +1,4 @@
-//! Content digests exactly as Harbor's packager computes them (reference §1.6).
+//! Content digests exactly as Harbor's packager computes them (docs/harbor-format.md §1.6).
 //!
 //! Task digest: for each hashed file in codepoint order of its relative POSIX path,
 //! `outer.update("{rel}\0{sha256_hex(bytes)}\n")`; the digest is `sha256:{outer}`.

@@ -63,7 +63,7 @@ pub struct LeaderboardAccuracy {
     pub stderr: Option<f64>,
 }
 
-/// Accuracy and standard error as the leaderboard computes them (reference §6.2 item 5).
+/// Accuracy and standard error as the leaderboard computes them (docs/harbor-format.md §6.2 item 5).
 ///
 /// A trial succeeds iff its reward is > 0; errored trials (`None`) count as failures and stay in
 /// the denominator. Accuracy is successes over all trials. The standard error follows

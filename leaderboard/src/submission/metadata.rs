@@ -1,4 +1,4 @@
-//! `metadata_formatted_correctly`: Harbor's `metadata.yaml` schema (reference §6.1):
+//! `metadata_formatted_correctly`: Harbor's `metadata.yaml` schema (docs/harbor-format.md §6.1):
 //! `agent_url`, `agent_display_name`, `agent_org_display_name`, and `models` with at least one
 //! entry of `model_name`, `model_provider`, `model_display_name`, `model_org_display_name`.
 

@@ -1,4 +1,4 @@
-//! Job and trial records in Harbor's shapes and field names (reference §2).
+//! Job and trial records in Harbor's shapes and field names (docs/harbor-format.md §2).
 //!
 //! Writers use these types; readers of foreign job dirs (validation) read JSON values instead,
 //! so older Harbor shapes are accepted too.
