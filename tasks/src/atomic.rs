@@ -1,9 +1,12 @@
-//! Atomic record writes: a record is either absent or whole, never half-written.
+//! Atomic, durable record writes: a record is either absent or whole, never half-written, and
+//! once a write returns it survives a crash of the process or the machine (the file and the
+//! directory entry that names it are both fsynced).
 
 use std::io::Write;
 use std::path::Path;
 
-/// Writes `bytes` to `path` through a temp file in the same directory and a rename.
+/// Writes `bytes` to `path` through a temp file in the same directory and a rename, then
+/// fsyncs the directory so the rename itself is on disk.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
@@ -27,7 +30,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result
+    result?;
+    sync_dir(dir)
+}
+
+/// Fsyncs the directory `dir`, making the entries created, renamed or removed in it durable
+/// (a file's own fsync does not cover the name that points at it).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Renames `from` to `to` and fsyncs both parent directories, so the move is durable.
+pub fn rename_durable(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::rename(from, to)?;
+    let parent = |p: &Path| {
+        p.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let (a, b) = (parent(from), parent(to));
+    sync_dir(&b)?;
+    if a != b {
+        sync_dir(&a)?;
+    }
+    Ok(())
 }
 
 /// Serialises `value` as pretty JSON (4-space indent, as Harbor writes) and writes it atomically.

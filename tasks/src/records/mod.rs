@@ -10,10 +10,12 @@ mod trial_config;
 mod trial_result;
 
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
-pub use job_result::{EvalStats, JobResult, JobStats};
+pub use job_result::{Coverage, EvalStats, JobResult, JobStats};
 pub use lock::{JobLock, LockTask, LockTrial, RunnerInfo};
-pub use trial_config::{AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, VerifierConfig};
+pub use trial_config::{
+    AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,
+};
 pub use trial_result::{
-    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PhaseTiming, TrialResult,
-    VerifierResult,
+    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PauseRecord, PhaseTiming,
+    TrialResult, VerifierResult,
 };
