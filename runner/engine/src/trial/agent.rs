@@ -13,7 +13,7 @@ use crate::events::Phase;
 use crate::failure::TrialFailure;
 
 /// How long past the agent deadline the runner waits for an agent that does not stop itself.
-const RUN_BACKSTOP: Duration = Duration::from_secs(60);
+pub(super) const RUN_BACKSTOP: Duration = Duration::from_secs(60);
 
 impl<B: Backend> Trial<B> {
     fn agent_run_context(&self) -> AgentRun<'_> {
