@@ -3,6 +3,7 @@
 
 mod installed;
 mod integrity;
+mod resume;
 mod run;
 mod scrub;
 mod support;

@@ -200,6 +200,11 @@ fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<(String, String, St
                 );
             }
         }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (a, b)) in x.iter().zip(y).enumerate() {
+                diff_into(&format!("{path}[{i}]"), a, b, out);
+            }
+        }
         _ => out.push((path.to_owned(), short(a), short(b))),
     }
 }
@@ -240,5 +245,8 @@ mod tests {
                 "\"high\"".to_owned()
             )]
         );
+        let a = serde_json::json!([{"name": "oracle"}]);
+        let b = serde_json::json!([{"name": "nop"}]);
+        assert_eq!(json_differences("agents", &a, &b)[0].0, "agents[0].name");
     }
 }
