@@ -187,7 +187,10 @@ fn kill_9_at_three_moments_then_resume_finishes_a_k5_job_with_every_record_kept(
     let mut with_attempts = 0;
     for entry in std::fs::read_dir(&job).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        assert!(!name.starts_with('.'), "a staging dir was left: {name}");
+        assert!(
+            !name.starts_with('.'),
+            "a staging dir or temp file was left: {name}"
+        );
         if !entry.path().is_dir() {
             continue;
         }

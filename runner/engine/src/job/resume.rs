@@ -122,6 +122,8 @@ pub fn resume(
         recovered: recover(dir).map_err(io(dir))?,
         ..ResumeReport::default()
     };
+    // Job records rewritten when the run was killed leave their temp files behind.
+    tasks::atomic::remove_stale_temps(dir).map_err(io(dir))?;
     let existing = scan(dir)?;
     let mut differences = config_differences(&config, &plan.config);
     if let Some(lock) = &lock {
