@@ -161,6 +161,14 @@ fn kill_9_at_three_moments_then_resume_finishes_a_k5_job_with_every_record_kept(
     wait_for(&mut child, "four more complete trials", || {
         complete(&job).len() >= after_first + 4 && a_trial_is_running_its_agent(&job)
     });
+    // While it runs, a second runner on the same job dir is refused.
+    let second = runner()
+        .args(["jobs", "resume", "-p"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    let (_, stderr) = exited(&second, 2);
+    assert!(stderr.contains("in use by another runner"), "{stderr}");
     child.kill().unwrap();
     child.wait().unwrap();
     check_after_kill(&job, &mut seen, "moment 2");
@@ -188,7 +196,7 @@ fn kill_9_at_three_moments_then_resume_finishes_a_k5_job_with_every_record_kept(
     for entry in std::fs::read_dir(&job).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         assert!(
-            !name.starts_with('.'),
+            !name.starts_with('.') || name == ".runner.lock",
             "a staging dir or temp file was left: {name}"
         );
         if !entry.path().is_dir() {

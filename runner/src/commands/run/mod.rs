@@ -1,6 +1,7 @@
 //! `runner run`: k trials of every task of a dataset with one agent, or (`--resume`) the rest
 //! of a job that stopped.
 
+mod dir_lock;
 pub mod invocation;
 mod signals;
 
@@ -216,6 +217,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             dataset.dir.display()
         )));
     }
+    let _lock = dir_lock::lock(&job_dir)?;
     if args.resume.is_some() {
         let report = resume(&job_dir, &mut plan, &selectors).map_err(CliError::bad_input)?;
         note_resume(&report, &job_dir);
