@@ -633,6 +633,11 @@ async fn resume_keeps_complete_trials_byte_for_byte_and_reruns_partial_ones() {
         4,
         "two trials in the first run, two in the resume"
     );
+    assert_eq!(
+        backend.tally().sweeps,
+        3,
+        "the resume sweeps what the killed run left before it starts, and again at its end"
+    );
 }
 
 #[tokio::test]

@@ -82,7 +82,8 @@ pub struct Coverage {
     pub infra_error: u32,
     /// Planned trials with no final record (interrupted before they ran or finished).
     pub not_run: u32,
-    /// Retries of infrastructure errors, over all trials.
+    /// Attempts beyond each trial's first, over all trials: retries of infrastructure errors,
+    /// and re-runs of trials a resume found unfinished or was asked to run again.
     pub retries: u32,
     /// `scored / planned` (1 for an empty plan).
     pub fraction: f64,

@@ -125,6 +125,20 @@ pub async fn run_job<B: Backend>(
         pauses: pauses.clone(),
         watchdog_grace: settings.watchdog_grace,
     });
+    if plan.resumed {
+        // Whatever a killed run of this job left (its trials keep their names, so a leftover
+        // container would block the re-run's start) goes first: this process holds the job
+        // now, so nothing of it can still be in use.
+        match ctx.backend.remove_job(&ctx.job_id).await {
+            Ok(0) => {}
+            Ok(n) => log.line(&format!(
+                "removed {n} container(s) an earlier run of this job left behind"
+            )),
+            Err(e) => log.line(&format!(
+                "warning: could not remove what an earlier run of this job left: {e}"
+            )),
+        }
+    }
     let ticker_stop = CancellationToken::new();
     let ticker = {
         let events = events.clone();

@@ -69,6 +69,8 @@ pub struct JobPlan {
     pub planned: usize,
     /// When the job first started (a resume keeps the original start).
     pub started_at: Option<DateTime<Utc>>,
+    /// This plan continues a job (see [`super::resume::resume`]).
+    pub resumed: bool,
     /// Tasks that could not be loaded or planned (malformed, bad env templates), with why.
     pub skipped: Vec<String>,
 }
@@ -202,6 +204,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         trials,
         done: Vec::new(),
         started_at: None,
+        resumed: false,
         skipped,
     }
 }

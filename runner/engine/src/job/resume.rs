@@ -147,6 +147,7 @@ pub fn resume(
         })
         .unwrap_or_else(|| plan.job_id.clone());
     plan.job_id = job_id.clone();
+    plan.resumed = true;
     plan.started_at = job_result.as_ref().map(|r| r.started_at);
     if let Some(old) = &lock {
         plan.lock.created_at = old.created_at;
