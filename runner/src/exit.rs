@@ -35,12 +35,23 @@ pub enum Family {
     Scrub,
     /// `runner tasks digest`.
     Tasks,
+    /// `runner view`, `runner summary`, `runner compare`: reading job directories.
+    Read,
+    /// `runner images pull`, `runner images prune`.
+    Images,
 }
 
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 4] = [Family::Run, Family::Validate, Family::Scrub, Family::Tasks];
+    pub const ALL: [Family; 6] = [
+        Family::Run,
+        Family::Validate,
+        Family::Scrub,
+        Family::Tasks,
+        Family::Read,
+        Family::Images,
+    ];
 
     fn heading(self) -> &'static str {
         match self {
@@ -48,6 +59,8 @@ impl Family {
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
+            Family::Read => "`view`, `summary`, `compare`",
+            Family::Images => "`images pull`, `images prune`",
         }
     }
 }
@@ -86,6 +99,11 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Read) => "done",
+            (Success, Images) => {
+                "every image is ready (pull) or every candidate was handled (prune)"
+            }
+            (Failed, Images) => "some images could not be pulled or built; each failure is shown",
             (Failed, Validate) => "invalid: a rule is broken",
             (Failed, Scrub) => "aborted: leftovers or unscannable content; nothing written",
             (BadInput, Run) => {
@@ -93,6 +111,10 @@ impl ExitCode {
             }
             (BadInput, Validate | Scrub) => "bad input",
             (BadInput, Tasks) => "bad input, or some tasks are malformed (they are listed)",
+            (BadInput, Read) => "bad input: a path that is not a job directory",
+            (BadInput, Images) => {
+                "bad input, or no reachable Docker engine; also when malformed tasks were skipped (the rest were prepared)"
+            }
             (TrialsErrored, Run) => {
                 "some planned trials have no result: infrastructure errors after retries (image build, container start, backend, verifier sandbox, watchdog, pause) or trials not run; with --min-coverage, fewer scored than that share"
             }

@@ -80,6 +80,12 @@ exception_types! {
     SandboxBuildFailedError => true,
     /// The environment could not be started or prepared (runner-only).
     EnvironmentStartError => false,
+    /// The task's prebuilt `docker_image` could not be pulled, after retries (runner-only; the
+    /// message names the image and the registry's answer).
+    ImagePullError => false,
+    /// The container engine's data root had less free space than the configured watermark, so
+    /// no build or pull was started (runner-only).
+    DiskSpaceError => false,
     /// The task's healthcheck never passed (runner-only).
     HealthcheckError => false,
     /// The sandbox failed underneath the agent: exec, upload or download (runner-only).
@@ -96,6 +102,8 @@ exception_types! {
     VerifierEnvError => false,
     /// The sandbox failed to run a verifier command (runner-only).
     VerifierSandboxError => false,
+    /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
+    StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
     RunnerError => false,
     /// A backend call (engine, exec, transfer) did not return within its phase deadline plus
@@ -187,13 +195,16 @@ impl ExceptionType {
             | RewardFileNotFoundError
             | RewardFileEmptyError
             | VerifierOutputParseError
-            | RewardFileUnsafeError => Blame::Agent,
+            | RewardFileUnsafeError
+            | StorageLimitExceededError => Blame::Agent,
             AddTestsDirError
             | DownloadVerifierDirError
             | VerifierEnvError
             | VerifierSandboxError
             | EnvironmentStartTimeoutError
             | SandboxBuildFailedError
+            | ImagePullError
+            | DiskSpaceError
             | EnvironmentStartError
             | HealthcheckError
             | EnvironmentError
@@ -214,7 +225,8 @@ impl ExceptionType {
             NonZeroAgentExitCodeError
             | AgentSetupError
             | AgentServerError
-            | TrajectoryValidationError => &[F::Agent],
+            | TrajectoryValidationError
+            | StorageLimitExceededError => &[F::Agent],
             VerifierTimeoutError => &[F::Timeout, F::Verifier],
             RewardFileNotFoundError
             | RewardFileEmptyError
@@ -226,6 +238,8 @@ impl ExceptionType {
             | VerifierSandboxError => &[F::Verifier],
             EnvironmentStartTimeoutError | BackendTimeoutError => &[F::Timeout, F::Environment],
             SandboxBuildFailedError
+            | ImagePullError
+            | DiskSpaceError
             | EnvironmentStartError
             | HealthcheckError
             | EnvironmentError => &[F::Environment],
@@ -254,6 +268,11 @@ impl ExceptionType {
     types = ExceptionType::KNOWN.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
 )]
 pub struct UnknownExceptionName(pub String);
+
+impl ExceptionType {
+    /// The name readers show for an `exception_info` that carries no type (a foreign record).
+    pub const UNKNOWN_NAME: &'static str = "UnknownError";
+}
 
 impl fmt::Display for ExceptionType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

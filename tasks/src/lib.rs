@@ -13,6 +13,7 @@ pub mod exception;
 #[cfg(test)]
 mod harbor_cases;
 pub mod identity;
+pub mod isolation;
 pub mod layout;
 pub mod limits;
 pub mod metrics;

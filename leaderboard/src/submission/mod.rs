@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use error::SubmissionError;
-pub use report::{Figures, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation};
+pub use report::{
+    Figures, Interval, IntervalMethod, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation,
+};
 pub use rule::Rule;
 pub use trial::reward_of;
 

@@ -33,6 +33,54 @@ pub enum DockerError {
         /// The image.
         image: String,
     },
+    /// A prebuilt image could not be pulled, after every attempt the retry policy allows.
+    #[error("pulling {image} failed after {attempts} attempt(s); the registry answered: {answer}")]
+    Pull {
+        /// The image as the task names it.
+        image: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last answer (the engine relays the registry's).
+        answer: String,
+    },
+    /// A task's `docker_image` does not parse.
+    #[error("task {task}: [environment] docker_image {source}")]
+    BadReference {
+        /// The task.
+        task: String,
+        /// What is wrong.
+        #[source]
+        source: super::reference::BadReference,
+    },
+    /// Registry credentials could not be read.
+    #[error("reading registry credentials for {image}: {source}")]
+    Auth {
+        /// The image being pulled.
+        image: String,
+        /// What failed.
+        #[source]
+        source: super::auth::AuthError,
+    },
+    /// The engine's data root is below the free-space watermark.
+    #[error(
+        "not {what}: the engine's data root {root} has {free_mb} MB free, below the {min_mb} MB watermark; free space (runner images prune, docker system prune) or lower --min-free-disk-mb",
+        root = root.display(),
+        free_mb = free / 1_000_000,
+        min_mb = min_free / 1_000_000
+    )]
+    DiskSpace {
+        /// The data root.
+        root: std::path::PathBuf,
+        /// Bytes free.
+        free: u64,
+        /// The watermark in bytes.
+        min_free: u64,
+        /// What was not started (`building the image of task x`, `pulling y`).
+        what: String,
+    },
+    /// The verifier jail failed after the tests started, or its trial container is gone.
+    #[error("verifier jail: {0}")]
+    Jail(String),
     /// A host-side file operation failed.
     #[error("{operation}: {source}")]
     Io {
@@ -62,7 +110,13 @@ impl From<DockerError> for engine::BackendError {
             DockerError::Connect(_) => Kind::Unreachable,
             DockerError::Build { .. } => Kind::Build,
             DockerError::MissingImage { .. } => Kind::ImageMissing,
-            DockerError::Api { .. } | DockerError::Io { .. } => Kind::Operation,
+            DockerError::Pull { .. }
+            | DockerError::BadReference { .. }
+            | DockerError::Auth { .. } => Kind::Pull,
+            DockerError::DiskSpace { .. } => Kind::DiskSpace,
+            DockerError::Api { .. } | DockerError::Io { .. } | DockerError::Jail(_) => {
+                Kind::Operation
+            }
         };
         engine::BackendError::new(kind, error.to_string())
     }

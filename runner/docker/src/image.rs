@@ -1,115 +1,346 @@
-//! Task images: built once per task from `environment/` under a content-addressed tag, so a
-//! later job with the same environment reuses it.
+//! Task images, by Harbor's precedence (`engine::image_source`): the prebuilt `docker_image`
+//! (pulled once per job when the engine lacks it, shared by every task naming it), or a
+//! BuildKit build of `environment/` under a content-addressed tag, so a later job with the
+//! same environment reuses it. Before any pull or build the engine's data root is checked
+//! against the free-space watermark; what runner pulled or built is recorded in the ledger
+//! for `runner images prune`.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use bollard::query_parameters::BuildImageOptionsBuilder;
-use engine::{ImageInfo, ImageOrigin, OutputSink};
-use futures_util::StreamExt;
+use bollard::auth::DockerCredentials;
+use bollard::models::ImageInspect;
+use engine::{BackendError, ImageInfo, ImageOrigin, ImageSource, OutputSink, image_source};
 use sha2::{Digest, Sha256};
 use tasks::Task;
+use tokio::sync::OnceCell;
 
+use super::auth::{DockerConfig, config_path};
+use super::buildkit::{BuildRequest, build};
+use super::engine_http::Endpoint;
+use super::facts::{EngineFacts, check_disk};
 use super::labels::{MANAGED, TASK};
+use super::ledger::{Ledger, LedgerOrigin, default_state_dir};
+use super::pull::{RetryPolicy, pull};
+use super::rate::RateLimiter;
+use super::reference::ImageRef;
 use super::{DockerClient, DockerError};
 
-/// Makes sure the image of `task` exists: reuses the content-addressed tag unless
-/// `force_build`, builds from `environment/Dockerfile`, or checks the prebuilt `docker_image`.
-/// The build log is streamed to `log`.
-pub async fn ensure_task_image(
-    client: &DockerClient,
-    task: &Task,
-    force_build: bool,
-    log: &OutputSink,
-) -> Result<ImageInfo, DockerError> {
-    let env_dir = task.environment_dir();
-    let dockerfile = env_dir.join("Dockerfile");
-    if !dockerfile.is_file() {
-        let image = task
-            .config
-            .environment
-            .docker_image
-            .clone()
-            .unwrap_or_default();
-        let id = inspect_id(client, &image)
-            .await?
-            .ok_or_else(|| DockerError::MissingImage {
-                task: task.name.clone(),
-                image: image.clone(),
-            })?;
-        return Ok(ImageInfo {
-            tag: image,
-            id,
-            origin: ImageOrigin::Reused,
-        });
-    }
-    let context = build_context(&env_dir).map_err(|source| DockerError::Io {
-        operation: format!("packing {} as a build context", env_dir.display()),
-        source,
-    })?;
-    let tag = format!(
-        "runner-task-{}:{}",
-        sanitize(task.short_name()),
-        &hex::encode(Sha256::digest(&context))[..16]
-    );
-    if !force_build && let Some(id) = inspect_id(client, &tag).await? {
-        return Ok(ImageInfo {
-            tag,
-            id,
-            origin: ImageOrigin::Reused,
-        });
-    }
-    let labels = HashMap::from([(MANAGED, "1"), (TASK, task.name.as_str())]);
-    let options = BuildImageOptionsBuilder::default()
-        .dockerfile("Dockerfile")
-        .t(&tag)
-        .rm(true)
-        // Without forcerm a failed RUN leaves its intermediate container behind.
-        .forcerm(true)
-        .nocache(force_build)
-        .labels(&labels)
-        .build();
-    let mut stream =
-        client
-            .api()
-            .build_image(options, None, Some(bollard::body_full(context.into())));
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(info) => {
-                if let Some(line) = info.stream {
-                    log("build", line.as_bytes());
-                }
-            }
-            Err(bollard::errors::Error::DockerStreamError { error }) => {
-                return Err(DockerError::Build {
-                    task: task.name.clone(),
-                    message: error,
-                });
-            }
-            Err(source) => {
-                return Err(DockerError::api(
-                    format!("building the image of task {}", task.name),
-                    source,
-                ));
-            }
-        }
-    }
-    let id = inspect_id(client, &tag)
-        .await?
-        .ok_or_else(|| DockerError::Build {
-            task: task.name.clone(),
-            message: format!("the build finished but {tag} does not exist"),
-        })?;
-    Ok(ImageInfo {
-        tag,
-        id,
-        origin: ImageOrigin::Built,
-    })
+/// How images are obtained: pull rate, retries, the disk watermark and the ledger's place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImagePolicy {
+    /// Pull attempts started per minute at most (retries count).
+    pub pulls_per_minute: u32,
+    /// Retries of a pull.
+    pub retry: RetryPolicy,
+    /// No build or pull starts while the engine's data root has less free than this.
+    pub min_free_disk_bytes: u64,
+    /// Where the ledger of runner's images lives (`None`: not recorded).
+    pub state_dir: Option<PathBuf>,
 }
 
-async fn inspect_id(client: &DockerClient, image: &str) -> Result<Option<String>, DockerError> {
+/// Default pull-rate limit: well under the 100 a minute registries allow.
+pub const DEFAULT_PULLS_PER_MINUTE: u32 = 60;
+/// Default free-space watermark in MB (10^6 bytes).
+pub const DEFAULT_MIN_FREE_DISK_MB: u64 = 4096;
+
+impl Default for ImagePolicy {
+    fn default() -> Self {
+        Self {
+            pulls_per_minute: DEFAULT_PULLS_PER_MINUTE,
+            retry: RetryPolicy::default(),
+            min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_MB * 1_000_000,
+            state_dir: default_state_dir(),
+        }
+    }
+}
+
+type SharedPull = Arc<OnceCell<Result<ImageInfo, BackendError>>>;
+
+/// The images of one backend (one job, or one `runner images pull`): the pull-rate limiter,
+/// the pulls in flight or done by image reference, and the engine's facts.
+pub struct ImageService {
+    client: DockerClient,
+    policy: ImagePolicy,
+    limiter: RateLimiter,
+    facts: OnceCell<EngineFacts>,
+    pulls: Mutex<HashMap<String, SharedPull>>,
+    ledger: Option<Ledger>,
+}
+
+impl ImageService {
+    /// A service over `client` with `policy`.
+    pub fn new(client: DockerClient, policy: ImagePolicy) -> Self {
+        Self {
+            limiter: RateLimiter::per_minute(policy.pulls_per_minute),
+            ledger: policy.state_dir.as_deref().map(Ledger::new),
+            client,
+            policy,
+            facts: OnceCell::new(),
+            pulls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Makes the image of `task` available (see the module doc).
+    pub async fn ensure(
+        &self,
+        task: &Task,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, BackendError> {
+        match image_source(task, force_build) {
+            ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
+            ImageSource::Build => Ok(self.build(task, log).await?),
+        }
+    }
+
+    async fn facts(&self) -> Result<&EngineFacts, DockerError> {
+        self.facts
+            .get_or_try_init(|| EngineFacts::read(&self.client))
+            .await
+    }
+
+    /// The prebuilt image `written`, pulled at most once per service whatever the number of
+    /// tasks naming it.
+    async fn prebuilt(
+        &self,
+        task: &Task,
+        written: &str,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, BackendError> {
+        let image = ImageRef::parse(written).map_err(|source| DockerError::BadReference {
+            task: task.name.clone(),
+            source,
+        })?;
+        let cell = self
+            .pulls
+            .lock()
+            .expect("not poisoned")
+            .entry(written.to_owned())
+            .or_default()
+            .clone();
+        let mut prepared_here = false;
+        let outcome = cell
+            .get_or_init(|| {
+                prepared_here = true;
+                async { Ok(self.obtain(&image, written, log).await?) }
+            })
+            .await
+            .clone();
+        if !prepared_here && outcome.is_ok() {
+            log(
+                "runner",
+                format!("image {written}: already prepared by this job for another task\n")
+                    .as_bytes(),
+            );
+        }
+        outcome
+    }
+
+    async fn obtain(
+        &self,
+        image: &ImageRef,
+        written: &str,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, DockerError> {
+        let facts = self.facts().await?.clone();
+        if let Some(found) = inspect(&self.client, written).await? {
+            self.record_use(written, &found, None, log).await;
+            return Ok(image_info(written, found, ImageOrigin::Reused, &facts));
+        }
+        check_disk(
+            &facts,
+            self.policy.min_free_disk_bytes,
+            &format!("pulling {written}"),
+        )?;
+        let credentials = self.credentials(image, written, &facts).await?;
+        log(
+            "runner",
+            format!(
+                "pulling {written} ({})\n",
+                if credentials.is_some() {
+                    "with credentials from the Docker config"
+                } else {
+                    "anonymously"
+                }
+            )
+            .as_bytes(),
+        );
+        let started = Instant::now();
+        let stats = pull(
+            &self.client,
+            image,
+            written,
+            credentials,
+            &self.limiter,
+            &self.policy.retry,
+            log,
+        )
+        .await?;
+        let found = inspect(&self.client, written)
+            .await?
+            .ok_or_else(|| DockerError::Pull {
+                image: written.to_owned(),
+                attempts: stats.attempts,
+                answer: "the pull ended but the engine has no such image".into(),
+            })?;
+        log(
+            "runner",
+            format!(
+                "pulled {written} in {:.1}s ({} attempt(s)): {} layers, {} already present, {:.1} MB downloaded, manifest {}\n",
+                started.elapsed().as_secs_f64(),
+                stats.attempts,
+                stats.layers,
+                stats.layers_present,
+                stats.bytes_downloaded as f64 / 1e6,
+                stats.digest.as_deref().unwrap_or("unknown")
+            )
+            .as_bytes(),
+        );
+        self.record_use(written, &found, Some(LedgerOrigin::Pulled), log)
+            .await;
+        Ok(image_info(written, found, ImageOrigin::Pulled, &facts))
+    }
+
+    /// Credentials for `image`'s registry from the Docker config; the default registry's are
+    /// keyed by the engine's index address, as the Docker client keys them.
+    async fn credentials(
+        &self,
+        image: &ImageRef,
+        written: &str,
+        facts: &EngineFacts,
+    ) -> Result<Option<DockerCredentials>, DockerError> {
+        let Some(server) = image
+            .registry
+            .clone()
+            .or_else(|| facts.index_server.clone())
+        else {
+            return Ok(None);
+        };
+        let Some(path) = config_path() else {
+            return Ok(None);
+        };
+        let auth_error = |source| DockerError::Auth {
+            image: written.to_owned(),
+            source,
+        };
+        let config = DockerConfig::read(&path).map_err(auth_error)?;
+        let found = config.credentials(&server).await.map_err(auth_error)?;
+        Ok(found.map(|auth| auth.for_engine(&server)))
+    }
+
+    /// Builds `environment/` with BuildKit under its content-addressed tag, or reuses that tag
+    /// unless the build is forced.
+    async fn build(&self, task: &Task, log: &OutputSink) -> Result<ImageInfo, DockerError> {
+        let env_dir = task.environment_dir();
+        let context = provenance::build_context(&env_dir).map_err(|e| DockerError::Build {
+            task: task.name.clone(),
+            message: format!("packing {} as a build context: {e}", env_dir.display()),
+        })?;
+        let tag = format!(
+            "runner-task-{}:{}",
+            sanitize(task.short_name()),
+            &hex::encode(Sha256::digest(&context))[..16]
+        );
+        let facts = self.facts().await?.clone();
+        if let Some(found) = inspect(&self.client, &tag).await? {
+            self.record_use(&tag, &found, None, log).await;
+            return Ok(image_info(&tag, found, ImageOrigin::Reused, &facts));
+        }
+        check_disk(
+            &facts,
+            self.policy.min_free_disk_bytes,
+            &format!("building the image of task {}", task.name),
+        )?;
+        let endpoint = Endpoint::from_env().map_err(|message| DockerError::Build {
+            task: task.name.clone(),
+            message,
+        })?;
+        log(
+            "runner",
+            format!(
+                "building {tag} with BuildKit ({} KB of context)\n",
+                context.len() / 1000
+            )
+            .as_bytes(),
+        );
+        let started = Instant::now();
+        let labels = HashMap::from([(MANAGED, "1"), (TASK, task.name.as_str())]);
+        let request = BuildRequest {
+            tag: &tag,
+            labels: &labels,
+            context,
+        };
+        build(&endpoint, request, log)
+            .await
+            .map_err(|failure| DockerError::Build {
+                task: task.name.clone(),
+                message: failure.message(),
+            })?;
+        let found = inspect(&self.client, &tag)
+            .await?
+            .ok_or_else(|| DockerError::Build {
+                task: task.name.clone(),
+                message: format!("the build finished but {tag} does not exist"),
+            })?;
+        log(
+            "runner",
+            format!("built {tag} in {:.1}s\n", started.elapsed().as_secs_f64()).as_bytes(),
+        );
+        self.record_use(&tag, &found, Some(LedgerOrigin::Built), log)
+            .await;
+        Ok(image_info(&tag, found, ImageOrigin::Built, &facts))
+    }
+
+    /// Notes the use in the ledger; a ledger that cannot be written costs only pruning, so it
+    /// is logged, not fatal.
+    async fn record_use(
+        &self,
+        reference: &str,
+        found: &ImageInspect,
+        origin: Option<LedgerOrigin>,
+        log: &OutputSink,
+    ) {
+        let (Some(ledger), Some(id)) = (self.ledger.clone(), found.id.clone()) else {
+            return;
+        };
+        let reference = reference.to_owned();
+        let recorded =
+            tokio::task::spawn_blocking(move || ledger.record_use(&reference, &id, origin)).await;
+        if let Ok(Err(e)) = recorded {
+            log(
+                "runner",
+                format!("warning: the image ledger could not be updated: {e}\n").as_bytes(),
+            );
+        }
+    }
+}
+
+fn image_info(
+    reference: &str,
+    found: ImageInspect,
+    origin: ImageOrigin,
+    facts: &EngineFacts,
+) -> ImageInfo {
+    ImageInfo {
+        tag: reference.to_owned(),
+        id: found.id.unwrap_or_default(),
+        origin,
+        repo_digests: found.repo_digests.unwrap_or_default(),
+        engine_version: facts.version.clone(),
+        size_bytes: found.size.and_then(|s| u64::try_from(s).ok()),
+    }
+}
+
+/// The engine's view of `image`, or `None` when it does not have it.
+pub(crate) async fn inspect(
+    client: &DockerClient,
+    image: &str,
+) -> Result<Option<ImageInspect>, DockerError> {
     match client.api().inspect_image(image).await {
-        Ok(inspect) => Ok(inspect.id),
+        Ok(inspect) => Ok(Some(inspect)),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(None),
@@ -118,49 +349,6 @@ async fn inspect_id(client: &DockerClient, image: &str) -> Result<Option<String>
             source,
         )),
     }
-}
-
-/// A deterministic tar of the build context: sorted entries, fixed metadata, so the same
-/// environment always hashes (and tags) the same.
-fn build_context(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut files = Vec::new();
-    collect(dir, dir, &mut files)?;
-    files.sort();
-    let mut builder = tar::Builder::new(Vec::new());
-    for rel in files {
-        let path = dir.join(&rel);
-        let meta = std::fs::metadata(&path)?;
-        let mut header = tar::Header::new_gnu();
-        header.set_size(meta.len());
-        header.set_mode(if is_executable(&meta) { 0o755 } else { 0o644 });
-        header.set_mtime(0);
-        header.set_entry_type(tar::EntryType::Regular);
-        builder.append_data(&mut header, &rel, std::fs::File::open(&path)?)?;
-    }
-    builder.into_inner()
-}
-
-fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect(root, &path, out)?;
-        } else if path.is_file() {
-            let rel = path.strip_prefix(root).expect("under root");
-            out.push(
-                rel.components()
-                    .map(|c| c.as_os_str().to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("/"),
-            );
-        }
-    }
-    Ok(())
-}
-
-fn is_executable(meta: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o111 != 0
 }
 
 /// Lowercases and replaces anything outside `[a-z0-9._-]` with `-`, as Docker names require.
@@ -189,25 +377,5 @@ mod tests {
     fn sanitize_makes_docker_safe_names() {
         assert_eq!(sanitize("Hello World/Task_1"), "hello-world-task_1");
         assert_eq!(sanitize("-x-"), "x");
-    }
-
-    #[test]
-    fn build_context_ignores_mtimes() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").unwrap();
-        std::fs::create_dir(dir.path().join("sub")).unwrap();
-        std::fs::write(dir.path().join("sub/a.txt"), "a").unwrap();
-        let first = build_context(dir.path()).unwrap();
-        let file = std::fs::File::options()
-            .write(true)
-            .open(dir.path().join("sub/a.txt"))
-            .unwrap();
-        file.set_modified(
-            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(12345),
-        )
-        .unwrap();
-        assert_eq!(build_context(dir.path()).unwrap(), first);
-        std::fs::write(dir.path().join("sub/a.txt"), "b").unwrap();
-        assert_ne!(build_context(dir.path()).unwrap(), first);
     }
 }

@@ -1,26 +1,52 @@
 //! The Docker backend, through bollard: images, containers, exec, file transfer, reaping.
 //!
 //! Everything the runner asks of the engine lives here. [`DockerBackend`] implements the
-//! engine's `Backend`: one container per trial environment (sidecars are refused until
-//! compose environments land), driven through [`DockerSandbox`].
+//! engine's `Backend`: task images pulled or built once per job ([`ImageService`]), one
+//! container per trial environment (sidecars are refused until compose environments land),
+//! driven through [`DockerSandbox`].
 
 mod archive;
+mod auth;
+mod buildkit;
+mod buildkit_status;
 mod container;
+mod engine_http;
 mod environment;
 mod error;
 mod exec;
+mod facts;
 mod image;
+mod jail;
 mod labels;
+mod ledger;
+mod prune;
+mod pull;
+mod rate;
 mod reap;
+mod reference;
 mod sandbox;
 
 pub use container::{ContainerSpec, TrialContainer};
 pub use environment::DockerEnvironment;
 pub use error::DockerError;
-pub use image::{ensure_task_image, sanitize};
+pub use facts::{EngineFacts, free_bytes};
+pub use image::{
+    DEFAULT_MIN_FREE_DISK_MB, DEFAULT_PULLS_PER_MINUTE, ImagePolicy, ImageService, sanitize,
+};
 pub use labels::Owner;
+pub use ledger::{Ledger, LedgerEntry, LedgerOrigin, default_state_dir};
+pub use prune::{PruneItem, PruneReport, prune_images};
+pub use pull::{RetryPolicy, is_retryable};
 pub use reap::{reap_dead_owners, remove_job_containers};
+pub use reference::ImageRef;
 pub use sandbox::DockerSandbox;
+
+use std::sync::Arc;
+/// The verifier jail's helper, compiled into the tests so its pure parts are unit-tested.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../contain/main.rs"]
+mod contain_helper;
 
 use bollard::Docker;
 use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink};
@@ -54,17 +80,25 @@ impl DockerClient {
 }
 
 /// The engine's backend over one Docker engine, labelling what it creates with this process
-/// as owner so a later run can reap what a killed one left.
+/// as owner so a later run can reap what a killed one left. Clones share one
+/// [`ImageService`], so an image is pulled once however many tasks name it.
 #[derive(Clone)]
 pub struct DockerBackend {
     client: DockerClient,
     owner: Owner,
+    images: Arc<ImageService>,
 }
 
 impl DockerBackend {
-    /// A backend over `client`, owned by the current process.
+    /// A backend over `client`, owned by the current process, with the default image policy.
     pub fn new(client: DockerClient) -> Self {
+        Self::with_policy(client, ImagePolicy::default())
+    }
+
+    /// A backend whose pulls and builds follow `policy`.
+    pub fn with_policy(client: DockerClient, policy: ImagePolicy) -> Self {
         Self {
+            images: Arc::new(ImageService::new(client.clone(), policy)),
             client,
             owner: Owner::current(),
         }
@@ -85,7 +119,7 @@ impl Backend for DockerBackend {
         force_build: bool,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
-        Ok(ensure_task_image(&self.client, task, force_build, log).await?)
+        self.images.ensure(task, force_build, log).await
     }
 
     async fn start_environment(

@@ -8,23 +8,25 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tasks::records::{StorageEnforcement, TrialLimits, TruncatedOutput};
 use tasks::{ExceptionType, Sandbox, Task};
 
 /// Receives command output as it arrives: (`"stdout"`, `"stderr"` or `"runner"`, bytes).
 pub type OutputSink = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
 
 /// What the engine wants to see of every command a sandbox runs: its output (streamed into
-/// `trial.log`) and its wall time (to tell the runner's own overhead from time inside the
-/// environment).
+/// `trial.log`), its wall time (to tell the runner's own overhead from time inside the
+/// environment), and every file the backend cut at a cap on the way back to the host.
 #[derive(Clone)]
 pub struct ExecObserver {
     /// Where output goes.
     pub output: OutputSink,
     exec_nanos: Arc<AtomicU64>,
+    truncated: Arc<Mutex<Vec<TruncatedOutput>>>,
 }
 
 impl ExecObserver {
@@ -33,7 +35,23 @@ impl ExecObserver {
         Self {
             output,
             exec_nanos: Arc::new(AtomicU64::new(0)),
+            truncated: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Records that `path` (relative to the trial directory) was cut at `cap_bytes`.
+    pub fn record_truncation(&self, path: impl Into<String>, cap_bytes: u64) {
+        if let Ok(mut list) = self.truncated.lock() {
+            list.push(TruncatedOutput {
+                path: path.into(),
+                cap_bytes,
+            });
+        }
+    }
+
+    /// Every truncation recorded so far.
+    pub fn truncations(&self) -> Vec<TruncatedOutput> {
+        self.truncated.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// Adds one command's wall time.
@@ -53,8 +71,32 @@ impl ExecObserver {
 pub enum ImageOrigin {
     /// Built by this job.
     Built,
-    /// Found already present (a previous build of the same content, or a prebuilt image).
+    /// Pulled from a registry by this job.
+    Pulled,
+    /// Found already present (a previous build of the same content, or a prebuilt image
+    /// pulled or imported before the job).
     Reused,
+}
+
+impl ImageOrigin {
+    /// `built`, `pulled` or `reused`, as records and the live view say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageOrigin::Built => "built",
+            ImageOrigin::Pulled => "pulled",
+            ImageOrigin::Reused => "reused",
+        }
+    }
+
+    /// The same, as lock.json records it.
+    pub fn lock_origin(self) -> tasks::records::LockImageOrigin {
+        use tasks::records::LockImageOrigin as Lock;
+        match self {
+            ImageOrigin::Built => Lock::Built,
+            ImageOrigin::Pulled => Lock::Pulled,
+            ImageOrigin::Reused => Lock::Reused,
+        }
+    }
 }
 
 /// The image a task's trials run in.
@@ -64,9 +106,46 @@ pub struct ImageInfo {
     pub tag: String,
     /// The backend's immutable id for it (for Docker, `sha256:…`).
     pub id: String,
-    /// Whether this job built it.
+    /// Whether this job built it, pulled it, or found it.
     pub origin: ImageOrigin,
+    /// Registry digests of the image (`repository@sha256:…`); empty for local builds.
+    pub repo_digests: Vec<String>,
+    /// The engine that holds the image and its version (`docker 20.10.24`), when known.
+    pub engine_version: Option<String>,
+    /// The image's size in bytes, when the backend knows it.
+    pub size_bytes: Option<u64>,
 }
+
+impl ImageInfo {
+    /// An image known only by tag, id and origin (no digests, engine or size).
+    pub fn new(tag: impl Into<String>, id: impl Into<String>, origin: ImageOrigin) -> Self {
+        Self {
+            tag: tag.into(),
+            id: id.into(),
+            origin,
+            repo_digests: Vec::new(),
+            engine_version: None,
+            size_bytes: None,
+        }
+    }
+
+    /// The record lock.json keeps of it.
+    pub fn lock_image(&self) -> tasks::records::LockImage {
+        tasks::records::LockImage {
+            reference: self.tag.clone(),
+            id: self.id.clone(),
+            repo_digests: self.repo_digests.clone(),
+            origin: self.origin.lock_origin(),
+            engine_version: self.engine_version.clone(),
+        }
+    }
+}
+
+/// The stream name of image-preparation progress (`pulling x: 3/7 layers, 120/300 MB`): a
+/// backend writes such lines to the `log` of [`Backend::prepare_image`] on this stream, and the
+/// engine turns each into an `ImageProgress` event for the live view instead of logging it
+/// (the backend logs the outcome: what was pulled or built, how much, how long).
+pub const IMAGE_PROGRESS_STREAM: &str = "progress";
 
 /// Whether a service can reach networks beyond its own environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +191,8 @@ pub struct EnvironmentSpec {
     pub sidecars: Vec<ServiceSpec>,
     /// Sees every command the environment's sandboxes run.
     pub observer: ExecObserver,
+    /// The trial's limits: pids, memory and swap, storage, caps on downloads.
+    pub limits: TrialLimits,
 }
 
 /// What a backend failure was, so the engine can name it with Harbor's exception types.
@@ -123,6 +204,10 @@ pub enum BackendErrorKind {
     Build,
     /// An image is not available and cannot be obtained.
     ImageMissing,
+    /// A prebuilt image could not be pulled (after the backend's retries).
+    Pull,
+    /// Too little free disk space to build or pull.
+    DiskSpace,
     /// An environment could not be created or started.
     Start,
     /// The spec asks for something this backend does not do.
@@ -156,6 +241,8 @@ impl BackendError {
             BackendErrorKind::Build | BackendErrorKind::ImageMissing => {
                 ExceptionType::SandboxBuildFailedError
             }
+            BackendErrorKind::Pull => ExceptionType::ImagePullError,
+            BackendErrorKind::DiskSpace => ExceptionType::DiskSpaceError,
             BackendErrorKind::Unreachable
             | BackendErrorKind::Start
             | BackendErrorKind::Unsupported => ExceptionType::EnvironmentStartError,
@@ -170,9 +257,10 @@ pub trait Backend: Send + Sync + 'static {
     /// A started environment.
     type Environment: Environment;
 
-    /// Makes the image of `task` available: reuses it, builds it (always, with
-    /// `force_build`) or obtains the prebuilt one. Called once per task per job; build output
-    /// goes to `log`.
+    /// Makes the image of `task` available, by Harbor's precedence ([`crate::images::image_source`]):
+    /// the prebuilt `docker_image` (pulled when absent), or a build of `environment/` (reused
+    /// when the same content was built before, unless `force_build`). Called once per task per
+    /// job; build output goes to `log`, progress lines on [`IMAGE_PROGRESS_STREAM`].
     fn prepare_image(
         &self,
         task: &Task,
@@ -204,4 +292,10 @@ pub trait Environment: Send + Sync + 'static {
 
     /// Stops and removes every service; a missing service counts as removed.
     fn remove(self) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// How the environment enforces the task's `storage_mb` (when it sets one): by a quota of
+    /// the storage driver, or not at all, so the engine must watch the sandbox's `disk_usage`.
+    fn storage_enforcement(&self) -> StorageEnforcement {
+        StorageEnforcement::Watched
+    }
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 use tasks::ExceptionType;
 use tasks::records::TrialResult;
 
+use crate::backend::ImageInfo;
+
 /// A trial phase, for the live view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -61,10 +63,28 @@ pub enum Event {
         tag: String,
         /// The image id.
         id: String,
-        /// Built now (false: reused).
+        /// Built now (false: reused or pulled; see `image.origin`).
         built: bool,
         /// Seconds it took.
         seconds: f64,
+        /// The image in full: origin (built, pulled, reused), registry digests, engine.
+        image: ImageInfo,
+    },
+    /// Progress while a task's image is prepared (a pull's layers and bytes, a build's step);
+    /// `ImageReady` or `ImageFailed` ends it.
+    ImageProgress {
+        /// Task name.
+        task: String,
+        /// One line, e.g. `pulling 127.0.0.1:5000/x:1: 3/7 layers, 120.0/300.0 MB`.
+        line: String,
+    },
+    /// A task's image could not be prepared; every trial of the task fails with `message`.
+    ImageFailed {
+        /// Task name.
+        task: String,
+        /// The whole failure: what failed, the engine's answer and, for a build, the last
+        /// lines of its output.
+        message: String,
     },
     /// A trial finished for good; its result.json is written and durable.
     TrialFinished(Box<TrialResult>),

@@ -11,13 +11,17 @@
 pub mod backend;
 pub mod events;
 pub mod failure;
+pub mod images;
 pub mod job;
+pub mod limits;
 pub mod timeouts;
 pub mod trial;
 
 pub use backend::{
-    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver, ImageInfo,
-    ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
+    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver,
+    IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
 };
 pub use failure::TrialFailure;
+pub use images::{ImageSource, image_source};
+pub use limits::LimitSettings;
 pub use timeouts::PhaseTimeouts;

@@ -107,6 +107,7 @@ fn settings(dir: &Path, options: &Options) -> JobSettings {
         invocation: vec!["test".into()],
         working_dir: None,
         runner_commit: None,
+        limits: engine::LimitSettings::default(),
     }
 }
 

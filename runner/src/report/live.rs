@@ -22,6 +22,8 @@ struct Live {
     multi: MultiProgress,
     overall: ProgressBar,
     trials: BTreeMap<String, ProgressBar>,
+    /// One line per task whose image is being pulled or built.
+    images: BTreeMap<String, ProgressBar>,
 }
 
 impl Reporter {
@@ -44,6 +46,7 @@ impl Reporter {
                 multi,
                 overall,
                 trials: BTreeMap::new(),
+                images: BTreeMap::new(),
             }
         });
         Reporter {
@@ -93,16 +96,22 @@ impl Reporter {
             Event::ImageReady {
                 task,
                 tag,
-                built,
                 seconds,
+                image,
                 ..
             } => {
-                let how = if *built {
-                    format!("built in {seconds:.1}s")
-                } else {
-                    "reused".to_owned()
+                self.image_done(task);
+                let how = match image.origin {
+                    engine::ImageOrigin::Reused => "reused".to_owned(),
+                    origin => format!("{} in {seconds:.1}s", origin.as_str()),
                 };
                 self.note(&format!("image of {task}: {tag} ({how})"));
+            }
+            Event::ImageProgress { task, line } => self.image_progress(task, line),
+            Event::ImageFailed { task, message } => {
+                self.image_done(task);
+                // In full: for a build, its last lines say why.
+                self.note(&format!("image of {task} failed: {message}"));
             }
             Event::TrialFinished(result) => self.finished(result),
             Event::TrialRetrying {
@@ -131,6 +140,32 @@ impl Reporter {
         }
     }
 
+    /// A pull's or build's progress: a line of its own in the live view, gone when it ends.
+    /// Without a terminal, progress is left to `trial.log` (it would flood a CI log).
+    fn image_progress(&mut self, task: &str, line: &str) {
+        let Some(live) = &mut self.live else { return };
+        let bar = live.images.entry(task.to_owned()).or_insert_with(|| {
+            let bar = live.multi.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("  {spinner} image of {prefix}: {msg}")
+                    .expect("static template"),
+            );
+            bar.set_prefix(task.to_owned());
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar
+        });
+        bar.set_message(line.to_owned());
+    }
+
+    fn image_done(&mut self, task: &str) {
+        if let Some(live) = &mut self.live
+            && let Some(bar) = live.images.remove(task)
+        {
+            bar.finish_and_clear();
+            live.multi.remove(&bar);
+        }
+    }
+
     fn finished(&mut self, result: &TrialResult) {
         self.done += 1;
         self.reward_sum += result.reward().unwrap_or(0.0);
@@ -154,7 +189,7 @@ impl Reporter {
     pub fn finish(&mut self) {
         if let Some(live) = self.live.take() {
             live.overall.finish_and_clear();
-            for bar in live.trials.values() {
+            for bar in live.trials.values().chain(live.images.values()) {
                 bar.finish_and_clear();
             }
         }

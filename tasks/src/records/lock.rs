@@ -1,4 +1,5 @@
-//! `<job>/lock.json`: the resolved inputs of a job (Harbor's `JobLock`, plus image ids).
+//! `<job>/lock.json`: the resolved inputs of a job (Harbor's `JobLock`, plus the exact image
+//! every task ran on: reference, id, registry digests, how it was obtained, and the engine).
 
 use std::collections::BTreeMap;
 
@@ -42,6 +43,43 @@ pub struct LockTask {
     /// Runner-only: the image tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_tag: Option<String>,
+    /// Runner-only: the image in full (reference, digests, origin, engine), so a run can be
+    /// reproduced on the same image and a submission checked for trials on different images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<LockImage>,
+}
+
+/// How a task's image came to be available to the job.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LockImageOrigin {
+    /// Built by this job from `environment/Dockerfile`.
+    Built,
+    /// Pulled from a registry by this job.
+    Pulled,
+    /// Already present in the engine: an earlier build of the same content, or a prebuilt
+    /// image pulled or imported before the job.
+    Reused,
+}
+
+/// Runner-only: the image one task's trials ran on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LockImage {
+    /// The reference trials started from: the task's `docker_image`, or the content-addressed
+    /// tag runner built.
+    pub reference: String,
+    /// The engine's image id (`sha256:…`, the digest of the image config): the same image has
+    /// the same id wherever it was pulled; a local build has an id of its own.
+    pub id: String,
+    /// The engine's `RepoDigests` (`repository@sha256:…`, the manifest digests registries
+    /// serve); empty for an image that was only built locally.
+    #[serde(default)]
+    pub repo_digests: Vec<String>,
+    /// Whether this job pulled, built or reused it.
+    pub origin: LockImageOrigin,
+    /// The container engine and its version (`docker 20.10.24`), when the engine told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
 }
 
 /// One trial as locked.
@@ -105,4 +143,83 @@ pub struct JobLock {
     pub images: BTreeMap<String, String>,
     /// Runner-only: credentials were allowed into containers (not publishable).
     pub allow_container_secrets: bool,
+}
+
+impl JobLock {
+    /// Records the image `task`'s trials run on: in [`JobLock::images`] and in every trial of
+    /// the task (`image_id`, `image_tag` and the full [`LockImage`]).
+    pub fn record_image(&mut self, task: &str, image: &LockImage) {
+        self.images.insert(task.to_owned(), image.id.clone());
+        for trial in self.trials.iter_mut().filter(|t| t.task.name == task) {
+            trial.task.image_id = Some(image.id.clone());
+            trial.task.image_tag = Some(image.reference.clone());
+            trial.task.image = Some(image.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock_with(tasks: &[&str]) -> JobLock {
+        let trial = |name: &str| LockTrial {
+            trial_name: format!("{name}__x"),
+            task: LockTask {
+                name: name.into(),
+                ..LockTask::default()
+            },
+            multipliers: Multipliers::default(),
+            agent: AgentConfig::default(),
+            environment: EnvironmentConfig::default(),
+            verifier: VerifierConfig::default(),
+        };
+        JobLock {
+            schema_version: 1,
+            created_at: Utc::now(),
+            harbor: RunnerInfo::default(),
+            runner: RunnerInfo::default(),
+            invocation: Vec::new(),
+            working_dir: None,
+            n_concurrent_trials: 1,
+            retry: RetryConfig::default(),
+            trials: tasks.iter().map(|t| trial(t)).collect(),
+            dataset_digest: None,
+            images: BTreeMap::new(),
+            allow_container_secrets: false,
+        }
+    }
+
+    #[test]
+    fn an_image_is_recorded_for_every_trial_of_its_task_only() {
+        let mut lock = lock_with(&["a", "b", "a"]);
+        let image = LockImage {
+            reference: "127.0.0.1:5000/a:1".into(),
+            id: "sha256:aa".into(),
+            repo_digests: vec!["127.0.0.1:5000/a@sha256:bb".into()],
+            origin: LockImageOrigin::Pulled,
+            engine_version: Some("docker 20.10.24".into()),
+        };
+        lock.record_image("a", &image);
+        assert_eq!(lock.images["a"], "sha256:aa");
+        let of = |i: usize| lock.trials[i].task.image.clone();
+        assert_eq!(of(0), Some(image.clone()));
+        assert_eq!(of(2), Some(image));
+        assert_eq!(of(1), None);
+        let json = serde_json::to_value(&lock).unwrap();
+        let recorded = &json["trials"][0]["task"]["image"];
+        assert_eq!(recorded["origin"], "pulled");
+        assert_eq!(recorded["repo_digests"][0], "127.0.0.1:5000/a@sha256:bb");
+        assert_eq!(json["trials"][1]["task"].get("image"), None);
+    }
+
+    #[test]
+    fn a_lock_without_image_details_still_reads() {
+        let task: LockTask = serde_json::from_str(
+            r#"{"name":"a","type":"local","digest":"sha256:0","source":null,"path":null,"image_id":"sha256:1"}"#,
+        )
+        .unwrap();
+        assert_eq!(task.image, None);
+        assert_eq!(task.image_id.as_deref(), Some("sha256:1"));
+    }
 }

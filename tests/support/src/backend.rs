@@ -101,11 +101,11 @@ impl Backend for FakeBackend {
             return Err(fault);
         }
         log("build", format!("fake build of {}\n", task.name).as_bytes());
-        Ok(ImageInfo {
-            tag: format!("fake/{}:latest", task.short_name()),
-            id: "sha256:fake".into(),
-            origin: ImageOrigin::Built,
-        })
+        Ok(ImageInfo::new(
+            format!("fake/{}:latest", task.short_name()),
+            "sha256:fake",
+            ImageOrigin::Built,
+        ))
     }
 
     async fn start_environment(

@@ -45,6 +45,7 @@ pub fn trial_result(
         artifacts: Vec::new(),
         extra_instruction_paths: Vec::new(),
         job_id: "job".into(),
+        limits: None,
         identity: None,
     };
     let exception_info = exception.map(|name| ExceptionInfo {
@@ -85,6 +86,9 @@ pub fn trial_result(
         agent_execution: None,
         verifier: None,
         step_results: None,
+        agent_leftover_processes: Vec::new(),
+        verifier_isolation: None,
+        truncated_outputs: Vec::new(),
         outcome: Some(outcome),
         attempts: Some(1),
         pauses: Vec::new(),

@@ -83,9 +83,20 @@ fn key_input(task_digest: &str, config: &TrialConfig, identity: &TrialIdentity) 
         "environment": environment_without_force_build(config),
         "verifier": config.verifier,
         "multipliers": config.multipliers,
+        "limits": limits_without_enforcement(config),
         "task_env": identity.task_env,
         "index": identity.index,
     })
+}
+
+/// The trial's limits without how `storage_mb` is enforced (the backend learns that while the
+/// trial starts; the limit itself is what defines the trial).
+fn limits_without_enforcement(config: &TrialConfig) -> Value {
+    let mut limits = value(&config.limits);
+    if let Some(map) = limits.as_object_mut() {
+        map.remove("storage_enforcement");
+    }
+    limits
 }
 
 fn environment_without_force_build(config: &TrialConfig) -> Value {

@@ -80,11 +80,16 @@ fn describe(event: &Event) -> Option<String> {
             task,
             tag,
             id,
-            built,
             seconds,
-        } => {
-            let how = if *built { "built" } else { "ready (reused)" };
-            format!("image of {task}: {tag} ({id}) {how} in {seconds:.1}s")
+            image,
+            ..
+        } => format!(
+            "image of {task}: {tag} ({id}) {} in {seconds:.1}s",
+            image.origin.as_str()
+        ),
+        Event::ImageProgress { .. } => return None,
+        Event::ImageFailed { task, message } => {
+            format!("error: the image of {task} could not be prepared: {message}")
         }
         Event::TrialRetrying {
             trial,

@@ -119,6 +119,7 @@ pub async fn run_job<B: Backend>(
         job_dir: job_dir.clone(),
         multipliers: settings.multipliers,
         force_build: settings.force_build,
+        limits: settings.limits.clone(),
         images: image_cache(plan.trials.iter().map(|t| t.task.as_ref())),
         events: events.clone(),
         cancel: cancel.clone(),
@@ -158,6 +159,8 @@ pub async fn run_job<B: Backend>(
             let semaphore = Arc::new(Semaphore::new(n_concurrent));
             let mut running = JoinSet::new();
             let mut overheads = Vec::new();
+            // Pulls later tasks' prebuilt images while early trials run; aborted when dropped.
+            let _prefetch = crate::images::prefetch_images(&ctx, &plan.trials);
             for trial in plan.trials {
                 // Acquired before spawning, so trials start in plan order (attempt by attempt,
                 // as in Harbor), not in the order the runtime polls them.

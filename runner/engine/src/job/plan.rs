@@ -50,6 +50,8 @@ pub struct JobSettings {
     pub working_dir: Option<String>,
     /// The git commit the runner binary was built from, when its build recorded one.
     pub runner_commit: Option<String>,
+    /// Limits every trial runs under (pids, caps on downloads and trial.log).
+    pub limits: crate::limits::LimitSettings,
 }
 
 /// A planned job.
@@ -140,6 +142,9 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                 artifacts: Vec::new(),
                 extra_instruction_paths: Vec::new(),
                 job_id: job_id.clone(),
+                // Resolved here so the identity covers them; the trial resolves them again
+                // (the same pure rule) and records how storage is enforced.
+                limits: Some(settings.limits.resolve(&task.config)),
                 identity: None,
             };
             let identity =
@@ -188,6 +193,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                     path: Some(t.task.dir.display().to_string()),
                     image_id: None,
                     image_tag: None,
+                    image: None,
                 };
                 LockTrial::new(&t.config, task)
             })

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use tasks::TrialOutcome;
 use tasks::atomic::write_json_atomic;
-use tasks::records::{Coverage, JobLock, JobResult, TrialResult};
+use tasks::records::{Coverage, JobLock, JobResult, LockTrial, TrialResult};
 
 use super::log::JobLog;
 use super::stats::job_stats;
+use crate::backend::ImageInfo;
 use crate::events::Event;
 
 /// Keeps the job's records current on disk.
@@ -22,8 +23,8 @@ pub struct JobRecorder {
     finished: Vec<TrialResult>,
     running: u32,
     log: JobLog,
-    /// Trial names run in this session (their lock entries get this session's image ids).
-    this_session: std::collections::HashSet<String>,
+    /// Trials a resume found complete (their lock entries keep the image they ran in).
+    done_before: std::collections::HashSet<String>,
 }
 
 impl JobRecorder {
@@ -48,6 +49,7 @@ impl JobRecorder {
             stats: Default::default(),
             coverage: None,
         };
+        let done_before = done.iter().map(|r| r.trial_name.clone()).collect();
         JobRecorder {
             dir,
             result,
@@ -55,7 +57,7 @@ impl JobRecorder {
             finished: done,
             running: 0,
             log,
-            this_session: Default::default(),
+            done_before,
         }
     }
 
@@ -63,17 +65,18 @@ impl JobRecorder {
     pub fn record(&mut self, event: &Event) -> std::io::Result<()> {
         self.log.event(event);
         match event {
-            Event::TrialStarted { trial, .. } => {
-                self.this_session.insert(trial.clone());
-                self.trial_started()
-            }
+            Event::TrialStarted { .. } => self.trial_started(),
             Event::TrialFinished(result) => self.trial_finished((**result).clone()),
             Event::TrialRetrying { .. } => {
                 self.running = self.running.saturating_sub(1);
                 self.write_result()
             }
-            Event::ImageReady { task, tag, id, .. } => self.image_ready(task, tag, id),
-            Event::Phase { .. } | Event::Paused { .. } | Event::Warning(_) => Ok(()),
+            Event::ImageReady { task, image, .. } => self.image_ready(task, image),
+            Event::Phase { .. }
+            | Event::ImageProgress { .. }
+            | Event::ImageFailed { .. }
+            | Event::Paused { .. }
+            | Event::Warning(_) => Ok(()),
         }
     }
 
@@ -90,24 +93,20 @@ impl JobRecorder {
         self.write_result()
     }
 
-    /// An image is ready: record its id and tag for the task's trials of this session (trials
-    /// a resume found complete keep the image they ran in).
-    pub fn image_ready(&mut self, task: &str, tag: &str, id: &str) -> std::io::Result<()> {
-        self.lock.images.insert(task.to_owned(), id.to_owned());
-        let done: std::collections::HashSet<&str> = self
-            .finished
-            .iter()
-            .filter(|r| !self.this_session.contains(&r.trial_name))
-            .map(|r| r.trial_name.as_str())
-            .collect();
-        for trial in self
+    /// An image is ready: record it (reference, id, digests, origin) for the task's trials,
+    /// except those a resume found complete, which keep the image they ran in.
+    pub fn image_ready(&mut self, task: &str, image: &ImageInfo) -> std::io::Result<()> {
+        let kept: Vec<(usize, LockTrial)> = self
             .lock
             .trials
-            .iter_mut()
-            .filter(|t| t.task.name == task && !done.contains(t.trial_name.as_str()))
-        {
-            trial.task.image_id = Some(id.to_owned());
-            trial.task.image_tag = Some(tag.to_owned());
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.task.name == task && self.done_before.contains(&t.trial_name))
+            .map(|(i, t)| (i, t.clone()))
+            .collect();
+        self.lock.record_image(task, &image.lock_image());
+        for (i, trial) in kept {
+            self.lock.trials[i] = trial;
         }
         self.write_lock()
     }

@@ -8,7 +8,7 @@ use tasks::{ExceptionType, Task};
 use tokio::sync::OnceCell;
 
 use super::JobContext;
-use crate::backend::{Backend, ImageInfo, ImageOrigin, OutputSink};
+use crate::backend::{Backend, IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, OutputSink};
 use crate::events::Event;
 use crate::failure::TrialFailure;
 
@@ -50,9 +50,10 @@ pub fn image_cache<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> ImageCache 
     }
 }
 
-/// The image of `task`, prepared under `deadline` by the first trial that asks; build output
-/// goes to that trial's log.
-pub(super) async fn image_for<B: Backend>(
+/// The image of `task`, prepared under `deadline` by the first caller (a trial, or the
+/// prefetch); build output goes to that caller's `log`, progress lines also to the live view.
+/// Every caller logs which image it got.
+pub(crate) async fn image_for<B: Backend>(
     ctx: &JobContext<B>,
     task: &Task,
     deadline: Duration,
@@ -64,36 +65,93 @@ pub(super) async fn image_for<B: Backend>(
             format!("task {} was not planned with an image", task.name),
         ));
     };
-    cell.get_or_init(|| async {
-        let started = Instant::now();
-        let prepared = tokio::time::timeout(
-            deadline,
-            ctx.backend.prepare_image(task, ctx.force_build, log),
-        )
-        .await;
-        let outcome = match prepared {
-            Ok(Ok(info)) => Ok(info),
-            Ok(Err(e)) => Err(TrialFailure::from(e)),
-            Err(_) => Err(TrialFailure::new(
-                ExceptionType::EnvironmentStartTimeoutError,
-                format!(
-                    "building the image of task {} timed out after {} seconds",
-                    task.name,
-                    deadline.as_secs_f64()
-                ),
-            )),
-        };
-        if let Ok(info) = &outcome {
+    let outcome = cell
+        .get_or_init(|| prepare(ctx, task, deadline, log))
+        .await
+        .clone();
+    match &outcome {
+        Ok(info) => log(
+            "runner",
+            format!(
+                "image {} ({}, {}{})\n",
+                info.tag,
+                info.origin.as_str(),
+                info.id,
+                info.repo_digests
+                    .iter()
+                    .map(|d| format!(", {d}"))
+                    .collect::<String>()
+            )
+            .as_bytes(),
+        ),
+        Err(failure) => log(
+            "runner",
+            format!("image of task {}: {}\n", task.name, failure.message).as_bytes(),
+        ),
+    }
+    outcome
+}
+
+/// Prepares the image once: progress lines become events (the live view), the rest goes to
+/// `log`.
+async fn prepare<B: Backend>(
+    ctx: &JobContext<B>,
+    task: &Task,
+    deadline: Duration,
+    log: &OutputSink,
+) -> Result<ImageInfo, TrialFailure> {
+    let sink: OutputSink = {
+        let log = log.clone();
+        let events = ctx.events.clone();
+        let task = task.name.clone();
+        Arc::new(move |stream, bytes| {
+            if stream != IMAGE_PROGRESS_STREAM {
+                return log(stream, bytes);
+            }
+            // Progress is for the live view; trial.log gets the outcome lines instead.
+            let text = String::from_utf8_lossy(bytes);
+            if let Some(line) = text.lines().rfind(|l| !l.trim().is_empty()) {
+                // The receiver is gone only when the job is over.
+                let _ = events.send(Event::ImageProgress {
+                    task: task.clone(),
+                    line: line.trim().to_owned(),
+                });
+            }
+        })
+    };
+    let started = Instant::now();
+    let prepared = tokio::time::timeout(
+        deadline,
+        ctx.backend.prepare_image(task, ctx.force_build, &sink),
+    )
+    .await;
+    let outcome = match prepared {
+        Ok(Ok(info)) => Ok(info),
+        Ok(Err(e)) => Err(TrialFailure::from(e)),
+        Err(_) => Err(TrialFailure::new(
+            ExceptionType::EnvironmentStartTimeoutError,
+            format!(
+                "preparing the image of task {} (build or pull) timed out after {} seconds",
+                task.name,
+                deadline.as_secs_f64()
+            ),
+        )),
+    };
+    match &outcome {
+        Ok(info) => {
             ctx.emit(Event::ImageReady {
                 task: task.name.clone(),
                 tag: info.tag.clone(),
                 id: info.id.clone(),
                 built: info.origin == ImageOrigin::Built,
                 seconds: started.elapsed().as_secs_f64(),
+                image: info.clone(),
             });
         }
-        outcome
-    })
-    .await
-    .clone()
+        Err(failure) => ctx.emit(Event::ImageFailed {
+            task: task.name.clone(),
+            message: failure.message.clone(),
+        }),
+    }
+    outcome
 }

@@ -11,6 +11,7 @@ pub mod image;
 mod log;
 mod naming;
 mod record;
+mod storage;
 mod verification;
 pub mod watchdog;
 
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use adapter::AnyAgent;
 use chrono::Utc;
 use futures_util::FutureExt;
-use tasks::records::{TrialConfig, TrialIdentity, TrialResult};
+use tasks::records::{TrialConfig, TrialIdentity, TrialLimits, TrialResult};
 use tasks::{Multipliers, Task};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -37,8 +38,12 @@ use crate::backend::{Backend, Environment, ExecObserver, OutputSink};
 use crate::events::{Event, Phase};
 use crate::failure::TrialFailure;
 use crate::job::PauseMonitor;
+use crate::limits::LimitSettings;
 use crate::timeouts::PhaseTimeouts;
 use watchdog::PhaseClock;
+
+/// The longest teardown may take; past it the job's sweep (by label) removes what is left.
+const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What every trial of a job shares.
 pub struct JobContext<B: Backend> {
@@ -54,6 +59,8 @@ pub struct JobContext<B: Backend> {
     pub multipliers: Multipliers,
     /// Rebuild images even when one of the same content exists.
     pub force_build: bool,
+    /// Limits every trial runs under.
+    pub limits: LimitSettings,
     /// Images per task, prepared once by the first trial that needs one.
     pub images: ImageCache,
     /// Progress, for the recorder and the reporter.
@@ -153,21 +160,24 @@ pub struct Trial<B: Backend> {
     observer: ExecObserver,
     image_wait: Duration,
     clock: Arc<PhaseClock>,
+    limits: TrialLimits,
 }
 
 impl<B: Backend> Trial<B> {
     /// Creates the trial directory (durably: the job dir's entry is fsynced), writes
-    /// `config.json` and starts `trial.log`.
-    fn open(ctx: Arc<JobContext<B>>, plan: TrialPlan, attempt: u32) -> Self {
+    /// `config.json` with the trial's limits and starts `trial.log`.
+    fn open(ctx: Arc<JobContext<B>>, mut plan: TrialPlan, attempt: u32) -> Self {
         let name = plan.config.trial_name.clone();
         let dir = ctx.job_dir.join(&name);
+        let limits = ctx.limits.resolve(&plan.task.config);
+        plan.config.limits = Some(limits.clone());
         let config_written =
             tasks::atomic::write_json_atomic(&dir.join("config.json"), &plan.config);
         for sub in ["agent", "verifier", "artifacts"] {
             let _ = std::fs::create_dir_all(dir.join(sub));
         }
         let _ = tasks::atomic::sync_dir(&ctx.job_dir);
-        let log = TrialLog::open(&dir.join("trial.log"));
+        let log = TrialLog::open(&dir.join("trial.log"), limits.trial_log_cap_bytes);
         if let Err(e) = config_written {
             log.line(&format!("cannot write config.json: {e}"));
         }
@@ -183,6 +193,16 @@ impl<B: Backend> Trial<B> {
             plan.task.name, plan.task.digest, plan.identity.key
         ));
         log.line(&format!("timeouts: {timeouts}"));
+        log.line(&format!(
+            "limits: pids {}, memory {} MB (swap included), storage {}, downloads {} MB, trial.log {} MB",
+            limits.pids_limit,
+            limits.memory_mb,
+            limits
+                .storage_mb
+                .map_or("unlimited".to_owned(), |mb| format!("{mb} MB")),
+            limits.download_cap_bytes >> 20,
+            limits.trial_log_cap_bytes >> 20
+        ));
         let sink_log = log.clone();
         let output: OutputSink = Arc::new(move |stream, bytes| sink_log.output(stream, bytes));
         Self {
@@ -196,17 +216,42 @@ impl<B: Backend> Trial<B> {
             observer: ExecObserver::new(output),
             image_wait: Duration::ZERO,
             clock: Arc::new(PhaseClock::new()),
+            limits,
         }
     }
 
     /// The phases in order; a non-fatal agent failure is recorded and verification still runs.
     async fn phases(&mut self) -> Result<(), TrialFailure> {
         self.environment().await?;
-        self.agent_setup().await?;
-        self.agent_run().await?;
-        self.verification().await?;
+        let watch = self.storage_watch();
+        watch.guard(self.agent_setup()).await?;
+        watch.guard(self.agent_run()).await?;
+        watch.guard(self.verification()).await?;
         self.collection().await;
         Ok(())
+    }
+
+    /// A watch of `storage_mb` when the environment does not enforce it itself.
+    fn storage_watch(&self) -> storage::StorageWatch<<B::Environment as Environment>::Sandbox> {
+        use tasks::records::StorageEnforcement;
+        let watched = self.limits.storage_enforcement == StorageEnforcement::Watched;
+        storage::StorageWatch::new(
+            self.sandbox().ok().filter(|_| watched),
+            self.limits.storage_mb,
+            self.ctx.limits.storage_check_interval,
+            self.log.clone(),
+        )
+    }
+
+    /// Records how the started environment enforces `storage_mb`, in config.json and the result.
+    fn record_storage_enforcement(&mut self, enforcement: tasks::records::StorageEnforcement) {
+        if self.limits.storage_mb.is_none() || self.limits.storage_enforcement == enforcement {
+            return;
+        }
+        self.limits.storage_enforcement = enforcement;
+        self.plan.config.limits = Some(self.limits.clone());
+        self.result.config.limits = Some(self.limits.clone());
+        write_config(&self.dir, &self.plan.config, &self.log);
     }
 
     fn name(&self) -> &str {
@@ -276,16 +321,15 @@ impl<B: Backend> Trial<B> {
         self.enter(Phase::Teardown);
         if let Some(environment) = self.environment.take() {
             let what = environment.describe();
-            let grace = self.ctx.watchdog_grace;
-            match tokio::time::timeout(grace, environment.remove()).await {
+            match tokio::time::timeout(TEARDOWN_TIMEOUT, environment.remove()).await {
                 Ok(Ok(())) => self.log.line(&format!("removed {what}")),
                 Ok(Err(e)) => self.log.line(&format!(
                     "removing {what} failed: {e}; the job's sweep or the next run reaps it"
                 )),
                 Err(_) => {
                     let text = format!(
-                        "removing {what} did not finish within {:.0}s; the job's sweep or the next run reaps it",
-                        grace.as_secs_f64()
+                        "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
+                        TEARDOWN_TIMEOUT.as_secs()
                     );
                     self.log.line(&text);
                     self.ctx
@@ -300,6 +344,15 @@ impl<B: Backend> Trial<B> {
     /// records the outcome and reports the trial's overhead.
     fn finish(mut self, started: Instant) -> FinishedTrial {
         record::close_open_timings(&mut self.result);
+        self.result.truncated_outputs = self.observer.truncations();
+        if self.log.is_truncated() {
+            self.result
+                .truncated_outputs
+                .push(tasks::records::TruncatedOutput {
+                    path: "trial.log".into(),
+                    cap_bytes: self.log.cap(),
+                });
+        }
         self.result.finished_at = Some(Utc::now());
         if let Some(pause) = self.ctx.pauses.observe() {
             self.ctx.emit(Event::Paused {
@@ -331,5 +384,12 @@ impl<B: Backend> Trial<B> {
             wall,
             in_container,
         }
+    }
+}
+
+/// Writes `config.json`; a failure is logged (the result still carries the config).
+fn write_config(dir: &std::path::Path, config: &TrialConfig, log: &TrialLog) {
+    if let Err(e) = tasks::atomic::write_json_atomic(&dir.join("config.json"), config) {
+        log.line(&format!("cannot write config.json: {e}"));
     }
 }

@@ -1,0 +1,137 @@
+//! `runner images prune`: removes the images runner built or pulled that no job used within
+//! a number of days. Runner's images are the ledger's entries and, for builds by runners that
+//! kept no ledger, images labelled `runner.managed` (judged by their creation time). Images
+//! the user pulled or built are never candidates; an image a container still uses is kept.
+
+use std::collections::HashMap;
+
+use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
+use chrono::{DateTime, Utc};
+
+use super::image::inspect;
+use super::labels::MANAGED;
+use super::ledger::{Ledger, LedgerOrigin};
+use super::{DockerClient, DockerError};
+
+/// One image prune looked at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PruneItem {
+    /// The reference (tag) removed or kept.
+    pub reference: String,
+    /// `built`, `pulled` or `built (label)` for a labelled image outside the ledger.
+    pub origin: String,
+    /// When a job last used it (the creation time for a labelled image outside the ledger).
+    pub last_used_at: DateTime<Utc>,
+    /// Its size in bytes, when the engine still had it.
+    pub size_bytes: Option<u64>,
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PruneReport {
+    /// Removed (or, in a dry run, that would be removed).
+    pub removed: Vec<PruneItem>,
+    /// Kept because the engine refused to remove them, with its answer (e.g. in use).
+    pub kept: Vec<(PruneItem, String)>,
+    /// Ledger entries whose image was already gone (dropped from the ledger).
+    pub gone: Vec<String>,
+}
+
+/// Removes runner's images unused since `cutoff`; with `dry_run`, only reports them.
+pub async fn prune_images(
+    client: &DockerClient,
+    ledger: &Ledger,
+    cutoff: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<PruneReport, DockerError> {
+    let io = |source| DockerError::Io {
+        operation: format!("reading the image ledger {}", ledger.path().display()),
+        source,
+    };
+    let recorded = ledger.read().map_err(io)?;
+    let mut candidates: Vec<PruneItem> = recorded
+        .images
+        .iter()
+        .filter(|(_, e)| e.last_used_at < cutoff)
+        .map(|(reference, e)| PruneItem {
+            reference: reference.clone(),
+            origin: match e.origin {
+                LedgerOrigin::Built => "built".into(),
+                LedgerOrigin::Pulled => "pulled".into(),
+            },
+            last_used_at: e.last_used_at,
+            size_bytes: None,
+        })
+        .collect();
+    let labelled = client
+        .api()
+        .list_images(Some(
+            ListImagesOptionsBuilder::default()
+                .filters(&HashMap::from([("label", vec![format!("{MANAGED}=1")])]))
+                .build(),
+        ))
+        .await
+        .map_err(|e| DockerError::api("listing runner's labelled images", e))?;
+    for image in labelled {
+        let created = DateTime::from_timestamp(image.created, 0).unwrap_or_default();
+        for tag in image.repo_tags {
+            if !recorded.images.contains_key(&tag) && created < cutoff && tag != "<none>:<none>" {
+                candidates.push(PruneItem {
+                    reference: tag,
+                    origin: "built (label)".into(),
+                    last_used_at: created,
+                    size_bytes: None,
+                });
+            }
+        }
+    }
+    let mut report = PruneReport::default();
+    for mut item in candidates {
+        let Some(found) = inspect(client, &item.reference).await? else {
+            report.gone.push(item.reference);
+            continue;
+        };
+        item.size_bytes = found.size.and_then(|s| u64::try_from(s).ok());
+        if dry_run {
+            report.removed.push(item);
+            continue;
+        }
+        // Without force: an image a container uses is refused (409) and kept.
+        let options = RemoveImageOptionsBuilder::default().force(false).build();
+        match client
+            .api()
+            .remove_image(&item.reference, Some(options), None)
+            .await
+        {
+            Ok(_) => report.removed.push(item),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => report.gone.push(item.reference),
+            Err(bollard::errors::Error::DockerResponseServerError { message, .. }) => {
+                report.kept.push((item, message))
+            }
+            Err(e) => {
+                return Err(DockerError::api(
+                    format!("removing image {}", item.reference),
+                    e,
+                ));
+            }
+        }
+    }
+    if !dry_run {
+        let forget: Vec<String> = report
+            .removed
+            .iter()
+            .map(|i| i.reference.clone())
+            .chain(report.gone.iter().cloned())
+            .collect();
+        ledger
+            .update(|file| {
+                for reference in &forget {
+                    file.images.remove(reference);
+                }
+            })
+            .map_err(io)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,127 @@
+//! Which image a task runs in, by Harbor's rule, and the prefetch that pulls the prebuilt
+//! images of later tasks while early trials run.
+//!
+//! Harbor (`should_use_prebuilt_docker_image` in `environments/definition.py`): a task that
+//! names a `docker_image` runs that image unless `--force-build` is given; with
+//! `--force-build` it is built from `environment/Dockerfile` when there is one, and still runs
+//! the prebuilt image when there is not. A task without `docker_image` is always built.
+//!
+//! Pull time counts against the environment deadline, as in Harbor: Harbor pulls inside
+//! `environment.start()` (`docker compose up`), which the trial bounds by
+//! `build_timeout_sec × environment_build_timeout_multiplier` and reports as
+//! `EnvironmentStartTimeoutError`. The engine bounds the preparation of the shared image by the
+//! same deadline (see `trial/image.rs`), whether a trial or the prefetch started it.
+
+use std::sync::Arc;
+
+use tasks::Task;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::backend::{Backend, OutputSink};
+use crate::timeouts::PhaseTimeouts;
+use crate::trial::{JobContext, TrialPlan, image::image_for};
+
+/// Where a task's image comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageSource {
+    /// The task's prebuilt `docker_image`, pulled when the engine does not have it.
+    Prebuilt(String),
+    /// A build of `environment/Dockerfile`.
+    Build,
+}
+
+/// Harbor's precedence between a task's `docker_image` and its Dockerfile.
+pub fn image_source(task: &Task, force_build: bool) -> ImageSource {
+    match &task.config.environment.docker_image {
+        Some(image)
+            if !image.trim().is_empty()
+                && (!force_build || !task.environment_dir().join("Dockerfile").is_file()) =>
+        {
+            ImageSource::Prebuilt(image.trim().to_owned())
+        }
+        _ => ImageSource::Build,
+    }
+}
+
+/// How many images the prefetch prepares at once: pulls are bound by the network and the
+/// registry, and the trials that are already running must keep theirs.
+pub const PREFETCH_CONCURRENCY: usize = 2;
+
+/// Starts preparing, in plan order and at most [`PREFETCH_CONCURRENCY`] at a time, the
+/// prebuilt images of the planned tasks, so later tasks find their image pulled when their
+/// first trial starts. Builds are left to the first trial that needs them (so their output
+/// lands in that trial's log). Each image goes through the job's shared image cell, so a
+/// trial that asks for an image the prefetch is pulling waits for the same pull, and the pull
+/// is bounded by the task's environment deadline as if that trial had started it. The
+/// prefetch stops when the job is cancelled; dropping the returned set aborts it.
+pub fn prefetch_images<B: Backend>(ctx: &Arc<JobContext<B>>, trials: &[TrialPlan]) -> JoinSet<()> {
+    let mut seen = std::collections::HashSet::new();
+    let tasks: Vec<Arc<Task>> = trials
+        .iter()
+        .filter(|t| seen.insert(t.task.name.clone()))
+        .filter(|t| {
+            matches!(
+                image_source(&t.task, ctx.force_build),
+                ImageSource::Prebuilt(_)
+            )
+        })
+        .map(|t| t.task.clone())
+        .collect();
+    let mut set = JoinSet::new();
+    let slots = Arc::new(Semaphore::new(PREFETCH_CONCURRENCY));
+    for task in tasks {
+        let ctx = ctx.clone();
+        let slots = slots.clone();
+        set.spawn(async move {
+            let permit = tokio::select! {
+                permit = slots.acquire_owned() => permit.expect("never closed"),
+                _ = ctx.cancel.cancelled() => return,
+            };
+            let _permit = permit;
+            let deadline = PhaseTimeouts::resolve(&task.config, &ctx.multipliers).environment_build;
+            // Output goes to the live view (progress) and to the job's events; the trials of
+            // the task log the outcome when they pick the image up.
+            let quiet: OutputSink = Arc::new(|_, _| {});
+            tokio::select! {
+                _ = image_for(&ctx, &task, deadline, &quiet) => {}
+                _ = ctx.cancel.cancelled() => {}
+            }
+        });
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(docker_image: Option<&str>, dockerfile: bool) -> (tempfile::TempDir, Task) {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = docker_image
+            .map(|image| format!("[environment]\ndocker_image = \"{image}\""))
+            .unwrap_or_default();
+        let task = testkit::TaskFixture::new("t/x")
+            .toml(&toml)
+            .write(dir.path());
+        if !dockerfile {
+            std::fs::remove_file(dir.path().join("environment/Dockerfile")).unwrap();
+        }
+        (dir, task)
+    }
+
+    /// Harbor's `test_should_use_prebuilt_docker_image` cases.
+    #[test]
+    fn harbor_precedence_between_docker_image_and_dockerfile() {
+        let prebuilt = ImageSource::Prebuilt("img:1".into());
+        let (_d, both) = task(Some("img:1"), true);
+        assert_eq!(image_source(&both, false), prebuilt);
+        assert_eq!(image_source(&both, true), ImageSource::Build);
+        let (_d, image_only) = task(Some("img:1"), false);
+        assert_eq!(image_source(&image_only, false), prebuilt);
+        assert_eq!(image_source(&image_only, true), prebuilt);
+        let (_d, dockerfile_only) = task(None, true);
+        assert_eq!(image_source(&dockerfile_only, false), ImageSource::Build);
+        assert_eq!(image_source(&dockerfile_only, true), ImageSource::Build);
+    }
+}
