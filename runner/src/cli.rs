@@ -41,6 +41,9 @@ pub struct Cli {
 pub enum Command {
     /// Run k trials of every task of a dataset with an agent.
     Run(Box<commands::run::RunArgs>),
+    /// Work with job directories: `jobs resume` continues one.
+    #[command(subcommand)]
+    Jobs(commands::jobs::JobsCommand),
     /// Inspect tasks and datasets.
     #[command(subcommand)]
     Tasks(commands::tasks::TasksCommand),
@@ -112,6 +115,7 @@ mod tests {
         insta::assert_snapshot!("help", Cli::command().render_long_help().to_string());
         for path in [
             &["run"][..],
+            &["jobs", "resume"],
             &["tasks", "digest"],
             &["validate-submission"],
             &["validate-trajectory"],

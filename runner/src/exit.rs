@@ -15,7 +15,8 @@ pub enum ExitCode {
     Failed,
     /// The input is wrong: a path, flag, task, config or secret (or no engine to run on).
     BadInput,
-    /// `run` finished but some trials have no reward.
+    /// `run` finished but some planned trials have no result (infrastructure errors after
+    /// retries, trials not run), or coverage is below `--min-coverage`.
     TrialsErrored,
     /// The runner itself failed: a record or report could not be written.
     RunnerFailed,
@@ -26,7 +27,7 @@ pub enum ExitCode {
 /// The subcommand families whose codes the README documents side by side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
-    /// `runner run`.
+    /// `runner run`, `runner jobs resume`.
     Run,
     /// `runner validate-submission`, `runner validate-trajectory`.
     Validate,
@@ -54,7 +55,7 @@ impl Family {
 
     fn heading(self) -> &'static str {
         match self {
-            Family::Run => "`run`",
+            Family::Run => "`run`, `jobs resume`",
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
@@ -93,7 +94,7 @@ impl ExitCode {
         use Family::*;
         Some(match (self, family) {
             (Success, Run) => {
-                "every trial was scored (an agent timeout with a verifier result counts as scored)"
+                "every planned trial has a result: scored, or an agent error counted as 0 (with --min-coverage: at least that share is scored)"
             }
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
@@ -115,7 +116,7 @@ impl ExitCode {
                 "bad input, or no reachable Docker engine; also when malformed tasks were skipped (the rest were prepared)"
             }
             (TrialsErrored, Run) => {
-                "some trials errored and have no reward (infrastructure errors: image build, container start, verifier errors, ...)"
+                "some planned trials have no result: infrastructure errors after retries (image build, container start, backend, verifier sandbox, watchdog, pause) or trials not run; with --min-coverage, fewer scored than that share"
             }
             (RunnerFailed, _) => {
                 "the runner itself failed: a record or report could not be written"
@@ -154,7 +155,7 @@ pub enum Outcome {
     Rejected,
     /// A job ran, but malformed tasks of its dataset were skipped.
     TasksSkipped,
-    /// A job ran, but some trials have no reward.
+    /// A job ran, but some planned trials have no result (or coverage is too low).
     TrialsErrored,
     /// A job was interrupted.
     Interrupted,

@@ -106,7 +106,168 @@ exception_types! {
     StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
     RunnerError => false,
+    /// A backend call (engine, exec, transfer) did not return within its phase deadline plus
+    /// the watchdog's grace, so the runner abandoned the trial (runner-only).
+    BackendTimeoutError => false,
+    /// The runner was paused (SIGSTOP, a suspended machine) while the trial ran and a deadline
+    /// expired meanwhile, so the timeout it recorded says nothing about the agent (runner-only).
+    RunnerPausedError => false,
 }
+
+/// Whose failure an exception type records: the agent's (the trial still counts, as 0 on
+/// leaderboards) or the infrastructure's (the trial is missing data and worth running again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Blame {
+    /// The agent, or what it left behind, caused it: timeouts of its own phases, failed
+    /// installs, a broken server, a non-zero exit, an invalid trajectory, tests that timed out
+    /// or found no reward file in the state the agent left.
+    Agent,
+    /// Image build or pull, container start, the backend or sandbox, the verifier's own
+    /// plumbing, an interruption, a pause of the runner, or a runner bug.
+    Infrastructure,
+}
+
+/// A named group of exception types that `--retry-include`, `--retry-exclude` and
+/// `--retry-failed` accept in place of a single type, so a list never misses a sub-kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ExceptionFamily {
+    /// Every deadline that expired (Python's `asyncio.TimeoutError` subclasses in Harbor, and
+    /// the runner's watchdog).
+    Timeout,
+    /// The environment: image, container start, healthcheck, the sandbox under the agent.
+    Environment,
+    /// The agent's own phases.
+    Agent,
+    /// Verification: the tests, their reward files and the verifier's plumbing.
+    Verifier,
+}
+
+impl ExceptionFamily {
+    /// Every family.
+    pub const ALL: [ExceptionFamily; 4] = [
+        ExceptionFamily::Timeout,
+        ExceptionFamily::Environment,
+        ExceptionFamily::Agent,
+        ExceptionFamily::Verifier,
+    ];
+
+    /// The name the flags accept. `EnvironmentError` is also a type of its own; as a pattern
+    /// it means the family, which includes that type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExceptionFamily::Timeout => "TimeoutError",
+            ExceptionFamily::Environment => "EnvironmentError",
+            ExceptionFamily::Agent => "AgentError",
+            ExceptionFamily::Verifier => "VerifierError",
+        }
+    }
+
+    /// The family called `name`, if any.
+    pub fn from_name(name: &str) -> Option<ExceptionFamily> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The known types in this family, in declaration order.
+    pub fn members(self) -> Vec<ExceptionType> {
+        ExceptionType::KNOWN
+            .iter()
+            .filter(|kind| kind.families().contains(&self))
+            .cloned()
+            .collect()
+    }
+}
+
+impl ExceptionType {
+    /// Whose failure this is. This match is the one table the outcome taxonomy
+    /// (`scored` / `agent_error` / `infra_error`, see [`crate::TrialOutcome`]) is built on.
+    /// A name read from a foreign record counts as infrastructure: nothing says the agent
+    /// failed.
+    pub fn blame(&self) -> Blame {
+        use ExceptionType::*;
+        match self {
+            AgentTimeoutError
+            | AgentSetupTimeoutError
+            | NonZeroAgentExitCodeError
+            | AgentSetupError
+            | AgentServerError
+            | TrajectoryValidationError
+            | VerifierTimeoutError
+            | RewardFileNotFoundError
+            | RewardFileEmptyError
+            | VerifierOutputParseError
+            | RewardFileUnsafeError
+            | StorageLimitExceededError => Blame::Agent,
+            AddTestsDirError
+            | DownloadVerifierDirError
+            | VerifierEnvError
+            | VerifierSandboxError
+            | EnvironmentStartTimeoutError
+            | SandboxBuildFailedError
+            | ImagePullError
+            | DiskSpaceError
+            | EnvironmentStartError
+            | HealthcheckError
+            | EnvironmentError
+            | CancelledError
+            | RunnerError
+            | BackendTimeoutError
+            | RunnerPausedError
+            | Other(_) => Blame::Infrastructure,
+        }
+    }
+
+    /// The families this type belongs to (see [`ExceptionFamily`]).
+    pub fn families(&self) -> &'static [ExceptionFamily] {
+        use ExceptionFamily as F;
+        use ExceptionType::*;
+        match self {
+            AgentTimeoutError | AgentSetupTimeoutError => &[F::Timeout, F::Agent],
+            NonZeroAgentExitCodeError
+            | AgentSetupError
+            | AgentServerError
+            | TrajectoryValidationError
+            | StorageLimitExceededError => &[F::Agent],
+            VerifierTimeoutError => &[F::Timeout, F::Verifier],
+            RewardFileNotFoundError
+            | RewardFileEmptyError
+            | VerifierOutputParseError
+            | RewardFileUnsafeError
+            | AddTestsDirError
+            | DownloadVerifierDirError
+            | VerifierEnvError
+            | VerifierSandboxError => &[F::Verifier],
+            EnvironmentStartTimeoutError | BackendTimeoutError => &[F::Timeout, F::Environment],
+            SandboxBuildFailedError
+            | ImagePullError
+            | DiskSpaceError
+            | EnvironmentStartError
+            | HealthcheckError
+            | EnvironmentError => &[F::Environment],
+            CancelledError | RunnerError | RunnerPausedError | Other(_) => &[],
+        }
+    }
+
+    /// The types a flag value names: a family name means every member, any other known name
+    /// means that type alone. Unknown names are refused, so a typo never empties a list.
+    pub fn expand_pattern(name: &str) -> Result<Vec<ExceptionType>, UnknownExceptionName> {
+        if let Some(family) = ExceptionFamily::from_name(name) {
+            return Ok(family.members());
+        }
+        match ExceptionType::from_name(name) {
+            ExceptionType::Other(_) => Err(UnknownExceptionName(name.to_owned())),
+            known => Ok(vec![known]),
+        }
+    }
+}
+
+/// A flag named an exception type or family that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown exception type or family {0:?}; families: {families}; types: {types}",
+    families = ExceptionFamily::ALL.map(|f| f.name()).join(", "),
+    types = ExceptionType::KNOWN.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+)]
+pub struct UnknownExceptionName(pub String);
 
 impl ExceptionType {
     /// The name readers show for an `exception_info` that carries no type (a foreign record).
@@ -168,5 +329,67 @@ mod tests {
         assert!(!foreign.is_harbor_name());
         assert!(ExceptionType::AgentTimeoutError.is_harbor_name());
         assert!(!ExceptionType::RunnerError.is_harbor_name());
+    }
+
+    #[test]
+    fn the_blame_table_matches_the_issue_taxonomy() {
+        for infra in [
+            "SandboxBuildFailedError",
+            "EnvironmentStartError",
+            "EnvironmentStartTimeoutError",
+            "EnvironmentError",
+            "VerifierSandboxError",
+            "CancelledError",
+            "RunnerError",
+            "BackendTimeoutError",
+            "RunnerPausedError",
+            "DaytonaError",
+        ] {
+            assert_eq!(
+                ExceptionType::from_name(infra).blame(),
+                Blame::Infrastructure,
+                "{infra}"
+            );
+        }
+        for agent in [
+            "AgentTimeoutError",
+            "NonZeroAgentExitCodeError",
+            "AgentSetupError",
+            "TrajectoryValidationError",
+            "RewardFileNotFoundError",
+        ] {
+            assert_eq!(
+                ExceptionType::from_name(agent).blame(),
+                Blame::Agent,
+                "{agent}"
+            );
+        }
+    }
+
+    #[test]
+    fn patterns_expand_families_and_refuse_typos() {
+        let environment = ExceptionType::expand_pattern("EnvironmentError").unwrap();
+        for member in [
+            ExceptionType::EnvironmentError,
+            ExceptionType::EnvironmentStartError,
+            ExceptionType::SandboxBuildFailedError,
+            ExceptionType::BackendTimeoutError,
+        ] {
+            assert!(environment.contains(&member), "{member}");
+        }
+        assert!(!environment.contains(&ExceptionType::AgentTimeoutError));
+        let timeouts = ExceptionType::expand_pattern("TimeoutError").unwrap();
+        assert!(timeouts.contains(&ExceptionType::VerifierTimeoutError));
+        assert_eq!(
+            ExceptionType::expand_pattern("AgentTimeoutError").unwrap(),
+            vec![ExceptionType::AgentTimeoutError]
+        );
+        let err = ExceptionType::expand_pattern("EnvironmentStartErorr").unwrap_err();
+        assert!(err.to_string().contains("EnvironmentStartErorr"), "{err}");
+        assert!(err.to_string().contains("VerifierError"), "{err}");
+        // Every family has members, and every member's families include it.
+        for family in ExceptionFamily::ALL {
+            assert!(!family.members().is_empty(), "{family:?}");
+        }
     }
 }

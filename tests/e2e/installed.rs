@@ -143,13 +143,18 @@ fn agent_deadline_cancels_the_task_and_still_verifies() {
 }
 
 #[test]
-fn a_server_that_crashes_on_start_is_an_infrastructure_error_with_its_log() {
+fn a_server_that_crashes_on_start_is_an_agent_error_with_its_log() {
     let config = workspace_root().join("tests/fixtures/agents/crash-on-start/agent.toml");
     let ran = run_fresh("tests/fixtures/tasks/quick", &config, &["--k", "1"]);
-    assert_eq!(ran.code, 3, "an unscored trial");
+    assert_eq!(
+        ran.code, 0,
+        "an agent error is a result (0), not missing data"
+    );
     let job = ran.job();
     let (name, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("AgentServerError"));
+    assert_eq!(result["outcome"], "agent_error");
+    assert_eq!(result["attempts"], 1, "agent errors are not retried");
     let log = job.trial_file(name, "agent/server.log");
     assert!(
         log.contains("cannot load model weights"),
@@ -167,7 +172,10 @@ fn a_server_that_never_becomes_healthy_fails_setup_in_time() {
         &config,
         &["--k", "1", "--agent-setup-timeout-multiplier", "0.05"],
     );
-    assert_eq!(ran.code, 3);
+    assert_eq!(
+        ran.code, 0,
+        "an agent error is a result (0), not missing data"
+    );
     let job = ran.job();
     let (name, result) = &job.trial_results()[0];
     let kind = exception(result).unwrap();
@@ -175,6 +183,7 @@ fn a_server_that_never_becomes_healthy_fails_setup_in_time() {
         kind == "AgentServerError" || kind == "AgentSetupTimeoutError",
         "{name}: {kind}"
     );
+    assert_eq!(result["outcome"], "agent_error");
     let log = job.trial_file(name, "agent/server.log");
     assert!(log.contains("warming up forever"), "{log}");
 }

@@ -4,6 +4,7 @@
 mod containment;
 mod installed;
 mod integrity;
+mod resume;
 mod run;
 mod scrub;
 mod support;

@@ -168,9 +168,13 @@ fn nop_scores_zero_everywhere() {
 #[test]
 fn verifier_timeout_is_recorded() {
     let (_jobs, job, code) = run_job("tests/fixtures/tasks/verifier-timeout", "oracle", 1);
-    assert_eq!(code, 3, "an unscored trial gives exit code 3");
+    assert_eq!(
+        code, 0,
+        "tests that outlive their deadline are an agent error (0), not missing data"
+    );
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("VerifierTimeoutError"));
+    assert_eq!(result["outcome"], "agent_error");
     assert_eq!(reward(result), None);
     let secs = {
         let v = &result["verifier"];

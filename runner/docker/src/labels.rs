@@ -55,9 +55,12 @@ impl Owner {
         format!("{}:{}:{}", self.host, self.pid, self.start_ticks)
     }
 
-    /// True when this owner runs on this host and is still the same live process.
+    /// True when this owner runs on this host and is still the same live process (a zombie,
+    /// killed but not yet waited for by its parent, is dead).
     pub fn is_alive_here(&self) -> bool {
-        self.host == host_name() && start_ticks(self.pid).is_some_and(|t| t == self.start_ticks)
+        self.host == host_name()
+            && process_state(self.pid)
+                .is_some_and(|(state, ticks)| state != "Z" && ticks == self.start_ticks)
     }
 }
 
@@ -77,10 +80,17 @@ fn host_name() -> String {
 }
 
 fn start_ticks(pid: u32) -> Option<u64> {
+    process_state(pid).map(|(_, ticks)| ticks)
+}
+
+/// The state letter (`R`, `S`, `Z`, …) and start time in clock ticks of process `pid`.
+fn process_state(pid: u32) -> Option<(String, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses; fields restart after the last ')'.
     let after = &stat[stat.rfind(')')? + 2..];
-    after.split(' ').nth(19)?.parse().ok()
+    let mut fields = after.split(' ');
+    let state = fields.next()?.to_owned();
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -103,5 +113,28 @@ mod tests {
             ..me
         };
         assert!(!elsewhere.is_alive_here());
+    }
+
+    #[test]
+    fn a_killed_process_not_yet_waited_for_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // `true` exits at once; until it is waited for it stays a zombie with its start time.
+        while process_state(pid).is_some_and(|(state, _)| state != "Z") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never exited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let (_, ticks) = process_state(pid).expect("a zombie keeps its /proc entry");
+        let owner = Owner {
+            pid,
+            start_ticks: ticks,
+            ..Owner::current()
+        };
+        assert!(!owner.is_alive_here());
+        child.wait().unwrap();
     }
 }

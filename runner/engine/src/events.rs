@@ -1,5 +1,8 @@
 //! Events the job emits; the recorder (job dir) and the reporter (terminal) consume them.
 
+use std::time::Duration;
+
+use tasks::ExceptionType;
 use tasks::records::TrialResult;
 
 use crate::backend::ImageInfo;
@@ -38,10 +41,12 @@ impl Phase {
 /// Something that happened in a job.
 #[derive(Debug, Clone)]
 pub enum Event {
-    /// A trial started.
+    /// A trial (or a retry of it) started.
     TrialStarted {
         /// Trial name.
         trial: String,
+        /// Which attempt, from 1.
+        attempt: u32,
     },
     /// A trial entered a phase.
     Phase {
@@ -81,6 +86,27 @@ pub enum Event {
         /// lines of its output.
         message: String,
     },
-    /// A trial finished; its result.json is written.
+    /// A trial finished for good; its result.json is written and durable.
     TrialFinished(Box<TrialResult>),
+    /// An attempt of a trial ended in a retryable infrastructure error; it is kept under
+    /// `<trial>/attempts/<attempt>/` and the trial runs again after `delay`.
+    TrialRetrying {
+        /// Trial name.
+        trial: String,
+        /// The attempt that failed, from 1.
+        attempt: u32,
+        /// Its exception.
+        exception: ExceptionType,
+        /// Its message.
+        message: String,
+        /// The backoff before the next attempt.
+        delay: Duration,
+    },
+    /// The runner noticed it had been paused (SIGSTOP, a suspended machine).
+    Paused {
+        /// For how long.
+        seconds: f64,
+    },
+    /// Something the user should know that is not a trial's outcome.
+    Warning(String),
 }

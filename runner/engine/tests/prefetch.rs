@@ -46,9 +46,13 @@ async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, E
         multipliers: Multipliers::default(),
         force_build: false,
         agent: adapter::Agent::job_config(&agent),
+        agent_fingerprint: engine::job::AgentFingerprint::of(&agent),
+        retry: engine::job::RetryPolicy::none(),
+        watchdog_grace: engine::trial::watchdog::DEFAULT_GRACE,
         allow_container_secrets: false,
         instruction_suffix: None,
         invocation: vec!["test".into()],
+        working_dir: None,
         runner_commit: None,
         limits: engine::LimitSettings::default(),
     };

@@ -8,7 +8,8 @@ use std::time::Duration;
 use adapter::{AnyAgent, InstalledAgent, InstalledAgentConfig};
 use engine::BackendErrorKind;
 use engine::events::{Event, Phase};
-use engine::job::{JobOutcome, JobSettings, plan_job, run_job};
+use engine::job::resume::{ResumeReport, parse_selectors, resume};
+use engine::job::{AgentFingerprint, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType, Multipliers};
 use testkit::backend::{Script, Tally, fault};
@@ -69,6 +70,10 @@ struct Options {
     k: u32,
     multipliers: Multipliers,
     cancel_at: Option<Phase>,
+    retry: RetryPolicy,
+    grace: Duration,
+    /// Resume the job dir with these `--retry-failed` values instead of starting it.
+    resume: Option<Vec<String>>,
 }
 
 impl Default for Options {
@@ -78,7 +83,31 @@ impl Default for Options {
             k: 1,
             multipliers: Multipliers::default(),
             cancel_at: None,
+            retry: RetryPolicy::none(),
+            grace: Duration::from_secs(120),
+            resume: None,
         }
+    }
+}
+
+fn settings(dir: &Path, options: &Options) -> JobSettings {
+    JobSettings {
+        job_name: "job".into(),
+        jobs_dir: dir.join("jobs").display().to_string(),
+        k: options.k,
+        n_concurrent: 2,
+        multipliers: options.multipliers,
+        force_build: false,
+        agent: adapter::Agent::job_config(&options.agent),
+        agent_fingerprint: AgentFingerprint::of(&options.agent),
+        retry: options.retry.clone(),
+        watchdog_grace: options.grace,
+        allow_container_secrets: false,
+        instruction_suffix: None,
+        invocation: vec!["test".into()],
+        working_dir: None,
+        runner_commit: None,
+        limits: engine::LimitSettings::default(),
     }
 }
 
@@ -88,24 +117,32 @@ async fn run(
     backend: FakeBackend,
     options: Options,
 ) -> Run {
-    let job_dir = dir.path().join("jobs/job");
-    let settings = JobSettings {
-        job_name: "job".into(),
-        jobs_dir: dir.path().join("jobs").display().to_string(),
-        k: options.k,
-        n_concurrent: 2,
-        multipliers: options.multipliers,
-        force_build: false,
-        agent: adapter::Agent::job_config(&options.agent),
-        allow_container_secrets: false,
-        instruction_suffix: None,
-        invocation: vec!["test".into()],
-        runner_commit: None,
-        limits: engine::LimitSettings::default(),
-    };
-    let plan = plan_job(&dataset, &settings);
+    let (outcome, _) = run_at(dir.path(), &dataset, &backend, options).await;
+    Run {
+        outcome,
+        tally: backend.tally(),
+        job_dir: dir.path().join("jobs/job"),
+        _dir: dir,
+    }
+}
+
+/// Runs (or resumes) the job `<dir>/jobs/job` and returns its outcome and the resume report.
+async fn run_at(
+    dir: &Path,
+    dataset: &Dataset,
+    backend: &FakeBackend,
+    options: Options,
+) -> (JobOutcome, Option<ResumeReport>) {
+    let job_dir = dir.join("jobs/job");
+    let settings = settings(dir, &options);
+    let mut plan = plan_job(dataset, &settings);
+    let report = options.resume.as_ref().map(|names| {
+        let selectors = parse_selectors(names).expect("known names");
+        resume(&job_dir, &mut plan, &selectors).expect("the job resumes")
+    });
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    let cancel_at = options.cancel_at;
     let outcome = run_job(
         backend.clone(),
         options.agent,
@@ -115,7 +152,7 @@ async fn run(
         cancel,
         move |event| {
             if let Event::Phase { phase, .. } = event
-                && Some(*phase) == options.cancel_at
+                && Some(*phase) == cancel_at
             {
                 trigger.cancel();
             }
@@ -123,12 +160,7 @@ async fn run(
     )
     .await
     .expect("the job directory is written");
-    Run {
-        outcome,
-        tally: backend.tally(),
-        job_dir,
-        _dir: dir,
-    }
+    (outcome, report)
 }
 
 /// A fake backend whose script `edit` changed first.
@@ -407,4 +439,288 @@ async fn an_interrupt_wins_over_an_agent_timeout_recorded_earlier() {
     let run = run(dir, dataset, FakeBackend::new(), options).await;
     assert_eq!(run.exception(), Some(ExceptionType::CancelledError));
     run.assert_nothing_left();
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Retries of infrastructure errors, with a backoff short enough for a unit test.
+fn quick_retries(max_retries: u32) -> RetryPolicy {
+    let mut policy = RetryPolicy::new(max_retries, &[], None).unwrap();
+    policy.min_wait = Duration::from_millis(10);
+    policy
+}
+
+#[tokio::test]
+async fn a_start_failure_on_the_first_attempt_is_retried_and_scored_with_the_attempt_kept() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
+    let backend = FakeBackend::new();
+    backend.script(|s| {
+        s.start_faults
+            .push_back(fault(BackendErrorKind::Start, "the engine said 500"))
+    });
+    let options = Options {
+        retry: quick_retries(2),
+        ..Options::default()
+    };
+    let run = run(dir, dataset, backend, options).await;
+    let result = run.only();
+    assert_eq!(result.reward(), Some(1.0));
+    assert_eq!(run.exception(), None);
+    assert_eq!(result.attempts, Some(2));
+    assert_eq!(result.outcome, Some(tasks::TrialOutcome::Scored));
+    let trial_dir = run.job_dir.join(&result.trial_name);
+    let kept = json(&trial_dir.join("attempts/1/result.json"));
+    assert_eq!(
+        kept["exception_info"]["exception_type"],
+        "EnvironmentStartError"
+    );
+    assert_eq!(kept["outcome"], "infra_error");
+    assert_eq!(kept["attempts"], 1);
+    assert!(trial_dir.join("attempts/1/trial.log").is_file());
+    assert_eq!(json(&trial_dir.join("result.json"))["attempts"], 2);
+    let job = json(&run.job_dir.join("result.json"));
+    assert_eq!(job["stats"]["n_retries"], 1);
+    assert_eq!(job["coverage"]["scored"], 1);
+    assert_eq!(job["coverage"]["retries"], 1);
+    assert_eq!(job["n_total_trials"], 1);
+    let log = std::fs::read_to_string(run.job_dir.join("job.log")).unwrap();
+    assert!(log.contains("retry: trial"), "{log}");
+    assert!(log.contains("EnvironmentStartError"), "{log}");
+    assert!(log.contains(": scored, reward 1"), "{log}");
+    run.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn an_agent_timeout_is_not_retried() {
+    let (dir, dataset) = fixture(30.0, REWARD_IF_DONE, "[agent]\ntimeout_sec = 1.0");
+    let options = Options {
+        retry: quick_retries(2),
+        ..Options::default()
+    };
+    let run = run(dir, dataset, FakeBackend::new(), options).await;
+    assert_eq!(run.exception(), Some(ExceptionType::AgentTimeoutError));
+    let result = run.only();
+    assert_eq!(result.attempts, Some(1));
+    assert_eq!(result.outcome, Some(tasks::TrialOutcome::Scored));
+    assert_eq!(run.tally.started.len(), 1, "one environment: no retry");
+    assert!(
+        !run.job_dir
+            .join(&result.trial_name)
+            .join("attempts")
+            .exists()
+    );
+}
+
+#[tokio::test]
+async fn a_retried_infra_error_that_persists_ends_as_infra_error_after_every_retry() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
+    let backend = FakeBackend::new();
+    backend.script(|s| {
+        for _ in 0..3 {
+            s.start_faults
+                .push_back(fault(BackendErrorKind::Start, "still broken"));
+        }
+    });
+    let options = Options {
+        retry: quick_retries(2),
+        ..Options::default()
+    };
+    let run = run(dir, dataset, backend, options).await;
+    let result = run.only();
+    assert_eq!(result.attempts, Some(3));
+    assert_eq!(result.outcome, Some(tasks::TrialOutcome::InfraError));
+    let trial_dir = run.job_dir.join(&result.trial_name);
+    assert!(trial_dir.join("attempts/2/result.json").is_file());
+    assert!(!trial_dir.join("attempts/3").exists());
+    assert_eq!(run.outcome.missing(), 1);
+}
+
+#[tokio::test]
+async fn the_watchdog_ends_a_hung_backend_call_as_an_infrastructure_error() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "[verifier]\ntimeout_sec = 1.0");
+    let backend = FakeBackend::new();
+    backend.script(|s| s.hang_download_of = Some("/logs/artifacts".into()));
+    let options = Options {
+        grace: Duration::from_secs(1),
+        ..Options::default()
+    };
+    let started = std::time::Instant::now();
+    let run = run(dir, dataset, backend, options).await;
+    assert_eq!(run.exception(), Some(ExceptionType::BackendTimeoutError));
+    assert_eq!(run.only().outcome, Some(tasks::TrialOutcome::InfraError));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    run.assert_nothing_left();
+    let log = run.trial_file("trial.log");
+    assert!(log.contains("phase: running verifier started"), "{log}");
+    assert!(log.contains("outcome: infra_error"), "{log}");
+}
+
+#[tokio::test]
+async fn resume_keeps_complete_trials_byte_for_byte_and_reruns_partial_ones() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
+    let backend = FakeBackend::new();
+    let first = Options {
+        k: 2,
+        ..Options::default()
+    };
+    let (outcome, _) = run_at(dir.path(), &dataset, &backend, first).await;
+    assert_eq!(outcome.results.len(), 2);
+    let job_dir = dir.path().join("jobs/job");
+    let mut names: Vec<String> = outcome
+        .results
+        .iter()
+        .map(|r| r.trial_name.clone())
+        .collect();
+    names.sort();
+    // A kill -9 inside the second trial: its result.json never got written.
+    let partial = &names[1];
+    std::fs::remove_file(job_dir.join(partial).join("result.json")).unwrap();
+    let kept = std::fs::read(job_dir.join(&names[0]).join("result.json")).unwrap();
+    let job_id = json(&job_dir.join("result.json"))["id"].clone();
+    let again = Options {
+        k: 3,
+        resume: Some(Vec::new()),
+        ..Options::default()
+    };
+    let (outcome, report) = run_at(dir.path(), &dataset, &backend, again).await;
+    let report = report.unwrap();
+    assert_eq!((report.complete, report.rerun.len(), report.new), (1, 1, 1));
+    assert_eq!(report.rerun[0].0, *partial);
+    assert_eq!(outcome.results.len(), 3);
+    assert_eq!(outcome.coverage.scored, 3);
+    assert_eq!(
+        std::fs::read(job_dir.join(&names[0]).join("result.json")).unwrap(),
+        kept,
+        "a complete trial is never touched"
+    );
+    let rerun = json(&job_dir.join(partial).join("result.json"));
+    assert_eq!(rerun["attempts"], 2);
+    assert!(
+        job_dir
+            .join(partial)
+            .join("attempts/1/config.json")
+            .is_file()
+    );
+    assert!(
+        !job_dir
+            .join(partial)
+            .join("attempts/1/result.json")
+            .exists()
+    );
+    let trial_dirs = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count();
+    assert_eq!(trial_dirs, 3);
+    let job = json(&job_dir.join("result.json"));
+    assert_eq!(job["id"], job_id, "the job keeps its id");
+    assert_eq!(job["n_total_trials"], 3);
+    assert_eq!(job["stats"]["n_completed_trials"], 3);
+    assert_eq!(json(&job_dir.join("config.json"))["n_attempts"], 3);
+    assert_eq!(
+        json(&job_dir.join("lock.json"))["trials"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        backend.tally().started.len(),
+        4,
+        "two trials in the first run, two in the resume"
+    );
+    assert_eq!(
+        backend.tally().sweeps,
+        3,
+        "the resume sweeps what the killed run left before it starts, and again at its end"
+    );
+}
+
+#[tokio::test]
+async fn retry_failed_reruns_trials_of_that_family_and_keeps_the_old_attempt() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
+    let backend = FakeBackend::new();
+    backend.script(|s| {
+        s.start_faults
+            .push_back(fault(BackendErrorKind::Start, "no space left on device"))
+    });
+    let (outcome, _) = run_at(dir.path(), &dataset, &backend, Options::default()).await;
+    assert_eq!(outcome.coverage.infra_error, 1);
+    let name = outcome.results[0].trial_name.clone();
+    // Without --retry-failed the failed trial is complete and stays as it is.
+    let plain = Options {
+        resume: Some(Vec::new()),
+        ..Options::default()
+    };
+    let (outcome, report) = run_at(dir.path(), &dataset, &backend, plain).await;
+    assert_eq!(report.unwrap().complete, 1);
+    assert_eq!(outcome.coverage.infra_error, 1);
+    let again = Options {
+        resume: Some(vec!["EnvironmentError".into()]),
+        ..Options::default()
+    };
+    let (outcome, report) = run_at(dir.path(), &dataset, &backend, again).await;
+    assert_eq!(
+        report.unwrap().rerun[0].1,
+        "--retry-failed EnvironmentStartError"
+    );
+    assert_eq!(outcome.coverage.scored, 1);
+    let trial_dir = dir.path().join("jobs/job").join(&name);
+    let old = json(&trial_dir.join("attempts/1/result.json"));
+    assert_eq!(
+        old["exception_info"]["exception_type"],
+        "EnvironmentStartError"
+    );
+    assert_eq!(json(&trial_dir.join("result.json"))["attempts"], 2);
+}
+
+#[tokio::test]
+async fn resume_with_a_changed_agent_or_fewer_trials_is_refused_naming_the_difference() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
+    let backend = FakeBackend::new();
+    let first = Options {
+        k: 2,
+        ..Options::default()
+    };
+    run_at(dir.path(), &dataset, &backend, first).await;
+    let job_dir = dir.path().join("jobs/job");
+    let nop = Options {
+        agent: AnyAgent::builtin("nop").unwrap(),
+        k: 2,
+        ..Options::default()
+    };
+    let mut plan = plan_job(&dataset, &settings(dir.path(), &nop));
+    let err = resume(&job_dir, &mut plan, &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("agents[0].name: \"oracle\" in the job, \"nop\" now"),
+        "{err}"
+    );
+    let fewer = Options {
+        k: 1,
+        ..Options::default()
+    };
+    let mut plan = plan_job(&dataset, &settings(dir.path(), &fewer));
+    let err = resume(&job_dir, &mut plan, &[]).unwrap_err().to_string();
+    assert!(err.contains("k=2") && err.contains("--k 1"), "{err}");
+    let stretched = Options {
+        k: 2,
+        multipliers: Multipliers {
+            global: 2.0,
+            ..Multipliers::default()
+        },
+        ..Options::default()
+    };
+    let mut plan = plan_job(&dataset, &settings(dir.path(), &stretched));
+    let err = resume(&job_dir, &mut plan, &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("multipliers.timeout_multiplier: 1.0 in the job, 2.0 now"),
+        "{err}"
+    );
 }

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod images;
+pub mod jobs;
 pub mod run;
 pub mod scrub;
 pub mod tasks;
@@ -17,6 +18,7 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
     match command {
         Command::Run(args) => run::run(*args),
         Command::Tasks(cmd) => tasks::run(cmd),
+        Command::Jobs(cmd) => jobs::run(cmd),
         Command::ValidateSubmission(args) => validate::validate_submission(args),
         Command::ValidateTrajectory(args) => validate::validate_trajectory(args),
         Command::Scrub(args) => scrub::run(args),

@@ -27,8 +27,9 @@ struct Live {
 }
 
 impl Reporter {
-    /// A reporter for `total` trials; live when stderr is a terminal.
-    pub fn new(total: u64) -> Reporter {
+    /// A reporter for `total` trials of which `done` are complete already (a resume); live
+    /// when stderr is a terminal.
+    pub fn new(total: u64, done: &[TrialResult]) -> Reporter {
         let live = std::io::stderr().is_terminal().then(|| {
             let multi = MultiProgress::new();
             let overall = multi.add(ProgressBar::new(total));
@@ -40,6 +41,7 @@ impl Reporter {
                 .progress_chars("=> "),
             );
             overall.enable_steady_tick(std::time::Duration::from_millis(200));
+            overall.set_position(done.len() as u64);
             Live {
                 multi,
                 overall,
@@ -49,8 +51,8 @@ impl Reporter {
         });
         Reporter {
             total,
-            done: 0,
-            reward_sum: 0.0,
+            done: done.len() as u64,
+            reward_sum: done.iter().filter_map(TrialResult::reward).sum(),
             live,
         }
     }
@@ -66,7 +68,7 @@ impl Reporter {
     /// Handles one event.
     pub fn event(&mut self, event: &Event) {
         match event {
-            Event::TrialStarted { trial } => {
+            Event::TrialStarted { trial, attempt } => {
                 if let Some(live) = &mut self.live {
                     let bar = live.multi.add(ProgressBar::new_spinner());
                     bar.set_style(
@@ -74,7 +76,11 @@ impl Reporter {
                             .expect("static template"),
                     );
                     bar.set_prefix(trial.clone());
-                    bar.set_message("starting");
+                    bar.set_message(if *attempt > 1 {
+                        format!("starting attempt {attempt}")
+                    } else {
+                        "starting".to_owned()
+                    });
                     bar.enable_steady_tick(std::time::Duration::from_millis(200));
                     live.trials.insert(trial.clone(), bar);
                 }
@@ -108,6 +114,29 @@ impl Reporter {
                 self.note(&format!("image of {task} failed: {message}"));
             }
             Event::TrialFinished(result) => self.finished(result),
+            Event::TrialRetrying {
+                trial,
+                attempt,
+                exception,
+                message,
+                delay,
+            } => {
+                if let Some(live) = &mut self.live
+                    && let Some(bar) = live.trials.remove(trial)
+                {
+                    bar.finish_and_clear();
+                    live.multi.remove(&bar);
+                }
+                self.note(&format!(
+                    "{trial}: attempt {attempt} failed ({exception}: {}); retrying in {:.1}s",
+                    first_line(message),
+                    delay.as_secs_f64()
+                ));
+            }
+            Event::Paused { seconds } => self.note(&format!(
+                "warning: the runner was paused for {seconds:.1}s; trials that timed out meanwhile are recorded as RunnerPausedError (infrastructure) and retried"
+            )),
+            Event::Warning(text) => self.note(&format!("warning: {text}")),
         }
     }
 
@@ -167,7 +196,7 @@ impl Reporter {
     }
 }
 
-/// `trial: reward 1.0` or `trial: no reward (Type: message)`.
+/// `trial: reward 1.0` or `trial: no reward, infra_error (Type: message)`.
 pub fn outcome_line(result: &TrialResult) -> String {
     let secs = match (result.started_at, result.finished_at) {
         (Some(s), Some(f)) => format!(" in {:.1}s", (f - s).num_milliseconds() as f64 / 1000.0),
@@ -175,7 +204,7 @@ pub fn outcome_line(result: &TrialResult) -> String {
     };
     let reward = match result.reward() {
         Some(r) => format!("reward {r}"),
-        None => "no reward".to_owned(),
+        None => format!("no reward, {}", result.outcome()),
     };
     match &result.exception_info {
         Some(e) => format!(

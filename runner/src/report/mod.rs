@@ -4,4 +4,4 @@ mod live;
 mod summary;
 
 pub use live::Reporter;
-pub use summary::print_summary;
+pub use summary::{SummaryInput, render_summary};

@@ -1,12 +1,18 @@
-//! The end-of-job table: per task trials, mean reward and errors; overall mean and pass@k.
+//! The end-of-job summary: per task trials, mean reward and errors; overall mean and pass@k;
+//! coverage (scored / planned) by outcome; the failed trials by name with their exception;
+//! trials not run; skipped tasks (repeated here, not only at the top); and the wall time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
 
-use tasks::metrics;
 use tasks::records::TrialResult;
+use tasks::{TrialOutcome, metrics};
 
-use crate::say;
+/// At most this many trials are listed per kind of failure (the rest are counted; job.log and
+/// the records have them all).
+const MAX_LISTED: usize = 30;
 
 /// One row of the summary table.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +25,23 @@ pub struct TaskRow {
     pub mean: f64,
     /// Trials with an exception.
     pub errors: usize,
+}
+
+/// What the summary is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryInput<'a> {
+    /// Every final trial record of the job (a resume's complete ones included).
+    pub results: &'a [TrialResult],
+    /// Trials planned.
+    pub planned: usize,
+    /// Tasks skipped as malformed or unplannable, with why.
+    pub skipped: &'a [String],
+    /// The run's wall time.
+    pub wall: Option<Duration>,
+    /// The run was interrupted.
+    pub interrupted: bool,
+    /// The job directory.
+    pub job_dir: &'a Path,
 }
 
 /// Rows per task, sorted by task name.
@@ -41,14 +64,9 @@ pub fn task_rows(results: &[TrialResult]) -> Vec<TaskRow> {
         .collect()
 }
 
-/// Prints the summary to stdout.
-pub fn print_summary(results: &[TrialResult], job_dir: &std::path::Path) {
-    say!("{}", render_summary(results, job_dir));
-}
-
-/// The summary as text: a blank line, the per-task table, totals, pass@k, errors by type and
-/// the job directory.
-pub fn render_summary(results: &[TrialResult], job_dir: &std::path::Path) -> String {
+/// The summary as text.
+pub fn render_summary(input: &SummaryInput<'_>) -> String {
+    let results = input.results;
     let rows = task_rows(results);
     let width = rows.iter().map(|r| r.task.len()).max().unwrap_or(4).max(4);
     let mut out = String::from("\n");
@@ -100,6 +118,171 @@ pub fn render_summary(results: &[TrialResult], job_dir: &std::path::Path) -> Str
     for (kind, count) in exceptions {
         let _ = writeln!(out, "  {kind}: {count}");
     }
-    let _ = write!(out, "job: {}", job_dir.display());
+    let coverage = engine::job::coverage(input.planned as u32, results);
+    let _ = writeln!(
+        out,
+        "coverage: {}/{} scored ({:.3}); agent errors {}, infra errors {}, not run {}; retries {}",
+        coverage.scored,
+        coverage.planned,
+        coverage.fraction,
+        coverage.agent_error,
+        coverage.infra_error,
+        coverage.not_run,
+        coverage.retries
+    );
+    list_failed(
+        &mut out,
+        &format!(
+            "infrastructure errors (no data; `runner jobs resume -p {} -f infra_error` runs them again)",
+            input.job_dir.display()
+        ),
+        results,
+        TrialOutcome::InfraError,
+    );
+    list_failed(
+        &mut out,
+        "agent errors (counted as 0)",
+        results,
+        TrialOutcome::AgentError,
+    );
+    if coverage.not_run > 0 {
+        let why = if input.interrupted {
+            "interrupted before they finished"
+        } else {
+            "no final record"
+        };
+        let _ = writeln!(
+            out,
+            "not run: {} trial(s), {why}; `runner jobs resume -p {}` runs them",
+            coverage.not_run,
+            input.job_dir.display()
+        );
+    }
+    if !input.skipped.is_empty() {
+        let _ = writeln!(out, "skipped tasks ({}):", input.skipped.len());
+        for skipped in input.skipped {
+            let _ = writeln!(out, "  {}", first_line(skipped));
+        }
+    }
+    if let Some(wall) = input.wall {
+        let _ = writeln!(out, "wall time: {}", clock(wall));
+    }
+    let _ = write!(out, "job: {}", input.job_dir.display());
     out
+}
+
+fn list_failed(out: &mut String, heading: &str, results: &[TrialResult], outcome: TrialOutcome) {
+    let mut failed: Vec<&TrialResult> = results.iter().filter(|r| r.outcome() == outcome).collect();
+    if failed.is_empty() {
+        return;
+    }
+    failed.sort_by(|a, b| a.trial_name.cmp(&b.trial_name));
+    let _ = writeln!(out, "{heading}:");
+    for r in failed.iter().take(MAX_LISTED) {
+        let exception = r.exception_info.as_ref().map_or_else(
+            || "no exception and no reward".to_owned(),
+            |e| format!("{}: {}", e.exception_type, first_line(&e.exception_message)),
+        );
+        let attempts = match r.attempt_count() {
+            1 => String::new(),
+            n => format!(" ({n} attempts)"),
+        };
+        let _ = writeln!(out, "  {}  {exception}{attempts}", r.trial_name);
+    }
+    if failed.len() > MAX_LISTED {
+        let _ = writeln!(
+            out,
+            "  … and {} more (job.log lists every trial)",
+            failed.len() - MAX_LISTED
+        );
+    }
+}
+
+/// `1h 02m 03s`, `4m 05s`, `6.2s`.
+fn clock(wall: Duration) -> String {
+    let secs = wall.as_secs();
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, _) => format!("{:.1}s", wall.as_secs_f64()),
+        (0, m, s) => format!("{m}m {s:02}s"),
+        (h, m, s) => format!("{h}h {m:02}m {s:02}s"),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit::records::{trial_result, with_attempts};
+
+    fn fixture() -> Vec<TrialResult> {
+        vec![
+            trial_result("hello__A2b3C4d", "examples/hello", Some(1.0), None),
+            trial_result("hello__E5f6G7h", "examples/hello", Some(1.0), None),
+            trial_result(
+                "slow__H8j9K2m",
+                "examples/slow",
+                Some(0.0),
+                Some("AgentTimeoutError"),
+            ),
+            trial_result(
+                "slow__N3p4Q5r",
+                "examples/slow",
+                None,
+                Some("AgentSetupError"),
+            ),
+            with_attempts(
+                trial_result(
+                    "net__S6t7U8v",
+                    "examples/net",
+                    None,
+                    Some("EnvironmentStartError"),
+                ),
+                3,
+            ),
+            with_attempts(
+                trial_result("net__W9x2Y3z", "examples/net", Some(1.0), None),
+                2,
+            ),
+        ]
+    }
+
+    #[test]
+    fn summary_of_a_job_with_every_outcome_and_an_interruption() {
+        let results = fixture();
+        let skipped =
+            vec!["tasks/broken/task.toml: [agent] timeout_sec: must be positive".to_owned()];
+        let text = render_summary(&SummaryInput {
+            results: &results,
+            planned: 8,
+            skipped: &skipped,
+            wall: Some(Duration::from_secs(3723)),
+            interrupted: true,
+            job_dir: Path::new("jobs/demo"),
+        });
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn summary_of_a_clean_job_lists_no_failures() {
+        let results = fixture()[..2].to_vec();
+        let text = render_summary(&SummaryInput {
+            results: &results,
+            planned: 2,
+            skipped: &[],
+            wall: Some(Duration::from_millis(6200)),
+            interrupted: false,
+            job_dir: Path::new("jobs/clean"),
+        });
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn wall_times_read_as_clocks() {
+        assert_eq!(clock(Duration::from_millis(6200)), "6.2s");
+        assert_eq!(clock(Duration::from_secs(245)), "4m 05s");
+        assert_eq!(clock(Duration::from_secs(3723)), "1h 02m 03s");
+    }
 }

@@ -64,4 +64,27 @@ pub struct JobResult {
     pub n_total_trials: u32,
     /// Statistics.
     pub stats: JobStats,
+    /// Runner-only: planned trials by outcome, and the share scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// Runner-only: how much of a job produced data. `fraction` is `scored / planned`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Coverage {
+    /// Trials planned (k × runnable tasks).
+    pub planned: u32,
+    /// Trials with a reward.
+    pub scored: u32,
+    /// Trials the agent failed without a reward (0 on leaderboards).
+    pub agent_error: u32,
+    /// Trials without data because the infrastructure failed, after retries.
+    pub infra_error: u32,
+    /// Planned trials with no final record (interrupted before they ran or finished).
+    pub not_run: u32,
+    /// Attempts beyond each trial's first, over all trials: retries of infrastructure errors,
+    /// and re-runs of trials a resume found unfinished or was asked to run again.
+    pub retries: u32,
+    /// `scored / planned` (1 for an empty plan).
+    pub fraction: f64,
 }

@@ -127,6 +127,10 @@ pub struct JobLock {
     pub runner: RunnerInfo,
     /// argv with `--agent-env` values redacted.
     pub invocation: Vec<String>,
+    /// Runner-only: the working directory `invocation` ran in, so `runner jobs resume` can
+    /// resolve its relative paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
     /// Concurrency.
     pub n_concurrent_trials: u32,
     /// Retry settings.
@@ -176,6 +180,7 @@ mod tests {
             harbor: RunnerInfo::default(),
             runner: RunnerInfo::default(),
             invocation: Vec::new(),
+            working_dir: None,
             n_concurrent_trials: 1,
             retry: RetryConfig::default(),
             trials: tasks.iter().map(|t| trial(t)).collect(),

@@ -14,10 +14,12 @@ pub use containment::{
     LeftoverProcess, StorageEnforcement, TrialLimits, TruncatedOutput, VerifierIsolation,
 };
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
-pub use job_result::{EvalStats, JobResult, JobStats};
+pub use job_result::{Coverage, EvalStats, JobResult, JobStats};
 pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
-pub use trial_config::{AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, VerifierConfig};
+pub use trial_config::{
+    AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,
+};
 pub use trial_result::{
-    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PhaseTiming, TrialResult,
-    VerifierResult,
+    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PauseRecord, PhaseTiming,
+    TrialResult, VerifierResult,
 };

@@ -157,4 +157,31 @@ pub struct TrialConfig {
     /// The limits the trial ran under (runner-only; absent in Harbor's records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<TrialLimits>,
+    /// Runner-only: the trial's content-addressed identity, which a resume matches trials by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<TrialIdentity>,
+}
+
+/// Runner-only: what makes a trial the trial it is, beside what the config already records
+/// (task ref, agent, environment, verifier, multipliers). A resume compares these field by
+/// field to name what differs; `key` hashes all of them with the config's fields.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TrialIdentity {
+    /// `sha256:<hex>` over the task digest, the agent (config, version, source, suffix), the
+    /// environment and verifier configs (without `force_build`), the multipliers, the resolved
+    /// task env and `index`. The trial name's suffix is taken from it.
+    pub key: String,
+    /// Which of the task's k trials this is, from 0 (Harbor calls them attempts).
+    pub index: u32,
+    /// The agent's version as known before setup.
+    pub agent_version: String,
+    /// `sha256:<hex>` of the installed agent's uploaded source tar (none for built-in agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_source: Option<String>,
+    /// `sha256:<hex>` of the text appended to every instruction (none without a suffix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction_suffix: Option<String>,
+    /// `sha256:<hex>` of the task's resolved `[environment].env` (values may be host secrets,
+    /// so only the digest is recorded).
+    pub task_env: String,
 }

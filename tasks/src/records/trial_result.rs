@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::containment::{LeftoverProcess, TruncatedOutput, VerifierIsolation};
 use super::trial_config::TrialConfig;
 use crate::exception::ExceptionType;
+use crate::outcome::TrialOutcome;
 
 /// Agent identity as recorded per trial.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -177,6 +178,26 @@ pub struct TrialResult {
     /// Files the runner cut at a cap (runner-only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated_outputs: Vec<TruncatedOutput>,
+    /// Runner-only: `scored`, `agent_error` or `infra_error` (see [`TrialOutcome`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<TrialOutcome>,
+    /// Runner-only: which attempt this record is, from 1; on the final record, how many
+    /// attempts the trial took (earlier ones are kept under `attempts/<n>/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// Runner-only: pauses of the runner (SIGSTOP, a suspended machine) while the trial ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pauses: Vec<PauseRecord>,
+}
+
+/// A pause of the runner process seen while a trial ran: the clock jumped between two ticks
+/// of the pause detector.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PauseRecord {
+    /// When the runner noticed it was running again.
+    pub detected_at: DateTime<Utc>,
+    /// How long it was paused, in seconds.
+    pub seconds: f64,
 }
 
 impl TrialResult {
@@ -187,5 +208,21 @@ impl TrialResult {
             .get("reward")
             .or_else(|| rewards.values().next())
             .copied()
+    }
+
+    /// The recorded outcome, or (for records without one, e.g. Harbor's) the outcome its
+    /// exception and reward imply.
+    pub fn outcome(&self) -> TrialOutcome {
+        self.outcome.unwrap_or_else(|| {
+            TrialOutcome::of(
+                self.exception_info.as_ref().map(|e| &e.exception_type),
+                self.reward().is_some(),
+            )
+        })
+    }
+
+    /// How many attempts the trial took (1 for records that do not say).
+    pub fn attempt_count(&self) -> u32 {
+        self.attempts.unwrap_or(1).max(1)
     }
 }

@@ -28,6 +28,8 @@ pub struct Script {
     pub start_delay: Duration,
     /// The next `start_environment` panics (a stand-in for a runner bug).
     pub panic_on_start: bool,
+    /// Downloads of this container directory never return (an engine that stops answering).
+    pub hang_download_of: Option<String>,
 }
 
 /// What happened, for assertions.
@@ -137,6 +139,7 @@ impl Backend for FakeBackend {
             sandbox: ObservedSandbox {
                 inner: Arc::new(sandbox),
                 observer: spec.observer.clone(),
+                backend: self.clone(),
             },
         })
     }
@@ -185,6 +188,7 @@ impl Environment for FakeEnvironment {
 pub struct ObservedSandbox {
     inner: Arc<FakeSandbox>,
     observer: ExecObserver,
+    backend: FakeBackend,
 }
 
 impl ObservedSandbox {
@@ -220,6 +224,12 @@ impl Sandbox for ObservedSandbox {
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
+        let hangs = self
+            .backend
+            .with(|s| s.script.hang_download_of.as_deref() == Some(source));
+        if hangs {
+            std::future::pending::<()>().await;
+        }
         self.inner.download_dir(source, target).await
     }
 }

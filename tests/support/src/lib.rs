@@ -1,5 +1,5 @@
 //! Test support shared by the workspace's tests: one fake [`tasks::Sandbox`], the task
-//! fixtures the agent and verifier tests build on, and file-tree helpers.
+//! fixtures the agent and verifier tests build on, record fixtures, and file-tree helpers.
 //!
 //! Fakes are for unit tests of logic only: the runner's main paths are tested against the real
 //! Docker engine in the `e2e` crate. [`FakeBackend`] runs the trial state machine with no Docker.
@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod files;
 pub mod fixtures;
+pub mod records;
 pub mod sandbox;
 
 pub use backend::FakeBackend;

@@ -1,12 +1,25 @@
-//! A job: plan it, schedule its trials with bounded concurrency in plan order, record the job
-//! directory as trials finish, and report progress as events.
+//! A job: plan it (or resume it), schedule its trials with bounded concurrency in plan order,
+//! retry infrastructure errors, record the job directory as trials finish, and report progress
+//! as events.
 
+mod attempts;
+mod identity;
+mod log;
+mod pause;
 mod plan;
 mod recorder;
+pub mod resume;
+mod retry;
+mod retrying;
 mod stats;
 
+pub use attempts::{ATTEMPTS_DIR, kept_attempts};
+pub use identity::{AgentFingerprint, json_differences};
+pub use log::{JOB_LOG, JobLog, finished_line};
+pub use pause::PauseMonitor;
 pub use plan::{JobPlan, JobSettings, plan_job};
-pub use recorder::JobRecorder;
+pub use recorder::{JobRecorder, coverage};
+pub use retry::RetryPolicy;
 pub use stats::{eval_key, job_stats, reward_label};
 
 use std::path::PathBuf;
@@ -14,22 +27,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use adapter::AnyAgent;
-use tasks::records::TrialResult;
+use tasks::records::{Coverage, TrialResult};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
 use crate::events::Event;
-use crate::trial::{JobContext, image::image_cache, run_trial};
+use crate::trial::{JobContext, image::image_cache};
 
 /// How a job ended.
 #[derive(Debug)]
 pub struct JobOutcome {
-    /// Every finished trial's result, in the order they finished.
+    /// Every final trial record: those a resume found complete, then this run's in the order
+    /// they finished.
     pub results: Vec<TrialResult>,
-    /// Trials planned.
+    /// Trials planned (run now or earlier).
     pub planned: usize,
+    /// Planned trials by outcome, and the share scored.
+    pub coverage: Coverage,
     /// The user interrupted the job.
     pub interrupted: bool,
     /// Mean time per trial the runner itself spent (trial wall time minus time inside
@@ -44,6 +60,12 @@ impl JobOutcome {
     pub fn unscored(&self) -> usize {
         self.results.iter().filter(|r| r.reward().is_none()).count()
     }
+
+    /// Planned trials without a usable result: infrastructure errors after retries, and
+    /// trials that never ran or finished.
+    pub fn missing(&self) -> u32 {
+        self.coverage.infra_error + self.coverage.not_run
+    }
 }
 
 /// Why a job could not be run or recorded (trial failures are not errors: they are recorded).
@@ -57,8 +79,8 @@ pub struct JobError {
     pub source: std::io::Error,
 }
 
-/// Runs a planned job to the end (or until `cancel`), writing the job directory and passing
-/// every event to `on_event` (the reporter).
+/// Runs a planned (or resumed) job to the end (or until `cancel`), writing the job directory
+/// and passing every event to `on_event` (the reporter).
 pub async fn run_job<B: Backend>(
     backend: B,
     agent: AnyAgent,
@@ -73,12 +95,23 @@ pub async fn run_job<B: Backend>(
         source,
     };
     std::fs::create_dir_all(&job_dir).map_err(io)?;
+    let log = JobLog::open(&job_dir);
+    log_start(&log, &plan, settings);
     tasks::atomic::write_json_atomic(&job_dir.join("config.json"), &plan.config).map_err(io)?;
-    let planned = plan.trials.len();
-    let mut recorder = JobRecorder::new(job_dir.clone(), &plan.job_id, planned as u32, plan.lock);
+    let planned = plan.planned;
+    let mut recorder = JobRecorder::new(
+        job_dir.clone(),
+        &plan.job_id,
+        planned as u32,
+        plan.lock,
+        plan.started_at,
+        plan.done,
+        log.clone(),
+    );
     recorder.write_lock().map_err(io)?;
     recorder.write_initial().map_err(io)?;
     let (events, mut receiver) = mpsc::unbounded_channel();
+    let pauses = PauseMonitor::new();
     let ctx = Arc::new(JobContext {
         backend,
         agent,
@@ -90,12 +123,38 @@ pub async fn run_job<B: Backend>(
         images: image_cache(plan.trials.iter().map(|t| t.task.as_ref())),
         events: events.clone(),
         cancel: cancel.clone(),
+        pauses: pauses.clone(),
+        watchdog_grace: settings.watchdog_grace,
     });
+    if plan.resumed {
+        // Whatever a killed run of this job left (its trials keep their names, so a leftover
+        // container would block the re-run's start) goes first: this process holds the job
+        // now, so nothing of it can still be in use.
+        match ctx.backend.remove_job(&ctx.job_id).await {
+            Ok(0) => {}
+            Ok(n) => log.line(&format!(
+                "removed {n} container(s) an earlier run of this job left behind"
+            )),
+            Err(e) => log.line(&format!(
+                "warning: could not remove what an earlier run of this job left: {e}"
+            )),
+        }
+    }
+    let ticker_stop = CancellationToken::new();
+    let ticker = {
+        let events = events.clone();
+        tokio::spawn(pauses.run(ticker_stop.clone(), move |pause| {
+            let _ = events.send(Event::Paused {
+                seconds: pause.seconds,
+            });
+        }))
+    };
     // The scheduler owns the only handle on the context, so when it and its trials are done
     // every event sender is gone and the collecting loop below ends.
     let scheduler = {
         let n_concurrent = settings.n_concurrent.max(1) as usize;
         let cancel = cancel.clone();
+        let policy = Arc::new(settings.retry.clone());
         async move {
             let semaphore = Arc::new(Semaphore::new(n_concurrent));
             let mut running = JoinSet::new();
@@ -110,11 +169,10 @@ pub async fn run_job<B: Backend>(
                     _ = cancel.cancelled() => break,
                 };
                 let ctx = ctx.clone();
+                let policy = policy.clone();
                 running.spawn(async move {
                     let _permit = permit;
-                    let outcome = run_trial(ctx.clone(), trial).await;
-                    ctx.emit(Event::TrialFinished(Box::new(outcome.result.clone())));
-                    outcome.wall.saturating_sub(outcome.in_container)
+                    retrying::run_with_retries(ctx, trial, &policy).await
                 });
             }
             while let Some(joined) = running.join_next().await {
@@ -124,6 +182,7 @@ pub async fn run_job<B: Backend>(
             }
             // Backstop: anything a cancelled start left behind goes now, not at the next run.
             let swept = ctx.backend.remove_job(&ctx.job_id).await.unwrap_or(0);
+            ticker_stop.cancel();
             (overheads, swept)
         }
     };
@@ -141,17 +200,110 @@ pub async fn run_job<B: Backend>(
         failure
     };
     let ((overheads, swept), record_failure) = tokio::join!(scheduler, collect);
+    let _ = ticker.await;
     recorder.finish().map_err(io)?;
+    let coverage = recorder.coverage();
+    log.line(&format!(
+        "job {}: {} of {} planned trials scored, {} agent errors, {} infra errors, {} not run{}",
+        if cancel.is_cancelled() {
+            "interrupted"
+        } else {
+            "finished"
+        },
+        coverage.scored,
+        coverage.planned,
+        coverage.agent_error,
+        coverage.infra_error,
+        coverage.not_run,
+        if swept > 0 {
+            format!("; swept {swept} leftover container(s)")
+        } else {
+            String::new()
+        }
+    ));
     if let Some(e) = record_failure {
-        return Err(io(e));
+        log.line(&format!("error: {}", io(e)));
+        return Err(JobError {
+            dir: job_dir.clone(),
+            source: std::io::Error::other("a record could not be written; see job.log"),
+        });
     }
     let mean_overhead = (!overheads.is_empty())
         .then(|| overheads.iter().sum::<Duration>() / overheads.len() as u32);
     Ok(JobOutcome {
         results: recorder.into_finished(),
         planned,
+        coverage,
         interrupted: cancel.is_cancelled(),
         mean_overhead,
         swept,
     })
+}
+
+/// The job log's first lines: what runs, how, and (on a resume) what was already there.
+fn log_start(log: &JobLog, plan: &JobPlan, settings: &JobSettings) {
+    let config = &plan.config;
+    let verb = if plan.started_at.is_some() {
+        "resumed"
+    } else {
+        "started"
+    };
+    log.line(&format!(
+        "job {} {verb}: {} (runner {})",
+        plan.job_id,
+        config.job_name,
+        tasks::RUNNER_VERSION
+    ));
+    let agent = &config.agents[0];
+    log.line(&format!(
+        "agent {} (model {}), dataset {}, k={}, {} at once",
+        agent.name.as_deref().unwrap_or("?"),
+        agent.model_name.as_deref().unwrap_or("none"),
+        config.datasets[0].path.as_deref().unwrap_or("?"),
+        config.n_attempts,
+        config.n_concurrent_trials,
+    ));
+    let retry = &settings.retry;
+    log.line(&format!(
+        "retries: up to {} per trial, of {}; never {}; backoff {:.0}s×{}^n up to {:.0}s with jitter",
+        retry.max_retries,
+        match &retry.include {
+            Some(kinds) => kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => "infrastructure errors".into(),
+        },
+        retry
+            .exclude
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        retry.min_wait.as_secs_f64(),
+        retry.multiplier,
+        retry.max_wait.as_secs_f64()
+    ));
+    let m = &config.multipliers;
+    let factor = |f: Option<f64>| f.map_or_else(|| "global".to_owned(), |f| f.to_string());
+    log.line(&format!(
+        "timeout multiplier {} (agent {}, verifier {}, agent setup {}, environment build {}); watchdog grace {:.0}s; force build {}",
+        m.global,
+        factor(m.agent),
+        factor(m.verifier),
+        factor(m.agent_setup),
+        factor(m.environment_build),
+        settings.watchdog_grace.as_secs_f64(),
+        if settings.force_build { "on" } else { "off" }
+    ));
+    log.line(&format!(
+        "{} trials planned, {} complete already, {} to run",
+        plan.planned,
+        plan.done.len(),
+        plan.trials.len()
+    ));
+    for skipped in &plan.skipped {
+        log.line(&format!("warning: skipped task: {skipped}"));
+    }
 }

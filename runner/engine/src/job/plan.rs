@@ -1,17 +1,20 @@
 //! Planning a job: its config.json, lock.json and one trial plan per (attempt, task, agent),
 //! in Harbor's order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tasks::records::{
     AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial,
-    RetryConfig, RunnerInfo, TrialConfig, VerifierConfig,
+    RunnerInfo, TrialConfig, TrialResult, VerifierConfig,
 };
 use tasks::{Dataset, Multipliers, Task, TaskId, template};
 
+use super::identity::{AgentFingerprint, trial_identity};
+use super::retry::RetryPolicy;
 use crate::trial::{TrialPlan, trial_name};
 
 /// Everything the user chose for a job.
@@ -31,12 +34,20 @@ pub struct JobSettings {
     pub force_build: bool,
     /// The agent as recorded.
     pub agent: AgentConfig,
+    /// The agent's identity (config, version, source, suffix) for trial identities.
+    pub agent_fingerprint: AgentFingerprint,
+    /// Which failed trials run again.
+    pub retry: RetryPolicy,
+    /// How long past its deadline a phase may run before the watchdog ends the trial.
+    pub watchdog_grace: Duration,
     /// Credentials allowed into containers (recorded; not publishable).
     pub allow_container_secrets: bool,
     /// Text appended to every instruction, recorded verbatim.
     pub instruction_suffix: Option<String>,
     /// argv with secret values redacted.
     pub invocation: Vec<String>,
+    /// The directory `invocation` ran in (recorded so `runner jobs resume` can replay it).
+    pub working_dir: Option<String>,
     /// The git commit the runner binary was built from, when its build recorded one.
     pub runner_commit: Option<String>,
     /// Limits every trial runs under (pids, caps on downloads and trial.log).
@@ -52,9 +63,17 @@ pub struct JobPlan {
     pub config: JobConfig,
     /// lock.json (image ids filled in as images are ready).
     pub lock: JobLock,
-    /// The trials in launch order.
+    /// The trials still to run, in launch order.
     pub trials: Vec<TrialPlan>,
-    /// Tasks that could not be planned (bad env templates), with why.
+    /// Trials a resume found complete, by their records (never run again or touched).
+    pub done: Vec<TrialResult>,
+    /// Every planned trial (run or done), for coverage.
+    pub planned: usize,
+    /// When the job first started (a resume keeps the original start).
+    pub started_at: Option<DateTime<Utc>>,
+    /// This plan continues a job (see [`super::resume::resume`]).
+    pub resumed: bool,
+    /// Tasks that could not be loaded or planned (malformed, bad env templates), with why.
     pub skipped: Vec<String>,
 }
 
@@ -70,7 +89,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         debug: false,
         n_concurrent_trials: settings.n_concurrent,
         quiet: false,
-        retry: RetryConfig::default(),
+        retry: settings.retry.record(),
         environment: EnvironmentConfig {
             force_build: settings.force_build,
             ..EnvironmentConfig::default()
@@ -92,7 +111,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         allow_container_secrets: settings.allow_container_secrets,
         instruction_suffix: settings.instruction_suffix.clone(),
     };
-    let mut skipped = Vec::new();
+    let mut skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
     let mut runnable: Vec<(Arc<Task>, BTreeMap<String, String>)> = Vec::new();
     for task in &dataset.tasks {
         match template::resolve_env(&task.config.environment.env) {
@@ -106,11 +125,12 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     // Harbor records the dataset as the trial's source; an ad-hoc single task has none.
     let source = (!dataset.single_task).then(|| dataset.name.clone());
     let mut trials = Vec::new();
-    for _attempt in 0..settings.k {
+    let mut names = HashSet::new();
+    for index in 0..settings.k {
         for (task, env) in &runnable {
-            let trial_config = TrialConfig {
+            let mut trial_config = TrialConfig {
                 task: TaskId::of(task).task_ref(source.clone()),
-                trial_name: trial_name(task.short_name()),
+                trial_name: String::new(),
                 trials_dir: Path::new(&settings.jobs_dir)
                     .join(&settings.job_name)
                     .display()
@@ -122,13 +142,29 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                 artifacts: Vec::new(),
                 extra_instruction_paths: Vec::new(),
                 job_id: job_id.clone(),
-                // Filled in by the trial, which resolves them against its task.
-                limits: None,
+                // Resolved here so the identity covers them; the trial resolves them again
+                // (the same pure rule) and records how storage is enforced.
+                limits: Some(settings.limits.resolve(&task.config)),
+                identity: None,
             };
+            let identity =
+                trial_identity(task, &trial_config, &settings.agent_fingerprint, env, index);
+            // Seven characters as in Harbor; a longer suffix only if two trials of one job
+            // would share a name (deterministic, because the plan's order is).
+            let mut length = 7;
+            let mut name = trial_name(task.short_name(), &identity.key, length);
+            while !names.insert(name.to_ascii_lowercase()) {
+                length += 1;
+                name = trial_name(task.short_name(), &identity.key, length);
+            }
+            trial_config.trial_name = name;
+            trial_config.identity = Some(identity.clone());
             trials.push(TrialPlan {
                 task: task.clone(),
                 config: trial_config,
                 env: env.clone(),
+                identity,
+                first_attempt: 1,
             });
         }
     }
@@ -143,6 +179,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         harbor: runner.clone(),
         runner,
         invocation: settings.invocation.clone(),
+        working_dir: settings.working_dir.clone(),
         n_concurrent_trials: settings.n_concurrent,
         retry: config.retry.clone(),
         trials: trials
@@ -169,7 +206,11 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         job_id,
         config,
         lock,
+        planned: trials.len(),
         trials,
+        done: Vec::new(),
+        started_at: None,
+        resumed: false,
         skipped,
     }
 }

@@ -1,12 +1,16 @@
 //! The job directory writer: result.json rewritten as trials finish, lock.json as images are
-//! ready. Every write is atomic.
+//! ready, job.log as anything happens. Every record write is atomic and durable. On a resume
+//! the recorder starts from the trials already complete, so the records describe the whole
+//! job as if it had run in one go.
 
 use std::path::PathBuf;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use tasks::TrialOutcome;
 use tasks::atomic::write_json_atomic;
-use tasks::records::{JobLock, JobResult, TrialResult};
+use tasks::records::{Coverage, JobLock, JobResult, LockTrial, TrialResult};
 
+use super::log::JobLog;
 use super::stats::job_stats;
 use crate::backend::ImageInfo;
 use crate::events::Event;
@@ -18,36 +22,61 @@ pub struct JobRecorder {
     lock: JobLock,
     finished: Vec<TrialResult>,
     running: u32,
+    log: JobLog,
+    /// Trials a resume found complete (their lock entries keep the image they ran in).
+    done_before: std::collections::HashSet<String>,
 }
 
 impl JobRecorder {
-    /// Starts recording a job of `total` trials into `dir`.
-    pub fn new(dir: PathBuf, job_id: &str, total: u32, lock: JobLock) -> JobRecorder {
+    /// Starts recording a job of `total` planned trials into `dir`, of which `done` are
+    /// already complete (a resume); `started_at` is the job's first start when resumed.
+    pub fn new(
+        dir: PathBuf,
+        job_id: &str,
+        total: u32,
+        lock: JobLock,
+        started_at: Option<DateTime<Utc>>,
+        done: Vec<TrialResult>,
+        log: JobLog,
+    ) -> JobRecorder {
         let now = Utc::now();
         let result = JobResult {
             id: job_id.to_owned(),
-            started_at: now,
+            started_at: started_at.unwrap_or(now),
             updated_at: now,
             finished_at: None,
             n_total_trials: total,
             stats: Default::default(),
+            coverage: None,
         };
+        let done_before = done.iter().map(|r| r.trial_name.clone()).collect();
         JobRecorder {
             dir,
             result,
             lock,
-            finished: Vec::new(),
+            finished: done,
             running: 0,
+            log,
+            done_before,
         }
     }
 
     /// Updates the records for `event`.
     pub fn record(&mut self, event: &Event) -> std::io::Result<()> {
+        self.log.event(event);
         match event {
             Event::TrialStarted { .. } => self.trial_started(),
             Event::TrialFinished(result) => self.trial_finished((**result).clone()),
+            Event::TrialRetrying { .. } => {
+                self.running = self.running.saturating_sub(1);
+                self.write_result()
+            }
             Event::ImageReady { task, image, .. } => self.image_ready(task, image),
-            Event::Phase { .. } | Event::ImageProgress { .. } | Event::ImageFailed { .. } => Ok(()),
+            Event::Phase { .. }
+            | Event::ImageProgress { .. }
+            | Event::ImageFailed { .. }
+            | Event::Paused { .. }
+            | Event::Warning(_) => Ok(()),
         }
     }
 
@@ -64,9 +93,21 @@ impl JobRecorder {
         self.write_result()
     }
 
-    /// An image is ready: record it (reference, id, digests, origin) for the task's trials.
+    /// An image is ready: record it (reference, id, digests, origin) for the task's trials,
+    /// except those a resume found complete, which keep the image they ran in.
     pub fn image_ready(&mut self, task: &str, image: &ImageInfo) -> std::io::Result<()> {
+        let kept: Vec<(usize, LockTrial)> = self
+            .lock
+            .trials
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.task.name == task && self.done_before.contains(&t.trial_name))
+            .map(|(i, t)| (i, t.clone()))
+            .collect();
         self.lock.record_image(task, &image.lock_image());
+        for (i, trial) in kept {
+            self.lock.trials[i] = trial;
+        }
         self.write_lock()
     }
 
@@ -77,19 +118,28 @@ impl JobRecorder {
         self.write_result()
     }
 
-    /// Writes the initial result.json (all trials pending).
+    /// Writes the initial result.json (the trials a resume found complete, the rest pending).
     pub fn write_initial(&mut self) -> std::io::Result<()> {
         self.write_result()
     }
 
-    /// Finished trial results so far.
+    /// Finished trial results so far (including those a resume found complete).
     pub fn finished(&self) -> &[TrialResult] {
         &self.finished
     }
 
-    /// The finished trial results, in the order they finished.
+    /// The finished trial results: a resume's complete ones first, then in the order they
+    /// finished.
     pub fn into_finished(self) -> Vec<TrialResult> {
         self.finished
+    }
+
+    /// The job's coverage as last written.
+    pub fn coverage(&self) -> Coverage {
+        self.result
+            .coverage
+            .clone()
+            .unwrap_or_else(|| coverage(self.result.n_total_trials, &self.finished))
     }
 
     /// Writes lock.json.
@@ -105,8 +155,61 @@ impl JobRecorder {
             .result
             .n_total_trials
             .saturating_sub(self.running + stats.n_completed_trials);
+        let coverage = coverage(self.result.n_total_trials, &self.finished);
+        stats.n_retries = coverage.retries;
+        self.result.coverage = Some(coverage);
         self.result.stats = stats;
         self.result.updated_at = Utc::now();
         write_json_atomic(&self.dir.join("result.json"), &self.result)
+    }
+}
+
+/// Planned trials by outcome: those with a final record by [`TrialResult::outcome`], the rest
+/// not run.
+pub fn coverage(planned: u32, finished: &[TrialResult]) -> Coverage {
+    let mut c = Coverage {
+        planned,
+        ..Coverage::default()
+    };
+    for result in finished {
+        match result.outcome() {
+            TrialOutcome::Scored => c.scored += 1,
+            TrialOutcome::AgentError => c.agent_error += 1,
+            TrialOutcome::InfraError => c.infra_error += 1,
+        }
+        c.retries += result.attempt_count() - 1;
+    }
+    c.not_run = planned.saturating_sub(finished.len() as u32);
+    c.fraction = if planned == 0 {
+        1.0
+    } else {
+        f64::from(c.scored) / f64::from(planned)
+    };
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit::records::{trial_result, with_attempts};
+
+    #[test]
+    fn coverage_counts_outcomes_retries_and_trials_not_run() {
+        let finished = [
+            trial_result("a", "t", Some(1.0), None),
+            trial_result("b", "t", Some(0.0), Some("AgentTimeoutError")),
+            trial_result("c", "t", None, Some("AgentSetupError")),
+            with_attempts(
+                trial_result("d", "t", None, Some("EnvironmentStartError")),
+                3,
+            ),
+        ];
+        let c = coverage(6, &finished);
+        assert_eq!(
+            (c.scored, c.agent_error, c.infra_error, c.not_run, c.retries),
+            (2, 1, 1, 2, 2)
+        );
+        assert!((c.fraction - 2.0 / 6.0).abs() < 1e-12);
+        assert_eq!(coverage(0, &[]).fraction, 1.0);
     }
 }

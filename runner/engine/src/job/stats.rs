@@ -121,47 +121,7 @@ fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tasks::records::{AgentInfo, ExceptionInfo, VerifierResult};
-
-    fn trial(name: &str, task: &str, reward: Option<f64>, exception: Option<&str>) -> TrialResult {
-        let json = serde_json::json!({
-            "id": "x", "task_name": task, "trial_name": name, "trial_uri": "file:///x",
-            "task_id": {"path": "/x"}, "source": "ds", "task_checksum": "c",
-            "config": {
-                "task": {"path": null, "git_url": null, "git_commit_id": null, "name": task, "ref": null,
-                         "overwrite": false, "download_dir": null, "source": "ds"},
-                "trial_name": name, "trials_dir": "j", "timeout_multiplier": 1.0,
-                "agent_timeout_multiplier": null, "verifier_timeout_multiplier": null,
-                "agent_setup_timeout_multiplier": null, "environment_build_timeout_multiplier": null,
-                "agent": {"name": "oracle", "import_path": null, "model_name": null, "skills": [],
-                          "override_timeout_sec": null, "override_setup_timeout_sec": null, "max_timeout_sec": null,
-                          "extra_allowed_hosts": [], "kwargs": {}, "env": {}, "mcp_servers": []},
-                "environment": serde_json::to_value(tasks::records::EnvironmentConfig::default()).unwrap(),
-                "verifier": {"override_timeout_sec": null, "max_timeout_sec": null, "env": {}, "disable": false},
-                "artifacts": [], "extra_instruction_paths": [], "job_id": "j"},
-            "agent_info": {"name": "oracle", "version": "1.0.0", "model_info": null},
-            "agent_result": null, "verifier_result": null, "exception_info": null,
-            "started_at": null, "finished_at": null, "environment_setup": null, "agent_setup": null,
-            "agent_execution": null, "verifier": null, "step_results": null
-        });
-        let mut result: TrialResult = serde_json::from_value(json).unwrap();
-        result.agent_info = AgentInfo {
-            name: "oracle".into(),
-            version: "1.0.0".into(),
-            model_info: None,
-        };
-        result.verifier_result = reward.map(|r| VerifierResult {
-            rewards: Some(BTreeMap::from([("reward".to_owned(), r)])),
-            ..VerifierResult::default()
-        });
-        result.exception_info = exception.map(|e| ExceptionInfo {
-            exception_type: tasks::ExceptionType::from_name(e),
-            exception_message: String::new(),
-            exception_traceback: String::new(),
-            occurred_at: chrono::Utc::now(),
-        });
-        result
-    }
+    use testkit::records::trial_result as trial;
 
     #[test]
     fn stats_count_errors_as_zero_and_compute_pass_at_k() {

@@ -13,7 +13,7 @@ use crate::events::Phase;
 use crate::failure::TrialFailure;
 
 /// How long past the agent deadline the runner waits for an agent that does not stop itself.
-const RUN_BACKSTOP: Duration = Duration::from_secs(60);
+pub(super) const RUN_BACKSTOP: Duration = Duration::from_secs(60);
 /// The host's deadline for an agent whose task sets none (Harbor 0.13: no timeout): the
 /// longest timeout a task may set, so even such a trial cannot hang the job forever.
 const UNBOUNDED_AGENT_BACKSTOP: Duration =

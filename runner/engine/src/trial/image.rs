@@ -1,7 +1,7 @@
 //! The task image, prepared once per task per job and shared by all its trials.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tasks::{ExceptionType, Task};
@@ -12,16 +12,42 @@ use crate::backend::{Backend, IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, Out
 use crate::events::Event;
 use crate::failure::TrialFailure;
 
+type ImageCell = Arc<OnceCell<Result<ImageInfo, TrialFailure>>>;
+
 /// Images of a job by task name; the first trial of a task prepares the image, later ones
-/// wait for the same result (including the same failure).
-pub type ImageCache = HashMap<String, Arc<OnceCell<Result<ImageInfo, TrialFailure>>>>;
+/// wait for the same result (including the same failure). A retry forgets a finished result,
+/// so the image is prepared again (a reused image is only looked up).
+#[derive(Default)]
+pub struct ImageCache {
+    cells: HashMap<String, Mutex<ImageCell>>,
+}
+
+impl ImageCache {
+    fn cell(&self, task: &str) -> Option<ImageCell> {
+        let slot = self.cells.get(task)?;
+        Some(slot.lock().expect("not poisoned").clone())
+    }
+
+    /// Forgets the image of `task` if its preparation has finished (well or not), so the next
+    /// trial prepares it again; one still in progress is kept and waited for.
+    pub fn forget_finished(&self, task: &str) {
+        if let Some(slot) = self.cells.get(task) {
+            let mut cell = slot.lock().expect("not poisoned");
+            if cell.initialized() {
+                *cell = Arc::new(OnceCell::new());
+            }
+        }
+    }
+}
 
 /// One empty cell per task of `tasks`.
 pub fn image_cache<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> ImageCache {
-    tasks
-        .into_iter()
-        .map(|task| (task.name.clone(), Arc::new(OnceCell::new())))
-        .collect()
+    ImageCache {
+        cells: tasks
+            .into_iter()
+            .map(|task| (task.name.clone(), Mutex::new(Arc::new(OnceCell::new()))))
+            .collect(),
+    }
 }
 
 /// The image of `task`, prepared under `deadline` by the first caller (a trial, or the
@@ -33,7 +59,7 @@ pub(crate) async fn image_for<B: Backend>(
     deadline: Duration,
     log: &OutputSink,
 ) -> Result<ImageInfo, TrialFailure> {
-    let Some(cell) = ctx.images.get(&task.name).cloned() else {
+    let Some(cell) = ctx.images.cell(&task.name) else {
         return Err(TrialFailure::new(
             ExceptionType::RunnerError,
             format!("task {} was not planned with an image", task.name),

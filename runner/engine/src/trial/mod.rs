@@ -1,7 +1,8 @@
 //! One trial as a value: [`Trial`] holds the trial's record, log, deadlines and environment,
 //! and has one method per phase, each returning `Result<_, TrialFailure>`. [`run_trial`]
-//! drives the phases, handles cancellation and panics once around all of them, tears the
-//! environment down on every path and writes `result.json`.
+//! drives the phases, handles cancellation, panics and the watchdog once around all of them,
+//! tears the environment down on every path and returns the record; [`write_result`] makes it
+//! durable (the job layer decides where: the trial dir, or `attempts/<n>/` before a retry).
 
 mod agent;
 mod environment;
@@ -12,6 +13,7 @@ mod naming;
 mod record;
 mod storage;
 mod verification;
+pub mod watchdog;
 
 pub use image::ImageCache;
 pub use log::TrialLog;
@@ -19,6 +21,7 @@ pub use naming::trial_name;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
+use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +29,7 @@ use std::time::{Duration, Instant};
 use adapter::AnyAgent;
 use chrono::Utc;
 use futures_util::FutureExt;
-use tasks::records::{TrialConfig, TrialLimits, TrialResult};
+use tasks::records::{TrialConfig, TrialIdentity, TrialLimits, TrialResult};
 use tasks::{Multipliers, Task};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -34,8 +37,10 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{Backend, Environment, ExecObserver, OutputSink};
 use crate::events::{Event, Phase};
 use crate::failure::TrialFailure;
+use crate::job::PauseMonitor;
 use crate::limits::LimitSettings;
 use crate::timeouts::PhaseTimeouts;
+use watchdog::PhaseClock;
 
 /// The longest teardown may take; past it the job's sweep (by label) removes what is left.
 const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -62,6 +67,10 @@ pub struct JobContext<B: Backend> {
     pub events: UnboundedSender<Event>,
     /// Cancelled on Ctrl-C, SIGTERM or SIGHUP.
     pub cancel: CancellationToken,
+    /// Pauses of the runner seen so far.
+    pub pauses: PauseMonitor,
+    /// How long past its deadline a phase may run before the watchdog ends the trial.
+    pub watchdog_grace: Duration,
 }
 
 impl<B: Backend> JobContext<B> {
@@ -80,12 +89,24 @@ pub struct TrialPlan {
     pub config: TrialConfig,
     /// The task's `[environment].env`, resolved.
     pub env: BTreeMap<String, String>,
+    /// The trial's identity (also in `config.identity`).
+    pub identity: TrialIdentity,
+    /// The number of this run's first attempt: 1, or one more than the attempts a resume
+    /// found kept under `attempts/`.
+    pub first_attempt: u32,
 }
 
-/// A finished trial and how long the runner itself spent on it.
+impl TrialPlan {
+    /// The trial's name (its directory's name).
+    pub fn name(&self) -> &str {
+        &self.config.trial_name
+    }
+}
+
+/// A finished attempt and how long the runner itself spent on it.
 #[derive(Debug)]
-pub struct TrialOutcome {
-    /// The record written to result.json.
+pub struct FinishedTrial {
+    /// The record (not yet written; see [`write_result`]).
     pub result: TrialResult,
     /// Wall time of the trial, excluding the wait for the shared image.
     pub wall: Duration,
@@ -93,17 +114,24 @@ pub struct TrialOutcome {
     pub in_container: Duration,
 }
 
-/// Runs one trial to the end and writes its records. Every failure, cancellation and panic
-/// inside the phases ends up in `exception_info`; the environment is removed on every path.
-pub async fn run_trial<B: Backend>(ctx: Arc<JobContext<B>>, plan: TrialPlan) -> TrialOutcome {
+/// Runs attempt `attempt` of one trial to the end. Every failure, cancellation, panic and
+/// watchdog expiry inside the phases ends up in `exception_info`; the environment is removed
+/// on every path. The record is returned, not written: see [`write_result`].
+pub async fn run_trial<B: Backend>(
+    ctx: Arc<JobContext<B>>,
+    plan: TrialPlan,
+    attempt: u32,
+) -> FinishedTrial {
     let started = Instant::now();
-    let mut trial = Trial::open(ctx.clone(), plan);
+    let mut trial = Trial::open(ctx.clone(), plan, attempt);
+    let clock = trial.clock.clone();
     let ended = {
         let phases = AssertUnwindSafe(trial.phases()).catch_unwind();
         tokio::select! {
             // An interrupt wins over whatever finished at the same moment.
             biased;
             _ = ctx.cancel.cancelled() => Err(TrialFailure::cancelled()),
+            hung = clock.expired(ctx.watchdog_grace) => Err(hung),
             ended = phases => ended.unwrap_or_else(|panic| Err(TrialFailure::panicked(panic))),
         }
     };
@@ -112,6 +140,12 @@ pub async fn run_trial<B: Backend>(ctx: Arc<JobContext<B>>, plan: TrialPlan) -> 
     }
     trial.teardown().await;
     trial.finish(started)
+}
+
+/// Writes `result` as `<dir>/result.json`, durably (file and directory fsynced) before the
+/// caller reports the trial complete.
+pub fn write_result(dir: &Path, result: &TrialResult) -> std::io::Result<()> {
+    tasks::atomic::write_json_atomic(&dir.join("result.json"), result)
 }
 
 /// A trial in progress.
@@ -125,29 +159,38 @@ pub struct Trial<B: Backend> {
     environment: Option<B::Environment>,
     observer: ExecObserver,
     image_wait: Duration,
+    clock: Arc<PhaseClock>,
     limits: TrialLimits,
 }
 
 impl<B: Backend> Trial<B> {
-    /// Creates the trial directory, writes `config.json` and starts `trial.log`.
-    fn open(ctx: Arc<JobContext<B>>, mut plan: TrialPlan) -> Self {
+    /// Creates the trial directory (durably: the job dir's entry is fsynced), writes
+    /// `config.json` with the trial's limits and starts `trial.log`.
+    fn open(ctx: Arc<JobContext<B>>, mut plan: TrialPlan, attempt: u32) -> Self {
         let name = plan.config.trial_name.clone();
         let dir = ctx.job_dir.join(&name);
+        let limits = ctx.limits.resolve(&plan.task.config);
+        plan.config.limits = Some(limits.clone());
+        let config_written =
+            tasks::atomic::write_json_atomic(&dir.join("config.json"), &plan.config);
         for sub in ["agent", "verifier", "artifacts"] {
             let _ = std::fs::create_dir_all(dir.join(sub));
         }
-        let limits = ctx.limits.resolve(&plan.task.config);
-        plan.config.limits = Some(limits.clone());
+        let _ = tasks::atomic::sync_dir(&ctx.job_dir);
         let log = TrialLog::open(&dir.join("trial.log"), limits.trial_log_cap_bytes);
-        write_config(&dir, &plan.config, &log);
+        if let Err(e) = config_written {
+            log.line(&format!("cannot write config.json: {e}"));
+        }
         ctx.emit(Event::TrialStarted {
             trial: name.clone(),
+            attempt,
         });
-        let result = record::new_result(&ctx.agent, &plan, &dir);
+        let mut result = record::new_result(&ctx.agent, &plan, &dir);
+        result.attempts = Some(attempt);
         let timeouts = PhaseTimeouts::resolve(&plan.task.config, &ctx.multipliers);
         log.line(&format!(
-            "trial {name} of task {} ({})",
-            plan.task.name, plan.task.digest
+            "trial {name} of task {} ({}), attempt {attempt}, identity {}",
+            plan.task.name, plan.task.digest, plan.identity.key
         ));
         log.line(&format!("timeouts: {timeouts}"));
         log.line(&format!(
@@ -172,6 +215,7 @@ impl<B: Backend> Trial<B> {
             environment: None,
             observer: ExecObserver::new(output),
             image_wait: Duration::ZERO,
+            clock: Arc::new(PhaseClock::new()),
             limits,
         }
     }
@@ -214,12 +258,40 @@ impl<B: Backend> Trial<B> {
         &self.plan.config.trial_name
     }
 
+    /// Enters `phase`: ends the previous one in `trial.log`, starts the watchdog's allowance
+    /// for this one and tells the reporter.
     fn enter(&self, phase: Phase) {
-        self.log.line(&format!("phase: {}", phase.label()));
+        let ended = self.clock.enter(phase, self.phase_limit(phase));
+        self.log_phase_end(ended);
+        self.log.line(&format!("phase: {} started", phase.label()));
         self.ctx.emit(Event::Phase {
             trial: self.name().to_owned(),
             phase,
         });
+    }
+
+    fn log_phase_end(&self, ended: Option<(Phase, Duration)>) {
+        if let Some((phase, took)) = ended {
+            self.log.line(&format!(
+                "phase: {} finished in {:.3}s",
+                phase.label(),
+                took.as_secs_f64()
+            ));
+        }
+    }
+
+    /// How long `phase` may take before the watchdog's grace starts: the phase's own
+    /// deadline (the agent's with the backstop the agent phase adds to it).
+    fn phase_limit(&self, phase: Phase) -> Option<Duration> {
+        let t = &self.timeouts;
+        match phase {
+            Phase::Image | Phase::Environment => Some(t.environment_build),
+            Phase::AgentSetup => Some(t.agent_setup),
+            Phase::Agent => t.agent.map(|a| a.saturating_add(agent::RUN_BACKSTOP)),
+            Phase::Verifier => Some(t.verifier),
+            // Teardown bounds its one call itself.
+            Phase::Teardown => None,
+        }
     }
 
     /// The main service's sandbox; only called after the environment phase succeeded.
@@ -243,7 +315,8 @@ impl<B: Backend> Trial<B> {
         record::record_failure(&mut self.result, &self.dir, failure);
     }
 
-    /// Removes the environment, whatever state the trial ended in.
+    /// Removes the environment, whatever state the trial ended in. The removal is bounded by
+    /// the watchdog's grace: a removal that hangs is left to the job's sweep and the reaper.
     async fn teardown(&mut self) {
         self.enter(Phase::Teardown);
         if let Some(environment) = self.environment.take() {
@@ -251,18 +324,25 @@ impl<B: Backend> Trial<B> {
             match tokio::time::timeout(TEARDOWN_TIMEOUT, environment.remove()).await {
                 Ok(Ok(())) => self.log.line(&format!("removed {what}")),
                 Ok(Err(e)) => self.log.line(&format!(
-                    "removing {what} failed: {e}; the next run reaps it"
+                    "removing {what} failed: {e}; the job's sweep or the next run reaps it"
                 )),
-                Err(_) => self.log.line(&format!(
-                    "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
-                    TEARDOWN_TIMEOUT.as_secs()
-                )),
+                Err(_) => {
+                    let text = format!(
+                        "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
+                        TEARDOWN_TIMEOUT.as_secs()
+                    );
+                    self.log.line(&text);
+                    self.ctx
+                        .emit(Event::Warning(format!("{}: {text}", self.name())));
+                }
             }
         }
+        self.log_phase_end(self.clock.leave());
     }
 
-    /// Closes open phase timings, writes `result.json` and reports the trial's overhead.
-    fn finish(mut self, started: Instant) -> TrialOutcome {
+    /// Closes open phase timings, applies what pauses of the runner mean for the record,
+    /// records the outcome and reports the trial's overhead.
+    fn finish(mut self, started: Instant) -> FinishedTrial {
         record::close_open_timings(&mut self.result);
         self.result.truncated_outputs = self.observer.truncations();
         if self.log.is_truncated() {
@@ -274,6 +354,19 @@ impl<B: Backend> Trial<B> {
                 });
         }
         self.result.finished_at = Some(Utc::now());
+        if let Some(pause) = self.ctx.pauses.observe() {
+            self.ctx.emit(Event::Paused {
+                seconds: pause.seconds,
+            });
+        }
+        self.result.pauses = self.ctx.pauses.since(started);
+        if record::reclassify_for_pauses(&mut self.result, &self.dir) {
+            self.log.line(
+                "the runner was paused while this trial ran and a deadline expired meanwhile: recorded as RunnerPausedError",
+            );
+        }
+        let outcome = self.result.outcome();
+        self.result.outcome = Some(outcome);
         let wall = started.elapsed().saturating_sub(self.image_wait);
         let in_container = self.observer.exec_time();
         self.log.line(&format!(
@@ -282,12 +375,11 @@ impl<B: Backend> Trial<B> {
             in_container.as_secs_f64(),
             wall.saturating_sub(in_container).as_secs_f64()
         ));
-        if let Err(e) =
-            tasks::atomic::write_json_atomic(&self.dir.join("result.json"), &self.result)
-        {
-            self.log.line(&format!("cannot write result.json: {e}"));
-        }
-        TrialOutcome {
+        self.log.line(&format!(
+            "outcome: {}",
+            record::describe_outcome(&self.result)
+        ));
+        FinishedTrial {
             result: self.result,
             wall,
             in_container,

@@ -1,11 +1,12 @@
-//! A trial's result record: the initial record, its exception and its phase timings.
+//! A trial's result record: the initial record, its exception, its phase timings, and what a
+//! pause of the runner means for it.
 
 use std::path::Path;
 
 use adapter::{Agent, AnyAgent};
 use chrono::Utc;
 use tasks::records::{AgentInfo, ExceptionInfo, ModelInfo, PhaseTiming, TrialResult};
-use tasks::{ExceptionType, TaskId};
+use tasks::{ExceptionFamily, ExceptionType, TaskId};
 
 use super::TrialPlan;
 use crate::failure::TrialFailure;
@@ -39,6 +40,9 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
         agent_leftover_processes: Vec::new(),
         verifier_isolation: None,
         truncated_outputs: Vec::new(),
+        outcome: None,
+        attempts: None,
+        pauses: Vec::new(),
     }
 }
 
@@ -64,6 +68,55 @@ pub(super) fn record_failure(result: &mut TrialResult, trial_dir: &Path, failure
         exception_traceback: trace,
         occurred_at: Utc::now(),
     });
+}
+
+/// When the runner was paused while the trial ran (`result.pauses` is filled) and the trial
+/// ended in a timeout, the timeout measured the pause, not the agent: the exception becomes
+/// `RunnerPausedError` (an infrastructure error) naming the pause and the original exception.
+/// Returns true when it changed the record.
+pub(super) fn reclassify_for_pauses(result: &mut TrialResult, trial_dir: &Path) -> bool {
+    if result.pauses.is_empty() {
+        return false;
+    }
+    let Some(info) = &mut result.exception_info else {
+        return false;
+    };
+    if !info
+        .exception_type
+        .families()
+        .contains(&ExceptionFamily::Timeout)
+    {
+        return false;
+    }
+    let paused: f64 = result.pauses.iter().map(|p| p.seconds).sum();
+    info.exception_message = format!(
+        "the runner was paused for {paused:.1}s while this trial ran (SIGSTOP or a suspended machine), so its          {} says nothing about the agent: {}",
+        info.exception_type, info.exception_message
+    );
+    info.exception_type = ExceptionType::RunnerPausedError;
+    info.exception_traceback = format!("{}: {}\n", info.exception_type, info.exception_message);
+    let _ = tasks::atomic::write_atomic(
+        &trial_dir.join("exception.txt"),
+        info.exception_traceback.as_bytes(),
+    );
+    true
+}
+
+/// `scored (reward 1.0)`, `agent_error (AgentSetupError: …)`, `infra_error (…)` for logs.
+pub fn describe_outcome(result: &TrialResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(reward) = result.reward() {
+        parts.push(format!("reward {reward}"));
+    }
+    if let Some(e) = &result.exception_info {
+        let message = e.exception_message.lines().next().unwrap_or("");
+        parts.push(format!("{}: {message}", e.exception_type));
+    }
+    if parts.is_empty() {
+        result.outcome().to_string()
+    } else {
+        format!("{} ({})", result.outcome(), parts.join("; "))
+    }
 }
 
 /// Marks every phase that started and never finished (the trial was interrupted or failed in
@@ -93,5 +146,50 @@ pub(super) fn start_timing(slot: &mut Option<PhaseTiming>) {
 pub(super) fn finish_timing(slot: &mut Option<PhaseTiming>) {
     if let Some(timing) = slot {
         timing.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tasks::TrialOutcome;
+    use tasks::records::PauseRecord;
+    use testkit::records::trial_result;
+
+    fn paused(mut result: TrialResult) -> TrialResult {
+        result.pauses = vec![PauseRecord {
+            detected_at: testkit::records::epoch(),
+            seconds: 42.0,
+        }];
+        result.outcome = None;
+        result
+    }
+
+    #[test]
+    fn a_timeout_during_a_pause_becomes_an_infrastructure_error_naming_the_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut result = paused(trial_result("t", "a", Some(0.0), Some("AgentTimeoutError")));
+        assert!(reclassify_for_pauses(&mut result, dir.path()));
+        let info = result.exception_info.as_ref().unwrap();
+        assert_eq!(info.exception_type, ExceptionType::RunnerPausedError);
+        assert!(info.exception_message.contains("paused for 42.0s"));
+        assert!(info.exception_message.contains("AgentTimeoutError"));
+        assert_eq!(result.outcome(), TrialOutcome::InfraError);
+        let trace = std::fs::read_to_string(dir.path().join("exception.txt")).unwrap();
+        assert!(trace.starts_with("RunnerPausedError: "), "{trace}");
+    }
+
+    #[test]
+    fn a_pause_leaves_other_outcomes_alone_but_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        for (reward, exception) in [(Some(1.0), None), (None, Some("AgentSetupError"))] {
+            let mut result = paused(trial_result("t", "a", reward, exception));
+            let before = result.exception_info.clone();
+            assert!(!reclassify_for_pauses(&mut result, dir.path()));
+            assert_eq!(result.exception_info, before);
+            assert_eq!(result.pauses.len(), 1);
+        }
+        let mut unpaused = trial_result("t", "a", None, Some("AgentTimeoutError"));
+        assert!(!reclassify_for_pauses(&mut unpaused, dir.path()));
     }
 }

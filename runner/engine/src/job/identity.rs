@@ -1,0 +1,263 @@
+//! Content-addressed trial identity: a trial is its task's content, the agent (config, version,
+//! source, instruction suffix), the environment and verifier settings, the multipliers, the
+//! task's resolved env, and which of the task's k trials it is. The trial's name is derived
+//! from that key, so a resumed job finds each planned trial's directory by name, and a trial
+//! run with anything different gets another name (and is refused by the resume check).
+
+use std::collections::BTreeMap;
+
+use adapter::{Agent, AnyAgent};
+use serde_json::Value;
+use tasks::Task;
+use tasks::digest::sha256_hex;
+use tasks::records::{AgentConfig, TrialConfig, TrialIdentity};
+
+/// What the agent under test is, beyond its recorded config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFingerprint {
+    /// `agents[]` as recorded (name, model, kwargs, redacted env).
+    pub config: AgentConfig,
+    /// The version known before setup.
+    pub version: String,
+    /// `sha256:<hex>` of an installed agent's uploaded source tar.
+    pub source: Option<String>,
+    /// `sha256:<hex>` of the instruction suffix, if any.
+    pub instruction_suffix: Option<String>,
+}
+
+impl AgentFingerprint {
+    /// The fingerprint of `agent`.
+    pub fn of(agent: &AnyAgent) -> AgentFingerprint {
+        let source = match agent {
+            AnyAgent::Installed(installed) => Some(format!(
+                "sha256:{}",
+                installed.source_provenance().tar_sha256()
+            )),
+            _ => None,
+        };
+        AgentFingerprint {
+            config: agent.job_config(),
+            version: agent.version(),
+            source,
+            instruction_suffix: agent
+                .instruction_suffix()
+                .map(|s| format!("sha256:{}", sha256_hex(s.as_bytes()))),
+        }
+    }
+}
+
+/// The identity of trial `index` of `task` with `config` (task ref, agent, environment,
+/// verifier and multipliers are read from it) and the task's resolved `env`.
+pub fn trial_identity(
+    task: &Task,
+    config: &TrialConfig,
+    agent: &AgentFingerprint,
+    env: &BTreeMap<String, String>,
+    index: u32,
+) -> TrialIdentity {
+    let env_json = serde_json::to_vec(env).expect("a string map serialises");
+    let mut identity = TrialIdentity {
+        key: String::new(),
+        index,
+        agent_version: agent.version.clone(),
+        agent_source: agent.source.clone(),
+        instruction_suffix: agent.instruction_suffix.clone(),
+        task_env: format!("sha256:{}", sha256_hex(&env_json)),
+    };
+    identity.key = format!(
+        "sha256:{}",
+        sha256_hex(canonical(&key_input(task.digest.as_str(), config, &identity)).as_bytes())
+    );
+    identity
+}
+
+/// Everything the key covers, as one JSON object. `force_build` is left out: rebuilding an
+/// image of the same content does not make another trial.
+fn key_input(task_digest: &str, config: &TrialConfig, identity: &TrialIdentity) -> Value {
+    serde_json::json!({
+        "task": task_digest,
+        "agent": config.agent,
+        "agent_version": identity.agent_version,
+        "agent_source": identity.agent_source,
+        "instruction_suffix": identity.instruction_suffix,
+        "environment": environment_without_force_build(config),
+        "verifier": config.verifier,
+        "multipliers": config.multipliers,
+        "limits": limits_without_enforcement(config),
+        "task_env": identity.task_env,
+        "index": identity.index,
+    })
+}
+
+/// The trial's limits without how `storage_mb` is enforced (the backend learns that while the
+/// trial starts; the limit itself is what defines the trial).
+fn limits_without_enforcement(config: &TrialConfig) -> Value {
+    let mut limits = value(&config.limits);
+    if let Some(map) = limits.as_object_mut() {
+        map.remove("storage_enforcement");
+    }
+    limits
+}
+
+fn environment_without_force_build(config: &TrialConfig) -> Value {
+    let mut environment = value(&config.environment);
+    if let Some(map) = environment.as_object_mut() {
+        map.remove("force_build");
+    }
+    environment
+}
+
+/// JSON text with every object's keys sorted, so the key does not depend on field order.
+fn canonical(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let ordered: BTreeMap<&String, Value> =
+                    map.iter().map(|(k, v)| (k, sorted(v))).collect();
+                Value::Object(ordered.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string(&sorted(value)).expect("JSON values serialise")
+}
+
+/// What differs between the identity of an existing trial (`old`, from its config.json) and
+/// the planned trial of the same task and index (`new`), one line per field, for the message
+/// that refuses a resume.
+pub fn identity_differences(old: &TrialConfig, new: &TrialConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut field = |name: &str, a: Value, b: Value| {
+        for (path, was, now) in json_differences(name, &a, &b) {
+            out.push(format!("{path}: {was} in the job, {now} now"));
+        }
+    };
+    field(
+        "task ref",
+        value(&old.task.reference),
+        value(&new.task.reference),
+    );
+    field("agent", value(&old.agent), value(&new.agent));
+    field(
+        "environment",
+        environment_without_force_build(old),
+        environment_without_force_build(new),
+    );
+    field("verifier", value(&old.verifier), value(&new.verifier));
+    field(
+        "multipliers",
+        value(&old.multipliers),
+        value(&new.multipliers),
+    );
+    match (&old.identity, &new.identity) {
+        (Some(a), Some(b)) => {
+            field(
+                "agent version",
+                value(&a.agent_version),
+                value(&b.agent_version),
+            );
+            field(
+                "agent source (uploaded tar)",
+                value(&a.agent_source),
+                value(&b.agent_source),
+            );
+            field(
+                "instruction suffix",
+                value(&a.instruction_suffix),
+                value(&b.instruction_suffix),
+            );
+            field(
+                "the task's resolved [environment].env",
+                value(&a.task_env),
+                value(&b.task_env),
+            );
+        }
+        (None, _) => out.push(
+            "the trial records no identity (written by another tool or an older runner)".into(),
+        ),
+        (Some(_), None) => {}
+    }
+    out
+}
+
+/// A record field as JSON (records always serialise).
+fn value<T: serde::Serialize>(field: &T) -> Value {
+    serde_json::to_value(field).expect("records serialise")
+}
+
+/// Leaf paths where `a` and `b` differ (`agent.kwargs.reasoning_effort`), with both values
+/// shown short.
+pub fn json_differences(prefix: &str, a: &Value, b: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    diff_into(prefix, a, b, &mut out);
+    out
+}
+
+fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<(String, String, String)>) {
+    if a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                let null = Value::Null;
+                diff_into(
+                    &format!("{path}.{key}"),
+                    x.get(key).unwrap_or(&null),
+                    y.get(key).unwrap_or(&null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (a, b)) in x.iter().zip(y).enumerate() {
+                diff_into(&format!("{path}[{i}]"), a, b, out);
+            }
+        }
+        _ => out.push((path.to_owned(), short(a), short(b))),
+    }
+}
+
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 80 {
+        format!("{}…", text.chars().take(77).collect::<String>())
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_ignores_key_order() {
+        let a = serde_json::json!({"b": 1, "a": {"y": 2, "x": [3, {"q": 1, "p": 2}]}});
+        let b = serde_json::json!({"a": {"x": [3, {"p": 2, "q": 1}], "y": 2}, "b": 1});
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(
+            canonical(&a),
+            r#"{"a":{"x":[3,{"p":2,"q":1}],"y":2},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn differences_name_leaf_paths() {
+        let a = serde_json::json!({"kwargs": {"reasoning_effort": "none"}, "name": "x"});
+        let b = serde_json::json!({"kwargs": {"reasoning_effort": "high"}, "name": "x"});
+        assert_eq!(
+            json_differences("agent", &a, &b),
+            vec![(
+                "agent.kwargs.reasoning_effort".to_owned(),
+                "\"none\"".to_owned(),
+                "\"high\"".to_owned()
+            )]
+        );
+        let a = serde_json::json!([{"name": "oracle"}]);
+        let b = serde_json::json!([{"name": "nop"}]);
+        assert_eq!(json_differences("agents", &a, &b)[0].0, "agents[0].name");
+    }
+}

@@ -1,0 +1,475 @@
+//! `runner run`: k trials of every task of a dataset with one agent, or (`--resume`) the rest
+//! of a job that stopped.
+
+mod dir_lock;
+pub mod invocation;
+mod signals;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use adapter::Agent;
+use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
+use engine::job::resume::{ResumeReport, parse_selectors, resume};
+use engine::job::{
+    AgentFingerprint, JobLog, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job,
+};
+use engine::trial::watchdog;
+use tasks::{Dataset, Multipliers};
+use tokio_util::sync::CancellationToken;
+
+use crate::exit::{CliError, Family, Outcome};
+use crate::report::{Reporter, SummaryInput, render_summary};
+use crate::{note, say};
+
+/// Arguments of `runner run`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = crate::exit::help_text(Family::Run))]
+pub struct RunArgs {
+    /// A task directory or a dataset directory (a folder of task directories).
+    #[arg(short = 'p', long)]
+    pub path: PathBuf,
+    /// A built-in agent: `oracle` (runs the task's solution) or `nop` (does nothing).
+    #[arg(
+        short = 'a',
+        long,
+        conflicts_with = "agent_config",
+        required_unless_present = "agent_config"
+    )]
+    pub agent: Option<String>,
+    /// An installed agent described by a TOML agent config.
+    #[arg(long)]
+    pub agent_config: Option<PathBuf>,
+    /// Trials per task.
+    #[arg(
+        short = 'k',
+        long = "k",
+        visible_alias = "n-attempts",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub k: u32,
+    /// Trials run at once.
+    #[arg(short = 'n', long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_concurrent: u32,
+    /// Where job directories are written.
+    #[arg(short = 'o', long, default_value = "jobs")]
+    pub jobs_dir: PathBuf,
+    /// The job directory's name (default: the local time, as Harbor names jobs).
+    #[arg(long, value_parser = parse_job_name)]
+    pub job_name: Option<String>,
+    /// Build from environment/Dockerfile even when a task names a prebuilt docker_image
+    /// (Harbor's --force-build; the build cache is used).
+    #[arg(long)]
+    pub force_build: bool,
+    /// Pull and disk settings of task images.
+    #[command(flatten)]
+    pub images: super::images::ImageArgs,
+    /// Harbor's timeout multipliers.
+    #[command(flatten)]
+    pub multipliers: Multipliers,
+    /// Env var for the agent's container, NAME=VALUE (repeatable; installed agents only).
+    #[arg(long = "agent-env", visible_alias = "ae", value_name = "NAME=VALUE")]
+    pub agent_env: Vec<String>,
+    /// Let credentials reach containers. Recorded in config.json and lock.json; the job is then
+    /// not publishable.
+    #[arg(long)]
+    pub allow_container_secrets: bool,
+    /// Refuse to upload an agent source tree with uncommitted changes.
+    #[arg(long)]
+    pub require_clean_source: bool,
+    /// Most processes and threads per trial (default: max(1024, 256 × the task's cpus)).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
+    pub pids_limit: Option<u32>,
+    /// Most MB of files one trial brings back to the host (agent logs and artifacts; verifier
+    /// output has its own budget of at most 256 MB); past it a file is cut with a marker line
+    /// and the trial records it.
+    #[arg(long, default_value_t = engine::limits::DEFAULT_DOWNLOAD_CAP_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_download_mb: u64,
+    /// Most MB of trial.log per trial; past it command output is dropped after a marker line.
+    #[arg(long, default_value_t = engine::limits::DEFAULT_TRIAL_LOG_CAP_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_trial_log_mb: u64,
+    /// Retries per trial of a failed attempt (kept under <trial>/attempts/<n>/). Only
+    /// infrastructure errors are retried unless --retry-include names other types.
+    #[arg(short = 'r', long, value_name = "N", default_value_t = RetryPolicy::DEFAULT_MAX_RETRIES)]
+    pub max_retries: u32,
+    /// Retry only these exception types or families (TimeoutError, EnvironmentError,
+    /// AgentError, VerifierError); repeatable. Agent errors are retried only when named here.
+    #[arg(long = "retry-include", value_name = "TYPE")]
+    pub retry_include: Vec<String>,
+    /// Never retry these exception types or families; repeatable (default: Harbor's list,
+    /// AgentTimeoutError, VerifierTimeoutError and the reward-file errors, plus
+    /// VerifierEnvError).
+    #[arg(long = "retry-exclude", value_name = "TYPE")]
+    pub retry_exclude: Option<Vec<String>>,
+    /// Continue the job in JOB_DIR with these flags: complete trials are kept untouched,
+    /// missing and interrupted ones run (a raised --k adds trials). Refused, naming the
+    /// difference, when the agent, tasks, multipliers or limits differ from the job's.
+    #[arg(long, value_name = "JOB_DIR", conflicts_with_all = ["job_name", "jobs_dir"])]
+    pub resume: Option<PathBuf>,
+    /// With --resume: also run again the trials that ended with this exception type or family
+    /// (or outcome: infra_error, agent_error), keeping the old attempt; repeatable.
+    #[arg(
+        short = 'f',
+        long = "retry-failed",
+        value_name = "TYPE",
+        requires = "resume"
+    )]
+    pub retry_failed: Vec<String>,
+    /// Exit 0 when at least this share of the planned trials is scored (0 to 1), instead of
+    /// requiring every trial to have a result.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub min_coverage: Option<f64>,
+    /// The invocation to record instead of this process's argv (`runner jobs resume` replays
+    /// the recorded one).
+    #[arg(skip)]
+    pub recorded_invocation: Option<(Vec<String>, Option<String>)>,
+}
+
+/// A fraction from 0 to 1.
+pub fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "{text:?} is not a fraction from 0 to 1 (e.g. 0.95)"
+        )),
+    }
+}
+
+/// A job name is one directory name: no separators, not `.` or `..`.
+fn parse_job_name(name: &str) -> Result<String, String> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        Err(format!(
+            "{name:?} is not a directory name; use letters, digits, '-', '_' and '.' without '/'"
+        ))
+    } else {
+        Ok(name.to_owned())
+    }
+}
+
+/// Runs `runner run`.
+pub fn run(args: RunArgs) -> Result<Outcome, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
+    let started = Instant::now();
+    let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
+        note!("warning: {warning}");
+    }
+    let retry = RetryPolicy::new(
+        args.max_retries,
+        &args.retry_include,
+        args.retry_exclude.as_deref(),
+    )
+    .map_err(|e| CliError::bad_input(format!("--retry-include/--retry-exclude: {e}")))?;
+    let selectors = parse_selectors(&args.retry_failed)
+        .map_err(|e| CliError::bad_input(format!("--retry-failed: {e}")))?;
+    let agent = super::agent::choose(
+        args.agent.as_deref(),
+        args.agent_config.as_deref(),
+        &args.agent_env,
+        args.allow_container_secrets,
+        args.require_clean_source,
+    )?;
+    if dataset.tasks.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{} has no runnable task",
+            dataset.dir.display()
+        )));
+    }
+    let (jobs_dir, job_name, job_dir) = match &args.resume {
+        Some(dir) => existing_job_dir(dir)?,
+        None => {
+            let job_name = args.job_name.clone().unwrap_or_else(|| {
+                chrono::Local::now()
+                    .format("%Y-%m-%d__%H-%M-%S")
+                    .to_string()
+            });
+            let job_dir = check_job_dir(&args.jobs_dir, &job_name)?;
+            (args.jobs_dir.clone(), job_name, job_dir)
+        }
+    };
+    let (invocation, working_dir) = args.recorded_invocation.clone().unwrap_or_else(|| {
+        (
+            invocation::redacted(std::env::args()),
+            std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string()),
+        )
+    });
+    let settings = JobSettings {
+        job_name,
+        jobs_dir: jobs_dir.display().to_string(),
+        k: args.k,
+        n_concurrent: args.n_concurrent,
+        multipliers: args.multipliers,
+        force_build: args.force_build,
+        agent: agent.job_config(),
+        agent_fingerprint: AgentFingerprint::of(&agent),
+        retry,
+        watchdog_grace: watchdog::DEFAULT_GRACE,
+        allow_container_secrets: args.allow_container_secrets,
+        instruction_suffix: agent.instruction_suffix().map(str::to_owned),
+        invocation,
+        working_dir,
+        runner_commit: option_env!("RUNNER_GIT_COMMIT")
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned),
+        limits: engine::LimitSettings {
+            pids_limit: args.pids_limit,
+            download_cap_bytes: args.max_download_mb << 20,
+            trial_log_cap_bytes: args.max_trial_log_mb << 20,
+            ..engine::LimitSettings::default()
+        },
+    };
+    let mut plan = plan_job(&dataset, &settings);
+    for skipped in &plan.skipped {
+        note!("skipping task: {skipped}");
+    }
+    if plan.trials.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "no task of {} can run",
+            dataset.dir.display()
+        )));
+    }
+    let _lock = dir_lock::lock(&job_dir)?;
+    if args.resume.is_some() {
+        let report = resume(&job_dir, &mut plan, &selectors).map_err(CliError::bad_input)?;
+        note_resume(&report, &job_dir);
+    }
+    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
+    match reap_dead_owners(&client).await {
+        Ok(0) => {}
+        Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
+        Err(e) => note!("warning: could not reap leftover containers: {e}"),
+    }
+    let cancel = CancellationToken::new();
+    signals::spawn_signal_handler(client.clone(), plan.job_id.clone(), cancel.clone());
+    note!(
+        "job {} : {} trial(s) to run of {} planned, {} at once -> {}",
+        plan.job_id,
+        plan.trials.len(),
+        plan.planned,
+        settings.n_concurrent,
+        job_dir.display()
+    );
+    let skipped = plan.skipped.clone();
+    let mut reporter = Reporter::new(plan.planned as u64, &plan.done);
+    let outcome = run_job(
+        DockerBackend::with_policy(client, args.images.policy()),
+        agent,
+        plan,
+        job_dir.clone(),
+        &settings,
+        cancel,
+        |event| reporter.event(event),
+    )
+    .await;
+    reporter.finish();
+    let outcome = outcome.map_err(CliError::runner)?;
+    report_outcome(&outcome, &job_dir, &skipped, started.elapsed());
+    Ok(gate(&outcome, !skipped.is_empty(), args.min_coverage))
+}
+
+/// The exit outcome of a finished job: interrupted, tasks skipped, then the coverage gate
+/// (every planned trial has a result, scored or an agent error, or at least `min_coverage`
+/// of them are scored).
+fn gate(outcome: &JobOutcome, any_skipped: bool, min_coverage: Option<f64>) -> Outcome {
+    let passes = match min_coverage {
+        Some(min) => outcome.coverage.fraction + 1e-9 >= min,
+        None => outcome.missing() == 0,
+    };
+    if outcome.interrupted {
+        Outcome::Interrupted
+    } else if any_skipped {
+        Outcome::TasksSkipped
+    } else if !passes {
+        Outcome::TrialsErrored
+    } else {
+        Outcome::Success
+    }
+}
+
+/// `--resume JOB_DIR`: its jobs dir, its name and itself; it must be a directory.
+fn existing_job_dir(dir: &Path) -> Result<(PathBuf, String, PathBuf), CliError> {
+    if !dir.is_dir() {
+        return Err(CliError::bad_input(format!(
+            "--resume {}: not a job directory (it does not exist or is not a directory)",
+            dir.display()
+        )));
+    }
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            CliError::bad_input(format!(
+                "--resume {}: name the job directory itself",
+                dir.display()
+            ))
+        })?;
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    Ok((parent, name, dir.to_path_buf()))
+}
+
+fn note_resume(report: &ResumeReport, job_dir: &Path) {
+    for trial in &report.recovered {
+        note!("finished moving an interrupted attempt of {trial} under attempts/");
+    }
+    note!(
+        "resuming {}: {} trial(s) complete and kept, {} to run again, {} new",
+        job_dir.display(),
+        report.complete,
+        report.rerun.len(),
+        report.new
+    );
+    for (trial, why) in &report.rerun {
+        note!("  {trial}: {why}; the old attempt is kept under {trial}/attempts/");
+    }
+}
+
+/// The job directory under `jobs_dir`, refused when it already holds anything (nothing
+/// already written is ever overwritten) or when `jobs_dir` cannot hold it.
+fn check_job_dir(jobs_dir: &Path, job_name: &str) -> Result<PathBuf, CliError> {
+    if jobs_dir.exists() && !jobs_dir.is_dir() {
+        return Err(CliError::bad_input(format!(
+            "--jobs-dir {}: not a directory",
+            jobs_dir.display()
+        )));
+    }
+    let job_dir = jobs_dir.join(job_name);
+    let non_empty = std::fs::read_dir(&job_dir).is_ok_and(|mut d| d.next().is_some());
+    if non_empty || job_dir.is_file() {
+        return Err(CliError::bad_input(format!(
+            "job directory {} already exists; continue it with --resume {} or choose another --job-name",
+            job_dir.display(),
+            job_dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&job_dir).map_err(|e| {
+        CliError::bad_input(format!(
+            "--jobs-dir {}: cannot create {}: {e}",
+            jobs_dir.display(),
+            job_dir.display()
+        ))
+    })?;
+    Ok(job_dir)
+}
+
+fn report_outcome(outcome: &JobOutcome, job_dir: &Path, skipped: &[String], wall: Duration) {
+    if outcome.swept > 0 {
+        note!(
+            "removed {} leftover container(s) of this job",
+            outcome.swept
+        );
+    }
+    let summary = render_summary(&SummaryInput {
+        results: &outcome.results,
+        planned: outcome.planned,
+        skipped,
+        wall: Some(wall),
+        interrupted: outcome.interrupted,
+        job_dir,
+    });
+    say!("{summary}");
+    JobLog::open(job_dir).block("summary:", &summary);
+    if let Some(overhead) = outcome.mean_overhead {
+        say!(
+            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
+            overhead.as_secs_f64()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names_are_single_directory_names() {
+        assert!(parse_job_name("ci-oracle").is_ok());
+        for bad in ["a/b", "..", ".", "", "../x"] {
+            assert!(parse_job_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_jobs_dir_that_is_a_file_or_a_used_job_dir_is_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let err = check_job_dir(&file, "j").unwrap_err();
+        assert!(err.message.starts_with("--jobs-dir"), "{err}");
+        let used = dir.path().join("used");
+        std::fs::create_dir_all(used.join("trial")).unwrap();
+        assert!(check_job_dir(dir.path(), "used").is_err());
+        assert!(check_job_dir(dir.path(), "fresh").unwrap().is_dir());
+    }
+
+    fn outcome(scored: u32, agent_error: u32, infra_error: u32, not_run: u32) -> JobOutcome {
+        let planned = scored + agent_error + infra_error + not_run;
+        JobOutcome {
+            results: Vec::new(),
+            planned: planned as usize,
+            coverage: tasks::records::Coverage {
+                planned,
+                scored,
+                agent_error,
+                infra_error,
+                not_run,
+                retries: 0,
+                fraction: f64::from(scored) / f64::from(planned),
+            },
+            interrupted: false,
+            mean_overhead: None,
+            swept: 0,
+        }
+    }
+
+    #[test]
+    fn the_gate_accepts_agent_errors_and_refuses_missing_data_unless_coverage_suffices() {
+        assert_eq!(gate(&outcome(9, 1, 0, 0), false, None), Outcome::Success);
+        assert_eq!(
+            gate(&outcome(9, 0, 1, 0), false, None),
+            Outcome::TrialsErrored
+        );
+        assert_eq!(
+            gate(&outcome(9, 0, 0, 1), false, None),
+            Outcome::TrialsErrored
+        );
+        assert_eq!(
+            gate(&outcome(9, 0, 1, 0), false, Some(0.9)),
+            Outcome::Success
+        );
+        assert_eq!(
+            gate(&outcome(8, 1, 1, 0), false, Some(0.9)),
+            Outcome::TrialsErrored
+        );
+        assert_eq!(
+            gate(&outcome(10, 0, 0, 0), true, None),
+            Outcome::TasksSkipped
+        );
+        let mut interrupted = outcome(5, 0, 0, 5);
+        interrupted.interrupted = true;
+        assert_eq!(gate(&interrupted, false, None), Outcome::Interrupted);
+    }
+
+    #[test]
+    fn fractions_are_from_zero_to_one() {
+        assert_eq!(parse_fraction("0.95"), Ok(0.95));
+        assert!(parse_fraction("1.5").is_err());
+        assert!(parse_fraction("-0.1").is_err());
+        assert!(parse_fraction("x").is_err());
+    }
+}

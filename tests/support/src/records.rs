@@ -1,0 +1,102 @@
+//! Record fixtures: trial results built from the record types themselves (not JSON blobs), with
+//! fixed timestamps so text rendered from them can be snapshot-tested.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeZone, Utc};
+use tasks::records::{
+    AgentConfig, AgentInfo, EnvironmentConfig, ExceptionInfo, TaskRef, TrialConfig, TrialResult,
+    VerifierConfig, VerifierResult,
+};
+use tasks::{ExceptionType, Multipliers, TrialOutcome};
+
+/// 2026-01-01T00:00:00Z, the start of every fixture trial.
+pub fn epoch() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date")
+}
+
+/// A finished trial of `task` by the `oracle` agent on dataset `ds`, named `trial`, that took
+/// ten seconds, with `reward` (as `rewards.reward`) and `exception` (a type name) if given.
+/// Its recorded outcome follows from both, as the engine records it.
+pub fn trial_result(
+    trial: &str,
+    task: &str,
+    reward: Option<f64>,
+    exception: Option<&str>,
+) -> TrialResult {
+    let started = epoch();
+    let config = TrialConfig {
+        task: TaskRef {
+            name: Some(task.to_owned()),
+            source: Some("ds".into()),
+            ..TaskRef::default()
+        },
+        trial_name: trial.to_owned(),
+        trials_dir: "jobs/job".into(),
+        multipliers: Multipliers::default(),
+        agent: AgentConfig {
+            name: Some("oracle".into()),
+            ..AgentConfig::default()
+        },
+        environment: EnvironmentConfig::default(),
+        verifier: VerifierConfig::default(),
+        artifacts: Vec::new(),
+        extra_instruction_paths: Vec::new(),
+        job_id: "job".into(),
+        limits: None,
+        identity: None,
+    };
+    let exception_info = exception.map(|name| ExceptionInfo {
+        exception_type: ExceptionType::from_name(name),
+        exception_message: format!("{name} happened"),
+        exception_traceback: String::new(),
+        occurred_at: started,
+    });
+    let verifier_result = reward.map(|r| VerifierResult {
+        rewards: Some(BTreeMap::from([("reward".to_owned(), r)])),
+        ..VerifierResult::default()
+    });
+    let outcome = TrialOutcome::of(
+        exception_info.as_ref().map(|e| &e.exception_type),
+        reward.is_some(),
+    );
+    TrialResult {
+        id: format!("id-{trial}"),
+        task_name: task.to_owned(),
+        trial_name: trial.to_owned(),
+        trial_uri: format!("file:///jobs/job/{trial}"),
+        task_id: serde_json::json!({ "path": format!("/tasks/{task}") }),
+        source: Some("ds".into()),
+        task_checksum: "c".into(),
+        config,
+        agent_info: AgentInfo {
+            name: "oracle".into(),
+            version: "1.0.0".into(),
+            model_info: None,
+        },
+        agent_result: None,
+        verifier_result,
+        exception_info,
+        started_at: Some(started),
+        finished_at: Some(started + chrono::Duration::seconds(10)),
+        environment_setup: None,
+        agent_setup: None,
+        agent_execution: None,
+        verifier: None,
+        step_results: None,
+        agent_leftover_processes: Vec::new(),
+        verifier_isolation: None,
+        truncated_outputs: Vec::new(),
+        outcome: Some(outcome),
+        attempts: Some(1),
+        pauses: Vec::new(),
+    }
+}
+
+/// The same trial recorded as its `attempts`-th attempt.
+pub fn with_attempts(mut result: TrialResult, attempts: u32) -> TrialResult {
+    result.attempts = Some(attempts);
+    result
+}
