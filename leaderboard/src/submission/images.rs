@@ -64,11 +64,13 @@ pub fn from_lock(lock: &Value, job: &str, trial_dirs: &[std::path::PathBuf]) -> 
         .collect()
 }
 
+/// One image of a task: its description and trial count per job.
+type ImageUse<'a> = (&'a str, BTreeMap<&'a str, usize>);
+
 /// One violation per task whose trials ran on more than one image id.
 pub fn check(images: &[TrialImage]) -> Vec<Violation> {
-    // task → id → (description, trials per job)
-    let mut by_task: BTreeMap<&str, BTreeMap<&str, (&str, BTreeMap<&str, usize>)>> =
-        BTreeMap::new();
+    // task → id → use
+    let mut by_task: BTreeMap<&str, BTreeMap<&str, ImageUse>> = BTreeMap::new();
     for image in images {
         let entry = by_task
             .entry(&image.task)
