@@ -1,8 +1,10 @@
 //! End-to-end tests of the `runner` binary: one integration-test binary, one module per area.
 //! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
 
+mod images;
 mod installed;
 mod integrity;
+mod registry;
 mod run;
 mod scrub;
 mod support;
