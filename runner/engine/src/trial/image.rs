@@ -19,14 +19,23 @@ const TRANSCRIPT_LINES: usize = 200;
 /// same result (including the same failure).
 pub type ImageCache = HashMap<String, Arc<OnceCell<PreparedImage>>>;
 
+/// A preparation's output kept for trials that did not watch it: `(stream, line)` pairs (the
+/// last [`TRANSCRIPT_LINES`]) and how many earlier lines were cut.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// The kept lines.
+    pub lines: Vec<(String, String)>,
+    /// Lines cut before them.
+    pub cut: usize,
+}
+
 /// A task's image, as prepared.
 #[derive(Debug, Clone)]
 pub struct PreparedImage {
     /// The image, or why there is none.
     pub outcome: Result<ImageInfo, TrialFailure>,
-    /// The preparation's output when the prefetch prepared it (no trial's log has it then):
-    /// `(stream, line)`, the last [`TRANSCRIPT_LINES`], and how many earlier lines were cut.
-    pub transcript: Option<Arc<(Vec<(String, String)>, usize)>>,
+    /// The preparation's output when the prefetch prepared it (no trial's log has it then).
+    pub transcript: Option<Arc<Transcript>>,
 }
 
 /// One empty cell per task of `tasks`.
@@ -69,7 +78,7 @@ pub(crate) async fn image_for<B: Backend>(
         .await
         .clone();
     if let Some(transcript) = &prepared.transcript {
-        let (lines, cut) = transcript.as_ref();
+        let Transcript { lines, cut } = transcript.as_ref();
         log(
             "runner",
             format!(
@@ -137,7 +146,10 @@ pub(crate) async fn prefetch_image<B: Backend>(
         let (lines, cut) = std::mem::take(&mut *kept.lock().expect("not poisoned"));
         PreparedImage {
             outcome,
-            transcript: Some(Arc::new((lines.into(), cut))),
+            transcript: Some(Arc::new(Transcript {
+                lines: lines.into(),
+                cut,
+            })),
         }
     })
     .await;
