@@ -180,7 +180,7 @@ fn a_prebuilt_image_is_pulled_once_for_two_tasks_and_locked_with_its_digest() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|d| d == &format!("{repository}@{digest}").as_str()),
+                .any(|d| d == format!("{repository}@{digest}").as_str()),
             "{name}: the lock records the digest the registry returned ({digest}): {locked}"
         );
         assert!(
