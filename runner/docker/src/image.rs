@@ -92,7 +92,7 @@ impl ImageService {
     ) -> Result<ImageInfo, BackendError> {
         match image_source(task, force_build) {
             ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
-            ImageSource::Build => Ok(self.build(task, log).await?),
+            ImageSource::Build => Ok(self.build(task, force_build, log).await?),
         }
     }
 
@@ -232,8 +232,14 @@ impl ImageService {
     }
 
     /// Builds `environment/` with BuildKit under its content-addressed tag, or reuses that tag
-    /// unless the build is forced.
-    async fn build(&self, task: &Task, log: &OutputSink) -> Result<ImageInfo, DockerError> {
+    /// unless the build is forced. A forced build still uses BuildKit's cache, as Harbor's
+    /// `--force-build` (`docker compose build`) does; it always runs, so the lock says `built`.
+    async fn build(
+        &self,
+        task: &Task,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, DockerError> {
         let env_dir = task.environment_dir();
         let context = provenance::build_context(&env_dir).map_err(|e| DockerError::Build {
             task: task.name.clone(),
@@ -245,7 +251,7 @@ impl ImageService {
             &hex::encode(Sha256::digest(&context))[..16]
         );
         let facts = self.facts().await?.clone();
-        if let Some(found) = inspect(&self.client, &tag).await? {
+        if !force_build && let Some(found) = inspect(&self.client, &tag).await? {
             self.record_use(&tag, &found, None, log).await;
             return Ok(image_info(&tag, found, ImageOrigin::Reused, &facts));
         }
