@@ -15,8 +15,10 @@ use crate::registry::{
 };
 use crate::support::{Job, ensure_base_image, exception, exited, reward, runner};
 
-/// Writes task `name` into `dataset`: a prebuilt `docker_image` and/or a Dockerfile, and a
-/// verifier that copies `/marker` into the trial's verifier dir and scores 1.
+/// Writes task `name` into `dataset`: a prebuilt `docker_image` and/or a Dockerfile (without
+/// one, `environment/README.txt`, which Harbor uploads to the workdir `/app`), and a verifier
+/// that copies `/marker` into the trial's verifier dir, notes whether the README arrived, and
+/// scores 1.
 fn task(dataset: &Path, name: &str, docker_image: Option<&str>, dockerfile: Option<&str>) {
     let dir = dataset.join(name);
     let image = docker_image
@@ -26,14 +28,16 @@ fn task(dataset: &Path, name: &str, docker_image: Option<&str>, dockerfile: Opti
         dir.join("task.toml"),
         &format!(
             "[task]\nname = \"images/{name}\"\n[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 60.0\n\
-             [environment]\nbuild_timeout_sec = 120.0\n{image}"
+             [environment]\nbuild_timeout_sec = 120.0\nworkdir = \"/app\"\n{image}"
         ),
     );
     write(dir.join("instruction.md"), "Nothing to do.\n");
     write(dir.join("solution/solve.sh"), "#!/bin/bash\ntrue\n");
     write(
         dir.join("tests/test.sh"),
-        "#!/bin/bash\ncat /marker > /logs/verifier/marker.txt 2>/dev/null || echo none > /logs/verifier/marker.txt\necho 1 > /logs/verifier/reward.txt\n",
+        "#!/bin/bash\ncat /marker > /logs/verifier/marker.txt 2>/dev/null || echo none > /logs/verifier/marker.txt\n\
+         if [ -f /app/README.txt ]; then echo yes; else echo no; fi > /logs/verifier/uploaded.txt\n\
+         echo 1 > /logs/verifier/reward.txt\n",
     );
     match dockerfile {
         Some(text) => write(dir.join("environment/Dockerfile"), text),
@@ -76,12 +80,17 @@ impl Run {
 
     /// What the trial of `task` found in `/marker`.
     fn marker_of(&self, task: &str) -> String {
+        self.verifier_file(task, "marker.txt")
+    }
+
+    /// The trimmed text of `name` in the verifier dir of `task`'s trial.
+    fn verifier_file(&self, task: &str, name: &str) -> String {
         let trial = self.result_of(task)["trial_name"]
             .as_str()
             .unwrap()
             .to_owned();
         self.job
-            .trial_file(&trial, "verifier/marker.txt")
+            .trial_file(&trial, &format!("verifier/{name}"))
             .trim()
             .to_owned()
     }
@@ -171,6 +180,11 @@ fn a_prebuilt_image_is_pulled_once_for_two_tasks_and_locked_with_its_digest() {
             result["exception_info"]
         );
         assert_eq!(run.marker_of(name), marker, "{name} ran the pulled image");
+        assert_eq!(
+            run.verifier_file(name, "uploaded.txt"),
+            "yes",
+            "{name}: without a Dockerfile, environment/ is uploaded to the workdir"
+        );
         let locked = run.lock_image(name);
         assert_eq!(locked["origin"], "pulled", "{name}: {locked}");
         assert_eq!(locked["reference"], image.as_str());
@@ -353,6 +367,11 @@ fn the_prebuilt_image_runs_by_default_and_the_dockerfile_with_force_build() {
     let default = run(&dataset, &[], &[]);
     assert_eq!(default.code, 0, "{}", default.stderr);
     assert_eq!(default.marker_of("images/both"), prebuilt);
+    assert_eq!(
+        default.verifier_file("images/both", "uploaded.txt"),
+        "no",
+        "with a Dockerfile nothing is uploaded (Harbor's should_upload_environment_dir)"
+    );
     let locked = default.lock_image("images/both");
     assert_eq!(
         (locked["origin"].as_str(), locked["reference"].as_str()),
