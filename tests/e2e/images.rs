@@ -323,6 +323,28 @@ fn registry_credentials_come_from_the_docker_config_or_a_helper() {
     );
     assert_eq!(via_helper.code, 0, "{}", via_helper.stderr);
     assert_eq!(via_helper.marker_of("images/private"), marker);
+
+    // A build FROM the private image: BuildKit cannot log in without a session, so runner
+    // pulls the base with the config's credentials and builds again.
+    crate::registry::docker(&["rmi", &image], None);
+    let (_d2, builds) = dataset_dir();
+    let built = format!("on-private-{}", unique());
+    task(
+        &builds,
+        "on-private",
+        None,
+        Some(&format!("FROM {image}\nRUN echo {built} > /marker\n")),
+    );
+    let run_build = run(&builds, &[("DOCKER_CONFIG", logged_in.path())], &[]);
+    assert_eq!(run_build.code, 0, "{}", run_build.stderr);
+    assert_eq!(run_build.marker_of("images/on-private"), built);
+    assert!(
+        run_build
+            .trial_log_of("images/on-private")
+            .contains("needs registry credentials for its base image"),
+        "{}",
+        run_build.trial_log_of("images/on-private")
+    );
 }
 
 #[test]
