@@ -139,12 +139,15 @@ pub trait Agent: Send + Sync {
         None
     }
 
-    /// Installs the agent in the sandbox; returns the version learnt there, if any.
+    /// Installs the agent in the sandbox; returns the version learnt there, if any. Agents
+    /// that need nothing installed keep the default, which does nothing.
     fn setup<S: Sandbox>(
         &self,
-        sandbox: &S,
-        run: &AgentRun<'_>,
-    ) -> impl Future<Output = Result<Option<String>, AgentError>> + Send;
+        _sandbox: &S,
+        _run: &AgentRun<'_>,
+    ) -> impl Future<Output = Result<Option<String>, AgentError>> + Send {
+        std::future::ready(Ok(None))
+    }
 
     /// Runs `instruction` to a final state.
     fn run<S: Sandbox>(

@@ -20,14 +20,6 @@ impl Agent for OracleAgent {
         "1.0.0".into()
     }
 
-    async fn setup<S: Sandbox>(
-        &self,
-        _sandbox: &S,
-        _run: &AgentRun<'_>,
-    ) -> Result<Option<String>, AgentError> {
-        Ok(None)
-    }
-
     async fn run<S: Sandbox>(
         &self,
         sandbox: &S,

@@ -79,7 +79,7 @@ fn entry_prefix(target: &str) -> Result<String, ArchiveError> {
 mod tests {
     use std::os::unix::fs::symlink;
 
-    use testkit::files::{set_mtime, write};
+    use testkit::files::{set_mtime, write, write_all};
 
     use super::*;
 
@@ -172,12 +172,17 @@ mod tests {
             ".dockerignore",
             "# build junk\n*.log\nnode_modules\ncache\n!cache/keep.txt\nDockerfile\n",
         );
-        write(ctx.path(), "app.py", "print()\n");
-        write(ctx.path(), "run.log", "x");
-        write(ctx.path(), "sub/run.log", "root-only pattern: kept");
-        write(ctx.path(), "node_modules/a/index.js", "x");
-        write(ctx.path(), "cache/drop.bin", "x");
-        write(ctx.path(), "cache/keep.txt", "kept by the exception");
+        write_all(
+            ctx.path(),
+            &[
+                ("app.py", "print()\n"),
+                ("run.log", "x"),
+                ("sub/run.log", "root-only pattern: kept"),
+                ("node_modules/a/index.js", "x"),
+                ("cache/drop.bin", "x"),
+                ("cache/keep.txt", "kept by the exception"),
+            ],
+        );
         assert_eq!(
             names(&build_context(ctx.path()).unwrap()),
             [

@@ -34,6 +34,8 @@ pub enum Family {
     Scrub,
     /// `runner tasks digest`.
     Tasks,
+    /// `runner view`, `runner summary`, `runner compare`: reading job directories.
+    Read,
     /// `runner images pull`, `runner images prune`.
     Images,
 }
@@ -41,11 +43,12 @@ pub enum Family {
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::Run,
         Family::Validate,
         Family::Scrub,
         Family::Tasks,
+        Family::Read,
         Family::Images,
     ];
 
@@ -55,6 +58,7 @@ impl Family {
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
+            Family::Read => "`view`, `summary`, `compare`",
             Family::Images => "`images pull`, `images prune`",
         }
     }
@@ -94,6 +98,7 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Read) => "done",
             (Success, Images) => {
                 "every image is ready (pull) or every candidate was handled (prune)"
             }
@@ -105,6 +110,7 @@ impl ExitCode {
             }
             (BadInput, Validate | Scrub) => "bad input",
             (BadInput, Tasks) => "bad input, or some tasks are malformed (they are listed)",
+            (BadInput, Read) => "bad input: a path that is not a job directory",
             (BadInput, Images) => {
                 "bad input, or no reachable Docker engine; also when malformed tasks were skipped (the rest were prepared)"
             }

@@ -66,6 +66,12 @@ fn human_bytes_approx(bytes: u64) -> String {
 mod tests {
     use super::*;
 
+    /// Asserts that `err` refuses a file as too large, saying `text`.
+    fn assert_too_large(err: &io::Error, text: &str) {
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        assert!(err.to_string().contains(text), "{err}");
+    }
+
     #[test]
     fn files_up_to_the_cap_are_read_and_larger_ones_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -100,11 +106,7 @@ mod tests {
     #[test]
     fn an_endless_device_stops_at_the_cap() {
         let err = read_capped(Path::new("/dev/zero"), 1 << 20, "trajectory").unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
-        assert!(
-            err.to_string().contains("1 MiB limit for a trajectory"),
-            "{err}"
-        );
+        assert_too_large(&err, "1 MiB limit for a trajectory");
     }
 
     #[test]
@@ -116,11 +118,7 @@ mod tests {
             .set_len(MAX_TRAJECTORY_BYTES + 1)
             .unwrap();
         let err = crate::atif::validate_file(&path).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
-        assert!(
-            err.to_string().contains("256 MiB limit for a trajectory"),
-            "{err}"
-        );
+        assert_too_large(&err, "256 MiB limit for a trajectory");
     }
 
     #[test]

@@ -257,22 +257,36 @@ fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_files::write_files;
 
+    /// A temp dir of minimal tasks, one per `(dir, task.toml)`.
+    fn tasks_dir(tasks: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, toml) in tasks {
+            task(dir.path(), name, toml);
+        }
+        dir
+    }
+
+    /// A minimal task in `root/dir` with this `task.toml`.
     fn task(root: &Path, dir: &str, toml: &str) {
-        let d = root.join(dir);
-        std::fs::create_dir_all(d.join("environment")).unwrap();
-        std::fs::create_dir_all(d.join("tests")).unwrap();
-        std::fs::write(d.join("task.toml"), toml).unwrap();
-        std::fs::write(d.join("instruction.md"), "Do it.\n").unwrap();
-        std::fs::write(d.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
-        std::fs::write(d.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
+        write_files(
+            &root.join(dir),
+            &[
+                ("task.toml", toml),
+                ("instruction.md", "Do it.\n"),
+                ("environment/Dockerfile", "FROM scratch\n"),
+                ("tests/test.sh", "#!/bin/bash\n"),
+            ],
+        );
     }
 
     #[test]
     fn malformed_task_is_skipped_and_named() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "good", "");
-        task(dir.path(), "bad", "[verifier]\ntimeout_sec = \"never\"\n");
+        let dir = tasks_dir(&[
+            ("good", ""),
+            ("bad", "[verifier]\ntimeout_sec = \"never\"\n"),
+        ]);
         let ds = Dataset::load(dir.path()).unwrap();
         assert_eq!(ds.tasks.len(), 1);
         assert_eq!(ds.tasks[0].name, "good");
@@ -286,9 +300,7 @@ mod tests {
 
     #[test]
     fn dataset_toml_names_and_selects_tasks() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "one", "[task]\nname = \"org/one\"\n");
-        task(dir.path(), "two", "");
+        let dir = tasks_dir(&[("one", "[task]\nname = \"org/one\"\n"), ("two", "")]);
         std::fs::write(dir.path().join("metric.py"), "print(1)\n").unwrap();
         std::fs::write(
             dir.path().join("dataset.toml"),
@@ -310,8 +322,7 @@ mod tests {
 
     #[test]
     fn a_task_dir_is_a_dataset_of_one() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "solo", "");
+        let dir = tasks_dir(&[("solo", "")]);
         let ds = Dataset::load(&dir.path().join("solo")).unwrap();
         assert!(ds.single_task);
         assert_eq!(ds.tasks.len(), 1);
@@ -319,10 +330,11 @@ mod tests {
 
     #[test]
     fn duplicate_task_names_are_an_error_naming_both_dirs() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "a", "[task]\nname = \"org/same\"\n");
-        task(dir.path(), "b", "[task]\nname = \"org/same\"\n");
-        task(dir.path(), "c", "");
+        let dir = tasks_dir(&[
+            ("a", "[task]\nname = \"org/same\"\n"),
+            ("b", "[task]\nname = \"org/same\"\n"),
+            ("c", ""),
+        ]);
         let err = Dataset::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("org/same"), "{err}");
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
@@ -331,16 +343,13 @@ mod tests {
             "{err}"
         );
         // A directory name equal to another task's [task].name is a duplicate too.
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "x", "");
-        task(dir.path(), "y", "[task]\nname = \"org/x\"\n");
+        let dir = tasks_dir(&[("x", ""), ("y", "[task]\nname = \"org/x\"\n")]);
         assert!(Dataset::load(dir.path()).is_ok(), "org/x and x differ");
     }
 
     #[test]
     fn a_dataset_toml_entry_without_a_task_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "one", "[task]\nname = \"org/one\"\n");
+        let dir = tasks_dir(&[("one", "[task]\nname = \"org/one\"\n")]);
         std::fs::write(
             dir.path().join("dataset.toml"),
             "[[tasks]]\nname = \"org/one\"\n[[tasks]]\nname = \"org/gone\"\n",
@@ -355,13 +364,13 @@ mod tests {
 
     #[test]
     fn a_listed_task_that_fails_to_load_is_skipped_not_missing() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "one", "");
-        task(
-            dir.path(),
-            "bad",
-            "[task]\nname = \"org/bad\"\n[verifier]\ntimeout_sec = \"x\"\n",
-        );
+        let dir = tasks_dir(&[
+            ("one", ""),
+            (
+                "bad",
+                "[task]\nname = \"org/bad\"\n[verifier]\ntimeout_sec = \"x\"\n",
+            ),
+        ]);
         std::fs::write(
             dir.path().join("dataset.toml"),
             "[[tasks]]\nname = \"one\"\n[[tasks]]\nname = \"org/bad\"\n",
@@ -374,16 +383,16 @@ mod tests {
 
     #[test]
     fn unsupported_tasks_are_skipped_by_load_and_kept_by_read() {
-        let dir = tempfile::tempdir().unwrap();
-        task(dir.path(), "good", "");
-        task(dir.path(), "gpu", "[environment]\ngpus = 1\n");
-        let multi = dir.path().join("multi");
-        std::fs::create_dir_all(multi.join("environment")).unwrap();
-        std::fs::create_dir_all(multi.join("steps/one/tests")).unwrap();
-        std::fs::write(multi.join("task.toml"), "[[steps]]\nname = \"one\"\n").unwrap();
-        std::fs::write(multi.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
-        std::fs::write(multi.join("steps/one/instruction.md"), "Do.\n").unwrap();
-        std::fs::write(multi.join("steps/one/tests/test.sh"), "exit 0\n").unwrap();
+        let dir = tasks_dir(&[("good", ""), ("gpu", "[environment]\ngpus = 1\n")]);
+        write_files(
+            &dir.path().join("multi"),
+            &[
+                ("task.toml", "[[steps]]\nname = \"one\"\n"),
+                ("environment/Dockerfile", "FROM scratch\n"),
+                ("steps/one/instruction.md", "Do.\n"),
+                ("steps/one/tests/test.sh", "exit 0\n"),
+            ],
+        );
 
         let ds = Dataset::load(dir.path()).unwrap();
         assert_eq!(

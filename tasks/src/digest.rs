@@ -1,4 +1,4 @@
-//! Content digests exactly as Harbor's packager computes them (reference §1.6).
+//! Content digests exactly as Harbor's packager computes them (docs/harbor-format.md §1.6).
 //!
 //! Task digest: for each hashed file in codepoint order of its relative POSIX path,
 //! `outer.update("{rel}\0{sha256_hex(bytes)}\n")`; the digest is `sha256:{outer}`.
@@ -126,13 +126,8 @@ pub fn dataset_digest(task_digests: &[String], files: &[(String, String)]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_files::{task_dir, write_files};
     use std::process::Command;
-
-    fn write(root: &Path, rel: &str, body: &str) {
-        let path = root.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, body).unwrap();
-    }
 
     /// The digest computed by a shell pipeline of sha256sum over an explicit, sorted file list.
     fn shell_digest(root: &Path, files: &[&str]) -> String {
@@ -152,30 +147,41 @@ mod tests {
         format!("sha256:{}", String::from_utf8(out.stdout).unwrap().trim())
     }
 
-    fn fixture() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        write(root, "task.toml", "[verifier]\ntimeout_sec = 10.0\n");
-        write(root, "instruction.md", "Do it.\n");
-        write(root, "README.md", "readme\n");
-        write(root, "environment/Dockerfile", "FROM scratch\n");
-        write(root, "environment/files/nested/deep.txt", "deep\n");
-        write(root, "tests/test.sh", "#!/bin/bash\n");
-        write(root, "tests/test_outputs.py", "def test(): pass\n");
-        write(root, "solution/solve.sh", "echo hi\n");
-        write(root, "notes.txt", "not hashed: outside the hashed dirs\n");
+    /// The fixture task with `extra` files written over it.
+    fn fixture_with(extra: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = fixture();
+        write_files(dir.path(), extra);
         dir
+    }
+
+    fn fixture() -> tempfile::TempDir {
+        task_dir(&[
+            ("task.toml", "[verifier]\ntimeout_sec = 10.0\n"),
+            ("instruction.md", "Do it.\n"),
+            ("README.md", "readme\n"),
+            ("environment/Dockerfile", "FROM scratch\n"),
+            ("environment/files/nested/deep.txt", "deep\n"),
+            ("tests/test.sh", "#!/bin/bash\n"),
+            ("tests/test_outputs.py", "def test(): pass\n"),
+            ("solution/solve.sh", "echo hi\n"),
+            ("notes.txt", "not hashed: outside the hashed dirs\n"),
+        ])
+    }
+
+    /// Asserts that the task digest of `root` hashes exactly `files`.
+    fn assert_digest_hashes(root: &Path, files: &[&str]) {
+        assert_eq!(task_digest(root).unwrap(), shell_digest(root, files));
     }
 
     #[test]
     fn default_ignores_apply_without_gitignore() {
-        let dir = fixture();
-        let root = dir.path();
-        write(root, "tests/__pycache__/x.cpython-311.pyc", "bytes");
-        write(root, "solution/editor.swp", "swap");
-        write(root, "environment/file.txt~", "backup");
-        let expected = shell_digest(
-            root,
+        let dir = fixture_with(&[
+            ("tests/__pycache__/x.cpython-311.pyc", "bytes"),
+            ("solution/editor.swp", "swap"),
+            ("environment/file.txt~", "backup"),
+        ]);
+        assert_digest_hashes(
+            dir.path(),
             &[
                 "README.md",
                 "environment/Dockerfile",
@@ -187,22 +193,20 @@ mod tests {
                 "tests/test_outputs.py",
             ],
         );
-        assert_eq!(task_digest(root).unwrap(), expected);
     }
 
     #[test]
     fn gitignore_replaces_default_ignores() {
-        let dir = fixture();
-        let root = dir.path();
-        write(root, ".gitignore", "*.log\nenvironment/files/\n");
-        write(root, "tests/run.log", "ignored by .gitignore");
-        write(
-            root,
-            "tests/cache.pyc",
-            "hashed: .gitignore replaces the defaults",
-        );
-        let expected = shell_digest(
-            root,
+        let dir = fixture_with(&[
+            (".gitignore", "*.log\nenvironment/files/\n"),
+            ("tests/run.log", "ignored by .gitignore"),
+            (
+                "tests/cache.pyc",
+                "hashed: .gitignore replaces the defaults",
+            ),
+        ]);
+        assert_digest_hashes(
+            dir.path(),
             &[
                 "README.md",
                 "environment/Dockerfile",
@@ -214,7 +218,6 @@ mod tests {
                 "tests/test_outputs.py",
             ],
         );
-        assert_eq!(task_digest(root).unwrap(), expected);
     }
 
     #[test]
@@ -222,9 +225,9 @@ mod tests {
         let dir = fixture();
         let root = dir.path();
         let before = task_digest(root).unwrap();
-        write(root, "notes.txt", "changed");
+        write_files(root, &[("notes.txt", "changed")]);
         assert_eq!(task_digest(root).unwrap(), before);
-        write(root, "tests/test.sh", "#!/bin/bash\nexit 1\n");
+        write_files(root, &[("tests/test.sh", "#!/bin/bash\nexit 1\n")]);
         assert_ne!(task_digest(root).unwrap(), before);
     }
 

@@ -102,8 +102,15 @@ exception_types! {
     VerifierEnvError => false,
     /// The sandbox failed to run a verifier command (runner-only).
     VerifierSandboxError => false,
+    /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
+    StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
     RunnerError => false,
+}
+
+impl ExceptionType {
+    /// The name readers show for an `exception_info` that carries no type (a foreign record).
+    pub const UNKNOWN_NAME: &'static str = "UnknownError";
 }
 
 impl fmt::Display for ExceptionType {

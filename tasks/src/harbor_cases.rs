@@ -12,6 +12,7 @@ use crate::config::{
     McpTransport, MultiStepRewardStrategy, NetworkMode, TaskConfig, TaskOs, parse_task_config,
 };
 use crate::task::Task;
+use crate::test_files::task_dir;
 use crate::unsupported;
 
 /// What Harbor does with a case, and what the runner must do.
@@ -55,21 +56,6 @@ fn config_case(name: &str, toml: &str, expect: Expect) {
     }
 }
 
-/// A task directory made of `files` (path, contents); directories end with `/`.
-fn task_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, contents) in files {
-        let full = dir.path().join(path);
-        if path.ends_with('/') {
-            std::fs::create_dir_all(&full).unwrap();
-        } else {
-            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-            std::fs::write(&full, contents).unwrap();
-        }
-    }
-    dir
-}
-
 /// Checks one `Task(task_dir)` case.
 fn task_case(name: &str, files: &[(&str, &str)], expect: Expect) {
     let dir = task_dir(files);
@@ -94,6 +80,30 @@ fn task_case(name: &str, files: &[(&str, &str)], expect: Expect) {
     }
 }
 
+/// A case with a separate verifier environment (refused by name, as the runner cannot run it
+/// yet) whose network modes must still be read as Harbor reads them.
+fn separate_verifier_case(
+    name: &str,
+    toml: &str,
+    environment: NetworkMode,
+    verifier_environment: NetworkMode,
+) {
+    config_case(name, toml, Expect::Refused(&["separate-verifier"]));
+    let c = config(toml).unwrap();
+    assert_eq!(c.environment.effective_network(), environment, "{name}");
+    assert_eq!(
+        c.verifier.environment.unwrap().effective_network(),
+        verifier_environment,
+        "{name}"
+    );
+}
+
+/// The environment's cpus, memory_mb, storage_mb and gpus.
+fn resource_limits(c: &TaskConfig) -> (Option<f64>, Option<u64>, Option<u64>, Option<u32>) {
+    let env = &c.environment;
+    (env.cpus, env.memory_mb, env.storage_mb, env.gpus)
+}
+
 const DOCKERFILE: (&str, &str) = ("environment/Dockerfile", "FROM ubuntu:22.04\n");
 const INSTRUCTION: (&str, &str) = ("instruction.md", "Do it.\n");
 const TEST_SH: (&str, &str) = ("tests/test.sh", "#!/bin/bash\nexit 0\n");
@@ -108,12 +118,7 @@ fn test_task_config_deprecated_fields() {
     );
     let c = config("[environment]\ndocker_image = \"alpine\"").unwrap();
     assert_eq!(
-        (
-            c.environment.cpus,
-            c.environment.memory_mb,
-            c.environment.storage_mb,
-            c.environment.gpus
-        ),
+        resource_limits(&c),
         (None, None, None, None),
         "test_default_construction_uses_provider_defaults_without_warning"
     );
@@ -350,51 +355,42 @@ fn test_task_config_network() {
         Loads,
     );
     let separate = Refused(&["separate-verifier"]);
-    let toml = "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nnetwork_mode = \"no-network\"\n";
-    config_case(
+    separate_verifier_case(
         "test_verifier_environment_network_mode_is_allowed",
-        toml,
-        separate,
+        "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nnetwork_mode = \"no-network\"\n",
+        NetworkMode::Public,
+        NetworkMode::NoNetwork,
     );
-    let c = config(toml).unwrap();
-    assert_eq!(c.environment.effective_network(), NetworkMode::Public);
-    assert_eq!(
-        c.verifier.environment.unwrap().effective_network(),
-        NetworkMode::NoNetwork
-    );
-    let toml = "\n[environment]\nnetwork_mode = \"no-network\"\n\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\ncpus = 1\n";
-    config_case(
+    separate_verifier_case(
         "test_verifier_environment_uses_own_default_not_top_level_environment",
-        toml,
-        separate,
-    );
-    let c = config(toml).unwrap();
-    assert_eq!(c.environment.effective_network(), NetworkMode::NoNetwork);
-    assert_eq!(
-        c.verifier.environment.unwrap().effective_network(),
-        NetworkMode::Public
+        "\n[environment]\nnetwork_mode = \"no-network\"\n\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\ncpus = 1\n",
+        NetworkMode::NoNetwork,
+        NetworkMode::Public,
     );
     config_case(
         "test_verifier_environment_defaults_to_public",
         "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\ncpus = 1\n",
         separate,
     );
-    let c = config("\n[environment]\nallow_internet = false\n").unwrap();
-    assert_eq!(
-        c.environment.effective_network(),
-        NetworkMode::NoNetwork,
-        "test_environment_allow_internet_false_maps_environment_and_inherited_roles"
-    );
+    for (toml, network, name) in [
+        (
+            "\n[environment]\nallow_internet = false\n",
+            NetworkMode::NoNetwork,
+            "test_environment_allow_internet_false_maps_environment_and_inherited_roles",
+        ),
+        (
+            "\n[environment]\nallow_internet = true\n",
+            NetworkMode::Public,
+            "test_environment_allow_internet_true_maps_environment_and_inherited_roles",
+        ),
+    ] {
+        let c = config(toml).unwrap();
+        assert_eq!(c.environment.effective_network(), network, "{name}");
+    }
     config_case(
         "allow_internet = false",
         "[environment]\nallow_internet = false\n",
         Loads,
-    );
-    let c = config("\n[environment]\nallow_internet = true\n").unwrap();
-    assert_eq!(
-        c.environment.effective_network(),
-        NetworkMode::Public,
-        "test_environment_allow_internet_true_maps_environment_and_inherited_roles"
     );
     // The agent's public differs from the environment's no-network baseline, and the verifier
     // asks for an allowlist: Harbor accepts both, the runner cannot switch networks yet.
@@ -403,29 +399,17 @@ fn test_task_config_network() {
         "\n[agent]\nnetwork_mode = \"public\"\n\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n",
         Refused(&["allowlist", "phase-network-mode"]),
     );
-    let toml = "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nallow_internet = false\n";
-    config_case(
+    separate_verifier_case(
         "test_verifier_environment_allow_internet_sets_separate_env_baseline_only",
-        toml,
-        separate,
+        "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nallow_internet = false\n",
+        NetworkMode::Public,
+        NetworkMode::NoNetwork,
     );
-    let c = config(toml).unwrap();
-    assert_eq!(c.environment.effective_network(), NetworkMode::Public);
-    assert_eq!(
-        c.verifier.environment.unwrap().effective_network(),
-        NetworkMode::NoNetwork
-    );
-    let toml = "\n[environment]\nallow_internet = false\n\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nallow_internet = true\n";
-    config_case(
+    separate_verifier_case(
         "test_verifier_environment_allow_internet_overrides_task_environment_legacy_policy",
-        toml,
-        separate,
-    );
-    let c = config(toml).unwrap();
-    assert_eq!(c.environment.effective_network(), NetworkMode::NoNetwork);
-    assert_eq!(
-        c.verifier.environment.unwrap().effective_network(),
-        NetworkMode::Public
+        "\n[environment]\nallow_internet = false\n\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nallow_internet = true\n",
+        NetworkMode::NoNetwork,
+        NetworkMode::Public,
     );
     config_case(
         "test_environment_allow_internet_is_not_serialized",
@@ -624,12 +608,7 @@ fn test_task_config_toml_dict_cases() {
         "test_default_verifier_does_not_emit_empty_environment_subtable"
     );
     assert_eq!(
-        (
-            c.environment.cpus,
-            c.environment.memory_mb,
-            c.environment.storage_mb,
-            c.environment.gpus
-        ),
+        resource_limits(&c),
         (None, None, None, None),
         "test_default_environment_resources_are_none_and_omitted"
     );
@@ -733,6 +712,17 @@ fn test_validation_single_step() {
 }
 
 const STEP_INSTRUCTION: (&str, &str) = ("steps/grade/instruction.md", "Step.\n");
+/// A Windows task with one shared step and only a Linux `tests/test.sh` (Harbor wants
+/// `test.bat`); two of Harbor's test files check it.
+const WINDOWS_SHARED_STEP_WITH_TEST_SH: &[(&str, &str)] = &[
+    (
+        "task.toml",
+        "[environment]\nos = \"windows\"\n[[steps]]\nname = \"grade\"\n",
+    ),
+    DOCKERFILE,
+    STEP_INSTRUCTION,
+    TEST_SH,
+];
 
 #[test]
 fn test_validation_multi_step() {
@@ -750,15 +740,7 @@ fn test_validation_multi_step() {
     );
     task_case(
         "test_windows_shared_step_requires_test_bat",
-        &[
-            (
-                "task.toml",
-                "[environment]\nos = \"windows\"\n[[steps]]\nname = \"grade\"\n",
-            ),
-            DOCKERFILE,
-            STEP_INSTRUCTION,
-            TEST_SH,
-        ],
+        WINDOWS_SHARED_STEP_WITH_TEST_SH,
         Fails("test.bat"),
     );
     task_case(
@@ -797,15 +779,7 @@ fn test_task_validate_steps_verifier_os() {
     );
     task_case(
         "test_windows_shared_step_rejects_missing_test_bat",
-        &[
-            (
-                "task.toml",
-                "[environment]\nos = \"windows\"\n[[steps]]\nname = \"grade\"\n",
-            ),
-            DOCKERFILE,
-            STEP_INSTRUCTION,
-            TEST_SH,
-        ],
+        WINDOWS_SHARED_STEP_WITH_TEST_SH,
         Fails("test.bat"),
     );
     let separate_step = "[environment]\n[[steps]]\nname = \"grade\"\n[steps.verifier]\nenvironment_mode = \"separate\"\n";

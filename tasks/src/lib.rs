@@ -13,6 +13,7 @@ pub mod exception;
 #[cfg(test)]
 mod harbor_cases;
 pub mod identity;
+pub mod isolation;
 pub mod layout;
 pub mod limits;
 pub mod metrics;
@@ -21,6 +22,8 @@ pub mod records;
 pub mod sandbox;
 pub mod task;
 pub mod template;
+#[cfg(test)]
+mod test_files;
 pub mod unsupported;
 
 pub use config::{NetworkMode, TaskConfig};

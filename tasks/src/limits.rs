@@ -41,42 +41,40 @@ pub struct Range {
 }
 
 /// Phase deadlines: more than 0, at most a week.
-pub const TIMEOUT: Range = Range {
-    min: 0.0,
-    min_inclusive: false,
-    max: MAX_TIMEOUT_SEC,
-    unit: " seconds (1 week)",
-};
+pub const TIMEOUT: Range = Range::positive(MAX_TIMEOUT_SEC, " seconds (1 week)");
 /// One healthcheck attempt: more than 0, at most an hour.
-pub const HEALTHCHECK_TIMEOUT: Range = Range {
-    min: 0.0,
-    min_inclusive: false,
-    max: MAX_HEALTHCHECK_TIMEOUT_SEC,
-    unit: " seconds (1 hour)",
-};
+pub const HEALTHCHECK_TIMEOUT: Range =
+    Range::positive(MAX_HEALTHCHECK_TIMEOUT_SEC, " seconds (1 hour)");
 /// Pauses between healthcheck attempts: 0 (retry at once) to an hour.
-pub const HEALTHCHECK_INTERVAL: Range = Range {
-    min: 0.0,
-    min_inclusive: true,
-    max: MAX_HEALTHCHECK_INTERVAL_SEC,
-    unit: " seconds (1 hour)",
-};
+pub const HEALTHCHECK_INTERVAL: Range =
+    Range::non_negative(MAX_HEALTHCHECK_INTERVAL_SEC, " seconds (1 hour)");
 /// The healthcheck start period: 0 to a day.
-pub const HEALTHCHECK_START_PERIOD: Range = Range {
-    min: 0.0,
-    min_inclusive: true,
-    max: MAX_HEALTHCHECK_START_PERIOD_SEC,
-    unit: " seconds (1 day)",
-};
+pub const HEALTHCHECK_START_PERIOD: Range =
+    Range::non_negative(MAX_HEALTHCHECK_START_PERIOD_SEC, " seconds (1 day)");
 /// CPUs: more than 0, at most [`MAX_CPUS`].
-pub const CPUS: Range = Range {
-    min: 0.0,
-    min_inclusive: false,
-    max: MAX_CPUS,
-    unit: "",
-};
+pub const CPUS: Range = Range::positive(MAX_CPUS, "");
 
 impl Range {
+    /// More than 0, at most `max`.
+    pub const fn positive(max: f64, unit: &'static str) -> Range {
+        Range {
+            min: 0.0,
+            min_inclusive: false,
+            max,
+            unit,
+        }
+    }
+
+    /// 0 (allowed) to `max`.
+    pub const fn non_negative(max: f64, unit: &'static str) -> Range {
+        Range {
+            min: 0.0,
+            min_inclusive: true,
+            max,
+            unit,
+        }
+    }
+
     /// `Ok` when `value` is a finite number inside the range, else what is wrong and the limits.
     pub fn check(&self, value: f64) -> Result<(), String> {
         let low_ok = if self.min_inclusive {

@@ -3,6 +3,11 @@
 //!
 //! A reward is `Option<f64>`: `None` is a trial without a reward (errored or unscored), which
 //! every metric here counts as 0, as Harbor and the leaderboards do.
+//!
+//! The per-task pass@k formula comes from the `stats` crate (which also computes the
+//! task-clustered intervals), so the whole workspace uses one formula.
+
+pub use stats::{pass_at_k_estimate, pass_at_k_ks};
 
 /// Harbor's `Mean` metric: the average reward over all trials, `None` counted as 0; 0 when empty.
 pub fn mean(rewards: &[Option<f64>]) -> f64 {
@@ -10,39 +15,6 @@ pub fn mean(rewards: &[Option<f64>]) -> f64 {
         return 0.0;
     }
     rewards.iter().map(|r| r.unwrap_or(0.0)).sum::<f64>() / rewards.len() as f64
-}
-
-/// The unbiased pass@k estimate for one task with `n` trials of which `c` succeeded:
-/// `1 - Π_{i<k} (n-c-i)/(n-i)`; 1 when fewer than `k` trials failed. `k` must be ≤ `n`.
-pub fn pass_at_k_estimate(n: u64, c: u64, k: u64) -> f64 {
-    debug_assert!(k <= n, "pass@{k} needs at least {k} trials, got {n}");
-    if n.saturating_sub(c) < k {
-        return 1.0;
-    }
-    let mut all_fail = 1.0;
-    for i in 0..k {
-        all_fail *= (n - c - i) as f64 / (n - i) as f64;
-    }
-    1.0 - all_fail
-}
-
-/// The k values Harbor reports for a minimum of `min_trials` trials per task:
-/// `{2, 4, 8, …} ∪ {5, 10, 15, …}` up to `min_trials`, ascending.
-pub fn pass_at_k_ks(min_trials: u64) -> Vec<u64> {
-    let mut ks = Vec::new();
-    let mut k = 2;
-    while k <= min_trials {
-        ks.push(k);
-        k *= 2;
-    }
-    let mut k = 5;
-    while k <= min_trials {
-        ks.push(k);
-        k += 5;
-    }
-    ks.sort_unstable();
-    ks.dedup();
-    ks
 }
 
 /// Harbor's pass@k per task group, averaged over tasks, for every k of [`pass_at_k_ks`].
@@ -91,7 +63,7 @@ pub struct LeaderboardAccuracy {
     pub stderr: Option<f64>,
 }
 
-/// Accuracy and standard error as the leaderboard computes them (reference §6.2 item 5).
+/// Accuracy and standard error as the leaderboard computes them (docs/harbor-format.md §6.2 item 5).
 ///
 /// A trial succeeds iff its reward is > 0; errored trials (`None`) count as failures and stay in
 /// the denominator. Accuracy is successes over all trials. The standard error follows
@@ -152,24 +124,6 @@ mod tests {
     fn mean_counts_missing_rewards_as_zero() {
         assert_eq!(mean(&[]), 0.0);
         assert!(close(mean(&[Some(1.0), None, Some(0.5), Some(0.0)]), 0.375));
-    }
-
-    #[test]
-    fn pass_at_k_estimate_matches_hand_computation() {
-        // n=5, c=2, k=2: 1 - (3/5)(2/4) = 1 - 0.3 = 0.7
-        assert!(close(pass_at_k_estimate(5, 2, 2), 0.7));
-        // n=5, c=1, k=4: 1 - (4/5)(3/4)(2/3)(1/2) = 1 - 0.2 = 0.8
-        assert!(close(pass_at_k_estimate(5, 1, 4), 0.8));
-        // n=5, c=0: never passes; n=5, c=4, k=2: only one failure, so 1.
-        assert_eq!(pass_at_k_estimate(5, 0, 5), 0.0);
-        assert_eq!(pass_at_k_estimate(5, 4, 2), 1.0);
-    }
-
-    #[test]
-    fn ks_are_powers_of_two_and_multiples_of_five() {
-        assert_eq!(pass_at_k_ks(1), Vec::<u64>::new());
-        assert_eq!(pass_at_k_ks(5), [2, 4, 5]);
-        assert_eq!(pass_at_k_ks(16), [2, 4, 5, 8, 10, 15, 16]);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
+
 /// One command to run inside the sandbox through `bash -c`.
 #[derive(Debug, Clone, Default)]
 pub struct ExecRequest {
@@ -145,6 +147,27 @@ pub trait Sandbox: Send + Sync {
         source: &str,
         target: &Path,
     ) -> impl Future<Output = Result<(), SandboxError>> + Send;
+
+    /// Bytes written to the sandbox's filesystem so far (its writable layer), or `None` when
+    /// the sandbox cannot tell (the default).
+    fn disk_usage(&self) -> impl Future<Output = Result<Option<u64>, SandboxError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Runs the task's tests so that no process left in the sandbox can write what they read
+    /// or write (`/tests`, `/logs/verifier`), with the processes left listed. A sandbox that
+    /// cannot answers [`IsolatedVerifyOutcome::Unavailable`], which is the default.
+    fn verify_isolated(
+        &self,
+        request: IsolatedVerifyRequest,
+    ) -> impl Future<Output = Result<IsolatedVerifyOutcome, SandboxError>> + Send {
+        let _ = request;
+        async {
+            Ok(IsolatedVerifyOutcome::Unavailable(
+                "this sandbox cannot run the verifier isolated".into(),
+            ))
+        }
+    }
 }
 
 /// A shared sandbox is a sandbox: backends hand out clones of one handle per service.
@@ -179,6 +202,17 @@ impl<S: Sandbox + ?Sized> Sandbox for std::sync::Arc<S> {
         target: &Path,
     ) -> impl Future<Output = Result<(), SandboxError>> + Send {
         (**self).download_dir(source, target)
+    }
+
+    fn disk_usage(&self) -> impl Future<Output = Result<Option<u64>, SandboxError>> + Send {
+        (**self).disk_usage()
+    }
+
+    fn verify_isolated(
+        &self,
+        request: IsolatedVerifyRequest,
+    ) -> impl Future<Output = Result<IsolatedVerifyOutcome, SandboxError>> + Send {
+        (**self).verify_isolated(request)
     }
 }
 

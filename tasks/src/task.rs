@@ -172,6 +172,7 @@ pub fn strip_canary(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_files::task_dir;
 
     #[test]
     fn strips_leading_canaries_and_following_blanks() {
@@ -188,18 +189,16 @@ mod tests {
 
     #[test]
     fn a_compose_only_task_is_refused_as_compose_not_for_a_missing_image() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = task_dir(&[
+            ("task.toml", "[task]\nname = \"org/compose\"\n"),
+            ("instruction.md", "Query the sidecar.\n"),
+            ("tests/test.sh", "exit 0\n"),
+            (
+                "environment/docker-compose.yaml",
+                "services:\n  main:\n    image: alpine\n",
+            ),
+        ]);
         let root = dir.path();
-        std::fs::create_dir_all(root.join("environment")).unwrap();
-        std::fs::create_dir_all(root.join("tests")).unwrap();
-        std::fs::write(root.join("task.toml"), "[task]\nname = \"org/compose\"\n").unwrap();
-        std::fs::write(root.join("instruction.md"), "Query the sidecar.\n").unwrap();
-        std::fs::write(root.join("tests/test.sh"), "exit 0\n").unwrap();
-        std::fs::write(
-            root.join("environment/docker-compose.yaml"),
-            "services:\n  main:\n    image: alpine\n",
-        )
-        .unwrap();
         let err = Task::load(root).unwrap_err().to_string();
         assert!(
             err.starts_with("task org/compose (")
@@ -214,15 +213,13 @@ mod tests {
 
     #[test]
     fn listed_artifacts_warn_that_they_are_not_collected() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("environment")).unwrap();
-        std::fs::create_dir_all(root.join("tests")).unwrap();
-        std::fs::write(root.join("task.toml"), "artifacts = [\"/app/out.txt\"]\n").unwrap();
-        std::fs::write(root.join("instruction.md"), "Do.\n").unwrap();
-        std::fs::write(root.join("tests/test.sh"), "exit 0\n").unwrap();
-        std::fs::write(root.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
-        let task = Task::load(root).unwrap();
+        let dir = task_dir(&[
+            ("task.toml", "artifacts = [\"/app/out.txt\"]\n"),
+            ("instruction.md", "Do.\n"),
+            ("tests/test.sh", "exit 0\n"),
+            ("environment/Dockerfile", "FROM scratch\n"),
+        ]);
+        let task = Task::load(dir.path()).unwrap();
         assert!(
             task.warnings
                 .iter()

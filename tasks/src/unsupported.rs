@@ -210,12 +210,16 @@ fn phase_network_mode(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeatur
     })
 }
 
+/// `feature` when the field is declared at all (Harbor acts on any value).
+fn declared<T>(field: &Option<T>, feature: UnsupportedFeature) -> Option<UnsupportedFeature> {
+    field.is_some().then_some(feature)
+}
+
 fn skills_dir(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    config
-        .environment
-        .skills_dir
-        .is_some()
-        .then_some(UnsupportedFeature::SkillsDir)
+    declared(
+        &config.environment.skills_dir,
+        UnsupportedFeature::SkillsDir,
+    )
 }
 
 fn mcp_servers(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
@@ -231,11 +235,7 @@ fn gpus(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
 }
 
 fn tpu(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    config
-        .environment
-        .tpu
-        .is_some()
-        .then_some(UnsupportedFeature::Tpu)
+    declared(&config.environment.tpu, UnsupportedFeature::Tpu)
 }
 
 fn windows(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {

@@ -7,9 +7,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::{Job, ensure_base_image, reward, runner, workspace_root};
+use crate::support::{Job, ensure_base_image, measured, reward, runner, workspace_root};
 
 fn fixture(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures/integrity").join(name)
@@ -37,51 +37,63 @@ fn run_refused(path: &Path) -> String {
     stderr
 }
 
+/// [`run_refused`] on the fixture `name`, asserting that stderr says every one of `fragments`.
+fn refused_saying(name: &str, fragments: &[&str]) -> String {
+    let stderr = run_refused(&fixture(name));
+    testkit::assert_says_all(&stderr, fragments);
+    stderr
+}
+
 #[test]
 fn a_timeout_that_overflows_a_duration_is_refused_naming_file_field_and_limit() {
-    let stderr = run_refused(&fixture("overflow-timeout"));
-    assert!(
-        stderr.contains("overflow-timeout/task.toml: agent.timeout_sec: 1e20 is out of range")
-            && stderr.contains("at most 604800 seconds (1 week)"),
-        "{stderr}"
+    refused_saying(
+        "overflow-timeout",
+        &[
+            "overflow-timeout/task.toml: agent.timeout_sec: 1e20 is out of range",
+            "at most 604800 seconds (1 week)",
+        ],
     );
 }
 
 #[test]
 fn a_negative_healthcheck_interval_is_refused_naming_the_field() {
-    let stderr = run_refused(&fixture("negative-healthcheck"));
-    assert!(
-        stderr.contains("negative-healthcheck/task.toml: environment.healthcheck.interval_sec")
-            && stderr.contains("at least 0"),
-        "{stderr}"
+    refused_saying(
+        "negative-healthcheck",
+        &[
+            "negative-healthcheck/task.toml: environment.healthcheck.interval_sec",
+            "at least 0",
+        ],
     );
 }
 
 #[test]
 fn two_tasks_with_one_name_are_refused_naming_both_directories() {
-    let stderr = run_refused(&fixture("duplicate-names"));
-    for dir in ["duplicate-names/first", "duplicate-names/second"] {
-        assert!(stderr.contains(dir), "{dir} not named: {stderr}");
-    }
-    assert!(stderr.contains("fixtures/same-name"), "{stderr}");
+    refused_saying(
+        "duplicate-names",
+        &[
+            "duplicate-names/first",
+            "duplicate-names/second",
+            "fixtures/same-name",
+        ],
+    );
 }
 
 #[test]
 fn a_dataset_toml_entry_naming_a_missing_task_is_refused() {
-    let stderr = run_refused(&fixture("missing-listed"));
-    assert!(
-        stderr.contains("missing-listed/dataset.toml") && stderr.contains("\"fixtures/absent\""),
-        "{stderr}"
+    refused_saying(
+        "missing-listed",
+        &["missing-listed/dataset.toml", "\"fixtures/absent\""],
     );
 }
 
 #[test]
 fn a_multi_step_task_is_refused_naming_the_feature() {
-    let stderr = run_refused(&fixture("multi-step"));
-    assert!(
-        stderr.contains("task fixtures/multi-step")
-            && stderr.contains("multi-step tasks ([[steps]]) are not supported yet"),
-        "{stderr}"
+    let stderr = refused_saying(
+        "multi-step",
+        &[
+            "task fixtures/multi-step",
+            "multi-step tasks ([[steps]]) are not supported yet",
+        ],
     );
     assert!(!stderr.contains("instruction.md"), "{stderr}");
 }
@@ -113,63 +125,6 @@ fn a_refused_task_in_a_dataset_is_reported_and_the_rest_run() {
     assert_eq!(results.len(), 1, "only the plain task ran");
     assert_eq!(results[0].1["task_name"], "fixtures/plain");
     assert_eq!(reward(&results[0].1), Some(1.0));
-}
-
-/// How a measured child ended.
-struct Measured {
-    /// The exit code; `None` when it was killed at the deadline or by a signal.
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    /// Peak resident set size in MiB.
-    peak_rss_mib: f64,
-    elapsed: Duration,
-}
-
-/// Runs the runner binary with `args`, killing it after `deadline`, and measures its peak RSS
-/// with `wait4` (exactly this child's, unlike `RUSAGE_CHILDREN`, which other tests share).
-// The child is reaped by wait4, which std's `Child` does not know about.
-#[allow(clippy::zombie_processes)]
-fn measured(args: &[OsString], deadline: Duration) -> Measured {
-    let program = runner().get_program().to_owned();
-    let logs = tempfile::tempdir().unwrap();
-    let (out_path, err_path) = (logs.path().join("out"), logs.path().join("err"));
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .expect("the runner binary starts");
-    let pid = child.id() as libc::pid_t;
-    let start = Instant::now();
-    let mut status = 0;
-    // SAFETY: rusage is plain data; zero is a valid value of every field.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let mut killed = false;
-    loop {
-        // SAFETY: pid is our own unreaped child; status and usage are valid out-pointers.
-        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        assert!(reaped >= 0, "wait4 failed");
-        if reaped == pid {
-            break;
-        }
-        if !killed && start.elapsed() > deadline {
-            child.kill().unwrap();
-            killed = true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let elapsed = start.elapsed();
-    let code = (!killed && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status));
-    Measured {
-        code,
-        stdout: std::fs::read_to_string(out_path).unwrap(),
-        stderr: std::fs::read_to_string(err_path).unwrap(),
-        // Linux reports ru_maxrss in KiB.
-        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
-        elapsed,
-    }
 }
 
 fn os(args: &[&str]) -> Vec<OsString> {

@@ -9,7 +9,10 @@ use crate::support::{
     Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
 };
 
-fn run_job(jobs: &Path, path: &Path, agent: &str, k: u32) -> (Job, i32) {
+/// Runs `agent` `k` times on the tasks at `tasks` (relative to the workspace root) into a fresh
+/// jobs dir, which lives as long as the returned `TempDir`.
+fn run_job(tasks: &str, agent: &str, k: u32) -> (tempfile::TempDir, Job, i32) {
+    let jobs = tempfile::tempdir().unwrap();
     ensure_base_image();
     let assert = runner()
         .args([
@@ -22,26 +25,21 @@ fn run_job(jobs: &Path, path: &Path, agent: &str, k: u32) -> (Job, i32) {
             "4",
             "--jobs-dir",
         ])
-        .arg(jobs)
+        .arg(jobs.path())
         .arg("--path")
-        .arg(path)
+        .arg(workspace_root().join(tasks))
         .timeout(Duration::from_secs(900))
         .assert();
     let output = assert.get_output();
     let code = output.status.code().unwrap_or(-1);
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    (Job::single_in(jobs), code)
+    let job = Job::single_in(jobs.path());
+    (jobs, job, code)
 }
 
 #[test]
 fn oracle_solves_every_example_except_the_timeout_task() {
-    let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(
-        jobs.path(),
-        &workspace_root().join("tasks/examples"),
-        "oracle",
-        2,
-    );
+    let (_jobs, job, code) = run_job("tasks/examples", "oracle", 2);
     assert_eq!(code, 0, "every trial was scored, so the exit code is 0");
     let results = job.trial_results();
     assert!(results.len() >= 10, "5+ tasks × k=2, got {}", results.len());
@@ -153,13 +151,7 @@ fn oracle_solves_every_example_except_the_timeout_task() {
 
 #[test]
 fn nop_scores_zero_everywhere() {
-    let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(
-        jobs.path(),
-        &workspace_root().join("tasks/examples"),
-        "nop",
-        1,
-    );
+    let (_jobs, job, code) = run_job("tasks/examples", "nop", 1);
     assert_eq!(code, 0);
     for (name, result) in job.trial_results() {
         assert_eq!(
@@ -175,13 +167,7 @@ fn nop_scores_zero_everywhere() {
 
 #[test]
 fn verifier_timeout_is_recorded() {
-    let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(
-        jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/verifier-timeout"),
-        "oracle",
-        1,
-    );
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/verifier-timeout", "oracle", 1);
     assert_eq!(code, 3, "an unscored trial gives exit code 3");
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("VerifierTimeoutError"));
@@ -215,13 +201,7 @@ fn chrono_secs(text: &str) -> f64 {
 
 #[test]
 fn malformed_task_is_reported_and_the_rest_run() {
-    let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(
-        jobs.path(),
-        &workspace_root().join("tests/fixtures/broken-dataset"),
-        "oracle",
-        1,
-    );
+    let (_jobs, job, code) = run_job("tests/fixtures/broken-dataset", "oracle", 1);
     assert_eq!(code, 2, "a skipped malformed task is bad input");
     let results = job.trial_results();
     assert_eq!(results.len(), 1, "only the good task ran");
@@ -236,15 +216,9 @@ fn malformed_task_error_names_file_and_field() {
         .assert()
         .code(2);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(
-        stderr.contains("bad-task/task.toml") && stderr.contains("timeout_sec"),
-        "{stderr}"
-    );
+    testkit::assert_says_all(&stderr, &["bad-task/task.toml", "timeout_sec"]);
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    assert!(
-        stdout.contains("sha256:") && stdout.contains("good-task"),
-        "{stdout}"
-    );
+    testkit::assert_says_all(&stdout, &["sha256:", "good-task"]);
 }
 
 /// Starts `runner run` on the sleepy fixture and waits until its trial container exists.
@@ -327,13 +301,7 @@ fn a_later_run_reaps_containers_of_a_killed_runner() {
         !containers_with_label(&label).is_empty(),
         "a killed runner leaves its container"
     );
-    let other_jobs = tempfile::tempdir().unwrap();
-    let (_, code) = run_job(
-        other_jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/quick"),
-        "oracle",
-        1,
-    );
+    let (_other_jobs, _, code) = run_job("tests/fixtures/tasks/quick", "oracle", 1);
     assert_eq!(code, 0);
     assert!(
         containers_with_label(&label).is_empty(),
@@ -343,13 +311,7 @@ fn a_later_run_reaps_containers_of_a_killed_runner() {
 
 #[test]
 fn agent_deadline_really_stops_the_command_and_verification_still_runs() {
-    let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(
-        jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/killed-on-timeout"),
-        "oracle",
-        1,
-    );
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/killed-on-timeout", "oracle", 1);
     assert_eq!(code, 0, "the trial is scored despite the agent timeout");
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("AgentTimeoutError"));
@@ -362,13 +324,7 @@ fn agent_deadline_really_stops_the_command_and_verification_still_runs() {
 
 #[test]
 fn a_prebuilt_image_gets_its_environment_files_in_the_workdir() {
-    let jobs = tempfile::tempdir().unwrap();
-    let (job, code) = run_job(
-        jobs.path(),
-        &workspace_root().join("tests/fixtures/tasks/prebuilt-image"),
-        "oracle",
-        1,
-    );
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/prebuilt-image", "oracle", 1);
     assert_eq!(code, 0);
     let (name, result) = &job.trial_results()[0];
     assert_eq!(

@@ -1,8 +1,10 @@
 //! Shared helpers of the end-to-end tests.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -167,4 +169,64 @@ pub fn exception(result: &serde_json::Value) -> Option<String> {
     result["exception_info"]["exception_type"]
         .as_str()
         .map(str::to_owned)
+}
+
+/// How a measured child ended.
+pub struct Measured {
+    /// The exit code; `None` when it was killed at the deadline or by a signal.
+    pub code: Option<i32>,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+    /// Peak resident set size in MiB.
+    pub peak_rss_mib: f64,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+/// Runs the runner binary with `args`, killing it after `deadline`, and measures its peak RSS
+/// with `wait4` (exactly this child's, unlike `RUSAGE_CHILDREN`, which other tests share).
+// The child is reaped by wait4, which std's `Child` does not know about.
+#[allow(clippy::zombie_processes)]
+pub fn measured(args: &[OsString], deadline: Duration) -> Measured {
+    let program = runner().get_program().to_owned();
+    let logs = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (logs.path().join("out"), logs.path().join("err"));
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("the runner binary starts");
+    let pid = child.id() as libc::pid_t;
+    let start = Instant::now();
+    let mut status = 0;
+    // SAFETY: rusage is plain data; zero is a valid value of every field.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut killed = false;
+    loop {
+        // SAFETY: pid is our own unreaped child; status and usage are valid out-pointers.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        assert!(reaped >= 0, "wait4 failed");
+        if reaped == pid {
+            break;
+        }
+        if !killed && start.elapsed() > deadline {
+            child.kill().unwrap();
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    let code = (!killed && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status));
+    Measured {
+        code,
+        stdout: std::fs::read_to_string(out_path).unwrap(),
+        stderr: std::fs::read_to_string(err_path).unwrap(),
+        // Linux reports ru_maxrss in KiB.
+        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        elapsed,
+    }
 }

@@ -7,9 +7,10 @@ pub mod checks;
 pub mod error;
 pub mod host_read;
 pub mod inspect;
+pub mod leftovers;
 pub mod reward;
 mod verify;
 
 pub use error::{Refusal, VerifierError, VerifierErrorKind};
 pub use reward::{REWARD_FILE_LIMIT, Rewards, read_rewards};
-pub use verify::{TESTS_DIR, VerifierOutcome, verify};
+pub use verify::{TESTS_DIR, VerifierOutcome, VerifyNotes, verify};

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tasks::Task;
-use tasks::records::VerifierResult;
+use tasks::isolation::{IsolatedRun, IsolatedVerifyOutcome, IsolatedVerifyRequest};
+use tasks::records::{LeftoverProcess, VerifierIsolation, VerifierResult};
 use tasks::sandbox::{ExecOutput, ExecRequest, Sandbox};
 use tasks::template::resolve_env;
 
@@ -14,6 +15,7 @@ use crate::error::{VerifierError, VerifierErrorKind};
 use crate::inspect::{
     DirState, VERIFIER_DIR, judge, listing_command, parse_listing, removal_command,
 };
+use crate::leftovers;
 use crate::reward::read_rewards;
 
 /// Where the task's `tests/` is copied, only at verification time.
@@ -21,6 +23,11 @@ pub const TESTS_DIR: &str = "/tests";
 
 /// After a timeout, how long salvaging `/logs/verifier` for the record may take.
 const SALVAGE_GRACE: Duration = Duration::from_secs(20);
+/// How long past the verifier deadline the host waits: an isolated run stops the tests itself
+/// at the deadline (TERM, grace, KILL) and then copies their outputs out.
+const HOST_GRACE: Duration = Duration::from_secs(30);
+/// How long listing the agent's leftover processes may take.
+const LISTING_TIMEOUT: Duration = Duration::from_secs(20);
 
 // Runs as root before the upload. /tests is emptied so nothing the agent planted there (say a
 // `json.py` that shadows the stdlib for a Python test) survives; stale reward and check files
@@ -44,14 +51,30 @@ pub struct VerifierOutcome {
     pub exec_time: Duration,
 }
 
-/// Verifies one trial: uploads `tests/` to `/tests`, runs `/tests/test.sh` as the `[verifier]`
-/// user with `[verifier].env`, safely downloads `/logs/verifier` to `<trial_dir>/verifier/` and
-/// reads the rewards and named checks. Everything must finish by `deadline`.
+/// What verification saw of the environment, whatever its outcome: recorded in the trial's
+/// result (runner-only fields) and `trial.log`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VerifyNotes {
+    /// Whether the tests ran isolated from the agent's processes, or why not.
+    pub isolation: Option<VerifierIsolation>,
+    /// Processes the agent left running when the tests started.
+    pub leftover_processes: Vec<LeftoverProcess>,
+    /// Verifier outputs that were not copied (links, FIFOs) or were cut at the cap.
+    pub refused_outputs: Vec<String>,
+}
+
+/// Verifies one trial: runs `/tests/test.sh` as the `[verifier]` user with `[verifier].env`,
+/// isolated from whatever the agent left running when the sandbox can (private `/tests` and
+/// `/logs/verifier`), else with the tests uploaded to the shared `/tests`; brings
+/// `/logs/verifier` back to `<trial_dir>/verifier/` safely and reads the rewards and named
+/// checks. Everything must finish by `deadline` (an isolated run gets a short grace to copy
+/// its outputs out). `notes` learns the isolation and the agent's leftover processes.
 pub async fn verify<S: Sandbox>(
     sandbox: &S,
     task: &Task,
     trial_dir: &Path,
     deadline: Instant,
+    notes: &mut VerifyNotes,
 ) -> Result<VerifierOutcome, VerifierError> {
     let budget = deadline.saturating_duration_since(Instant::now());
     let env = resolve_env(&task.config.verifier.env).map_err(|source| VerifierErrorKind::Env {
@@ -65,8 +88,10 @@ pub async fn verify<S: Sandbox>(
         env,
         budget,
         exec_time: Duration::ZERO,
+        notes,
     };
-    let outcome = tokio::time::timeout_at(deadline.into(), run.execute(deadline)).await;
+    let host_deadline = deadline.checked_add(HOST_GRACE).unwrap_or(deadline);
+    let outcome = tokio::time::timeout_at(host_deadline.into(), run.execute(deadline)).await;
     match outcome {
         Ok(Ok(outcome)) => Ok(outcome),
         Ok(Err(error)) if !matches!(error.kind, VerifierErrorKind::Timeout { .. }) => Err(error),
@@ -89,6 +114,7 @@ struct Run<'a, S> {
     /// The whole verifier budget, for the timeout message.
     budget: Duration,
     exec_time: Duration,
+    notes: &'a mut VerifyNotes,
 }
 
 impl<S: Sandbox> Run<'_, S> {
@@ -105,6 +131,46 @@ impl<S: Sandbox> Run<'_, S> {
             }
             .into());
         }
+        std::fs::create_dir_all(&self.host_dir).map_err(|e| {
+            VerifierErrorKind::DownloadVerifierDir {
+                task: task.clone(),
+                target: self.host_dir.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let user = self
+            .task
+            .config
+            .verifier
+            .user
+            .as_ref()
+            .map(|u| u.as_exec_user());
+        let request = IsolatedVerifyRequest {
+            tests_dir: tests_dir.clone(),
+            command: RUN_TESTS.to_owned(),
+            user: user.clone(),
+            env: self.env.clone(),
+            timeout: deadline.saturating_duration_since(Instant::now()),
+            output_dir: self.host_dir.clone(),
+        };
+        let started = Instant::now();
+        let isolated = self.sandbox.verify_isolated(request).await;
+        self.exec_time += started.elapsed();
+        match isolated.map_err(|e| VerifierErrorKind::Sandbox {
+            task: task.clone(),
+            step: "run /tests/test.sh isolated".into(),
+            message: e.to_string(),
+        })? {
+            IsolatedVerifyOutcome::Ran(run) => return self.finish_isolated(run),
+            IsolatedVerifyOutcome::Unavailable(why) => {
+                tracing::warn!(task = %task, "verifier isolation unavailable: {why}");
+                self.notes.isolation = Some(VerifierIsolation {
+                    isolated: false,
+                    detail: why,
+                });
+                self.list_leftovers().await;
+            }
+        }
         self.root("prepare /tests and /logs/verifier", PREPARE)
             .await?;
         self.sandbox
@@ -118,13 +184,6 @@ impl<S: Sandbox> Run<'_, S> {
             .await?;
 
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let user = self
-            .task
-            .config
-            .verifier
-            .user
-            .as_ref()
-            .map(|u| u.as_exec_user());
         let request = ExecRequest::new(RUN_TESTS)
             .maybe_user(user.as_deref())
             .envs(&self.env)
@@ -154,6 +213,57 @@ impl<S: Sandbox> Run<'_, S> {
             test_elapsed,
             exec_time: self.exec_time,
         })
+    }
+
+    /// Turns an isolated run into the outcome: its outputs are already on the host (regular
+    /// files only), so only the rewards and checks are read.
+    // The crate's error type, as every other step returns it (clippy does not lint those
+    // because they are async).
+    #[allow(clippy::result_large_err)]
+    fn finish_isolated(&mut self, run: IsolatedRun) -> Result<VerifierOutcome, VerifierError> {
+        self.notes.isolation = Some(VerifierIsolation {
+            isolated: true,
+            detail: run.mechanism.clone(),
+        });
+        self.notes.leftover_processes = run.leftover_processes;
+        self.notes.refused_outputs = run.skipped.into_iter().chain(run.truncated).collect();
+        let mut partial = VerifierResult {
+            test_exit_code: run.exit_code,
+            ..VerifierResult::default()
+        };
+        fill_checks(&mut partial, &self.host_dir);
+        if run.timed_out {
+            return Err(VerifierError::from(VerifierErrorKind::Timeout {
+                task: self.task.name.clone(),
+                timeout_sec: self.budget.as_secs_f64(),
+            })
+            .with_partial(partial));
+        }
+        let rewards = read_rewards(&self.host_dir)
+            .map_err(|kind| VerifierError::from(kind).with_partial(partial.clone()))?;
+        partial.rewards = Some(rewards);
+        Ok(VerifierOutcome {
+            result: partial,
+            test_elapsed: run.elapsed,
+            exec_time: self.exec_time,
+        })
+    }
+
+    /// Lists the agent's leftover processes with a plain command; a failure is only logged (a
+    /// fork bomb may leave no room to start one).
+    async fn list_leftovers(&mut self) {
+        let request = ExecRequest::root(leftovers::listing_command()).timeout(LISTING_TIMEOUT);
+        match self.sandbox.exec(request).await {
+            Ok(out) if out.success() => {
+                self.notes.leftover_processes = leftovers::parse(&out.stdout);
+            }
+            Ok(out) => {
+                tracing::warn!(task = %self.task.name, "listing leftover processes failed: {}", out.stderr.trim())
+            }
+            Err(e) => {
+                tracing::warn!(task = %self.task.name, "listing leftover processes failed: {e}")
+            }
+        }
     }
 
     /// Inspects `/logs/verifier` in the container, deletes refused entries, then downloads it.

@@ -37,13 +37,28 @@ impl Fixture {
         &self,
         budget: Duration,
     ) -> Result<verifiers::VerifierOutcome, verifiers::VerifierError> {
-        verifiers::verify(
+        let mut notes = verifiers::VerifyNotes::default();
+        let outcome = verifiers::verify(
             &self.sandbox,
             &self.task,
             &self.trial_dir,
             Instant::now() + budget,
+            &mut notes,
         )
-        .await
+        .await;
+        // The fake sandbox cannot isolate: once the tests run, that is recorded, never skipped.
+        if outcome.is_ok() {
+            let isolation = notes
+                .isolation
+                .expect("isolation is recorded when the tests ran");
+            assert!(!isolation.isolated);
+            assert!(
+                isolation
+                    .detail
+                    .contains("cannot run the verifier isolated")
+            );
+        }
+        outcome
     }
 
     fn host_verifier_file(&self, name: &str) -> std::path::PathBuf {

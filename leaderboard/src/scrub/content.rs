@@ -46,19 +46,118 @@ pub fn scrub_blob(
     budget: &mut Budget,
     findings: &mut Findings,
 ) -> Result<Option<Vec<u8>>, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
+    Nested {
+        m,
+        budget,
+        findings,
     }
-    let mut tally = Tally::new();
-    let out = match classify(bytes) {
-        Kind::Text => m.redact_text(bytes, &mut tally),
-        Kind::Binary => m.redact_binary(bytes, &mut tally),
-        Kind::Gzip => return scrub_gzip(m, bytes, path, depth, budget, findings),
-        Kind::Tar => return scrub_tar(m, bytes, path, depth, budget, findings),
-        Kind::Unscannable(what) => return Err(format!("{what}: its contents cannot be searched")),
-    };
-    findings.add(path, Location::Content, tally);
-    Ok(out)
+    .blob(bytes, path, depth)
+}
+
+/// What every nesting level of one file shares: the matcher, the file's decompression budget
+/// and its findings.
+struct Nested<'a> {
+    m: &'a Matcher,
+    budget: &'a mut Budget,
+    findings: &'a mut Findings,
+}
+
+impl Nested<'_> {
+    /// [`scrub_blob`] at archive depth `depth`.
+    fn blob(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
+        }
+        let m = self.m;
+        let mut tally = Tally::new();
+        let out = match classify(bytes) {
+            Kind::Text => m.redact_text(bytes, &mut tally),
+            Kind::Binary => m.redact_binary(bytes, &mut tally),
+            Kind::Gzip => return self.gzip(bytes, path, depth),
+            Kind::Tar => return self.tar(bytes, path, depth),
+            Kind::Unscannable(what) => {
+                return Err(format!("{what}: its contents cannot be searched"));
+            }
+        };
+        self.findings.add(path, Location::Content, tally);
+        Ok(out)
+    }
+
+    /// Decompresses every gzip member, scrubs the content, and recompresses when anything
+    /// changed or the gzip header itself (file name, comment) holds a needle.
+    fn gzip(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+        // Measure first, so a bomb is refused before a byte of it is held in memory.
+        let len = decoded_len(bytes, self.budget.remaining)?;
+        if len > self.budget.remaining {
+            return Err(format!(
+                "unscannable: its gzip data expands beyond the {} MiB decompression limit of scrub \
+                 (a compression bomb, or an archive too large to check)",
+                MAX_EXPANDED >> 20
+            ));
+        }
+        self.budget.remaining -= len;
+        let mut decoded = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        MultiGzDecoder::new(bytes)
+            .take(len)
+            .read_to_end(&mut decoded)
+            .map_err(|e| format!("corrupt gzip stream ({e})"))?;
+        let inner = self.blob(&decoded, path, depth + 1)?;
+        if inner.is_none() && !self.m.raw_match(bytes) {
+            return Ok(None);
+        }
+        // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
+        let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
+        encoder
+            .write_all(inner.as_deref().unwrap_or(&decoded))
+            .map_err(|e| e.to_string())?;
+        encoder.finish().map(Some).map_err(|e| e.to_string())
+    }
+
+    /// Scrubs every member's name, link target and content; rebuilds the archive (same headers,
+    /// new names and sizes) only when something changed.
+    fn tar(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+        let m = self.m;
+        let members = read_members(bytes)?;
+        let mut changed = false;
+        let mut rebuilt = Vec::with_capacity(members.len());
+        for member in members {
+            let mut tally = Tally::new();
+            let new_path = m.redact_text(&member.path, &mut tally);
+            let shown = format!(
+                "{path}!{}",
+                String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
+            );
+            self.findings.add(&shown, Location::Name, tally);
+            let mut tally = Tally::new();
+            let new_link = member
+                .link
+                .as_ref()
+                .and_then(|l| m.redact_text(l, &mut tally));
+            self.findings.add(&shown, Location::LinkTarget, tally);
+            let kind = member.header.entry_type();
+            let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+                // Rewriting pax records would break their length prefixes.
+                if m.raw_match(&member.data) {
+                    return Err("a pax header in the tar archive holds a secret".into());
+                }
+                None
+            } else {
+                self.blob(&member.data, &shown, depth + 1)?
+            };
+            changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
+            rebuilt.push(Member {
+                path: new_path.unwrap_or(member.path),
+                link: new_link.or(member.link),
+                data: new_data.unwrap_or(member.data),
+                header: member.header,
+            });
+        }
+        // Header fields (owner names, pax records) could also hold a value.
+        if !changed && !m.raw_match(bytes) {
+            return Ok(None);
+        }
+        write_tar(rebuilt).map(Some)
+    }
 }
 
 /// How many bytes `bytes` decompress to, counting at most `limit + 1` (nothing is kept).
@@ -68,43 +167,6 @@ fn decoded_len(bytes: &[u8], limit: u64) -> Result<u64, String> {
         &mut std::io::sink(),
     )
     .map_err(|e| format!("corrupt gzip stream ({e})"))
-}
-
-/// Decompresses every gzip member, scrubs the content, and recompresses when anything changed or
-/// the gzip header itself (file name, comment) holds a needle.
-fn scrub_gzip(
-    m: &Matcher,
-    bytes: &[u8],
-    path: &str,
-    depth: usize,
-    budget: &mut Budget,
-    findings: &mut Findings,
-) -> Result<Option<Vec<u8>>, String> {
-    // Measure first, so a bomb is refused before a byte of it is held in memory.
-    let len = decoded_len(bytes, budget.remaining)?;
-    if len > budget.remaining {
-        return Err(format!(
-            "unscannable: its gzip data expands beyond the {} MiB decompression limit of scrub \
-             (a compression bomb, or an archive too large to check)",
-            MAX_EXPANDED >> 20
-        ));
-    }
-    budget.remaining -= len;
-    let mut decoded = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    MultiGzDecoder::new(bytes)
-        .take(len)
-        .read_to_end(&mut decoded)
-        .map_err(|e| format!("corrupt gzip stream ({e})"))?;
-    let inner = scrub_blob(m, &decoded, path, depth + 1, budget, findings)?;
-    if inner.is_none() && !m.raw_match(bytes) {
-        return Ok(None);
-    }
-    // A fresh header: no name, no comment, mtime 0, so the output is reproducible.
-    let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
-    encoder
-        .write_all(inner.as_deref().unwrap_or(&decoded))
-        .map_err(|e| e.to_string())?;
-    encoder.finish().map(Some).map_err(|e| e.to_string())
 }
 
 /// One member read out of a tar archive.
@@ -141,58 +203,6 @@ fn read_members(bytes: &[u8]) -> Result<Vec<Member>, String> {
         });
     }
     Ok(members)
-}
-
-/// Scrubs every member's name, link target and content; rebuilds the archive (same headers,
-/// new names and sizes) only when something changed.
-fn scrub_tar(
-    m: &Matcher,
-    bytes: &[u8],
-    path: &str,
-    depth: usize,
-    budget: &mut Budget,
-    findings: &mut Findings,
-) -> Result<Option<Vec<u8>>, String> {
-    let members = read_members(bytes)?;
-    let mut changed = false;
-    let mut rebuilt = Vec::with_capacity(members.len());
-    for member in members {
-        let mut tally = Tally::new();
-        let new_path = m.redact_text(&member.path, &mut tally);
-        let shown = format!(
-            "{path}!{}",
-            String::from_utf8_lossy(new_path.as_deref().unwrap_or(&member.path))
-        );
-        findings.add(&shown, Location::Name, tally);
-        let mut tally = Tally::new();
-        let new_link = member
-            .link
-            .as_ref()
-            .and_then(|l| m.redact_text(l, &mut tally));
-        findings.add(&shown, Location::LinkTarget, tally);
-        let kind = member.header.entry_type();
-        let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
-            // Rewriting pax records would break their length prefixes.
-            if m.raw_match(&member.data) {
-                return Err("a pax header in the tar archive holds a secret".into());
-            }
-            None
-        } else {
-            scrub_blob(m, &member.data, &shown, depth + 1, budget, findings)?
-        };
-        changed |= new_path.is_some() || new_link.is_some() || new_data.is_some();
-        rebuilt.push(Member {
-            path: new_path.unwrap_or(member.path),
-            link: new_link.or(member.link),
-            data: new_data.unwrap_or(member.data),
-            header: member.header,
-        });
-    }
-    // Header fields (owner names, pax records) could also hold a value.
-    if !changed && !m.raw_match(bytes) {
-        return Ok(None);
-    }
-    write_tar(rebuilt).map(Some)
 }
 
 fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, String> {
@@ -244,6 +254,18 @@ mod tests {
         builder.into_inner().unwrap()
     }
 
+    /// Scrubs `bytes` as a whole file: depth 0, a fresh per-file budget, findings unread.
+    fn scrub_top_level(m: &Matcher, bytes: &[u8], path: &str) -> Result<Option<Vec<u8>>, String> {
+        scrub_blob(
+            m,
+            bytes,
+            path,
+            0,
+            &mut Budget::for_file(),
+            &mut Findings::default(),
+        )
+    }
+
     fn gzip(data: &[u8]) -> Vec<u8> {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), Compression::fast());
         e.write_all(data).unwrap();
@@ -282,41 +304,15 @@ mod tests {
     fn clean_archives_are_untouched_and_opaque_ones_refused() {
         let m = matcher();
         let tgz = gzip(&tar_of(&[("clean.txt", b"ok\n")]));
-        assert_eq!(
-            scrub_blob(
-                &m,
-                &tgz,
-                "a",
-                0,
-                &mut Budget::for_file(),
-                &mut Findings::default()
-            )
-            .unwrap(),
-            None
-        );
+        assert_eq!(scrub_top_level(&m, &tgz, "a").unwrap(), None);
         let inner_zip = tar_of(&[("x.zip", b"PK\x03\x04rest")]);
-        let err = scrub_blob(
-            &m,
-            &inner_zip,
-            "a",
-            0,
-            &mut Budget::for_file(),
-            &mut Findings::default(),
-        )
-        .unwrap_err();
+        let err = scrub_top_level(&m, &inner_zip, "a").unwrap_err();
         assert!(err.contains("zip"), "{err}");
         let corrupt = b"\x1f\x8b\x08\x00garbage".to_vec();
         assert!(
-            scrub_blob(
-                &m,
-                &corrupt,
-                "a",
-                0,
-                &mut Budget::for_file(),
-                &mut Findings::default()
-            )
-            .unwrap_err()
-            .contains("gzip")
+            scrub_top_level(&m, &corrupt, "a")
+                .unwrap_err()
+                .contains("gzip")
         );
     }
 
@@ -332,15 +328,7 @@ mod tests {
         // 320 MiB decoded from about 1.5 MB.
         let data = bomb(5, 64 << 20);
         assert!(data.len() < 2 << 20, "{}", data.len());
-        let err = scrub_blob(
-            &m,
-            &data,
-            "bomb.gz",
-            0,
-            &mut Budget::for_file(),
-            &mut Findings::default(),
-        )
-        .unwrap_err();
+        let err = scrub_top_level(&m, &data, "bomb.gz").unwrap_err();
         assert!(
             err.starts_with("unscannable:") && err.contains("256 MiB decompression limit"),
             "{err}"

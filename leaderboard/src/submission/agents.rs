@@ -1,5 +1,5 @@
 //! `agent_config_match`: each trial's `agent_info` must match a named entry of its job's
-//! `agents[]` (reference §6.2 item 4, "Valid source_filter"). Reported once per job and agent,
+//! `agents[]` (docs/harbor-format.md §6.2 item 4, "Valid source_filter"). Reported once per job and agent,
 //! with the trial count, so a 10k-trial job does not print 10k lines.
 
 use std::collections::BTreeMap;

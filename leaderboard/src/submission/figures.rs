@@ -1,10 +1,12 @@
-//! The figures a leaderboard publishes, computed with the shared metric functions.
+//! The figures a leaderboard publishes, computed with the shared metric functions, and their
+//! task-clustered 95% intervals from the `stats` crate.
 
 use std::collections::BTreeMap;
 
+use stats::Resampling;
 use tasks::metrics;
 
-use super::report::Figures;
+use super::report::{Figures, IntervalMethod};
 use super::trial::TrialFacts;
 
 /// Figures over all trials (grouped by task name; trials without a task name are their own
@@ -27,7 +29,19 @@ pub fn compute(
     }
     let groups = || by_task.values().map(Vec::as_slice);
     let accuracy = metrics::leaderboard_accuracy(groups());
-    let all: Vec<Option<f64>> = trials.iter().map(|t| t.reward).collect();
+    let resampling = Resampling::default();
+    let rewards = stats::summarize(groups(), &resampling);
+    // Accuracy is the mean of the success indicator (reward > 0, errors 0), so its interval
+    // is the same estimator over those indicators.
+    let successes: Vec<Vec<Option<f64>>> = by_task
+        .values()
+        .map(|t| {
+            t.iter()
+                .map(|r| Some(if r.is_some_and(|v| v > 0.0) { 1.0 } else { 0.0 }))
+                .collect()
+        })
+        .collect();
+    let success = stats::summarize(successes.iter().map(Vec::as_slice), &resampling);
     Figures {
         n_jobs,
         n_tasks: accuracy.n_tasks,
@@ -36,11 +50,25 @@ pub fn compute(
         n_successes: accuracy.n_successes,
         accuracy: accuracy.accuracy,
         accuracy_stderr: accuracy.stderr,
-        mean_reward: metrics::mean(&all),
-        pass_at_k: metrics::pass_at_k(groups())
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
+        mean_reward: rewards.mean.value,
+        accuracy_ci: success.mean.ci,
+        mean_reward_ci: rewards.mean.ci,
+        pass_at_k: rewards
+            .pass_at_k
+            .iter()
+            .map(|p| (p.k.to_string(), p.value))
             .collect(),
+        pass_at_k_ci: rewards
+            .pass_at_k
+            .iter()
+            .filter_map(|p| Some((p.k.to_string(), p.ci?)))
+            .collect(),
+        interval: IntervalMethod {
+            level: stats::LEVEL,
+            method: rewards.interval_method,
+            resamples: resampling.resamples,
+            seed: resampling.seed,
+        },
         trials_per_task,
         errored_by_exception_type: errored,
     }

@@ -1,5 +1,5 @@
 //! Leaderboard preflight: validates one or more job directories (Harbor's or ours) as one
-//! submission against the leaderboard rules (reference §6), offline, and computes the figures
+//! submission against the leaderboard rules (docs/harbor-format.md §6), offline, and computes the figures
 //! a leaderboard would publish. Job files are read as JSON values so Harbor's older shapes pass.
 
 mod agents;
@@ -22,7 +22,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use error::SubmissionError;
-pub use report::{Figures, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation};
+pub use report::{
+    Figures, Interval, IntervalMethod, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation,
+};
 pub use rule::Rule;
 pub use trial::reward_of;
 

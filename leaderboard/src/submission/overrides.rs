@@ -1,4 +1,4 @@
-//! The override rules over a job config or a trial config (reference §6.1 `no_job_overrides`,
+//! The override rules over a job config or a trial config (docs/harbor-format.md §6.1 `no_job_overrides`,
 //! §6.2 item 4): default timeout multiplier, no per-phase multipliers, no timeout or resource
 //! overrides. Read from JSON values so Harbor's older shapes (no per-phase multipliers,
 //! `orchestrator`) are accepted as they are.

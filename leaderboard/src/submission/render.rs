@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Report, RuleOutcome, Status, Violation};
+use super::report::{Interval, Report, RuleOutcome, Status, Violation};
 
 /// Items listed per rule in text and annotations; the JSON report lists every item.
 const MAX_LISTED: usize = 20;
@@ -19,6 +19,16 @@ fn percent(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }
 
+/// `{before}95% CI a–b{after}` in `unit`, or nothing without an interval.
+fn ci_text(ci: Option<&Interval>, unit: fn(f64) -> String, before: &str, after: &str) -> String {
+    ci.map(|ci| format!("{before}95% CI {}–{}{after}", unit(ci.low), unit(ci.high)))
+        .unwrap_or_default()
+}
+
+fn plain(x: f64) -> String {
+    format!("{x:.4}")
+}
+
 fn figures_lines(report: &Report) -> Vec<String> {
     let f = &report.figures;
     let mut lines = Vec::new();
@@ -27,25 +37,56 @@ fn figures_lines(report: &Report) -> Vec<String> {
         .map(|s| format!(" ± {} (stderr)", percent(s)))
         .unwrap_or_default();
     lines.push(format!(
-        "accuracy {}{stderr} — {} of {} trials succeeded; errored trials count as 0",
+        "accuracy {}{stderr}{} — {} of {} trials succeeded; errored trials count as 0",
         percent(f.accuracy),
+        ci_text(f.accuracy_ci.as_ref(), percent, ", ", ""),
         f.n_successes,
         f.n_trials
+    ));
+    lines.push(format!(
+        "mean reward {}{}",
+        plain(f.mean_reward),
+        ci_text(f.mean_reward_ci.as_ref(), plain, ", ", "")
     ));
     if f.pass_at_k.is_empty() {
         lines.push("pass@k: not defined (rewards are not all 0/1, or too few trials)".into());
     } else {
-        let mut ks: Vec<(u64, f64)> = f
+        let mut ks: Vec<(u64, &str, f64)> = f
             .pass_at_k
             .iter()
-            .map(|(k, v)| (k.parse().unwrap_or(0), *v))
+            .map(|(k, v)| (k.parse().unwrap_or(0), k.as_str(), *v))
             .collect();
-        ks.sort_by_key(|(k, _)| *k);
+        ks.sort_by_key(|(k, _, _)| *k);
         let parts: Vec<String> = ks
             .iter()
-            .map(|(k, v)| format!("pass@{k} {}", percent(*v)))
+            .map(|(k, key, v)| {
+                format!(
+                    "pass@{k} {}{}",
+                    percent(*v),
+                    ci_text(f.pass_at_k_ci.get(*key), percent, " (", ")")
+                )
+            })
             .collect();
         lines.push(parts.join(", "));
+    }
+    if f.accuracy_ci.is_some() {
+        let caveat = if f.n_tasks < stats::FEW_TASKS {
+            format!(
+                " (only {} tasks: a bootstrap over so few is too narrow; read it as a rough guide)",
+                f.n_tasks
+            )
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "intervals: {:.0}%, {}, {} resamples, seed {}{caveat}",
+            f.interval.level * 100.0,
+            f.interval.method,
+            f.interval.resamples,
+            f.interval.seed
+        ));
+    } else {
+        lines.push("intervals: none (they need at least two tasks)".into());
     }
     let counts: Vec<usize> = f.trials_per_task.values().copied().collect();
     match (counts.iter().min(), counts.iter().max()) {
@@ -232,4 +273,68 @@ pub fn markdown(report: &Report) -> String {
         let _ = writeln!(out, "- {line}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    //! Snapshots of the three report formats over a two-job submission (two tasks, so the
+    //! intervals are defined) with an incomplete flow-style metadata.yaml.
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::submission::{Options, validate};
+
+    fn report() -> Report {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut options = Options::new(vec![
+            fixtures.join("harbor-h13/2026-06-10__12-00-00"),
+            fixtures.join("harbor-h144/tbench-2.0-k5-v01"),
+        ]);
+        options.metadata = Some(fixtures.join("metadata-incomplete.yaml"));
+        validate(&options).unwrap()
+    }
+
+    fn settings() -> insta::Settings {
+        let mut settings = insta::Settings::clone_current();
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        settings.add_filter(&regex::escape(fixtures), "[fixtures]");
+        settings
+    }
+
+    #[test]
+    fn text_report() {
+        settings().bind(|| insta::assert_snapshot!(text(&report())));
+    }
+
+    #[test]
+    fn json_report() {
+        let json = serde_json::to_string_pretty(&report()).unwrap();
+        settings().bind(|| insta::assert_snapshot!(json));
+    }
+
+    #[test]
+    fn github_report() {
+        let report = report();
+        let out = format!(
+            "{}\n--- summary ---\n{}",
+            annotations(&report),
+            markdown(&report)
+        );
+        settings().bind(|| insta::assert_snapshot!(out));
+    }
+
+    #[test]
+    fn the_report_shows_the_intervals() {
+        let report = report();
+        let f = &report.figures;
+        assert_eq!(f.n_tasks, 2);
+        let ci = f.accuracy_ci.unwrap();
+        assert!(ci.low <= f.accuracy && f.accuracy <= ci.high, "{ci:?}");
+        assert_eq!(
+            f.pass_at_k_ci.keys().collect::<Vec<_>>(),
+            f.pass_at_k.keys().collect::<Vec<_>>()
+        );
+        assert!(text(&report).contains("(95% CI "));
+    }
 }

@@ -1,9 +1,10 @@
 //! The validation report: per-rule outcomes with offending items, and the reported figures.
-//! Its JSON form (`--format json`) is a stable schema documented in `leaderboard/README.md`.
+//! Its JSON form (`--format json`) is a stable schema documented in `docs/leaderboard-preflight.md`.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+pub use stats::Interval;
 
 use super::Rule;
 
@@ -83,12 +84,33 @@ pub struct Figures {
     pub accuracy_stderr: Option<f64>,
     /// Mean reward over all trials (missing rewards as 0), as Harbor's Mean metric.
     pub mean_reward: f64,
+    /// 95% interval of `accuracy`, clustered by task (see `interval`); null with one task.
+    pub accuracy_ci: Option<Interval>,
+    /// 95% interval of `mean_reward`, clustered by task; null with one task.
+    pub mean_reward_ci: Option<Interval>,
     /// Unbiased pass@k by k; empty when rewards are not all 0/1.
     pub pass_at_k: BTreeMap<String, f64>,
+    /// 95% interval of each pass@k, clustered by task; empty with one task.
+    pub pass_at_k_ci: BTreeMap<String, Interval>,
+    /// How the `*_ci` intervals were computed.
+    pub interval: IntervalMethod,
     /// Trials per task name.
     pub trials_per_task: BTreeMap<String, usize>,
     /// Errored trials by exception type.
     pub errored_by_exception_type: BTreeMap<String, usize>,
+}
+
+/// How the figures' intervals were computed, so anyone can reproduce them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IntervalMethod {
+    /// Confidence level, 0.95.
+    pub level: f64,
+    /// `cluster bootstrap over tasks, percentile`: tasks resampled with all their trials.
+    pub method: &'static str,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Seed of the resampling; the same seed gives the same intervals.
+    pub seed: u64,
 }
 
 /// The whole report.

@@ -77,6 +77,27 @@ fn only_failure(report: &Report, rule: Rule) -> Vec<Violation> {
     report.outcome(rule).violations.clone()
 }
 
+/// Asserts that `violation`'s message says `text`, showing the message otherwise.
+fn assert_says(violation: &Violation, text: &str) {
+    assert!(violation.message.contains(text), "{}", violation.message);
+}
+
+/// Asserts that some violation's message says `text`, showing them all otherwise.
+fn assert_any_says(violations: &[Violation], text: &str) {
+    assert!(
+        violations.iter().any(|v| v.message.contains(text)),
+        "{violations:?}"
+    );
+}
+
+/// Asserts that there are as many violations as `texts` and that each text is said by one.
+fn assert_all_said(violations: &[Violation], texts: &[&str]) {
+    assert_eq!(violations.len(), texts.len(), "{violations:?}");
+    for text in texts {
+        assert_any_says(violations, text);
+    }
+}
+
 #[test]
 fn the_fixture_digest_is_the_dataset_content_digest() {
     let dataset = tasks::Dataset::load(&fixtures().join("dataset")).unwrap();
@@ -137,11 +158,7 @@ fn harbor_h144_job_has_no_task_refs_to_check_against_a_dataset() {
     let report = validate(&options).unwrap();
     let violations = only_failure(&report, Rule::CorrectTaskVersions);
     assert_eq!(violations.len(), 5);
-    assert!(
-        violations[0].message.contains("no task ref"),
-        "{}",
-        violations[0].message
-    );
+    assert_says(&violations[0], "no task ref");
 }
 
 #[test]
@@ -192,10 +209,7 @@ fn rule_no_job_overrides_rejects_a_per_phase_multiplier_of_one() {
         c["agent_timeout_multiplier"] = json!(1.0)
     });
     let v = only_failure(&s.validate(), Rule::NoJobOverrides);
-    assert!(
-        v[0].message
-            .contains("agent_timeout_multiplier is 1.0; it must be null")
-    );
+    assert_says(&v[0], "agent_timeout_multiplier is 1.0; it must be null");
 }
 
 #[test]
@@ -215,11 +229,8 @@ fn rule_no_trial_overrides() {
             .unwrap()
             .ends_with(&format!("{}/result.json", TRIALS[1]))
     );
-    assert!(
-        v[0].message
-            .contains("config.agent.override_setup_timeout_sec is 9")
-    );
-    assert!(v[1].message.contains("verifier.max_timeout_sec is 60"));
+    assert_says(&v[0], "config.agent.override_setup_timeout_sec is 9");
+    assert_says(&v[1], "verifier.max_timeout_sec is 60");
 }
 
 #[test]
@@ -235,9 +246,7 @@ fn rule_trial_results_complete() {
         r["exception_info"] = Value::Null
     });
     let v = only_failure(&s.validate(), Rule::TrialResultsComplete);
-    assert_eq!(v.len(), 2);
-    assert!(v.iter().any(|v| v.message.contains("finished_at")));
-    assert!(v.iter().any(|v| v.message.contains("neither rewards")));
+    assert_all_said(&v, &["finished_at", "neither rewards"]);
 }
 
 #[test]
@@ -245,7 +254,7 @@ fn rule_trial_results_complete_without_result_json() {
     let s = Scratch::new();
     std::fs::remove_file(s.job.join(TRIALS[2]).join("result.json")).unwrap();
     let v = only_failure(&s.validate(), Rule::TrialResultsComplete);
-    assert!(v[0].message.contains("no result.json"));
+    assert_says(&v[0], "no result.json");
 }
 
 #[test]
@@ -257,12 +266,8 @@ fn rule_agent_config_match_explains_a_null_agent_name() {
     });
     let v = only_failure(&s.validate(), Rule::AgentConfigMatch);
     assert_eq!(v.len(), 1, "one violation per job and agent");
-    assert!(v[0].message.contains("5 trials"), "{}", v[0].message);
-    assert!(
-        v[0].message.contains("named agent config"),
-        "{}",
-        v[0].message
-    );
+    assert_says(&v[0], "5 trials");
+    assert_says(&v[0], "named agent config");
 }
 
 #[test]
@@ -272,7 +277,7 @@ fn rule_agent_config_match_compares_the_model() {
         c["agents"][0]["model_name"] = json!("anthropic/claude-sonnet-4-5")
     });
     let v = only_failure(&s.validate(), Rule::AgentConfigMatch);
-    assert!(v[0].message.contains("anthropic/claude-opus-4-6"));
+    assert_says(&v[0], "anthropic/claude-opus-4-6");
 }
 
 #[test]
@@ -280,9 +285,9 @@ fn rule_min_trials_per_task() {
     let s = Scratch::new();
     std::fs::remove_dir_all(s.job.join(TRIALS[2])).unwrap();
     let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
-    assert!(
-        v[0].message
-            .contains("task terminal-bench/regex-log has 4 trial(s); at least 5")
+    assert_says(
+        &v[0],
+        "task terminal-bench/regex-log has 4 trial(s); at least 5",
     );
 }
 
@@ -296,7 +301,7 @@ fn rule_min_trials_per_task_covers_every_dataset_task() {
     )
     .unwrap();
     let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
-    assert!(v[0].message.contains("fix-git has 0 trial(s)"));
+    assert_says(&v[0], "fix-git has 0 trial(s)");
 }
 
 #[test]
@@ -308,7 +313,7 @@ fn rule_correct_task_versions() {
     });
     let v = only_failure(&s.validate(), Rule::CorrectTaskVersions);
     assert_eq!(v.len(), 1);
-    assert!(v[0].message.contains("content differs"));
+    assert_says(&v[0], "content differs");
 }
 
 #[test]
@@ -366,15 +371,7 @@ fn rule_passing_trial_trajectories() {
         t["steps"][2]["step_id"] = json!(7)
     });
     let v = only_failure(&s.validate(), Rule::PassingTrialTrajectories);
-    assert_eq!(v.len(), 2);
-    assert!(
-        v.iter()
-            .any(|v| v.message.contains("no agent/trajectory.json"))
-    );
-    assert!(
-        v.iter().any(|v| v.message.contains("$.steps[2].step_id")),
-        "{v:?}"
-    );
+    assert_all_said(&v, &["no agent/trajectory.json", "$.steps[2].step_id"]);
 }
 
 #[test]
@@ -531,13 +528,8 @@ fn a_large_log_is_scanned_for_keys_without_being_held_whole() {
 fn an_oversized_job_config_is_bad_input() {
     let s = Scratch::new();
     sparse(&s, "config.json", 1 << 30);
-    let err = validate(&Options::new(vec![s.job.clone()]))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("config.json") && err.contains("16 MiB limit"),
-        "{err}"
-    );
+    let err = validate(&Options::new(vec![s.job.clone()])).unwrap_err();
+    testkit::assert_says_all(&err.to_string(), &["config.json", "16 MiB limit"]);
 }
 
 #[test]
@@ -560,5 +552,5 @@ fn a_dataset_with_tasks_runner_cannot_run_still_counts_them() {
     std::fs::write(gpu.join("task.toml"), toml).unwrap();
     // The GPU task is part of the dataset for coverage even though `runner run` refuses it.
     let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
-    assert!(v.iter().any(|v| v.message.contains("needs-gpu")), "{v:?}");
+    assert_any_says(&v, "needs-gpu");
 }

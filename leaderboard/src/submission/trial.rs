@@ -314,7 +314,7 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
             .map(|e| {
                 e.get("exception_type")
                     .and_then(Value::as_str)
-                    .unwrap_or("UnknownError")
+                    .unwrap_or(tasks::ExceptionType::UNKNOWN_NAME)
                     .to_owned()
             });
         facts.agent = agent_identity(result);

@@ -1,9 +1,18 @@
-//! A minimal reader for `metadata.yaml`: block mappings, block sequences of mappings or
-//! scalars, plain and quoted scalars, and comments. Enough for Harbor's metadata schema; flow
-//! collections (`[a, b]`, `{k: v}`), anchors and multi-line scalars are reported as
-//! unsupported rather than misread. A small reader avoids a YAML dependency for one file.
+//! Reads `metadata.yaml` with a maintained YAML 1.2 parser into a JSON value, remembering the
+//! line of every node so the metadata rule can say where a field is wrong.
+//!
+//! Why `saphyr`: it is the maintained successor of yaml-rust/yaml-rust2 (same maintainers,
+//! releases through 2026), pure Rust with no unsafe C port, YAML 1.2 complete (flow
+//! collections, anchors, block scalars), and its `MarkedYaml` carries a span per node, which a
+//! serde deserializer would throw away. The alternatives: `serde_yaml` is deprecated,
+//! `serde_yml` is now a deprecated shim, and `serde_norway` (a serde_yaml fork over a
+//! C-to-Rust libyaml translation) has had no release since 2024. saphyr also refuses duplicate
+//! keys and bounds alias expansion (billion laughs) by default.
 
-use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
+use serde_json::{Map, Number, Value};
 
 /// A YAML document this reader cannot read, with its 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,208 +24,231 @@ pub struct YamlError {
     pub problem: String,
 }
 
-struct Line {
-    number: usize,
-    indent: usize,
-    text: String,
+impl From<ScanError> for YamlError {
+    fn from(e: ScanError) -> YamlError {
+        YamlError {
+            line: e.marker().line(),
+            problem: e.info().to_owned(),
+        }
+    }
 }
 
-/// Parses `text` into a JSON value (scalars become strings, `null`/`~`/empty become null).
-pub fn parse(text: &str) -> Result<Value, YamlError> {
-    let mut lines = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let stripped = strip_comment(raw);
-        if stripped.trim().is_empty() || stripped.trim() == "---" {
-            continue;
-        }
-        if raw.starts_with('\t') {
+/// A parsed document: its value, and the 1-based line where each node starts, by JSON
+/// pointer (`/models/0/model_name`; the root is `""`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// The document as JSON (YAML 1.2 core schema: `3` is a number, `"3"` and `x` strings).
+    pub value: Value,
+    lines: HashMap<String, usize>,
+}
+
+impl Document {
+    /// The line where the node at `pointer` starts, if the node exists.
+    pub fn line(&self, pointer: &str) -> Option<usize> {
+        self.lines.get(pointer).copied()
+    }
+}
+
+/// Parses `text`. An empty document is `null`; several documents are an error, since a
+/// metadata file holds one.
+pub fn parse(text: &str) -> Result<Document, YamlError> {
+    let mut docs = MarkedYaml::load_from_str(text).map_err(|e| tab_hint(text, e))?;
+    let mut lines = HashMap::new();
+    let value = match docs.len() {
+        0 => Value::Null,
+        1 => convert(&docs.remove(0), String::new(), &mut lines)?,
+        _ => {
             return Err(YamlError {
-                line: i + 1,
-                problem: "tabs are not allowed for indentation".into(),
+                line: docs[1].span.start.line(),
+                problem: "a second YAML document (`---`); the file must hold one document".into(),
             });
         }
-        let indent = stripped.len() - stripped.trim_start().len();
-        lines.push(Line {
-            number: i + 1,
-            indent,
-            text: stripped.trim().to_owned(),
+    };
+    Ok(Document { value, lines })
+}
+
+/// saphyr reports a tab in indentation at the start of the scalar it was reading, often the
+/// line before; name the line with the tab instead, which is what the user must fix.
+fn tab_hint(text: &str, error: ScanError) -> YamlError {
+    let mut error = YamlError::from(error);
+    if error.problem.contains("tab") {
+        let indented_with_tab = text.lines().position(|line| {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            indent.contains('\t')
         });
+        if let Some(i) = indented_with_tab {
+            error = YamlError {
+                line: i + 1,
+                problem: "a tab in the indentation; YAML indents with spaces".into(),
+            };
+        }
     }
-    if lines.is_empty() {
-        return Ok(Value::Null);
-    }
-    let mut pos = 0;
-    let indent = lines[0].indent;
-    let value = block(&mut lines, &mut pos, indent)?;
-    if let Some(line) = lines.get(pos) {
-        return Err(YamlError {
-            line: line.number,
-            problem: "unexpected indentation".into(),
-        });
-    }
+    error
+}
+
+/// Escapes a mapping key for a JSON pointer (RFC 6901).
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn convert(
+    node: &MarkedYaml<'_>,
+    pointer: String,
+    lines: &mut HashMap<String, usize>,
+) -> Result<Value, YamlError> {
+    let line = node.span.start.line();
+    lines.insert(pointer.clone(), line);
+    let value = match &node.data {
+        YamlData::Value(scalar) => scalar_value(scalar),
+        // Early parsing is on, so a raw representation is still a string.
+        YamlData::Representation(text, _, _) => Value::String(text.to_string()),
+        YamlData::Tagged(_, inner) => return convert(inner, pointer, lines),
+        YamlData::Sequence(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                out.push(convert(item, format!("{pointer}/{i}"), lines)?);
+            }
+            Value::Array(out)
+        }
+        YamlData::Mapping(entries) => {
+            let mut out = Map::new();
+            for (key, item) in entries {
+                let key = key_text(key)?;
+                let child = format!("{pointer}/{}", pointer_token(&key));
+                let item = convert(item, child, lines)?;
+                out.insert(key, item);
+            }
+            Value::Object(out)
+        }
+        YamlData::BadValue => {
+            return Err(YamlError {
+                line,
+                problem: "a value that does not match its tag (e.g. `!!int x`)".into(),
+            });
+        }
+        // The loader resolves aliases; an unresolved one means an anchor that was never defined.
+        YamlData::Alias(_) => {
+            return Err(YamlError {
+                line,
+                problem: "an alias (`*name`) to an undefined anchor".into(),
+            });
+        }
+    };
     Ok(value)
 }
 
-/// Removes a ` #` comment that is not inside quotes.
-fn strip_comment(line: &str) -> &str {
-    let mut quote = None;
-    let bytes = line.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        match (quote, b) {
-            (None, b'\'' | b'"') => quote = Some(b),
-            (Some(q), _) if b == q => quote = None,
-            (None, b'#') if i == 0 || bytes[i - 1] == b' ' => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
-fn block(lines: &mut [Line], pos: &mut usize, indent: usize) -> Result<Value, YamlError> {
-    if lines[*pos].text.starts_with("- ") || lines[*pos].text == "-" {
-        sequence(lines, pos, indent)
-    } else {
-        mapping(lines, pos, indent)
+fn scalar_value(scalar: &Scalar<'_>) -> Value {
+    match scalar {
+        Scalar::Null => Value::Null,
+        Scalar::Boolean(b) => Value::Bool(*b),
+        Scalar::Integer(i) => Value::Number((*i).into()),
+        Scalar::FloatingPoint(f) => Number::from_f64(f.into_inner())
+            .map(Value::Number)
+            // `.nan` and `.inf` have no JSON number; keep their YAML spelling.
+            .unwrap_or_else(|| Value::String(f.into_inner().to_string())),
+        Scalar::String(s) => Value::String(s.to_string()),
     }
 }
 
-fn sequence(lines: &mut [Line], pos: &mut usize, indent: usize) -> Result<Value, YamlError> {
-    let mut items = Vec::new();
-    while *pos < lines.len() && lines[*pos].indent == indent && lines[*pos].text.starts_with('-') {
-        let rest = lines[*pos].text[1..].trim_start().to_owned();
-        if rest.is_empty() {
-            *pos += 1;
-            items.push(nested(lines, pos, indent)?);
-        } else if is_key_line(&rest) {
-            // `- key: value` opens a mapping whose keys sit where `key` starts.
-            let offset = lines[*pos].text.len() - rest.len();
-            lines[*pos].indent = indent + offset;
-            lines[*pos].text = rest;
-            let inner = lines[*pos].indent;
-            items.push(mapping(lines, pos, inner)?);
-        } else {
-            items.push(scalar(&rest, lines[*pos].number)?);
-            *pos += 1;
-        }
+fn key_text(key: &MarkedYaml<'_>) -> Result<String, YamlError> {
+    match &key.data {
+        YamlData::Value(Scalar::String(s)) => Ok(s.to_string()),
+        YamlData::Value(Scalar::Null) => Ok("null".into()),
+        YamlData::Value(scalar) => Ok(match scalar_value(scalar) {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }),
+        YamlData::Tagged(_, inner) => key_text(inner),
+        _ => Err(YamlError {
+            line: key.span.start.line(),
+            problem: "a mapping key that is a list or mapping; keys must be plain text".into(),
+        }),
     }
-    Ok(Value::Array(items))
-}
-
-fn is_key_line(text: &str) -> bool {
-    !text.starts_with(['"', '\'']) && (text.contains(": ") || text.ends_with(':'))
-}
-
-fn mapping(lines: &mut [Line], pos: &mut usize, indent: usize) -> Result<Value, YamlError> {
-    let mut map = Map::new();
-    while *pos < lines.len() && lines[*pos].indent == indent {
-        let line = &lines[*pos];
-        if line.text.starts_with('-') {
-            break;
-        }
-        let number = line.number;
-        let (key, rest) = match line.text.split_once(": ") {
-            Some((k, v)) => (k.trim(), v.trim()),
-            None if line.text.ends_with(':') => (line.text[..line.text.len() - 1].trim(), ""),
-            None => {
-                return Err(YamlError {
-                    line: number,
-                    problem: format!("expected `key: value`, got `{}`", line.text),
-                });
-            }
-        };
-        let key = unquote(key).to_owned();
-        let rest = rest.to_owned();
-        *pos += 1;
-        let value = if rest.is_empty() {
-            nested(lines, pos, indent)?
-        } else {
-            scalar(&rest, number)?
-        };
-        if map.insert(key.clone(), value).is_some() {
-            return Err(YamlError {
-                line: number,
-                problem: format!("duplicate key `{key}`"),
-            });
-        }
-    }
-    Ok(Value::Object(map))
-}
-
-/// The value under a `key:` with nothing after the colon: a deeper block, a sequence at the
-/// same indent (`key:\n- item`), or null.
-fn nested(lines: &mut [Line], pos: &mut usize, indent: usize) -> Result<Value, YamlError> {
-    match lines.get(*pos) {
-        Some(next) if next.indent > indent => {
-            let inner = next.indent;
-            block(lines, pos, inner)
-        }
-        Some(next) if next.indent == indent && next.text.starts_with('-') => {
-            sequence(lines, pos, indent)
-        }
-        _ => Ok(Value::Null),
-    }
-}
-
-fn unquote(text: &str) -> &str {
-    for q in ['"', '\''] {
-        if text.len() >= 2 && text.starts_with(q) && text.ends_with(q) {
-            return &text[1..text.len() - 1];
-        }
-    }
-    text
-}
-
-fn scalar(text: &str, line: usize) -> Result<Value, YamlError> {
-    if text.starts_with(['[', '{', '&', '*', '|', '>']) {
-        return Err(YamlError {
-            line,
-            problem: format!(
-                "`{text}`: flow collections, anchors and block scalars are not supported; use plain `key: value` lines"
-            ),
-        });
-    }
-    Ok(match text {
-        "null" | "~" | "Null" | "NULL" => Value::Null,
-        _ => Value::String(unquote(text).to_owned()),
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::parse;
+    use super::{Document, parse};
+
+    /// Parses `text`, asserting the value it reads.
+    fn parses_to(text: &str, expected: serde_json::Value) -> Document {
+        let doc = parse(text).unwrap();
+        assert_eq!(doc.value, expected);
+        doc
+    }
 
     #[test]
-    fn reads_harbor_metadata_shapes() {
-        let text = "# comment\nagent_url: https://example.com/agent#readme\nagent_display_name: \"My Agent\"\nmodels:\n  - model_name: gpt-5\n    model_provider: openai # trailing\n  - model_name: 'o3'\nempty:\nlist:\n- a\n- b\n";
-        let value = parse(text).unwrap();
-        assert_eq!(
-            value,
+    fn reads_harbor_metadata_shapes_with_lines() {
+        let doc = parses_to(
+            "# comment\nagent_url: https://example.com/agent#readme\nagent_display_name: \"My Agent\"\nmodels:\n  - model_name: gpt-5\n    model_provider: openai # trailing\n  - model_name: 'o3'\nempty:\nlist:\n- a\n- b\n",
             json!({
                 "agent_url": "https://example.com/agent#readme",
                 "agent_display_name": "My Agent",
                 "models": [{"model_name": "gpt-5", "model_provider": "openai"}, {"model_name": "o3"}],
                 "empty": null,
                 "list": ["a", "b"]
-            })
+            }),
+        );
+        assert_eq!(doc.line("/agent_url"), Some(2));
+        assert_eq!(doc.line("/models/0"), Some(5));
+        assert_eq!(doc.line("/models/1/model_name"), Some(7));
+        assert_eq!(doc.line("/list/1"), Some(11));
+        assert_eq!(doc.line("/missing"), None);
+    }
+
+    #[test]
+    fn reads_flow_collections_block_scalars_and_anchors() {
+        let doc = parses_to(
+            "models:\n  - {model_name: x, model_provider: y}\n  - &m {model_name: z}\n  - *m\ntags: [a, 'b c']\nnotes: |\n  two\n  lines\n",
+            json!({
+                "models": [
+                    {"model_name": "x", "model_provider": "y"},
+                    {"model_name": "z"},
+                    {"model_name": "z"}
+                ],
+                "tags": ["a", "b c"],
+                "notes": "two\nlines\n"
+            }),
+        );
+        assert_eq!(doc.line("/models/0/model_provider"), Some(2));
+    }
+
+    #[test]
+    fn keeps_yaml_1_2_scalar_types() {
+        parses_to(
+            "a: 3\nb: '3'\nc: true\nd: 1.5\ne: ~\nf: no\n",
+            json!({"a": 3, "b": "3", "c": true, "d": 1.5, "e": null, "f": "no"}),
         );
     }
 
     #[test]
-    fn reports_what_it_cannot_read() {
-        assert_eq!(parse("models: [a, b]\n").unwrap_err().line, 1);
-        assert!(
-            parse("a: 1\njust text\n")
-                .unwrap_err()
-                .problem
-                .contains("key: value")
-        );
-        assert!(
-            parse("a: 1\na: 2\n")
-                .unwrap_err()
-                .problem
-                .contains("duplicate")
-        );
+    fn reports_what_it_cannot_read_with_its_line() {
+        let err = parse("a: 1\nb: [unclosed\n").unwrap_err();
+        assert!(err.line >= 2, "{err}");
+        let err = parse("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.problem.contains("duplicate"), "{err}");
+        let err = parse("a: 1\n\tb: 2\n").unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        let err = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(err.problem.contains("second YAML document"), "{err}");
+        let err = parse("? [a, b]\n: c\n").unwrap_err();
+        assert!(err.problem.contains("keys must be plain text"), "{err}");
+        assert_eq!(parse("").unwrap().value, json!(null));
+        assert_eq!(parse("# only a comment\n").unwrap().value, json!(null));
+    }
+
+    #[test]
+    fn refuses_an_alias_bomb() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..8 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        assert!(parse(&text).is_err(), "10^8 nodes must not be expanded");
     }
 }

@@ -1,20 +1,31 @@
 //! Moving files in and out of containers as tar streams.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Component, Path};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bollard::query_parameters::{
     DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
-use futures_util::TryStreamExt;
+use futures_util::StreamExt;
 
 use super::{DockerClient, DockerError};
 
 /// Packs the contents of `source` as entries under `target` (an absolute container path).
 /// Symlinks are stored as symlinks, never followed.
 pub fn pack_dir(source: &Path, target: &str) -> std::io::Result<Vec<u8>> {
-    let prefix = target.trim_start_matches('/').trim_end_matches('/');
     let mut builder = tar::Builder::new(Vec::new());
+    append_dir(&mut builder, source, target)?;
+    builder.into_inner()
+}
+
+fn append_dir(
+    builder: &mut tar::Builder<Vec<u8>>,
+    source: &Path,
+    target: &str,
+) -> std::io::Result<()> {
+    let prefix = target.trim_start_matches('/').trim_end_matches('/');
     builder.follow_symlinks(false);
     let mut stack = vec![source.to_path_buf()];
     let mut entries = Vec::new();
@@ -40,7 +51,7 @@ pub fn pack_dir(source: &Path, target: &str) -> std::io::Result<Vec<u8>> {
         };
         builder.append_path_with_name(&path, name)?;
     }
-    builder.into_inner()
+    Ok(())
 }
 
 /// Packs one file with `mode` at `target`.
@@ -52,6 +63,30 @@ pub fn pack_file(bytes: &[u8], target: &str, mode: u32) -> std::io::Result<Vec<u
     header.set_mtime(chrono::Utc::now().timestamp().max(0) as u64);
     header.set_entry_type(tar::EntryType::Regular);
     builder.append_data(&mut header, target.trim_start_matches('/'), bytes)?;
+    builder.into_inner()
+}
+
+/// The jail's root additions: the helper at `helper_path` (mode 0755), the tests under
+/// `/.runner/tests` and an empty `/.runner/out`.
+pub fn pack_jail(helper: &[u8], helper_path: &str, tests: &Path) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (dir, mode) in [
+        (".runner", 0o755),
+        (".runner/out", 0o755),
+        (".runner/tests", 0o755),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        header.set_mode(mode);
+        builder.append_data(&mut header, dir, std::io::empty())?;
+    }
+    let mut header = tar::Header::new_gnu();
+    header.set_size(helper.len() as u64);
+    header.set_mode(0o755);
+    header.set_entry_type(tar::EntryType::Regular);
+    builder.append_data(&mut header, helper_path.trim_start_matches('/'), helper)?;
+    append_dir(&mut builder, tests, "/.runner/tests")?;
     builder.into_inner()
 }
 
@@ -70,29 +105,99 @@ pub async fn upload(
         .map_err(|e| DockerError::api(format!("uploading {what}"), e))
 }
 
-/// Downloads the contents of the container directory `source` into `target`.
-/// Only regular files and directories are written: symlinks, FIFOs and devices an agent left
-/// in its logs are skipped (and listed in the returned names), so nothing on the host is
-/// ever reached through them.
+/// What a trial may still bring back to the host: a budget shared by the downloads it covers
+/// (one for agent logs and artifacts, one for the verifier's outputs), so an agent cannot fill
+/// the host's disk through any of them.
+#[derive(Debug)]
+pub struct DownloadBudget {
+    cap: u64,
+    remaining: AtomicU64,
+}
+
+impl DownloadBudget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: u64) -> Self {
+        Self {
+            cap,
+            remaining: AtomicU64::new(cap),
+        }
+    }
+
+    /// The cap in bytes.
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
+    /// Takes up to `wanted` bytes from the budget; returns how many were granted.
+    fn take(&self, wanted: u64) -> u64 {
+        let mut granted = 0;
+        let _ = self
+            .remaining
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                granted = left.min(wanted);
+                Some(left - granted)
+            });
+        granted
+    }
+}
+
+/// What a download left out.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DownloadReport {
+    /// Entries not written: links, FIFOs, devices, paths leaving the target.
+    pub skipped: Vec<String>,
+    /// Files cut at the budget (a marker line ends each), relative to the target.
+    pub truncated: Vec<String>,
+    /// True when the budget ran out and the rest of the archive was not read.
+    pub stopped_early: bool,
+}
+
+/// Chunks in flight between the engine's stream and the unpacker; with the engine's chunk
+/// size this bounds a download's memory to a few megabytes whatever the archive holds.
+const CHANNEL_CHUNKS: usize = 16;
+
+/// Downloads the contents of the container directory `source` into `target`, streaming the
+/// archive to the unpacker (never holding it in memory) within `budget`. Only regular files and
+/// directories are written: symlinks, FIFOs and devices an agent left in its logs are skipped
+/// (and reported), so nothing on the host is ever reached through them.
 pub async fn download_dir(
     client: &DockerClient,
     container: &str,
     source: &str,
     target: &Path,
-) -> Result<Vec<String>, DockerError> {
+    budget: Arc<DownloadBudget>,
+) -> Result<DownloadReport, DockerError> {
     let options = DownloadFromContainerOptionsBuilder::default()
         .path(source)
         .build();
-    let bytes: Vec<u8> = client
-        .api()
-        .download_from_container(container, Some(options))
-        .map_ok(|chunk| chunk.to_vec())
-        .try_concat()
-        .await
-        .map_err(|e| DockerError::api(format!("downloading {source}"), e))?;
+    let (sender, receiver) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHANNEL_CHUNKS);
     let target = target.to_path_buf();
     let what = format!("unpacking {source} into {}", target.display());
-    tokio::task::spawn_blocking(move || unpack_stripped(&bytes[..], &target))
+    let unpacker = tokio::task::spawn_blocking(move || {
+        unpack_stripped(ChannelReader::new(receiver), &target, &budget)
+    });
+    let mut stream = client
+        .api()
+        .download_from_container(container, Some(options));
+    let mut stream_error = None;
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            // A closed channel means the unpacker stopped (budget spent, or a write failed):
+            // dropping the stream closes the connection instead of draining the rest.
+            Ok(bytes) => {
+                if sender.send(bytes).await.is_err() {
+                    break;
+                }
+            }
+            Err(e) => {
+                stream_error = Some(e);
+                break;
+            }
+        }
+    }
+    drop(sender);
+    drop(stream);
+    let report = unpacker
         .await
         .map_err(|e| DockerError::Io {
             operation: what.clone(),
@@ -101,14 +206,55 @@ pub async fn download_dir(
         .map_err(|source| DockerError::Io {
             operation: what,
             source,
-        })
+        })?;
+    match stream_error {
+        Some(e) if !report.stopped_early => {
+            Err(DockerError::api(format!("downloading {source}"), e))
+        }
+        _ => Ok(report),
+    }
 }
 
-/// Unpacks a tar whose first path component is the downloaded directory's own name.
-fn unpack_stripped(reader: impl Read, target: &Path) -> std::io::Result<Vec<String>> {
+/// A blocking reader over the chunks the async side sends.
+struct ChannelReader {
+    receiver: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl ChannelReader {
+    fn new(receiver: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Self {
+        Self {
+            receiver,
+            current: bytes::Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.receiver.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        let _ = self.current.split_to(n);
+        Ok(n)
+    }
+}
+
+/// Unpacks a tar whose first path component is the downloaded directory's own name, within
+/// `budget`: a file past it is cut and ends with a marker line, and nothing after it is read.
+fn unpack_stripped(
+    reader: impl Read,
+    target: &Path,
+    budget: &DownloadBudget,
+) -> std::io::Result<DownloadReport> {
     std::fs::create_dir_all(target)?;
     let mut archive = tar::Archive::new(reader);
-    let mut skipped = Vec::new();
+    let mut report = DownloadReport::default();
     for entry in archive.entries()? {
         let mut entry = entry?;
         let path = entry.path()?.into_owned();
@@ -117,7 +263,7 @@ fn unpack_stripped(reader: impl Read, target: &Path) -> std::io::Result<Vec<Stri
             continue;
         }
         if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            skipped.push(rel.display().to_string());
+            report.skipped.push(rel.display().to_string());
             continue;
         }
         let dest = target.join(&rel);
@@ -131,13 +277,25 @@ fn unpack_stripped(reader: impl Read, target: &Path) -> std::io::Result<Vec<Stri
                 if std::fs::symlink_metadata(&dest).is_ok_and(|m| !m.is_dir()) {
                     std::fs::remove_file(&dest)?;
                 }
+                let size = entry.header().size()?;
+                let granted = budget.take(size);
                 let mut file = std::fs::File::create(&dest)?;
-                std::io::copy(&mut entry, &mut file)?;
+                std::io::copy(&mut (&mut entry).take(granted), &mut file)?;
+                if granted < size {
+                    writeln!(
+                        file,
+                        "\n[runner: cut at {granted} of {size} bytes: the trial's download cap of {} bytes was reached]",
+                        budget.cap()
+                    )?;
+                    report.truncated.push(rel.display().to_string());
+                    report.stopped_early = true;
+                    return Ok(report);
+                }
             }
-            _ => skipped.push(rel.display().to_string()),
+            _ => report.skipped.push(rel.display().to_string()),
         }
     }
-    Ok(skipped)
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -154,7 +312,9 @@ mod tests {
         let tar = pack_dir(src.path(), "/logs/verifier").unwrap();
         let dst = tempfile::tempdir().unwrap();
         // The engine's download names entries after the directory's basename, like this pack.
-        let skipped = unpack_stripped(&tar[..], dst.path()).unwrap();
+        let skipped = unpack_stripped(&tar[..], dst.path(), &DownloadBudget::new(1 << 20))
+            .unwrap()
+            .skipped;
         // Entries here are "logs/verifier/...": stripping one component leaves "verifier/...".
         assert_eq!(
             std::fs::read_to_string(dst.path().join("verifier/a/b/file.txt")).unwrap(),
@@ -163,5 +323,26 @@ mod tests {
         assert!(dst.path().join("verifier/top.sh").is_file());
         assert!(std::fs::symlink_metadata(dst.path().join("verifier/link")).is_err());
         assert_eq!(skipped, vec!["verifier/link".to_string()]);
+    }
+
+    #[test]
+    fn a_file_past_the_budget_is_cut_with_a_marker_and_the_rest_is_not_read() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a.txt"), vec![b'a'; 100]).unwrap();
+        std::fs::write(src.path().join("b.txt"), vec![b'b'; 100]).unwrap();
+        std::fs::write(src.path().join("c.txt"), vec![b'c'; 100]).unwrap();
+        let tar = pack_dir(src.path(), "/logs/agent").unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        let budget = DownloadBudget::new(150);
+        let report = unpack_stripped(&tar[..], dst.path(), &budget).unwrap();
+        let agent = dst.path().join("agent");
+        assert_eq!(std::fs::read(agent.join("a.txt")).unwrap().len(), 100);
+        let cut = std::fs::read_to_string(agent.join("b.txt")).unwrap();
+        assert!(cut.starts_with(&"b".repeat(50)), "{cut}");
+        assert!(cut.contains("cut at 50 of 100 bytes"), "{cut}");
+        assert!(!agent.join("c.txt").exists());
+        assert_eq!(report.truncated, vec!["agent/b.txt".to_string()]);
+        assert!(report.stopped_early);
+        assert_eq!(budget.take(10), 0);
     }
 }

@@ -26,6 +26,12 @@ pub struct ContainerSpec {
     pub cpus: Option<f64>,
     /// Memory limit in MB.
     pub memory_mb: Option<u64>,
+    /// Memory plus swap in MB (equal to `memory_mb`: no swap beyond the memory limit).
+    pub memory_swap_mb: Option<u64>,
+    /// Most processes and threads at once.
+    pub pids_limit: Option<u32>,
+    /// A writable-layer quota in MB, for storage drivers that enforce one.
+    pub storage_quota_mb: Option<u64>,
     /// False for `no-network` tasks.
     pub network: bool,
     /// Default working directory.
@@ -41,6 +47,8 @@ pub struct TrialContainer {
     pub id: String,
     /// The container name.
     pub name: String,
+    /// True when the storage driver enforces `storage_quota_mb`.
+    pub storage_quota: bool,
 }
 
 impl TrialContainer {
@@ -54,13 +62,16 @@ impl TrialContainer {
         labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
         labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
         let host_config = HostConfig {
-            memory: spec.memory_mb.map(|mb| (mb * 1024 * 1024) as i64),
-            nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),
             network_mode: Some(if spec.network { "bridge" } else { "none" }.to_owned()),
             // An init as PID 1 reaps the zombies agents leave and forwards signals.
             init: Some(true),
             auto_remove: Some(false),
-            ..Default::default()
+            ..limits_host_config(
+                spec.cpus,
+                spec.memory_mb,
+                spec.memory_swap_mb,
+                spec.pids_limit,
+            )
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
@@ -75,14 +86,48 @@ impl TrialContainer {
         let options = CreateContainerOptionsBuilder::default()
             .name(&spec.name)
             .build();
-        let created = client
-            .api()
-            .create_container(Some(options), body)
-            .await
-            .map_err(|e| DockerError::api(format!("creating container {}", spec.name), e))?;
+        let with_quota = spec.storage_quota_mb.map(|mb| {
+            let mut body = body.clone();
+            if let Some(host) = body.host_config.as_mut() {
+                host.storage_opt = Some(HashMap::from([("size".to_owned(), format!("{mb}M"))]));
+            }
+            body
+        });
+        // A quota is only possible on some drivers (overlay2 on xfs with pquota, btrfs, zfs):
+        // where the engine refuses it, the container is made without and the runner watches.
+        let mut storage_quota = false;
+        let mut created = None;
+        if let Some(body) = with_quota {
+            match client
+                .api()
+                .create_container(Some(options.clone()), body)
+                .await
+            {
+                Ok(made) => {
+                    storage_quota = true;
+                    created = Some(made);
+                }
+                Err(e) if is_storage_opt_refusal(&e) => {}
+                Err(e) => {
+                    return Err(DockerError::api(
+                        format!("creating container {}", spec.name),
+                        e,
+                    ));
+                }
+            }
+        }
+        let created = match created {
+            Some(made) => made,
+            None => client
+                .api()
+                .create_container(Some(options), body)
+                .await
+                .map_err(|e| DockerError::api(format!("creating container {}", spec.name), e))?,
+        };
         let container = TrialContainer {
             id: created.id,
             name: spec.name.clone(),
+            storage_quota,
         };
         if let Err(e) = client.api().start_container(&container.id, None).await {
             let _ = container.remove(client).await;
@@ -98,6 +143,30 @@ impl TrialContainer {
     pub async fn remove(&self, client: &DockerClient) -> Result<(), DockerError> {
         remove_container(client, &self.id).await
     }
+}
+
+/// The resource limits of a container: CPUs, memory with swap capped at the memory limit (no
+/// swap beyond it), and a pids limit (a fork bomb stops at it).
+pub(crate) fn limits_host_config(
+    cpus: Option<f64>,
+    memory_mb: Option<u64>,
+    memory_swap_mb: Option<u64>,
+    pids_limit: Option<u32>,
+) -> HostConfig {
+    let bytes = |mb: u64| i64::try_from(mb.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    HostConfig {
+        memory: memory_mb.map(bytes),
+        memory_swap: memory_swap_mb.or(memory_mb).map(bytes),
+        nano_cpus: cpus.map(|c| (c * 1e9) as i64),
+        pids_limit: pids_limit.map(i64::from),
+        ..Default::default()
+    }
+}
+
+/// True when the engine refused a `size` storage option because its driver cannot do it.
+fn is_storage_opt_refusal(error: &bollard::errors::Error) -> bool {
+    let text = error.to_string().to_lowercase();
+    text.contains("storage-opt") || text.contains("storage opt") || text.contains("storageopt")
 }
 
 /// Force-removes a container by id or name; a missing container counts as removed.

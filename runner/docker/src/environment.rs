@@ -1,9 +1,11 @@
 //! A trial environment on Docker: one container (the main service).
 
 use engine::{BackendError, BackendErrorKind, Environment, EnvironmentSpec, NetworkAccess};
+use tasks::records::StorageEnforcement;
 
-use super::container::{ContainerSpec, TrialContainer};
-use super::labels::Owner;
+use super::container::{ContainerSpec, TrialContainer, limits_host_config};
+use super::jail::JailSpec;
+use super::labels::{self, Owner};
 use super::{DockerClient, DockerSandbox, image};
 
 /// A started trial container and the sandbox over it.
@@ -11,6 +13,7 @@ pub struct DockerEnvironment {
     client: DockerClient,
     container: TrialContainer,
     sandbox: DockerSandbox,
+    storage: StorageEnforcement,
 }
 
 impl DockerEnvironment {
@@ -31,6 +34,7 @@ impl DockerEnvironment {
             ));
         }
         let main = &spec.main;
+        let limits = &spec.limits;
         let container_spec = ContainerSpec {
             name: format!(
                 "runner-{}-{}",
@@ -43,6 +47,9 @@ impl DockerEnvironment {
             task_name: spec.task_name.clone(),
             cpus: main.cpus,
             memory_mb: main.memory_mb,
+            memory_swap_mb: Some(limits.memory_swap_mb),
+            pids_limit: Some(limits.pids_limit),
+            storage_quota_mb: limits.storage_mb,
             network: main.network == NetworkAccess::Public,
             workdir: main.workdir.clone(),
             env: main.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
@@ -50,17 +57,55 @@ impl DockerEnvironment {
         let container = TrialContainer::start(client, &container_spec, owner)
             .await
             .map_err(|e| BackendError::new(BackendErrorKind::Start, e.to_string()))?;
-        let sandbox = DockerSandbox::new(
-            client.clone(),
-            container.id.clone(),
-            main.workdir.clone(),
-            spec.observer.clone(),
-        );
-        Ok(DockerEnvironment {
+        let storage = match (limits.storage_mb, container.storage_quota) {
+            (None, _) => StorageEnforcement::None,
+            (Some(_), true) => StorageEnforcement::Quota,
+            (Some(_), false) => StorageEnforcement::Watched,
+        };
+        let mut environment = DockerEnvironment {
             client: client.clone(),
+            sandbox: DockerSandbox::new(
+                client.clone(),
+                container.id.clone(),
+                main.workdir.clone(),
+                spec.observer.clone(),
+                limits.download_cap_bytes,
+            ),
             container,
-            sandbox,
-        })
+            storage,
+        };
+        // What the verifier jail must copy from the running container (its default user); a failure here leaves the environment without a jail, which the
+        // trial records as isolation unavailable.
+        if let Ok(inspected) = client
+            .api()
+            .inspect_container(&environment.container.id, None)
+            .await
+        {
+            let config = inspected.config.unwrap_or_default();
+            let mut jail_labels = labels::for_job(&spec.job_id, owner);
+            jail_labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
+            jail_labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
+            let jail = JailSpec {
+                trial_id: environment.container.id.clone(),
+                trial_name: environment.container.name.clone(),
+                image: main.image.clone(),
+                env: container_spec.env.clone(),
+                default_user: config.user.filter(|u| !u.is_empty()),
+                workdir: main
+                    .workdir
+                    .clone()
+                    .or(config.working_dir.filter(|w| !w.is_empty())),
+                labels: jail_labels,
+                limits: limits_host_config(
+                    main.cpus,
+                    main.memory_mb,
+                    Some(limits.memory_swap_mb),
+                    Some(limits.pids_limit),
+                ),
+            };
+            environment.sandbox = environment.sandbox.with_jail(jail);
+        }
+        Ok(environment)
     }
 }
 
@@ -77,5 +122,9 @@ impl Environment for DockerEnvironment {
 
     async fn remove(self) -> Result<(), BackendError> {
         Ok(self.container.remove(&self.client).await?)
+    }
+
+    fn storage_enforcement(&self) -> StorageEnforcement {
+        self.storage
     }
 }

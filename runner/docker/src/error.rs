@@ -78,6 +78,9 @@ pub enum DockerError {
         /// What was not started (`building the image of task x`, `pulling y`).
         what: String,
     },
+    /// The verifier jail failed after the tests started, or its trial container is gone.
+    #[error("verifier jail: {0}")]
+    Jail(String),
     /// A host-side file operation failed.
     #[error("{operation}: {source}")]
     Io {
@@ -111,7 +114,9 @@ impl From<DockerError> for engine::BackendError {
             | DockerError::BadReference { .. }
             | DockerError::Auth { .. } => Kind::Pull,
             DockerError::DiskSpace { .. } => Kind::DiskSpace,
-            DockerError::Api { .. } | DockerError::Io { .. } => Kind::Operation,
+            DockerError::Api { .. } | DockerError::Io { .. } | DockerError::Jail(_) => {
+                Kind::Operation
+            }
         };
         engine::BackendError::new(kind, error.to_string())
     }

@@ -17,6 +17,7 @@ mod error;
 mod exec;
 mod facts;
 mod image;
+mod jail;
 mod labels;
 mod ledger;
 mod prune;
@@ -42,6 +43,11 @@ pub use reference::ImageRef;
 pub use sandbox::DockerSandbox;
 
 use std::sync::Arc;
+/// The verifier jail's helper, compiled into the tests so its pure parts are unit-tested.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../contain/main.rs"]
+mod contain_helper;
 
 use bollard::Docker;
 use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink};

@@ -1,12 +1,16 @@
 //! `tasks::Sandbox` over a running trial container.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use bollard::query_parameters::InspectContainerOptionsBuilder;
 use engine::ExecObserver;
+use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 
-use super::exec;
-use super::{DockerClient, archive};
+use super::archive::{self, DownloadBudget};
+use super::jail::{self, JailSpec};
+use super::{DockerClient, exec};
 
 /// The sandbox agents and verifiers use during one trial.
 #[derive(Clone)]
@@ -15,23 +19,46 @@ pub struct DockerSandbox {
     container: String,
     workdir: Option<String>,
     observer: ExecObserver,
+    budget: Arc<DownloadBudget>,
+    verifier_budget: Arc<DownloadBudget>,
+    jail: Option<Arc<JailSpec>>,
 }
+
+/// The verifier's outputs have a budget of their own (at most this, or the trial's cap when
+/// smaller), so an agent that fills its logs cannot keep the reward from being brought back.
+const VERIFIER_CAP_BYTES: u64 = 256 << 20;
+/// The directory whose downloads count against the verifier's budget.
+const VERIFIER_DIR: &str = "/logs/verifier";
 
 impl DockerSandbox {
     /// A sandbox over `container`; commands default to `workdir`; `observer` sees their
-    /// output and wall time.
+    /// output and wall time; downloads share a budget of `download_cap_bytes`, except the
+    /// verifier's outputs, which have their own. It cannot isolate a verifier (see
+    /// [`DockerSandbox::with_jail`]).
     pub fn new(
         client: DockerClient,
         container: String,
         workdir: Option<String>,
         observer: ExecObserver,
+        download_cap_bytes: u64,
     ) -> Self {
         Self {
             client,
             container,
             workdir,
             observer,
+            budget: Arc::new(DownloadBudget::new(download_cap_bytes)),
+            verifier_budget: Arc::new(DownloadBudget::new(
+                download_cap_bytes.min(VERIFIER_CAP_BYTES),
+            )),
+            jail: None,
         }
+    }
+
+    /// The same sandbox, able to run the verifier in a jail described by `spec`.
+    pub(crate) fn with_jail(mut self, spec: JailSpec) -> Self {
+        self.jail = Some(Arc::new(spec));
+        self
     }
 
     async fn mkdir_as_root(&self, dir: &str) -> Result<(), SandboxError> {
@@ -96,16 +123,69 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
-        let skipped = archive::download_dir(&self.client, &self.container, source, target)
-            .await
-            .map_err(|e| SandboxError::new(format!("download {source}"), e))?;
-        for name in skipped {
-            (self.observer.output)(
-                "runner",
-                format!("download {source}: skipped {name} (not a regular file or directory)\n")
-                    .as_bytes(),
-            );
+        let budget = if source.trim_end_matches('/') == VERIFIER_DIR {
+            self.verifier_budget.clone()
+        } else {
+            self.budget.clone()
+        };
+        let report = archive::download_dir(
+            &self.client,
+            &self.container,
+            source,
+            target,
+            budget.clone(),
+        )
+        .await
+        .map_err(|e| SandboxError::new(format!("download {source}"), e))?;
+        let say = |text: String| (self.observer.output)("runner", text.as_bytes());
+        for name in report.skipped {
+            say(format!(
+                "download {source}: skipped {name} (not a regular file or directory)\n"
+            ));
+        }
+        let shown = target
+            .file_name()
+            .map(|n| Path::new(n).to_path_buf())
+            .unwrap_or_default();
+        for name in report.truncated {
+            say(format!(
+                "download {source}: cut {name} at the trial's download cap of {} bytes; the rest was not downloaded\n",
+                budget.cap()
+            ));
+            self.observer
+                .record_truncation(shown.join(&name).display().to_string(), budget.cap());
         }
         Ok(())
+    }
+
+    async fn disk_usage(&self) -> Result<Option<u64>, SandboxError> {
+        let options = InspectContainerOptionsBuilder::default().size(true).build();
+        let inspected = self
+            .client
+            .api()
+            .inspect_container(&self.container, Some(options))
+            .await
+            .map_err(|e| SandboxError::new("measuring disk usage", e))?;
+        Ok(inspected.size_rw.and_then(|b| u64::try_from(b).ok()))
+    }
+
+    async fn verify_isolated(
+        &self,
+        request: IsolatedVerifyRequest,
+    ) -> Result<IsolatedVerifyOutcome, SandboxError> {
+        let Some(spec) = &self.jail else {
+            return Ok(IsolatedVerifyOutcome::Unavailable(
+                "this sandbox has no verifier jail".into(),
+            ));
+        };
+        jail::verify(
+            &self.client,
+            spec,
+            &request,
+            self.verifier_budget.clone(),
+            &self.observer,
+        )
+        .await
+        .map_err(|e| SandboxError::new("run the verifier jail", e))
     }
 }

@@ -8,23 +8,25 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tasks::records::{StorageEnforcement, TrialLimits, TruncatedOutput};
 use tasks::{ExceptionType, Sandbox, Task};
 
 /// Receives command output as it arrives: (`"stdout"`, `"stderr"` or `"runner"`, bytes).
 pub type OutputSink = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
 
 /// What the engine wants to see of every command a sandbox runs: its output (streamed into
-/// `trial.log`) and its wall time (to tell the runner's own overhead from time inside the
-/// environment).
+/// `trial.log`), its wall time (to tell the runner's own overhead from time inside the
+/// environment), and every file the backend cut at a cap on the way back to the host.
 #[derive(Clone)]
 pub struct ExecObserver {
     /// Where output goes.
     pub output: OutputSink,
     exec_nanos: Arc<AtomicU64>,
+    truncated: Arc<Mutex<Vec<TruncatedOutput>>>,
 }
 
 impl ExecObserver {
@@ -33,7 +35,23 @@ impl ExecObserver {
         Self {
             output,
             exec_nanos: Arc::new(AtomicU64::new(0)),
+            truncated: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Records that `path` (relative to the trial directory) was cut at `cap_bytes`.
+    pub fn record_truncation(&self, path: impl Into<String>, cap_bytes: u64) {
+        if let Ok(mut list) = self.truncated.lock() {
+            list.push(TruncatedOutput {
+                path: path.into(),
+                cap_bytes,
+            });
+        }
+    }
+
+    /// Every truncation recorded so far.
+    pub fn truncations(&self) -> Vec<TruncatedOutput> {
+        self.truncated.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// Adds one command's wall time.
@@ -173,6 +191,8 @@ pub struct EnvironmentSpec {
     pub sidecars: Vec<ServiceSpec>,
     /// Sees every command the environment's sandboxes run.
     pub observer: ExecObserver,
+    /// The trial's limits: pids, memory and swap, storage, caps on downloads.
+    pub limits: TrialLimits,
 }
 
 /// What a backend failure was, so the engine can name it with Harbor's exception types.
@@ -272,4 +292,10 @@ pub trait Environment: Send + Sync + 'static {
 
     /// Stops and removes every service; a missing service counts as removed.
     fn remove(self) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// How the environment enforces the task's `storage_mb` (when it sets one): by a quota of
+    /// the storage driver, or not at all, so the engine must watch the sandbox's `disk_usage`.
+    fn storage_enforcement(&self) -> StorageEnforcement {
+        StorageEnforcement::Watched
+    }
 }

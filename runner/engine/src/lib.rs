@@ -13,6 +13,7 @@ pub mod events;
 pub mod failure;
 pub mod images;
 pub mod job;
+pub mod limits;
 pub mod timeouts;
 pub mod trial;
 
@@ -22,4 +23,5 @@ pub use backend::{
 };
 pub use failure::TrialFailure;
 pub use images::{ImageSource, image_source};
+pub use limits::LimitSettings;
 pub use timeouts::PhaseTimeouts;

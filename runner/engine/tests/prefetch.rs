@@ -50,6 +50,7 @@ async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, E
         instruction_suffix: None,
         invocation: vec!["test".into()],
         runner_commit: None,
+        limits: engine::LimitSettings::default(),
     };
     let plan = plan_job(&dataset, &settings);
     let events = Arc::new(Mutex::new(Vec::new()));

@@ -11,7 +11,7 @@ use engine::events::{Event, Phase};
 use engine::job::{JobOutcome, JobSettings, plan_job, run_job};
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType, Multipliers};
-use testkit::backend::{Tally, fault};
+use testkit::backend::{Script, Tally, fault};
 use testkit::{FakeBackend, TaskFixture};
 use tokio_util::sync::CancellationToken;
 
@@ -101,6 +101,7 @@ async fn run(
         instruction_suffix: None,
         invocation: vec!["test".into()],
         runner_commit: None,
+        limits: engine::LimitSettings::default(),
     };
     let plan = plan_job(&dataset, &settings);
     let cancel = CancellationToken::new();
@@ -128,6 +129,13 @@ async fn run(
         job_dir,
         _dir: dir,
     }
+}
+
+/// A fake backend whose script `edit` changed first.
+fn scripted_backend(edit: impl FnOnce(&mut Script)) -> FakeBackend {
+    let backend = FakeBackend::new();
+    backend.script(edit);
+    backend
 }
 
 fn fixture(solve_sleep: f64, test_sh: &str, toml: &str) -> (tempfile::TempDir, Dataset) {
@@ -187,8 +195,7 @@ async fn nop_scores_zero_without_an_exception() {
 #[tokio::test]
 async fn a_failed_build_fails_every_trial_of_the_task_once_and_starts_nothing() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
+    let backend = scripted_backend(|s| {
         s.image_faults
             .push_back(fault(BackendErrorKind::Build, "RUN apt-get failed"))
     });
@@ -225,8 +232,7 @@ async fn a_failed_build_fails_every_trial_of_the_task_once_and_starts_nothing() 
 #[tokio::test]
 async fn a_failed_start_is_an_environment_start_error() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
+    let backend = scripted_backend(|s| {
         s.start_faults
             .push_back(fault(BackendErrorKind::Start, "no space left on device"))
     });
@@ -248,8 +254,7 @@ async fn a_start_that_outlives_the_environment_deadline_times_out() {
         REWARD_IF_DONE,
         "[environment]\nbuild_timeout_sec = 1.0",
     );
-    let backend = FakeBackend::new();
-    backend.script(|s| s.start_delay = Duration::from_secs(30));
+    let backend = scripted_backend(|s| s.start_delay = Duration::from_secs(30));
     let run = run(dir, dataset, backend, Options::default()).await;
     assert_eq!(
         run.exception(),
@@ -331,8 +336,7 @@ async fn a_verifier_error_keeps_the_partial_result() {
 #[tokio::test]
 async fn a_panic_inside_a_trial_is_recorded_as_a_runner_error() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| s.panic_on_start = true);
+    let backend = scripted_backend(|s| s.panic_on_start = true);
     let run = run(dir, dataset, backend, Options::default()).await;
     assert_eq!(run.exception(), Some(ExceptionType::RunnerError));
     assert!(run.trial_file("result.json").contains("RunnerError"));
@@ -349,8 +353,7 @@ async fn cancelled_in(phase: Phase) -> Run {
         REWARD_IF_DONE
     };
     let (dir, dataset) = fixture(slow_solution, test_sh, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| match phase {
+    let backend = scripted_backend(|s| match phase {
         Phase::Image => s.image_delay = Duration::from_secs(30),
         Phase::Environment => s.start_delay = Duration::from_secs(30),
         _ => {}

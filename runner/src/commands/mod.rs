@@ -7,6 +7,7 @@ pub mod run;
 pub mod scrub;
 pub mod tasks;
 pub mod validate;
+pub mod view;
 
 use crate::cli::Command;
 use crate::exit::{CliError, Outcome};
@@ -19,6 +20,15 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
         Command::ValidateSubmission(args) => validate::validate_submission(args),
         Command::ValidateTrajectory(args) => validate::validate_trajectory(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::View(args) => view::view(args),
+        Command::Summary(args) => view::summary(args),
+        Command::Compare(args) => view::compare(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = crate::cli::Cli::command();
+            clap_complete::generate(shell, &mut command, "runner", &mut std::io::stdout());
+            Ok(Outcome::Success)
+        }
         Command::Images(cmd) => images::run(cmd),
     }
 }

@@ -68,6 +68,19 @@ pub struct RunArgs {
     /// Refuse to upload an agent source tree with uncommitted changes.
     #[arg(long)]
     pub require_clean_source: bool,
+    /// Most processes and threads per trial (default: max(1024, 256 × the task's cpus)).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
+    pub pids_limit: Option<u32>,
+    /// Most MB of files one trial brings back to the host (agent logs and artifacts; verifier
+    /// output has its own budget of at most 256 MB); past it a file is cut with a marker line
+    /// and the trial records it.
+    #[arg(long, default_value_t = engine::limits::DEFAULT_DOWNLOAD_CAP_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_download_mb: u64,
+    /// Most MB of trial.log per trial; past it command output is dropped after a marker line.
+    #[arg(long, default_value_t = engine::limits::DEFAULT_TRIAL_LOG_CAP_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_trial_log_mb: u64,
 }
 
 /// A job name is one directory name: no separators, not `.` or `..`.
@@ -131,6 +144,12 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         runner_commit: option_env!("RUNNER_GIT_COMMIT")
             .filter(|c| !c.is_empty())
             .map(str::to_owned),
+        limits: engine::LimitSettings {
+            pids_limit: args.pids_limit,
+            download_cap_bytes: args.max_download_mb << 20,
+            trial_log_cap_bytes: args.max_trial_log_mb << 20,
+            ..engine::LimitSettings::default()
+        },
     };
     let plan = plan_job(&dataset, &settings);
     for skipped in &plan.skipped {

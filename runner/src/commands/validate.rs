@@ -13,7 +13,7 @@ use crate::note;
 pub enum Format {
     /// A readable report.
     Text,
-    /// A stable JSON document (schema `runner.validate-submission/v1`, see leaderboard/README.md).
+    /// A stable JSON document (schema `runner.validate-submission/v1`, see docs/leaderboard-preflight.md).
     Json,
     /// GitHub workflow `::error` annotations, plus a Markdown summary written to
     /// $GITHUB_STEP_SUMMARY (or stdout when it is not set).

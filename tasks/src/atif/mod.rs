@@ -1,4 +1,4 @@
-//! ATIF, the Agent Trajectory Interchange Format (reference §7): serde types for writing
+//! ATIF, the Agent Trajectory Interchange Format (docs/harbor-format.md §7): serde types for writing
 //! trajectories and a validator for schema versions ATIF-v1.0 … ATIF-v1.7.
 //!
 //! The validator is a pure function over a JSON value that returns every error with its JSON

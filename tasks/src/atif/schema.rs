@@ -1,5 +1,5 @@
 //! Field tables of the ATIF objects: which keys exist, since which version, and which are
-//! required (reference §7.2). Keys not listed are unknown and rejected (`extra="forbid"`).
+//! required (docs/harbor-format.md §7.2). Keys not listed are unknown and rejected (`extra="forbid"`).
 
 use super::Version;
 

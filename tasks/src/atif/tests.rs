@@ -37,6 +37,21 @@ fn only_error(doc: &Value, path: &str, needle: &str) {
     );
 }
 
+/// The golden document declaring `version`.
+fn golden_at(version: &str) -> Value {
+    let mut doc = golden();
+    doc["schema_version"] = json!(version);
+    doc
+}
+
+/// Asserts that `doc` has one error, at `path` and mentioning `needle`, and none once it
+/// declares `version`.
+fn refused_until(mut doc: Value, path: &str, needle: &str, version: &str) {
+    only_error(&doc, path, needle);
+    doc["schema_version"] = json!(version);
+    assert_eq!(validate_value(&doc), []);
+}
+
 #[test]
 fn golden_is_valid() {
     assert_eq!(validate_value(&golden()), []);
@@ -165,12 +180,9 @@ fn json_path(pointer: &str) -> String {
 
 #[test]
 fn content_parts_need_v1_6() {
-    let mut doc = golden();
-    doc["schema_version"] = json!("ATIF-v1.5");
+    let mut doc = golden_at("ATIF-v1.5");
     doc["steps"][0]["message"] = json!([{"type": "text", "text": "hi"}]);
-    only_error(&doc, "$.steps[0].message", "ATIF-v1.6");
-    doc["schema_version"] = json!("ATIF-v1.6");
-    assert_eq!(validate_value(&doc), []);
+    refused_until(doc, "$.steps[0].message", "ATIF-v1.6", "ATIF-v1.6");
 }
 
 #[test]
@@ -214,26 +226,20 @@ fn required_fields_are_reported() {
 fn session_id_is_required_up_to_v1_6_only() {
     let mut doc = golden();
     doc.as_object_mut().unwrap().remove("session_id");
-    only_error(&doc, "$.session_id", "required up to ATIF-v1.6");
-    doc["schema_version"] = json!("ATIF-v1.7");
-    assert_eq!(validate_value(&doc), []);
+    refused_until(doc, "$.session_id", "required up to ATIF-v1.6", "ATIF-v1.7");
 }
 
 #[test]
 fn observations_on_system_steps_need_v1_2() {
-    let mut doc = golden();
-    doc["schema_version"] = json!("ATIF-v1.1");
+    let mut doc = golden_at("ATIF-v1.1");
     doc["steps"][0]["source"] = json!("system");
     doc["steps"][0]["observation"] = json!({"results": [{"content": "boot"}]});
-    only_error(&doc, "$.steps[0].observation", "ATIF-v1.2");
-    doc["schema_version"] = json!("ATIF-v1.2");
-    assert_eq!(validate_value(&doc), []);
+    refused_until(doc, "$.steps[0].observation", "ATIF-v1.2", "ATIF-v1.2");
 }
 
 #[test]
 fn llm_call_count_zero_forbids_metrics_and_reasoning() {
-    let mut doc = golden();
-    doc["schema_version"] = json!("ATIF-v1.7");
+    let mut doc = golden_at("ATIF-v1.7");
     doc["steps"][1]["llm_call_count"] = json!(0);
     only_error(&doc, "$.steps[1].metrics", "llm_call_count 0");
     doc["steps"][1]["llm_call_count"] = json!(2);
@@ -242,10 +248,8 @@ fn llm_call_count_zero_forbids_metrics_and_reasoning() {
 
 #[test]
 fn subagent_trajectory_ids_are_unique_and_present() {
-    let mut doc = golden();
-    doc["schema_version"] = json!("ATIF-v1.7");
-    let mut sub = golden();
-    sub["schema_version"] = json!("ATIF-v1.7");
+    let mut doc = golden_at("ATIF-v1.7");
+    let mut sub = golden_at("ATIF-v1.7");
     sub["trajectory_id"] = json!("sub-1");
     doc["subagent_trajectories"] = json!([sub.clone(), sub.clone()]);
     only_error(
@@ -260,10 +264,8 @@ fn subagent_trajectory_ids_are_unique_and_present() {
 
 #[test]
 fn nested_errors_inside_subagents_carry_the_full_path() {
-    let mut doc = golden();
-    doc["schema_version"] = json!("ATIF-v1.7");
-    let mut sub = golden();
-    sub["schema_version"] = json!("ATIF-v1.7");
+    let mut doc = golden_at("ATIF-v1.7");
+    let mut sub = golden_at("ATIF-v1.7");
     sub["trajectory_id"] = json!("sub-1");
     sub["steps"][1]["step_id"] = json!(5);
     doc["subagent_trajectories"] = json!([sub]);
@@ -276,8 +278,7 @@ fn nested_errors_inside_subagents_carry_the_full_path() {
 
 #[test]
 fn unknown_schema_version_is_reported() {
-    let mut doc = golden();
-    doc["schema_version"] = json!("ATIF-v2.0");
+    let doc = golden_at("ATIF-v2.0");
     only_error(&doc, "$.schema_version", "unknown schema version");
 }
 

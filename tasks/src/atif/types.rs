@@ -1,4 +1,4 @@
-//! Serde types for writing ATIF trajectories (reference §7.2). Optional fields are omitted when
+//! Serde types for writing ATIF trajectories (docs/harbor-format.md §7.2). Optional fields are omitted when
 //! `None`, so a value built for an older schema version carries no newer fields.
 //!
 //! These types build and read documents; [`super::validate_value`] is the authority on whether a

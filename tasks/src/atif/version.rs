@@ -1,4 +1,4 @@
-//! ATIF schema versions and what each one introduced (reference §7.1).
+//! ATIF schema versions and what each one introduced (docs/harbor-format.md §7.1).
 
 use std::fmt;
 

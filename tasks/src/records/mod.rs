@@ -1,14 +1,18 @@
-//! Job and trial records in Harbor's shapes and field names (reference §2).
+//! Job and trial records in Harbor's shapes and field names (docs/harbor-format.md §2).
 //!
 //! Writers use these types; readers of foreign job dirs (validation) read JSON values instead,
 //! so older Harbor shapes are accepted too.
 
+mod containment;
 mod job_config;
 mod job_result;
 mod lock;
 mod trial_config;
 mod trial_result;
 
+pub use containment::{
+    LeftoverProcess, StorageEnforcement, TrialLimits, TruncatedOutput, VerifierIsolation,
+};
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
 pub use job_result::{EvalStats, JobResult, JobStats};
 pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::containment::TrialLimits;
 use crate::multipliers::Multipliers;
 
 /// Which task a trial runs.
@@ -153,4 +154,7 @@ pub struct TrialConfig {
     pub extra_instruction_paths: Vec<String>,
     /// The job's id.
     pub job_id: String,
+    /// The limits the trial ran under (runner-only; absent in Harbor's records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<TrialLimits>,
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::containment::{LeftoverProcess, TruncatedOutput, VerifierIsolation};
 use super::trial_config::TrialConfig;
 use crate::exception::ExceptionType;
 
@@ -167,6 +168,15 @@ pub struct TrialResult {
     pub verifier: Option<PhaseTiming>,
     /// Multi-step results (unused).
     pub step_results: Option<serde_json::Value>,
+    /// Processes the agent left running when verification started (runner-only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_leftover_processes: Vec<LeftoverProcess>,
+    /// Whether the verifier ran isolated from them (runner-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier_isolation: Option<VerifierIsolation>,
+    /// Files the runner cut at a cap (runner-only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated_outputs: Vec<TruncatedOutput>,
 }
 
 impl TrialResult {

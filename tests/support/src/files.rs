@@ -10,6 +10,13 @@ pub fn write(root: &Path, rel: &str, text: &str) {
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
+/// Writes every `(rel, text)` of `files` under `root` with [`write`], in order.
+pub fn write_all(root: &Path, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        write(root, rel, text);
+    }
+}
+
 /// Copies the directory tree `from` to `to` (created if missing): directories and the contents
 /// of files (a symlink is copied as the file it points to).
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -12,3 +12,23 @@ pub mod sandbox;
 pub use backend::FakeBackend;
 pub use fixtures::{TaskFixture, free_port};
 pub use sandbox::FakeSandbox;
+
+/// Asserts that `text` contains every one of `fragments`, showing it when one is missing.
+pub fn assert_says_all(text: &str, fragments: &[&str]) {
+    for fragment in fragments {
+        assert!(text.contains(fragment), "{fragment:?} not said: {text}");
+    }
+}
+
+/// Asserts that `message` names every one of `names` and does not hold `secret`: what an error
+/// about a secret must do (say which variable or file, never the value). The message is shown
+/// only when a name is missing, never when it holds the secret.
+pub fn assert_names_but_hides(message: &str, names: &[&str], secret: &str) {
+    for name in names {
+        assert!(message.contains(name), "{name:?} not named: {message}");
+    }
+    assert!(
+        !message.contains(secret),
+        "the message holds the secret value"
+    );
+}

@@ -86,6 +86,7 @@ pub async fn run_job<B: Backend>(
         job_dir: job_dir.clone(),
         multipliers: settings.multipliers,
         force_build: settings.force_build,
+        limits: settings.limits.clone(),
         images: image_cache(plan.trials.iter().map(|t| t.task.as_ref())),
         events: events.clone(),
         cancel: cancel.clone(),

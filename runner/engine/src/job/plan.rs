@@ -39,6 +39,8 @@ pub struct JobSettings {
     pub invocation: Vec<String>,
     /// The git commit the runner binary was built from, when its build recorded one.
     pub runner_commit: Option<String>,
+    /// Limits every trial runs under (pids, caps on downloads and trial.log).
+    pub limits: crate::limits::LimitSettings,
 }
 
 /// A planned job.
@@ -120,6 +122,8 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                 artifacts: Vec::new(),
                 extra_instruction_paths: Vec::new(),
                 job_id: job_id.clone(),
+                // Filled in by the trial, which resolves them against its task.
+                limits: None,
             };
             trials.push(TrialPlan {
                 task: task.clone(),

@@ -14,6 +14,10 @@ use crate::failure::TrialFailure;
 
 /// How long past the agent deadline the runner waits for an agent that does not stop itself.
 const RUN_BACKSTOP: Duration = Duration::from_secs(60);
+/// The host's deadline for an agent whose task sets none (Harbor 0.13: no timeout): the
+/// longest timeout a task may set, so even such a trial cannot hang the job forever.
+const UNBOUNDED_AGENT_BACKSTOP: Duration =
+    Duration::from_secs(tasks::limits::MAX_TIMEOUT_SEC as u64);
 
 impl<B: Backend> Trial<B> {
     fn agent_run_context(&self) -> AgentRun<'_> {
@@ -73,7 +77,8 @@ impl<B: Backend> Trial<B> {
             run_deadline: agent_timeout.map(deadline_after),
             ..self.agent_run_context()
         };
-        let backstop = agent_timeout.map_or(Duration::MAX, |d| d.saturating_add(RUN_BACKSTOP));
+        let backstop =
+            agent_timeout.map_or(UNBOUNDED_AGENT_BACKSTOP, |d| d.saturating_add(RUN_BACKSTOP));
         let instruction = &self.plan.task.instruction;
         let outcome =
             tokio::time::timeout(backstop, self.ctx.agent.run(&sandbox, &run, instruction)).await;

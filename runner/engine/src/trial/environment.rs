@@ -43,8 +43,10 @@ impl<B: Backend> Trial<B> {
                 image.id
             ));
             let sandbox = environment.main().clone();
+            let enforcement = environment.storage_enforcement();
             // Stored before anything else can fail, so teardown always finds it.
             self.environment = Some(environment);
+            self.record_storage_enforcement(enforcement);
             prepare(&sandbox, &task).await?;
             if let Some(check) = &task.config.environment.healthcheck {
                 healthcheck::run(&sandbox, check, &self.log).await?;
@@ -79,13 +81,14 @@ impl<B: Backend> Trial<B> {
                 name: "main".into(),
                 image: image.to_owned(),
                 cpus: env_config.cpus,
-                memory_mb: env_config.effective_memory_mb(),
+                memory_mb: Some(self.limits.memory_mb),
                 network,
                 workdir: env_config.workdir.clone(),
                 env: self.plan.env.clone(),
             },
             sidecars: Vec::new(),
             observer: self.observer.clone(),
+            limits: self.limits.clone(),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod image;
 mod log;
 mod naming;
 mod record;
+mod storage;
 mod verification;
 
 pub use image::ImageCache;
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 use adapter::AnyAgent;
 use chrono::Utc;
 use futures_util::FutureExt;
-use tasks::records::{TrialConfig, TrialResult};
+use tasks::records::{TrialConfig, TrialLimits, TrialResult};
 use tasks::{Multipliers, Task};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +34,11 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{Backend, Environment, ExecObserver, OutputSink};
 use crate::events::{Event, Phase};
 use crate::failure::TrialFailure;
+use crate::limits::LimitSettings;
 use crate::timeouts::PhaseTimeouts;
+
+/// The longest teardown may take; past it the job's sweep (by label) removes what is left.
+const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What every trial of a job shares.
 pub struct JobContext<B: Backend> {
@@ -49,6 +54,8 @@ pub struct JobContext<B: Backend> {
     pub multipliers: Multipliers,
     /// Rebuild images even when one of the same content exists.
     pub force_build: bool,
+    /// Limits every trial runs under.
+    pub limits: LimitSettings,
     /// Images per task, prepared once by the first trial that needs one.
     pub images: ImageCache,
     /// Progress, for the recorder and the reporter.
@@ -118,20 +125,21 @@ pub struct Trial<B: Backend> {
     environment: Option<B::Environment>,
     observer: ExecObserver,
     image_wait: Duration,
+    limits: TrialLimits,
 }
 
 impl<B: Backend> Trial<B> {
     /// Creates the trial directory, writes `config.json` and starts `trial.log`.
-    fn open(ctx: Arc<JobContext<B>>, plan: TrialPlan) -> Self {
+    fn open(ctx: Arc<JobContext<B>>, mut plan: TrialPlan) -> Self {
         let name = plan.config.trial_name.clone();
         let dir = ctx.job_dir.join(&name);
         for sub in ["agent", "verifier", "artifacts"] {
             let _ = std::fs::create_dir_all(dir.join(sub));
         }
-        let log = TrialLog::open(&dir.join("trial.log"));
-        if let Err(e) = tasks::atomic::write_json_atomic(&dir.join("config.json"), &plan.config) {
-            log.line(&format!("cannot write config.json: {e}"));
-        }
+        let limits = ctx.limits.resolve(&plan.task.config);
+        plan.config.limits = Some(limits.clone());
+        let log = TrialLog::open(&dir.join("trial.log"), limits.trial_log_cap_bytes);
+        write_config(&dir, &plan.config, &log);
         ctx.emit(Event::TrialStarted {
             trial: name.clone(),
         });
@@ -142,6 +150,16 @@ impl<B: Backend> Trial<B> {
             plan.task.name, plan.task.digest
         ));
         log.line(&format!("timeouts: {timeouts}"));
+        log.line(&format!(
+            "limits: pids {}, memory {} MB (swap included), storage {}, downloads {} MB, trial.log {} MB",
+            limits.pids_limit,
+            limits.memory_mb,
+            limits
+                .storage_mb
+                .map_or("unlimited".to_owned(), |mb| format!("{mb} MB")),
+            limits.download_cap_bytes >> 20,
+            limits.trial_log_cap_bytes >> 20
+        ));
         let sink_log = log.clone();
         let output: OutputSink = Arc::new(move |stream, bytes| sink_log.output(stream, bytes));
         Self {
@@ -154,17 +172,42 @@ impl<B: Backend> Trial<B> {
             environment: None,
             observer: ExecObserver::new(output),
             image_wait: Duration::ZERO,
+            limits,
         }
     }
 
     /// The phases in order; a non-fatal agent failure is recorded and verification still runs.
     async fn phases(&mut self) -> Result<(), TrialFailure> {
         self.environment().await?;
-        self.agent_setup().await?;
-        self.agent_run().await?;
-        self.verification().await?;
+        let watch = self.storage_watch();
+        watch.guard(self.agent_setup()).await?;
+        watch.guard(self.agent_run()).await?;
+        watch.guard(self.verification()).await?;
         self.collection().await;
         Ok(())
+    }
+
+    /// A watch of `storage_mb` when the environment does not enforce it itself.
+    fn storage_watch(&self) -> storage::StorageWatch<<B::Environment as Environment>::Sandbox> {
+        use tasks::records::StorageEnforcement;
+        let watched = self.limits.storage_enforcement == StorageEnforcement::Watched;
+        storage::StorageWatch::new(
+            self.sandbox().ok().filter(|_| watched),
+            self.limits.storage_mb,
+            self.ctx.limits.storage_check_interval,
+            self.log.clone(),
+        )
+    }
+
+    /// Records how the started environment enforces `storage_mb`, in config.json and the result.
+    fn record_storage_enforcement(&mut self, enforcement: tasks::records::StorageEnforcement) {
+        if self.limits.storage_mb.is_none() || self.limits.storage_enforcement == enforcement {
+            return;
+        }
+        self.limits.storage_enforcement = enforcement;
+        self.plan.config.limits = Some(self.limits.clone());
+        self.result.config.limits = Some(self.limits.clone());
+        write_config(&self.dir, &self.plan.config, &self.log);
     }
 
     fn name(&self) -> &str {
@@ -205,10 +248,14 @@ impl<B: Backend> Trial<B> {
         self.enter(Phase::Teardown);
         if let Some(environment) = self.environment.take() {
             let what = environment.describe();
-            match environment.remove().await {
-                Ok(()) => self.log.line(&format!("removed {what}")),
-                Err(e) => self.log.line(&format!(
+            match tokio::time::timeout(TEARDOWN_TIMEOUT, environment.remove()).await {
+                Ok(Ok(())) => self.log.line(&format!("removed {what}")),
+                Ok(Err(e)) => self.log.line(&format!(
                     "removing {what} failed: {e}; the next run reaps it"
+                )),
+                Err(_) => self.log.line(&format!(
+                    "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
+                    TEARDOWN_TIMEOUT.as_secs()
                 )),
             }
         }
@@ -217,6 +264,15 @@ impl<B: Backend> Trial<B> {
     /// Closes open phase timings, writes `result.json` and reports the trial's overhead.
     fn finish(mut self, started: Instant) -> TrialOutcome {
         record::close_open_timings(&mut self.result);
+        self.result.truncated_outputs = self.observer.truncations();
+        if self.log.is_truncated() {
+            self.result
+                .truncated_outputs
+                .push(tasks::records::TruncatedOutput {
+                    path: "trial.log".into(),
+                    cap_bytes: self.log.cap(),
+                });
+        }
         self.result.finished_at = Some(Utc::now());
         let wall = started.elapsed().saturating_sub(self.image_wait);
         let in_container = self.observer.exec_time();
@@ -236,5 +292,12 @@ impl<B: Backend> Trial<B> {
             wall,
             in_container,
         }
+    }
+}
+
+/// Writes `config.json`; a failure is logged (the result still carries the config).
+fn write_config(dir: &std::path::Path, config: &TrialConfig, log: &TrialLog) {
+    if let Err(e) = tasks::atomic::write_json_atomic(&dir.join("config.json"), config) {
+        log.line(&format!("cannot write config.json: {e}"));
     }
 }

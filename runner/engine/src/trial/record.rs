@@ -36,6 +36,9 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
         agent_execution: None,
         verifier: None,
         step_results: None,
+        agent_leftover_processes: Vec::new(),
+        verifier_isolation: None,
+        truncated_outputs: Vec::new(),
     }
 }
 

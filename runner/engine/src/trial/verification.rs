@@ -1,6 +1,6 @@
 //! Verification (delegated to the `verifiers` crate) and collection of what the trial left.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tasks::Sandbox;
 
@@ -9,6 +9,10 @@ use super::record::{finish_timing, start_timing};
 use crate::backend::Backend;
 use crate::events::Phase;
 use crate::failure::TrialFailure;
+
+/// The longest a download of logs or artifacts may take (a capped download of a healthy engine
+/// takes seconds; this guards against an engine that stops answering).
+const COLLECT_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl<B: Backend> Trial<B> {
     /// Runs the task's tests and records the reward, or the verifier's failure with what it
@@ -20,11 +24,49 @@ impl<B: Backend> Trial<B> {
         let deadline = Instant::now()
             .checked_add(self.timeouts.verifier)
             .unwrap_or_else(Instant::now);
-        let verified = verifiers::verify(&sandbox, &self.plan.task, &self.dir, deadline).await;
+        let mut notes = verifiers::VerifyNotes::default();
+        let verified =
+            verifiers::verify(&sandbox, &self.plan.task, &self.dir, deadline, &mut notes).await;
         finish_timing(&mut self.result.verifier);
+        self.record_notes(notes);
         let outcome = verified?;
         self.result.verifier_result = Some(outcome.result);
         Ok(())
+    }
+
+    /// Records how the verifier was isolated and what the agent left running, in the result
+    /// and in `trial.log`.
+    fn record_notes(&mut self, notes: verifiers::VerifyNotes) {
+        match &notes.isolation {
+            Some(isolation) if isolation.isolated => self
+                .log
+                .line(&format!("verifier isolated: {}", isolation.detail)),
+            Some(isolation) => self.log.line(&format!(
+                "warning: verifier isolation unavailable ({}); the tests ran beside whatever the agent left running",
+                isolation.detail
+            )),
+            None => {}
+        }
+        if notes.leftover_processes.is_empty() {
+            self.log.line("no process left running by the agent");
+        } else {
+            self.log.line(&format!(
+                "{} process(es) left running by the agent when verification started:",
+                notes.leftover_processes.len()
+            ));
+            for process in &notes.leftover_processes {
+                self.log.line(&format!(
+                    "  pid {} user {} : {}",
+                    process.pid, process.user, process.command
+                ));
+            }
+        }
+        for refused in &notes.refused_outputs {
+            self.log
+                .line(&format!("verifier output not kept whole: {refused}"));
+        }
+        self.result.verifier_isolation = notes.isolation;
+        self.result.agent_leftover_processes = notes.leftover_processes;
     }
 
     /// Downloads `/logs/artifacts` into the trial's `artifacts/`.
@@ -32,12 +74,19 @@ impl<B: Backend> Trial<B> {
         self.collect("/logs/artifacts", "artifacts").await;
     }
 
-    /// Downloads the environment directory `source` into `<trial>/<target>`; a failure is
-    /// logged, never fatal (the reward does not depend on it).
+    /// Downloads the environment directory `source` into `<trial>/<target>` within
+    /// [`COLLECT_TIMEOUT`]; a failure is logged, never fatal (the reward does not depend on it).
     pub(super) async fn collect(&self, source: &str, target: &str) {
         let Ok(sandbox) = self.sandbox() else { return };
-        if let Err(e) = sandbox.download_dir(source, &self.dir.join(target)).await {
-            self.log.line(&format!("collecting {source} failed: {e}"));
+        let target_dir = self.dir.join(target);
+        let download = sandbox.download_dir(source, &target_dir);
+        match tokio::time::timeout(COLLECT_TIMEOUT, download).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.log.line(&format!("collecting {source} failed: {e}")),
+            Err(_) => self.log.line(&format!(
+                "collecting {source} took longer than {} s; what arrived is kept",
+                COLLECT_TIMEOUT.as_secs()
+            )),
         }
     }
 }

@@ -1,0 +1,318 @@
+//! `contain`: the runner's verifier jail, a static binary that is PID 1 of a short-lived sibling
+//! container (the *jail*) sharing the trial container's PID and network namespaces.
+//!
+//! It is the only code that ever holds `CAP_SYS_ADMIN` near an agent, so it execs nothing from
+//! any container filesystem until it has dropped that capability, and it is statically linked
+//! (no dynamic loader, no `/etc/ld.so.preload`). The runner uploads it, with the task's tests,
+//! into the jail's own fresh root filesystem before starting the jail; the agent never sees it.
+//!
+//! `contain verify`:
+//! 1. opens `/.runner/tests` (the tests) and `/.runner/out` (the results) in the jail's root;
+//! 2. joins the trial container's mount, UTS and IPC namespaces (through PID 1 of the shared
+//!    PID namespace);
+//! 3. *anchors* `/tests`, `/logs` and `/logs/verifier` in the trial's namespace: read-only empty
+//!    mounts (a bind of `/logs` onto itself), so no process the agent left can write there,
+//!    remove or rename them (a mount point is busy in its own namespace) or unmount them (no
+//!    `CAP_SYS_ADMIN`);
+//! 4. unshares a private mount namespace and mounts fresh tmpfs on `/tests` and
+//!    `/logs/verifier` that only the tests see, and copies the tests in;
+//! 5. lists the processes the agent left running;
+//! 6. runs the test command as the verifier user with the trial's bounding set plus
+//!    `CAP_WAKE_ALARM`: a process holds a capability the agent's processes lack, so none of them
+//!    passes the kernel's ptrace access check to reach its `/proc/<pid>/root`, `cwd` or `fd`;
+//! 7. after the deadline (TERM, grace, KILL of the process group) or the exit, copies the
+//!    private `/logs/verifier` (regular files and directories only, bounded) to `/.runner/out`
+//!    and writes `/.runner/out/status`, which the runner downloads from the stopped jail.
+//!
+//! Exit codes: 0 the tests ran; 2 isolation could not be set up (nothing ran; the runner falls
+//! back and records it); 3 a failure after the tests started; 64 bad arguments.
+//!
+//! Kept std-only so the build script can compile it with `rustc` alone.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Capabilities Docker gives a container by default; the fallback when the trial's bounding set
+/// cannot be read.
+pub(crate) const DOCKER_DEFAULT_CAPS: u64 = (1 << 0)
+    | (1 << 1)
+    | (1 << 3)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 10)
+    | (1 << 13)
+    | (1 << 18)
+    | (1 << 27)
+    | (1 << 29)
+    | (1 << 31);
+/// `CAP_WAKE_ALARM`: harmless in a container, and absent from the agent's processes, so every
+/// test process has a capability no agent process has (see step 6 above).
+pub(crate) const CAP_WAKE_ALARM: u32 = 35;
+/// The highest capability number the kernel may know.
+pub(crate) const CAP_LAST: u32 = 63;
+/// At most this many leftover processes are listed.
+pub(crate) const MAX_LISTED: usize = 200;
+/// A command line is cut after this many bytes in the listing.
+pub(crate) const MAX_CMDLINE: usize = 300;
+/// `/etc/passwd` and `/etc/group` are read up to this size.
+pub(crate) const MAX_ACCOUNT_FILE: u64 = 4 << 20;
+
+mod accounts;
+mod copy;
+mod launch;
+mod mounts;
+mod procs;
+mod sys;
+#[cfg(test)]
+mod tests;
+
+use accounts::{Identity, read_capped, resolve_identity};
+use copy::{Budget, copy_tree};
+use launch::{TestOutcome, run_tests};
+use mounts::{anchor_all, check, join_namespaces, mount};
+use procs::{bounding_set_of, list_processes};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match Options::parse(&args) {
+        Ok(options) => verify(&options),
+        Err(message) => {
+            eprintln!("contain: {message}");
+            64
+        }
+    };
+    std::process::exit(code);
+}
+
+/// What `contain verify` was asked to do.
+#[derive(Debug, Clone, PartialEq)]
+struct Options {
+    user: Option<String>,
+    workdir: Option<String>,
+    keep_home: bool,
+    command: String,
+    timeout: Duration,
+    grace: Duration,
+    max_file_bytes: u64,
+    max_total_bytes: u64,
+    tests_tmpfs_bytes: u64,
+    verifier_tmpfs_bytes: u64,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        let mut args = args.iter();
+        if args.next().map(String::as_str) != Some("verify") {
+            return Err("usage: contain verify --command CMD --timeout SECS [options]".into());
+        }
+        let mut options = Options {
+            user: None,
+            workdir: None,
+            keep_home: false,
+            command: String::new(),
+            timeout: Duration::from_secs(600),
+            grace: Duration::from_secs(5),
+            max_file_bytes: 64 << 20,
+            max_total_bytes: 256 << 20,
+            tests_tmpfs_bytes: 1 << 30,
+            verifier_tmpfs_bytes: 512 << 20,
+        };
+        while let Some(flag) = args.next() {
+            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let number = || {
+                value
+                    .parse::<u64>()
+                    .map_err(|_| format!("{flag}: {value:?} is not a whole number"))
+            };
+            let seconds = || {
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .ok_or_else(|| format!("{flag}: {value:?} is not a duration in seconds"))
+            };
+            match flag.as_str() {
+                "--user" => options.user = Some(value.clone()).filter(|u| !u.is_empty()),
+                "--workdir" => options.workdir = Some(value.clone()).filter(|w| !w.is_empty()),
+                "--keep-home" => options.keep_home = value == "1",
+                "--command" => options.command = value.clone(),
+                "--timeout" => options.timeout = seconds()?,
+                "--grace" => options.grace = seconds()?,
+                "--max-file-bytes" => options.max_file_bytes = number()?,
+                "--max-total-bytes" => options.max_total_bytes = number()?,
+                "--tests-tmpfs-bytes" => options.tests_tmpfs_bytes = number()?,
+                "--verifier-tmpfs-bytes" => options.verifier_tmpfs_bytes = number()?,
+                other => return Err(format!("unknown flag {other}")),
+            }
+        }
+        if options.command.is_empty() {
+            return Err("--command is required".into());
+        }
+        Ok(options)
+    }
+}
+
+/// A failure, and whether anything of the tests had run yet.
+#[derive(Debug)]
+enum Failure {
+    /// Isolation could not be set up; the tests did not run.
+    Unavailable(String),
+    /// Something failed after the tests started.
+    Error(String),
+}
+
+/// The status file the runner reads, one `key\tvalue` line each.
+struct Status {
+    lines: Vec<String>,
+}
+
+impl Status {
+    fn push(&mut self, key: &str, value: &str) {
+        let clean: String = value
+            .chars()
+            .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
+            .collect();
+        self.lines.push(format!("{key}\t{clean}"));
+    }
+}
+
+fn verify(options: &Options) -> i32 {
+    let out_dir = match open_dir_fd("/.runner/out") {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("contain: /.runner/out: {e}");
+            return 3;
+        }
+    };
+    let mut status = Status { lines: Vec::new() };
+    let code = match run(options, &out_dir, &mut status) {
+        Ok(()) => 0,
+        Err(Failure::Unavailable(why)) => {
+            status.push("unavailable", &why);
+            2
+        }
+        Err(Failure::Error(why)) => {
+            status.push("error", &why);
+            3
+        }
+    };
+    let text = status.lines.join("\n") + "\n";
+    if let Err(e) = fs::write(out_dir.join("status"), text) {
+        eprintln!("contain: writing the status: {e}");
+        return 3;
+    }
+    code
+}
+
+/// An open directory, addressed through `/proc/self/fd` so it stays reachable after the mount
+/// namespace changes.
+struct DirFd {
+    _file: File,
+    path: PathBuf,
+}
+
+impl DirFd {
+    fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+fn open_dir_fd(path: &str) -> io::Result<DirFd> {
+    use std::os::fd::AsRawFd;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(0o200000 | 0o400000) // O_DIRECTORY | O_NOFOLLOW
+        .open(path)?;
+    let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    Ok(DirFd { _file: file, path })
+}
+
+fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failure> {
+    let unavailable = |what: &str, e: io::Error| Failure::Unavailable(format!("{what}: {e}"));
+    let tests_src = open_dir_fd("/.runner/tests").map_err(|e| unavailable("/.runner/tests", e))?;
+    let agent_caps = bounding_set_of(1).unwrap_or(DOCKER_DEFAULT_CAPS);
+    if agent_caps & (1 << CAP_WAKE_ALARM) != 0 {
+        return Err(Failure::Unavailable(
+            "the trial's processes hold CAP_WAKE_ALARM, so test processes cannot be told apart \
+             from them by capability"
+                .into(),
+        ));
+    }
+    join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
+    anchor_all().map_err(Failure::Unavailable)?;
+    check(unsafe { sys::unshare(sys::CLONE_NEWNS) })
+        .map_err(|e| unavailable("unsharing the mount namespace", e))?;
+    mount(None, "/", None, sys::MS_REC | sys::MS_PRIVATE, None)
+        .map_err(|e| unavailable("making mounts private", e))?;
+    let tmpfs = |target: &str, bytes: u64| {
+        let data = format!("size={bytes},mode=0777");
+        mount(
+            Some("runner-verifier"),
+            target,
+            Some("tmpfs"),
+            sys::MS_NOSUID | sys::MS_NODEV,
+            Some(&data),
+        )
+        .map_err(|e| unavailable(&format!("mounting a private {target}"), e))
+    };
+    tmpfs("/tests", options.tests_tmpfs_bytes)?;
+    tmpfs("/logs/verifier", options.verifier_tmpfs_bytes)?;
+    fs::set_permissions("/tests", fs::Permissions::from_mode(0o755))
+        .map_err(|e| unavailable("chmod /tests", e))?;
+    let tests = Path::new("/tests");
+    copy_tree(
+        &tests_src.path,
+        tests,
+        tests,
+        &mut Budget::unlimited(),
+        &mut |_, _| {},
+    )
+    .map_err(|e| unavailable("copying the tests into /tests", e))?;
+    if let Ok(meta) = fs::metadata("/tests/test.sh") {
+        let mode = meta.permissions().mode() | 0o755;
+        let _ = fs::set_permissions("/tests/test.sh", fs::Permissions::from_mode(mode));
+    }
+    let identity = resolve_identity(options.user.as_deref()).map_err(Failure::Unavailable)?;
+    let passwd = read_capped("/etc/passwd").unwrap_or_default();
+    let processes = list_processes(&passwd);
+    let listing: String = processes.iter().map(|p| p.to_line() + "\n").collect();
+    fs::write(out.join("processes"), listing).map_err(|e| Failure::Error(e.to_string()))?;
+    status.push("isolated", "private mount namespace");
+    let keep = agent_caps | (1 << CAP_WAKE_ALARM);
+    let outcome = run_tests(options, &identity, keep).map_err(Failure::Error)?;
+    match outcome {
+        TestOutcome::Exited(code) => status.push("exit_code", &code.to_string()),
+        TestOutcome::Signalled(signal) => status.push("signal", &signal.to_string()),
+        TestOutcome::TimedOut => status.push("timed_out", "1"),
+    }
+    let verifier_out = out.join("verifier");
+    fs::create_dir_all(&verifier_out).map_err(|e| Failure::Error(e.to_string()))?;
+    let mut budget = Budget {
+        file: options.max_file_bytes,
+        total: options.max_total_bytes,
+    };
+    let mut notes = Vec::new();
+    copy_tree(
+        Path::new("/logs/verifier"),
+        &verifier_out,
+        Path::new("/logs/verifier"),
+        &mut budget,
+        &mut |key, value| notes.push((key, value)),
+    )
+    .map_err(|e| Failure::Error(format!("copying /logs/verifier out: {e}")))?;
+    for (key, value) in notes {
+        status.push(key, &value);
+    }
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! Unit tests of the helper's pure parts (and of its copy on a real directory).
+
+use super::accounts::{resolve_user, user_name};
+use super::copy::{Budget, copy_tree};
+use super::mounts::is_mount_point;
+use super::procs::{Process, command_line, is_keepalive};
+use super::*;
+
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\n\
+    nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
+    agent:x:1000:1000::/home/agent:/bin/bash\n";
+const GROUP: &str = "root:x:0:\nnogroup:x:65534:\nagent:x:1000:\ndocker:x:999:agent,other\n";
+
+#[test]
+fn users_resolve_like_docker_exec() {
+    let root = resolve_user("0", PASSWD, GROUP).unwrap();
+    assert_eq!((root.uid, root.gid, root.home.as_str()), (0, 0, "/root"));
+    let agent = resolve_user("agent", PASSWD, GROUP).unwrap();
+    assert_eq!((agent.uid, agent.gid), (1000, 1000));
+    assert_eq!(agent.groups, vec![1000, 999]);
+    let with_group = resolve_user("nobody:agent", PASSWD, GROUP).unwrap();
+    assert_eq!((with_group.uid, with_group.gid), (65534, 1000));
+    let unknown_uid = resolve_user("4242", PASSWD, GROUP).unwrap();
+    assert_eq!((unknown_uid.uid, unknown_uid.gid), (4242, 4242));
+    assert!(resolve_user("ghost", PASSWD, GROUP).is_err());
+    assert!(resolve_user("agent:ghosts", PASSWD, GROUP).is_err());
+}
+
+#[test]
+fn options_parse_and_refuse_bad_values() {
+    let args: Vec<String> = [
+        "verify",
+        "--command",
+        "true",
+        "--timeout",
+        "2.5",
+        "--user",
+        "",
+        "--max-file-bytes",
+        "10",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let options = Options::parse(&args).unwrap();
+    assert_eq!(options.timeout, Duration::from_millis(2500));
+    assert_eq!(options.user, None);
+    assert_eq!(options.max_file_bytes, 10);
+    let bad = |args: &[&str]| {
+        Options::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_err()
+    };
+    assert!(bad(&["verify", "--timeout", "1e300", "--command", "x"]));
+    assert!(bad(&["verify", "--command"]));
+    assert!(bad(&["verify"]));
+    assert!(bad(&["run", "--command", "x"]));
+}
+
+#[test]
+fn mount_points_are_matched_exactly() {
+    let info = "74 48 0:40 / / rw - overlay o rw\n\
+                90 74 0:50 / /logs/verifier ro - tmpfs runner-anchor ro\n";
+    assert!(is_mount_point(info, "/logs/verifier"));
+    assert!(!is_mount_point(info, "/logs"));
+    assert!(is_mount_point(info, "/"));
+}
+
+#[test]
+fn the_keepalive_is_not_listed_but_a_lookalike_elsewhere_is() {
+    let keepalive = Process {
+        pid: 7,
+        user: String::new(),
+        command: "\0keepalive sh -c sleep infinity".into(),
+    };
+    assert!(is_keepalive(1, "sh -c sleep infinity", &[]));
+    assert!(is_keepalive(
+        7,
+        "sleep infinity",
+        std::slice::from_ref(&keepalive)
+    ));
+    assert!(!is_keepalive(40, "sleep infinity", &[keepalive]));
+    assert_eq!(user_name(65534, PASSWD), "nobody");
+    assert_eq!(user_name(5, PASSWD), "5");
+    let long = vec![b'x'; 1000];
+    assert!(command_line(&long, "").chars().count() <= MAX_CMDLINE + 1);
+    assert_eq!(command_line(b"", "Name:\tkworker\n"), "[kworker]");
+    assert_eq!(command_line(b"a\0b\0", ""), "a b");
+}
+
+#[test]
+fn copies_out_keep_files_and_dirs_skip_links_and_cut_at_the_budget() {
+    let src = tempfile_dir("src");
+    let dst = tempfile_dir("dst");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("reward.txt"), "1\n").unwrap();
+    fs::write(src.join("sub/big.log"), vec![b'y'; 100]).unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", src.join("link")).unwrap();
+    let mut budget = Budget {
+        file: 50,
+        total: 1000,
+    };
+    let mut notes = Vec::new();
+    let shown = Path::new("/logs/verifier");
+    copy_tree(&src, &dst, shown, &mut budget, &mut |k, v| {
+        notes.push((k, v))
+    })
+    .unwrap();
+    assert_eq!(fs::read_to_string(dst.join("reward.txt")).unwrap(), "1\n");
+    assert_eq!(fs::read(dst.join("sub/big.log")).unwrap().len(), 50);
+    assert!(fs::symlink_metadata(dst.join("link")).is_err());
+    let kinds: Vec<&str> = notes.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, ["skipped", "truncated"]);
+    assert!(notes[0].1.starts_with("/logs/verifier/link: "), "{notes:?}");
+    assert_eq!(budget.total, 1000 - 2 - 50);
+    let _ = fs::remove_dir_all(src.parent().unwrap());
+}
+
+fn tempfile_dir(name: &str) -> PathBuf {
+    let base = std::env::temp_dir().join(format!(
+        "contain-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let dir = base.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,421 @@
+//! The verifier jail: the task's tests run in a private mount namespace of the trial
+//! container, set up by a short-lived sibling container that shares the trial's PID and network
+//! namespaces and runs the static helper `contain` (see `contain/main.rs` and ARCHITECTURE.md).
+//!
+//! The trial container itself never gets a capability more than Docker's default; only the
+//! jail has `CAP_SYS_ADMIN`, and only the helper (uploaded into the jail's own fresh root, out of
+//! the agent's reach) holds it. The helper's results land in the jail's root, which is
+//! downloaded after it stops.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, KillContainerOptionsBuilder, LogsOptionsBuilder,
+};
+use engine::ExecObserver;
+use futures_util::StreamExt;
+use tasks::isolation::{IsolatedRun, IsolatedVerifyOutcome, IsolatedVerifyRequest};
+use tasks::records::LeftoverProcess;
+
+use super::archive::{self, DownloadBudget};
+use super::container::remove_container;
+use super::{DockerClient, DockerError};
+
+/// The helper, compiled statically by the build script (empty when that was not possible).
+#[cfg(contain_helper)]
+const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/contain"));
+#[cfg(not(contain_helper))]
+const HELPER: &[u8] = &[];
+
+/// What the helper is called as inside the jail.
+const HELPER_PATH: &str = "/.runner/contain";
+/// Grace between TERM and KILL when the tests' deadline passes.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How long the host waits past the tests' deadline and grace for the jail to exit.
+const HOST_BACKSTOP: Duration = Duration::from_secs(20);
+/// Most bytes of one verifier output file the helper copies out.
+const MAX_FILE_BYTES: u64 = 64 << 20;
+/// Most bytes of verifier output in all the helper copies out (the host's verifier budget
+/// is the same or smaller).
+const MAX_TOTAL_BYTES: u64 = 256 << 20;
+/// How the record names the mechanism.
+const MECHANISM: &str = "verifier jail: /tests and /logs/verifier private to the tests";
+
+/// Everything the jail needs to know about its trial container.
+#[derive(Debug, Clone)]
+pub(crate) struct JailSpec {
+    /// The trial container's id and name.
+    pub trial_id: String,
+    pub trial_name: String,
+    /// The image the trial runs (the jail starts from it, so nothing else must be pulled).
+    pub image: String,
+    /// The trial container's environment (`K=V`), so the tests see what an exec would.
+    pub env: Vec<String>,
+    /// The image's default user (the tests' user when the task names none).
+    pub default_user: Option<String>,
+    /// The trial's default working directory (the task's, else the image's).
+    pub workdir: Option<String>,
+    /// Labels of the jail (the trial's, so sweeps and reaping find it).
+    pub labels: HashMap<String, String>,
+    /// The trial's limits, applied to the jail too.
+    pub limits: HostConfig,
+}
+
+/// Runs the tests of `request` isolated; see the module docs.
+pub(crate) async fn verify(
+    client: &DockerClient,
+    spec: &JailSpec,
+    request: &IsolatedVerifyRequest,
+    budget: Arc<DownloadBudget>,
+    observer: &ExecObserver,
+) -> Result<IsolatedVerifyOutcome, DockerError> {
+    if HELPER.is_empty() {
+        return Ok(IsolatedVerifyOutcome::Unavailable(
+            "this runner was built without the static verifier helper (no libc.a at build time)"
+                .into(),
+        ));
+    }
+    let running = client
+        .api()
+        .inspect_container(&spec.trial_id, None)
+        .await
+        .map_err(|e| DockerError::api(format!("inspecting {}", spec.trial_name), e))?
+        .state
+        .and_then(|s| s.running)
+        .unwrap_or(false);
+    if !running {
+        return Err(DockerError::Jail(format!(
+            "container {} is not running any more (did the agent stop its PID 1?), so nothing can be verified",
+            spec.trial_name
+        )));
+    }
+    let name = format!("{}-verifier", spec.trial_name);
+    let body = jail_body(spec, request);
+    let options = CreateContainerOptionsBuilder::default().name(&name).build();
+    let created = match client.api().create_container(Some(options), body).await {
+        Ok(created) => created,
+        Err(e) => {
+            return Ok(IsolatedVerifyOutcome::Unavailable(format!(
+                "the engine refused the verifier jail: {e}"
+            )));
+        }
+    };
+    let outcome = run_jail(client, &created.id, request, budget, observer).await;
+    if let Err(e) = remove_container(client, &created.id).await {
+        (observer.output)(
+            "runner",
+            format!("removing {name} failed: {e}\n").as_bytes(),
+        );
+    }
+    outcome
+}
+
+fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreateBody {
+    let mut entrypoint: Vec<String> = [
+        HELPER_PATH,
+        "verify",
+        "--command",
+        &request.command,
+        "--timeout",
+        &format!("{:.3}", request.timeout.as_secs_f64()),
+        "--grace",
+        &KILL_GRACE.as_secs().to_string(),
+        "--max-file-bytes",
+        &MAX_FILE_BYTES.to_string(),
+        "--max-total-bytes",
+        &MAX_TOTAL_BYTES.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(user) = request.user.as_ref().or(spec.default_user.as_ref()) {
+        entrypoint.extend(["--user".to_owned(), user.clone()]);
+    }
+    if let Some(workdir) = &spec.workdir {
+        entrypoint.extend(["--workdir".to_owned(), workdir.clone()]);
+    }
+    if request.env.contains_key("HOME") {
+        entrypoint.extend(["--keep-home".to_owned(), "1".to_owned()]);
+    }
+    let mut env = spec.env.clone();
+    env.extend(request.env.iter().map(|(k, v)| format!("{k}={v}")));
+    let container = format!("container:{}", spec.trial_id);
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        entrypoint: Some(entrypoint),
+        cmd: Some(Vec::new()),
+        env: Some(env),
+        user: Some("0".into()),
+        labels: Some(spec.labels.clone()),
+        host_config: Some(HostConfig {
+            network_mode: Some(container.clone()),
+            pid_mode: Some(container),
+            cap_add: Some(vec!["SYS_ADMIN".into(), "WAKE_ALARM".into()]),
+            init: Some(false),
+            auto_remove: Some(false),
+            ..spec.limits.clone()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn run_jail(
+    client: &DockerClient,
+    id: &str,
+    request: &IsolatedVerifyRequest,
+    budget: Arc<DownloadBudget>,
+    observer: &ExecObserver,
+) -> Result<IsolatedVerifyOutcome, DockerError> {
+    let tests = request.tests_dir.clone();
+    let tar = tokio::task::spawn_blocking(move || archive::pack_jail(HELPER, HELPER_PATH, &tests))
+        .await
+        .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
+        .map_err(|e| DockerError::Io {
+            operation: format!("packing {}", request.tests_dir.display()),
+            source: e,
+        })?;
+    archive::upload(client, id, tar, "the verifier jail").await?;
+    let started = Instant::now();
+    if let Err(e) = client.api().start_container(id, None).await {
+        return Ok(IsolatedVerifyOutcome::Unavailable(format!(
+            "the verifier jail did not start: {e}"
+        )));
+    }
+    let backstop = request.timeout + KILL_GRACE + HOST_BACKSTOP;
+    let exit = match tokio::time::timeout(backstop, wait_exit(client, id)).await {
+        Ok(exit) => Some(exit?),
+        Err(_) => {
+            let kill = KillContainerOptionsBuilder::default()
+                .signal("KILL")
+                .build();
+            let _ = client.api().kill_container(id, Some(kill)).await;
+            None
+        }
+    };
+    let elapsed = started.elapsed();
+    relay_logs(client, id, observer).await;
+    let Some(exit) = exit else {
+        return Ok(IsolatedVerifyOutcome::Ran(IsolatedRun {
+            mechanism: MECHANISM.into(),
+            timed_out: true,
+            elapsed,
+            ..IsolatedRun::default()
+        }));
+    };
+    let fetched = fetch_results(client, id, &request.output_dir, budget.clone()).await?;
+    let status = parse_status(&fetched.status);
+    for truncated in &status.truncated {
+        observer.record_truncation(format!("verifier: {truncated}"), MAX_FILE_BYTES);
+    }
+    for truncated in &fetched.truncated {
+        observer.record_truncation(format!("verifier/{truncated}"), budget.cap());
+    }
+    match exit {
+        0 => Ok(IsolatedVerifyOutcome::Ran(IsolatedRun {
+            mechanism: MECHANISM.into(),
+            exit_code: status.exit_code,
+            timed_out: status.timed_out,
+            elapsed,
+            leftover_processes: LeftoverProcess::parse_listing(&fetched.processes),
+            skipped: status.skipped,
+            truncated: status.truncated,
+        })),
+        2 => Ok(IsolatedVerifyOutcome::Unavailable(
+            status
+                .unavailable
+                .unwrap_or_else(|| "the verifier jail could not isolate the tests".into()),
+        )),
+        code => Err(DockerError::Jail(format!(
+            "the verifier jail failed (exit {code}): {}",
+            status
+                .error
+                .unwrap_or_else(|| "no status was written".into())
+        ))),
+    }
+}
+
+/// The jail's exit code (bollard reports a non-zero one as an error carrying it).
+async fn wait_exit(client: &DockerClient, id: &str) -> Result<i64, DockerError> {
+    let mut waiting = client.api().wait_container(id, None);
+    match waiting.next().await {
+        Some(Ok(response)) => Ok(response.status_code),
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+        Some(Err(e)) => Err(DockerError::api("waiting for the verifier jail", e)),
+        None => Err(DockerError::Jail(
+            "the engine ended the wait without an exit code".into(),
+        )),
+    }
+}
+
+/// The helper's own messages (a few lines at most) into `trial.log`.
+async fn relay_logs(client: &DockerClient, id: &str, observer: &ExecObserver) {
+    let options = LogsOptionsBuilder::default()
+        .stdout(true)
+        .stderr(true)
+        .tail("50")
+        .build();
+    let mut logs = client.api().logs(id, Some(options));
+    while let Some(Ok(chunk)) = logs.next().await {
+        (observer.output)("runner", &chunk.into_bytes());
+    }
+}
+
+/// The files the helper left in the jail's `/.runner/out`.
+struct Fetched {
+    status: String,
+    processes: String,
+    truncated: Vec<String>,
+}
+
+/// Downloads `/.runner/out` from the stopped jail; its `verifier/` goes to `output_dir`.
+async fn fetch_results(
+    client: &DockerClient,
+    id: &str,
+    output_dir: &Path,
+    budget: Arc<DownloadBudget>,
+) -> Result<Fetched, DockerError> {
+    let io = |operation: &str| {
+        let operation = operation.to_owned();
+        move |source| DockerError::Io { operation, source }
+    };
+    let parent = output_dir.parent().unwrap_or(output_dir);
+    let staging = tempfile::Builder::new()
+        .prefix(".verifier-jail-")
+        .tempdir_in(parent)
+        .map_err(io("creating a staging directory"))?;
+    let report = archive::download_dir(client, id, "/.runner/out", staging.path(), budget).await?;
+    let read_small = |name: &str| {
+        let path = staging.path().join(name);
+        tasks::bounded::read_capped(&path, 1 << 20, name)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    };
+    let status = read_small("status");
+    let processes = read_small("processes");
+    let verifier = staging.path().join("verifier");
+    if verifier.is_dir() {
+        std::fs::create_dir_all(output_dir).map_err(io("creating the verifier directory"))?;
+        for entry in std::fs::read_dir(&verifier).map_err(io("reading the verifier output"))? {
+            let entry = entry.map_err(io("reading the verifier output"))?;
+            let target = output_dir.join(entry.file_name());
+            if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+                std::fs::remove_dir_all(&target).map_err(io("replacing a verifier output"))?;
+            }
+            std::fs::rename(entry.path(), &target).map_err(io("moving a verifier output"))?;
+        }
+    }
+    Ok(Fetched {
+        status,
+        processes,
+        truncated: report
+            .truncated
+            .iter()
+            .filter_map(|t| t.strip_prefix("verifier/").map(str::to_owned))
+            .collect(),
+    })
+}
+
+/// The helper's `status` file.
+#[derive(Debug, Default, PartialEq)]
+struct JailStatus {
+    exit_code: Option<i64>,
+    timed_out: bool,
+    skipped: Vec<String>,
+    truncated: Vec<String>,
+    unavailable: Option<String>,
+    error: Option<String>,
+}
+
+fn parse_status(text: &str) -> JailStatus {
+    let mut status = JailStatus::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('\t') else {
+            continue;
+        };
+        match key {
+            "exit_code" => status.exit_code = value.parse().ok(),
+            "timed_out" => status.timed_out = value == "1",
+            "skipped" => status.skipped.push(value.to_owned()),
+            "truncated" => status.truncated.push(value.to_owned()),
+            "unavailable" => status.unavailable = Some(value.to_owned()),
+            "error" => status.error = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::container::limits_host_config;
+
+    #[test]
+    fn status_lines_parse() {
+        let status = parse_status(
+            "isolated\tprivate mount namespace\nexit_code\t1\nskipped\t/logs/verifier/x: it is a fifo\n\
+             truncated\t/logs/verifier/big: cut\nnonsense\n",
+        );
+        assert_eq!(status.exit_code, Some(1));
+        assert!(!status.timed_out);
+        assert_eq!(status.skipped, vec!["/logs/verifier/x: it is a fifo"]);
+        assert_eq!(status.truncated.len(), 1);
+        let status = parse_status("timed_out\t1\nunavailable\tno mount\n");
+        assert!(status.timed_out);
+        assert_eq!(status.exit_code, None);
+        assert_eq!(status.unavailable.as_deref(), Some("no mount"));
+    }
+
+    #[test]
+    fn the_jail_joins_the_trial_and_gets_only_the_capabilities_it_needs() {
+        let spec = JailSpec {
+            trial_id: "abc".into(),
+            trial_name: "runner-x-t".into(),
+            image: "sha256:1".into(),
+            env: vec!["A=1".into()],
+            default_user: Some("agent".into()),
+            workdir: Some("/app".into()),
+            labels: HashMap::new(),
+            limits: limits_host_config(Some(1.0), Some(512), Some(512), Some(64)),
+        };
+        let request = IsolatedVerifyRequest {
+            tests_dir: "/t".into(),
+            command: "(/tests/test.sh)".into(),
+            user: None,
+            env: [("B".to_owned(), "2".to_owned())].into(),
+            timeout: Duration::from_secs(30),
+            output_dir: "/o".into(),
+        };
+        let body = jail_body(&spec, &request);
+        let host = body.host_config.unwrap();
+        assert_eq!(host.pid_mode.as_deref(), Some("container:abc"));
+        assert_eq!(host.network_mode.as_deref(), Some("container:abc"));
+        assert_eq!(
+            host.cap_add.unwrap(),
+            vec!["SYS_ADMIN".to_string(), "WAKE_ALARM".to_string()]
+        );
+        assert_eq!(host.pids_limit, Some(64));
+        assert_eq!(host.memory_swap, host.memory);
+        let entrypoint = body.entrypoint.unwrap();
+        assert_eq!(entrypoint[0], HELPER_PATH);
+        let user_at = entrypoint.iter().position(|a| a == "--user").unwrap();
+        assert_eq!(entrypoint[user_at + 1], "agent");
+        assert_eq!(
+            body.env.unwrap(),
+            vec!["A=1".to_string(), "B=2".to_string()]
+        );
+        assert_eq!(body.user.as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn the_helper_is_embedded() {
+        assert!(
+            HELPER.starts_with(b"\x7fELF"),
+            "the build script did not embed the static helper"
+        );
+    }
+}

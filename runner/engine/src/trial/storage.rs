@@ -1,0 +1,151 @@
+//! Watching `storage_mb` where the storage driver cannot enforce it: the environment's
+//! writable layer is measured every few seconds while the agent and the verifier run, and the
+//! trial is stopped with `StorageLimitExceededError` once it is past the limit.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tasks::{ExceptionType, Sandbox};
+
+use super::log::TrialLog;
+use crate::failure::TrialFailure;
+
+/// A watch over one environment, or none (no limit, or the driver enforces it).
+pub(super) struct StorageWatch<S> {
+    sandbox: Option<S>,
+    limit_bytes: u64,
+    interval: Duration,
+    log: TrialLog,
+}
+
+impl<S: Sandbox> StorageWatch<S> {
+    /// A watch of `sandbox` against `limit_mb`; `None` for either means nothing is watched.
+    pub(super) fn new(
+        sandbox: Option<S>,
+        limit_mb: Option<u64>,
+        interval: Duration,
+        log: TrialLog,
+    ) -> Self {
+        let limit_bytes = limit_mb.map_or(0, |mb| mb.saturating_mul(1 << 20));
+        Self {
+            sandbox: sandbox.filter(|_| limit_mb.is_some()),
+            limit_bytes,
+            interval: interval.max(Duration::from_millis(100)),
+            log,
+        }
+    }
+
+    /// Runs `phase`, stopping it with `StorageLimitExceededError` if the limit is passed first.
+    pub(super) async fn guard<T>(
+        &self,
+        phase: impl Future<Output = Result<T, TrialFailure>>,
+    ) -> Result<T, TrialFailure> {
+        let Some(sandbox) = &self.sandbox else {
+            return phase.await;
+        };
+        tokio::select! {
+            biased;
+            ended = phase => ended,
+            failure = self.exceeded(sandbox) => Err(failure),
+        }
+    }
+
+    async fn exceeded(&self, sandbox: &S) -> TrialFailure {
+        let mut warned = false;
+        loop {
+            tokio::time::sleep(self.interval).await;
+            match sandbox.disk_usage().await {
+                Ok(Some(used)) if used > self.limit_bytes => {
+                    return TrialFailure::new(
+                        ExceptionType::StorageLimitExceededError,
+                        format!(
+                            "the environment wrote {} MB, past the task's storage_mb = {}; the trial was stopped",
+                            used >> 20,
+                            self.limit_bytes >> 20
+                        ),
+                    );
+                }
+                Ok(_) => {}
+                Err(e) if !warned => {
+                    warned = true;
+                    self.log
+                        .line(&format!("storage watch: measuring disk usage failed: {e}"));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tasks::{ExecOutput, ExecRequest, SandboxError};
+
+    use super::*;
+
+    /// A sandbox whose writable layer grows by `step` bytes at every measurement.
+    struct Growing {
+        used: AtomicU64,
+        step: u64,
+    }
+
+    impl Sandbox for Growing {
+        async fn exec(&self, _: ExecRequest) -> Result<ExecOutput, SandboxError> {
+            Err(SandboxError::new("exec", "not in this test"))
+        }
+        async fn upload_dir(&self, _: &Path, _: &str) -> Result<(), SandboxError> {
+            Ok(())
+        }
+        async fn upload_bytes(&self, _: Vec<u8>, _: &str, _: u32) -> Result<(), SandboxError> {
+            Ok(())
+        }
+        async fn download_dir(&self, _: &str, _: &Path) -> Result<(), SandboxError> {
+            Ok(())
+        }
+        async fn disk_usage(&self) -> Result<Option<u64>, SandboxError> {
+            Ok(Some(
+                self.used.fetch_add(self.step, Ordering::SeqCst) + self.step,
+            ))
+        }
+    }
+
+    fn watch(step: u64, limit_mb: Option<u64>) -> StorageWatch<Growing> {
+        let dir = tempfile::tempdir().unwrap();
+        let log = TrialLog::open(&dir.path().join("trial.log"), 1 << 20);
+        StorageWatch::new(
+            Some(Growing {
+                used: AtomicU64::new(0),
+                step,
+            }),
+            limit_mb,
+            Duration::from_millis(100),
+            log,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_phase_that_fills_the_disk_is_stopped_with_a_typed_error() {
+        let endless = std::future::pending::<Result<(), TrialFailure>>();
+        let failure = watch(40 << 20, Some(100)).guard(endless).await.unwrap_err();
+        assert_eq!(failure.kind, ExceptionType::StorageLimitExceededError);
+        assert!(
+            failure.message.contains("storage_mb = 100"),
+            "{}",
+            failure.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_phase_within_the_limit_or_without_one_ends_on_its_own() {
+        let phase = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, TrialFailure>(7)
+        };
+        assert_eq!(watch(1 << 20, Some(100)).guard(phase).await.unwrap(), 7);
+        let unwatched = watch(u64::MAX / 4, None);
+        assert_eq!(unwatched.guard(async { Ok(1) }).await.unwrap(), 1);
+    }
+}

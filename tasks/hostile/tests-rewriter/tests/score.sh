@@ -1,0 +1,1 @@
+echo 0 > /logs/verifier/reward.txt

@@ -1,0 +1,56 @@
+//! Running the verifier isolated from what the agent left behind: the request a verifier makes
+//! of a sandbox and what comes back. A sandbox that cannot isolate says so
+//! ([`IsolatedVerifyOutcome::Unavailable`]) and the verifier falls back to a plain exec,
+//! recording that the isolation was missing.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::records::LeftoverProcess;
+
+/// One isolated run of the task's tests.
+#[derive(Debug, Clone)]
+pub struct IsolatedVerifyRequest {
+    /// The task's `tests/` on the host; it becomes the tests' private `/tests`.
+    pub tests_dir: PathBuf,
+    /// The script given to `bash -c` (it writes into `/logs/verifier`).
+    pub command: String,
+    /// The `[verifier]` user; `None` is the environment's default user.
+    pub user: Option<String>,
+    /// `[verifier].env`, on top of the environment's own.
+    pub env: BTreeMap<String, String>,
+    /// The tests' deadline; the sandbox stops them (TERM, grace, KILL) when it passes.
+    pub timeout: Duration,
+    /// The host directory that receives the private `/logs/verifier` (regular files and
+    /// directories only, within the trial's download cap).
+    pub output_dir: PathBuf,
+}
+
+/// What an isolated run did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IsolatedVerifyOutcome {
+    /// The tests ran isolated.
+    Ran(IsolatedRun),
+    /// Isolation could not be set up (the tests did not run): why.
+    Unavailable(String),
+}
+
+/// A finished isolated run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IsolatedRun {
+    /// How the tests were isolated, for the record.
+    pub mechanism: String,
+    /// The test command's exit code; `None` when it was killed at the deadline or by a signal.
+    pub exit_code: Option<i64>,
+    /// True when the deadline stopped the tests.
+    pub timed_out: bool,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Processes the agent left running when the tests started.
+    pub leftover_processes: Vec<LeftoverProcess>,
+    /// Entries of `/logs/verifier` that were not copied out (symlinks, FIFOs, devices), why.
+    pub skipped: Vec<String>,
+    /// Files cut at the output cap.
+    pub truncated: Vec<String>,
+}

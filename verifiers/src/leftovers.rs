@@ -1,0 +1,77 @@
+//! Listing the processes the agent left running, with a plain command inside the sandbox, for
+//! sandboxes that cannot run the verifier isolated (an isolated run lists them itself).
+//!
+//! The script uses only bash builtins, so listing forks nothing that would list itself, and it
+//! leaves out PID 1, the container's keep-alive (`sh -c sleep infinity` and its `sleep`) and
+//! itself.
+
+use tasks::records::LeftoverProcess;
+
+/// At most this many processes are listed; a last line then says how many more there were.
+pub const MAX_LISTED: usize = 200;
+
+/// The bash script printing `pid\tuser\tcommand` lines.
+pub fn listing_command() -> String {
+    format!(
+        r#"declare -A names
+while IFS=: read -r n _ u _; do names[$u]=$n; done < /etc/passwd 2>/dev/null
+n=0; more=0
+for d in /proc/[0-9]*; do
+  pid=${{d#/proc/}}
+  if [ "$pid" = 1 ] || [ "$pid" = "$$" ] || [ "$pid" = "$PPID" ]; then continue; fi
+  ppid=; uid=
+  {{ while read -r k v _; do case $k in PPid:) ppid=$v;; Uid:) uid=$v;; esac; done < "$d/status"; }} 2>/dev/null || continue
+  argv=(); {{ mapfile -d '' -t argv < "$d/cmdline"; }} 2>/dev/null
+  cmd="${{argv[*]}}"
+  if [ "$ppid" = 1 ] && [ "$cmd" = "sh -c sleep infinity" ]; then continue; fi
+  if [ "$cmd" = "sleep infinity" ]; then
+    parent=(); {{ mapfile -d '' -t parent < "/proc/$ppid/cmdline"; }} 2>/dev/null
+    if [ "${{parent[*]}}" = "sh -c sleep infinity" ]; then continue; fi
+  fi
+  if [ "$n" -ge {MAX_LISTED} ]; then more=$((more+1)); continue; fi
+  n=$((n+1))
+  cmd=${{cmd//$'\t'/ }}; cmd=${{cmd//$'\n'/ }}
+  printf '%s\t%s\t%s\n' "$pid" "${{names[$uid]:-$uid}}" "${{cmd:0:300}}"
+done
+if [ "$more" -gt 0 ]; then printf '0\t\t... and %s more\n' "$more"; fi
+"#
+    )
+}
+
+/// Parses the script's output.
+pub fn parse(output: &str) -> Vec<LeftoverProcess> {
+    LeftoverProcess::parse_listing(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_lists_a_background_process_and_not_itself() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(listing_command())
+            .output()
+            .unwrap();
+        child.kill().unwrap();
+        let _ = child.wait();
+        let listed = parse(&String::from_utf8_lossy(&out.stdout));
+        let sleeper = listed
+            .iter()
+            .find(|p| p.pid == child.id())
+            .expect("the sleep is listed");
+        assert_eq!(sleeper.command, "sleep 30");
+        assert!(!sleeper.user.is_empty());
+        assert!(
+            listed
+                .iter()
+                .all(|p| !p.command.contains("declare -A names")),
+            "the listing lists itself: {listed:?}"
+        );
+    }
+}
