@@ -2,8 +2,10 @@
 //! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
 
 mod containment;
+mod images;
 mod installed;
 mod integrity;
+mod registry;
 mod resume;
 mod run;
 mod scrub;

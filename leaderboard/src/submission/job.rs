@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::images::{TrialImage, from_lock};
 use super::overrides::overrides;
 use super::report::Violation;
 use super::{Rule, SubmissionError, files, scan};
@@ -29,6 +30,8 @@ pub struct Job {
     pub trial_dirs: Vec<PathBuf>,
     /// Violations of job-level rules.
     pub violations: Vec<Violation>,
+    /// The image each trial ran on, from `lock.json` (runner's locks only).
+    pub images: Vec<TrialImage>,
 }
 
 /// A job-level JSON record, read whole up to [`tasks::bounded::MAX_RECORD_BYTES`].
@@ -97,10 +100,12 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
     let lock_path = dir.join("lock.json");
     let lock_file = Some(format!("{display}/lock.json"));
     let max = tasks::bounded::MAX_RECORD_BYTES;
+    let mut lock = None;
     match tasks::bounded::read_capped(&lock_path, max, "job record") {
         Ok(bytes) => {
-            let opted_in = serde_json::from_slice::<Value>(&bytes)
-                .ok()
+            lock = serde_json::from_slice::<Value>(&bytes).ok();
+            let opted_in = lock
+                .as_ref()
                 .and_then(|lock| lock.get("allow_container_secrets")?.as_bool());
             if opted_in == Some(true) {
                 violations.push(Violation::new(
@@ -157,6 +162,9 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         }
     }
     trial_dirs.sort();
+    let images = lock
+        .map(|lock| from_lock(&lock, &display, &trial_dirs))
+        .unwrap_or_default();
     if trial_dirs.is_empty() {
         violations.push(Violation::new(
             Rule::TrialResultsComplete,
@@ -170,6 +178,7 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         agents,
         trial_dirs,
         violations,
+        images,
     })
 }
 

@@ -7,6 +7,7 @@ mod coverage;
 mod error;
 mod figures;
 mod files;
+mod images;
 mod job;
 mod metadata;
 mod overrides;
@@ -91,6 +92,8 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
         violations.append(&mut trial.violations);
     }
     violations.extend(agents::check(&jobs, &trials));
+    let images: Vec<images::TrialImage> = jobs.iter().flat_map(|j| j.images.clone()).collect();
+    violations.extend(images::check(&images));
     let counts = coverage::trials_per_task(&trials, dataset.as_ref());
     violations.extend(coverage::check_min_trials(&counts, options.min_trials));
     let mut skipped = Vec::new();

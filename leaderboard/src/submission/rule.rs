@@ -18,6 +18,8 @@ pub enum Rule {
     MinTrialsPerTask,
     /// Every trial ran the dataset's exact task content.
     CorrectTaskVersions,
+    /// Every trial of a task ran on the same image.
+    SameTaskImage,
     /// Every rewarded trial has a valid ATIF trajectory.
     PassingTrialTrajectories,
     /// No job let credentials into containers.
@@ -30,13 +32,14 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 10] = [
+    pub const ALL: [Rule; 11] = [
         Rule::NoJobOverrides,
         Rule::NoTrialOverrides,
         Rule::TrialResultsComplete,
         Rule::AgentConfigMatch,
         Rule::MinTrialsPerTask,
         Rule::CorrectTaskVersions,
+        Rule::SameTaskImage,
         Rule::PassingTrialTrajectories,
         Rule::NoContainerSecrets,
         Rule::NoProviderKeys,
@@ -52,6 +55,7 @@ impl Rule {
             Rule::AgentConfigMatch => "agent_config_match",
             Rule::MinTrialsPerTask => "min_trials_per_task",
             Rule::CorrectTaskVersions => "correct_task_versions",
+            Rule::SameTaskImage => "same_task_image",
             Rule::PassingTrialTrajectories => "passing_trial_trajectories",
             Rule::NoContainerSecrets => "no_container_secrets",
             Rule::NoProviderKeys => "no_provider_keys",
@@ -77,6 +81,9 @@ impl Rule {
             }
             Rule::CorrectTaskVersions => {
                 "every trial's task ref equals the dataset's content digest for that task"
+            }
+            Rule::SameTaskImage => {
+                "every trial of a task ran on the same image (the image ids runner's lock.json records)"
             }
             Rule::PassingTrialTrajectories => {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"

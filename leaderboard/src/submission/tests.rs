@@ -328,6 +328,41 @@ fn rule_correct_task_versions_catches_changed_task_content() {
     assert_eq!(v.len(), 5);
 }
 
+/// Gives the lock's trials runner's `trial_name` and `task.image`, the image id of trial i
+/// being `ids[i]`.
+fn lock_images(s: &Scratch, ids: [&str; 5]) {
+    s.edit_json("lock.json", |l| {
+        for (i, trial) in l["trials"].as_array_mut().unwrap().iter_mut().enumerate() {
+            trial["trial_name"] = json!(TRIALS[i]);
+            trial["task"]["image"] = json!({
+                "reference": "127.0.0.1:5000/regex-log:1", "id": ids[i],
+                "repo_digests": [], "origin": "pulled"
+            });
+        }
+    });
+}
+
+#[test]
+fn rule_same_task_image() {
+    let s = Scratch::new();
+    lock_images(&s, ["sha256:1"; 5]);
+    assert!(s.validate().valid, "one image for every trial passes");
+    lock_images(
+        &s,
+        ["sha256:1", "sha256:1", "sha256:2", "sha256:1", "sha256:1"],
+    );
+    let v = only_failure(&s.validate(), Rule::SameTaskImage);
+    assert_eq!(v.len(), 1);
+    assert!(
+        v[0].message.contains("ran on 2 different images")
+            && v[0]
+                .message
+                .contains("sha256:2 (127.0.0.1:5000/regex-log:1, pulled; trials: 1 in"),
+        "{}",
+        v[0].message
+    );
+}
+
 #[test]
 fn rule_passing_trial_trajectories() {
     let s = Scratch::new();

@@ -33,9 +33,13 @@ pub struct BuildRequest<'a> {
     pub tag: &'a str,
     /// Labels on the image.
     pub labels: &'a HashMap<&'a str, &'a str>,
-    /// The context as a tar, with `Dockerfile` at its root.
-    pub context: Vec<u8>,
+    /// The context as a tar, with `Dockerfile` at its root (shared: a retry sends it again).
+    pub context: bytes::Bytes,
 }
+
+/// BuildKit's error when a build needed a client session: its base image needs registry
+/// credentials, which only a session could supply.
+pub const NEEDS_SESSION: &str = "no active sessions";
 
 /// Why a build failed: the builder's error and the last lines of its output.
 #[derive(Debug, Clone, PartialEq, Eq)]

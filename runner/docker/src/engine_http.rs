@@ -60,9 +60,9 @@ impl Endpoint {
         &self,
         path_and_query: &str,
         content_type: &str,
-        body: Vec<u8>,
+        body: Bytes,
     ) -> Result<Response<Incoming>, String> {
-        let body = Full::new(Bytes::from(body));
+        let body = Full::new(body);
         let builder = Request::post(match self {
             Endpoint::Unix(socket) => {
                 hyper::Uri::from(hyperlocal::Uri::new(socket, path_and_query))

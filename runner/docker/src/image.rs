@@ -18,7 +18,8 @@ use tasks::Task;
 use tokio::sync::OnceCell;
 
 use super::auth::{DockerConfig, config_path};
-use super::buildkit::{BuildRequest, build};
+use super::base_images::base_images;
+use super::buildkit::{BuildFailure, BuildRequest, NEEDS_SESSION, build};
 use super::engine_http::Endpoint;
 use super::facts::{EngineFacts, check_disk};
 use super::labels::{MANAGED, TASK};
@@ -92,7 +93,7 @@ impl ImageService {
     ) -> Result<ImageInfo, BackendError> {
         match image_source(task, force_build) {
             ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
-            ImageSource::Build => Ok(self.build(task, log).await?),
+            ImageSource::Build => Ok(self.build(task, force_build, log).await?),
         }
     }
 
@@ -232,8 +233,14 @@ impl ImageService {
     }
 
     /// Builds `environment/` with BuildKit under its content-addressed tag, or reuses that tag
-    /// unless the build is forced.
-    async fn build(&self, task: &Task, log: &OutputSink) -> Result<ImageInfo, DockerError> {
+    /// unless the build is forced. A forced build still uses BuildKit's cache, as Harbor's
+    /// `--force-build` (`docker compose build`) does; it always runs, so the lock says `built`.
+    async fn build(
+        &self,
+        task: &Task,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, DockerError> {
         let env_dir = task.environment_dir();
         let context = provenance::build_context(&env_dir).map_err(|e| DockerError::Build {
             task: task.name.clone(),
@@ -245,7 +252,7 @@ impl ImageService {
             &hex::encode(Sha256::digest(&context))[..16]
         );
         let facts = self.facts().await?.clone();
-        if let Some(found) = inspect(&self.client, &tag).await? {
+        if !force_build && let Some(found) = inspect(&self.client, &tag).await? {
             self.record_use(&tag, &found, None, log).await;
             return Ok(image_info(&tag, found, ImageOrigin::Reused, &facts));
         }
@@ -268,17 +275,24 @@ impl ImageService {
         );
         let started = Instant::now();
         let labels = HashMap::from([(MANAGED, "1"), (TASK, task.name.as_str())]);
-        let request = BuildRequest {
+        let context = bytes::Bytes::from(context);
+        let request = || BuildRequest {
             tag: &tag,
             labels: &labels,
-            context,
+            context: context.clone(),
         };
-        build(&endpoint, request, log)
-            .await
-            .map_err(|failure| DockerError::Build {
-                task: task.name.clone(),
-                message: failure.message(),
-            })?;
+        let failed = |failure: BuildFailure| DockerError::Build {
+            task: task.name.clone(),
+            message: failure.message(),
+        };
+        match build(&endpoint, request(), log).await {
+            Ok(()) => {}
+            Err(failure) if failure.error.contains(NEEDS_SESSION) => {
+                self.pull_bases(task, log).await?;
+                build(&endpoint, request(), log).await.map_err(failed)?;
+            }
+            Err(failure) => return Err(failed(failure)),
+        }
         let found = inspect(&self.client, &tag)
             .await?
             .ok_or_else(|| DockerError::Build {
@@ -292,6 +306,34 @@ impl ImageService {
         self.record_use(&tag, &found, Some(LedgerOrigin::Built), log)
             .await;
         Ok(image_info(&tag, found, ImageOrigin::Built, &facts))
+    }
+
+    /// Pulls the literal base images of the task's Dockerfile with the Docker config's
+    /// credentials, for a build whose base BuildKit could not fetch without a session.
+    async fn pull_bases(&self, task: &Task, log: &OutputSink) -> Result<(), DockerError> {
+        let path = task.environment_dir().join("Dockerfile");
+        let text = std::fs::read_to_string(&path).map_err(|source| DockerError::Io {
+            operation: format!("reading {}", path.display()),
+            source,
+        })?;
+        let bases = base_images(&text);
+        log(
+            "runner",
+            format!(
+                "the build needs registry credentials for its base image(s); pulling {} first\n",
+                bases.join(", ")
+            )
+            .as_bytes(),
+        );
+        for base in bases {
+            self.prebuilt(task, &base, log)
+                .await
+                .map_err(|e| DockerError::Build {
+                    task: task.name.clone(),
+                    message: format!("its base image {base} could not be pulled: {e}"),
+                })?;
+        }
+        Ok(())
     }
 
     /// Notes the use in the ledger; a ledger that cannot be written costs only pruning, so it

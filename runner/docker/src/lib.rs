@@ -7,6 +7,7 @@
 
 mod archive;
 mod auth;
+mod base_images;
 mod buildkit;
 mod buildkit_status;
 mod container;

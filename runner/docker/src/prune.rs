@@ -1,7 +1,9 @@
 //! `runner images prune`: removes the images runner built or pulled that no job used within
-//! a number of days. Runner's images are the ledger's entries and, for builds by runners that
-//! kept no ledger, images labelled `runner.managed` (judged by their creation time). Images
-//! the user pulled or built are never candidates; an image a container still uses is kept.
+//! a number of days. Runner's images are the ledger's entries and, when asked, also images
+//! labelled `runner.managed` that the ledger does not know (built by runners that kept another
+//! ledger or none), judged by their creation time: not by default, because a ledger of another
+//! state directory (another user, a test) may still be using them. Images the user pulled or
+//! built are never candidates; an image a container still uses is kept.
 
 use std::collections::HashMap;
 
@@ -37,11 +39,13 @@ pub struct PruneReport {
     pub gone: Vec<String>,
 }
 
-/// Removes runner's images unused since `cutoff`; with `dry_run`, only reports them.
+/// Removes runner's images unused since `cutoff` (with `all_labelled`, also labelled images
+/// the ledger does not know, created before `cutoff`); with `dry_run`, only reports them.
 pub async fn prune_images(
     client: &DockerClient,
     ledger: &Ledger,
     cutoff: DateTime<Utc>,
+    all_labelled: bool,
     dry_run: bool,
 ) -> Result<PruneReport, DockerError> {
     let io = |source| DockerError::Io {
@@ -63,15 +67,19 @@ pub async fn prune_images(
             size_bytes: None,
         })
         .collect();
-    let labelled = client
-        .api()
-        .list_images(Some(
-            ListImagesOptionsBuilder::default()
-                .filters(&HashMap::from([("label", vec![format!("{MANAGED}=1")])]))
-                .build(),
-        ))
-        .await
-        .map_err(|e| DockerError::api("listing runner's labelled images", e))?;
+    let labelled = if !all_labelled {
+        Vec::new()
+    } else {
+        client
+            .api()
+            .list_images(Some(
+                ListImagesOptionsBuilder::default()
+                    .filters(&HashMap::from([("label", vec![format!("{MANAGED}=1")])]))
+                    .build(),
+            ))
+            .await
+            .map_err(|e| DockerError::api("listing runner's labelled images", e))?
+    };
     for image in labelled {
         let created = DateTime::from_timestamp(image.created, 0).unwrap_or_default();
         for tag in image.repo_tags {

@@ -18,9 +18,9 @@ use tasks::Task;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::backend::{Backend, OutputSink};
+use crate::backend::Backend;
 use crate::timeouts::PhaseTimeouts;
-use crate::trial::{JobContext, TrialPlan, image::image_for};
+use crate::trial::{JobContext, TrialPlan, image::prefetch_image};
 
 /// Where a task's image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,8 @@ pub const PREFETCH_CONCURRENCY: usize = 2;
 /// Starts preparing, in plan order and at most [`PREFETCH_CONCURRENCY`] at a time, the
 /// prebuilt images of the planned tasks, so later tasks find their image pulled when their
 /// first trial starts. Builds are left to the first trial that needs them (so their output
-/// lands in that trial's log). Each image goes through the job's shared image cell, so a
+/// lands in that trial's log); a pull's output is copied into the log of each trial of the
+/// task. Each image goes through the job's shared image cell, so a
 /// trial that asks for an image the prefetch is pulling waits for the same pull, and the pull
 /// is bounded by the task's environment deadline as if that trial had started it. The
 /// prefetch stops when the job is cancelled; dropping the returned set aborts it.
@@ -80,11 +81,9 @@ pub fn prefetch_images<B: Backend>(ctx: &Arc<JobContext<B>>, trials: &[TrialPlan
             };
             let _permit = permit;
             let deadline = PhaseTimeouts::resolve(&task.config, &ctx.multipliers).environment_build;
-            // Output goes to the live view (progress) and to the job's events; the trials of
-            // the task log the outcome when they pick the image up.
-            let quiet: OutputSink = Arc::new(|_, _| {});
+            // Progress goes to the live view; the output is kept for the task's trials.
             tokio::select! {
-                _ = image_for(&ctx, &task, deadline, &quiet) => {}
+                _ = prefetch_image(&ctx, &task, deadline) => {}
                 _ = ctx.cancel.cancelled() => {}
             }
         });

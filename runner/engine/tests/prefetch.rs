@@ -113,6 +113,20 @@ async fn later_prebuilt_images_are_ready_before_the_first_trial_ends() {
         ready_at(&events, "test/c")
     );
     assert_eq!(backend.tally().images_prepared, 3, "each image once");
+    // c's image was prepared before its trial started: its output is copied into trial.log.
+    let c_trial = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::TrialFinished(r) if r.task_name == "test/c" => Some(r.trial_name.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let log = std::fs::read_to_string(dir.path().join("jobs/job").join(c_trial).join("trial.log"))
+        .unwrap();
+    assert!(
+        log.contains("was prepared ahead of this trial") && log.contains("fake build of test/c"),
+        "{log}"
+    );
     let lock: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("jobs/job/lock.json")).unwrap())
             .unwrap();

@@ -90,6 +90,10 @@ pub struct PruneArgs {
     /// Remove images no job used for this many days.
     #[arg(long, default_value_t = 7)]
     pub older_than: u32,
+    /// Also remove images labelled runner.managed that this ledger does not record (built by
+    /// another user's or an older runner), judged by their creation time.
+    #[arg(long)]
+    pub all_labelled: bool,
     /// List what would be removed, remove nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -249,7 +253,7 @@ async fn prune(args: PruneArgs) -> Result<Outcome, CliError> {
     let ledger = Ledger::new(&state_dir);
     let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     let cutoff = chrono::Utc::now() - chrono::Duration::days(i64::from(args.older_than));
-    let report = prune_images(&client, &ledger, cutoff, args.dry_run)
+    let report = prune_images(&client, &ledger, cutoff, args.all_labelled, args.dry_run)
         .await
         .map_err(CliError::runner)?;
     say!(

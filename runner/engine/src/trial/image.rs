@@ -1,6 +1,6 @@
 //! The task image, prepared once per task per job and shared by all its trials.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,11 +12,14 @@ use crate::backend::{Backend, IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, Out
 use crate::events::Event;
 use crate::failure::TrialFailure;
 
-type ImageCell = Arc<OnceCell<Result<ImageInfo, TrialFailure>>>;
+/// Lines of a preparation's output kept for the trials when no trial watched it (prefetch).
+const TRANSCRIPT_LINES: usize = 200;
 
-/// Images of a job by task name; the first trial of a task prepares the image, later ones
-/// wait for the same result (including the same failure). A retry forgets a finished result,
-/// so the image is prepared again (a reused image is only looked up).
+type ImageCell = Arc<OnceCell<PreparedImage>>;
+
+/// Images of a job by task name; the first caller prepares the image, later ones wait for the
+/// same result (including the same failure). A retry forgets a finished result, so the image is
+/// prepared again (a reused image is only looked up).
 #[derive(Default)]
 pub struct ImageCache {
     cells: HashMap<String, Mutex<ImageCell>>,
@@ -40,6 +43,25 @@ impl ImageCache {
     }
 }
 
+/// A preparation's output kept for trials that did not watch it: `(stream, line)` pairs (the
+/// last [`TRANSCRIPT_LINES`]) and how many earlier lines were cut.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// The kept lines.
+    pub lines: Vec<(String, String)>,
+    /// Lines cut before them.
+    pub cut: usize,
+}
+
+/// A task's image, as prepared.
+#[derive(Debug, Clone)]
+pub struct PreparedImage {
+    /// The image, or why there is none.
+    pub outcome: Result<ImageInfo, TrialFailure>,
+    /// The preparation's output when the prefetch prepared it (no trial's log has it then).
+    pub transcript: Option<Arc<Transcript>>,
+}
+
 /// One empty cell per task of `tasks`.
 pub fn image_cache<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> ImageCache {
     ImageCache {
@@ -50,26 +72,54 @@ pub fn image_cache<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> ImageCache 
     }
 }
 
-/// The image of `task`, prepared under `deadline` by the first caller (a trial, or the
-/// prefetch); build output goes to that caller's `log`, progress lines also to the live view.
-/// Every caller logs which image it got.
+fn cell_of<B: Backend>(ctx: &JobContext<B>, task: &Task) -> Result<ImageCell, TrialFailure> {
+    ctx.images.cell(&task.name).ok_or_else(|| {
+        TrialFailure::new(
+            ExceptionType::RunnerError,
+            format!("task {} was not planned with an image", task.name),
+        )
+    })
+}
+
+/// The image of `task`, prepared under `deadline` by the first caller; when that is this
+/// trial, the output goes to its `log`, when it was the prefetch, its transcript is copied
+/// there. Every caller logs which image it got.
 pub(crate) async fn image_for<B: Backend>(
     ctx: &JobContext<B>,
     task: &Task,
     deadline: Duration,
     log: &OutputSink,
 ) -> Result<ImageInfo, TrialFailure> {
-    let Some(cell) = ctx.images.cell(&task.name) else {
-        return Err(TrialFailure::new(
-            ExceptionType::RunnerError,
-            format!("task {} was not planned with an image", task.name),
-        ));
-    };
-    let outcome = cell
-        .get_or_init(|| prepare(ctx, task, deadline, log))
+    let cell = cell_of(ctx, task)?;
+    let prepared = cell
+        .get_or_init(|| async {
+            PreparedImage {
+                outcome: prepare(ctx, task, deadline, log).await,
+                transcript: None,
+            }
+        })
         .await
         .clone();
-    match &outcome {
+    if let Some(transcript) = &prepared.transcript {
+        let Transcript { lines, cut } = transcript.as_ref();
+        log(
+            "runner",
+            format!(
+                "image of task {} was prepared ahead of this trial; its output{}:\n",
+                task.name,
+                if *cut > 0 {
+                    format!(" (last {} lines)", lines.len())
+                } else {
+                    String::new()
+                }
+            )
+            .as_bytes(),
+        );
+        for (stream, line) in lines {
+            log(stream, format!("{line}\n").as_bytes());
+        }
+    }
+    match &prepared.outcome {
         Ok(info) => log(
             "runner",
             format!(
@@ -89,7 +139,43 @@ pub(crate) async fn image_for<B: Backend>(
             format!("image of task {}: {}\n", task.name, failure.message).as_bytes(),
         ),
     }
-    outcome
+    prepared.outcome
+}
+
+/// Prepares the image of `task` ahead of its trials (the prefetch), keeping its output as a
+/// transcript for them. Nothing happens when a trial already started preparing it.
+pub(crate) async fn prefetch_image<B: Backend>(
+    ctx: &JobContext<B>,
+    task: &Task,
+    deadline: Duration,
+) {
+    let Ok(cell) = cell_of(ctx, task) else { return };
+    cell.get_or_init(|| async {
+        let kept = Arc::new(Mutex::new((VecDeque::new(), 0usize)));
+        let sink: OutputSink = {
+            let kept = kept.clone();
+            Arc::new(move |stream, bytes| {
+                let mut kept = kept.lock().expect("not poisoned");
+                for line in String::from_utf8_lossy(bytes).lines() {
+                    if kept.0.len() == TRANSCRIPT_LINES {
+                        kept.0.pop_front();
+                        kept.1 += 1;
+                    }
+                    kept.0.push_back((stream.to_owned(), line.to_owned()));
+                }
+            })
+        };
+        let outcome = prepare(ctx, task, deadline, &sink).await;
+        let (lines, cut) = std::mem::take(&mut *kept.lock().expect("not poisoned"));
+        PreparedImage {
+            outcome,
+            transcript: Some(Arc::new(Transcript {
+                lines: lines.into(),
+                cut,
+            })),
+        }
+    })
+    .await;
 }
 
 /// Prepares the image once: progress lines become events (the live view), the rest goes to
