@@ -143,6 +143,14 @@ fn run(dataset: &Path, env: &[(&str, &Path)], extra: &[&str]) -> Run {
     let output = command.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     eprintln!("{stderr}");
+    // What this run pulled or built is in its own ledger: remove it, so tests leave no images
+    // (and a later run of the same image pulls it again).
+    let pruned = runner()
+        .args(["images", "prune", "--older-than", "0"])
+        .env("RUNNER_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    exited(&pruned, 0);
     Run {
         job: Job::single_in(&jobs.path().join("jobs")),
         code: output.status.code().unwrap_or(-1),
@@ -326,7 +334,10 @@ fn registry_credentials_come_from_the_docker_config_or_a_helper() {
 
     // A build FROM the private image: BuildKit cannot log in without a session, so runner
     // pulls the base with the config's credentials and builds again.
-    crate::registry::docker(&["rmi", &image], None);
+    assert!(
+        !image_present(&image),
+        "the runs' prune removed what they pulled"
+    );
     let (_d2, builds) = dataset_dir();
     let built = format!("on-private-{}", unique());
     task(
