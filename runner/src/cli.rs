@@ -1,8 +1,13 @@
 //! Command-line interface.
 
-use clap::{Parser, Subcommand};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::commands;
+use crate::output::ColorChoice;
 
 /// `runner --version`: the version, the commit it was built from and the target.
 const LONG_VERSION: &str = concat!(
@@ -28,12 +33,62 @@ const LONG_VERSION: &str = concat!(
         offline before you upload, and make publishable copies of job directories with every known \
         secret removed.",
     after_help = "Start with:\n  runner run --path tasks/examples --agent oracle --k 5\n\n\
-        See `runner <COMMAND> --help` for each command's flags and exit codes."
+        See `runner <COMMAND> --help` for each command's flags and exit codes. The common flags of \
+        `run` can also be set by RUNNER_* variables (named in `runner run --help`; the command \
+        line wins); RUNNER_LOG sets the log level (e.g. debug)."
 )]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Print only results, warnings and errors: no live view, no progress lines, no notes.
+    #[arg(short = 'q', long, global = true, env = "RUNNER_QUIET")]
+    pub quiet: bool,
+    /// When to colour output: auto (a terminal, unless NO_COLOR is set; CLICOLOR_FORCE forces
+    /// it), always or never.
+    #[arg(
+        long,
+        value_enum,
+        global = true,
+        default_value_t,
+        value_name = "WHEN",
+        env = "RUNNER_COLOR"
+    )]
+    pub color: ColorChoice,
+}
+
+/// Parses `argv`; for `run`, also records which of its flags the command line or a `RUNNER_*`
+/// variable gave, so a job config file (`-c`) fills in only the others.
+pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let matches = Cli::command().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
+        args.steering.given = given_flags(sub);
+    }
+    Ok(cli)
+}
+
+/// [`try_parse_from`] of this process's argv; exits with clap's message on bad usage.
+pub fn parse() -> Cli {
+    try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// The ids of the arguments set on the command line or from the environment.
+fn given_flags(matches: &clap::ArgMatches) -> BTreeSet<String> {
+    matches
+        .ids()
+        .filter(|id| {
+            matches!(
+                matches.value_source(id.as_str()),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        })
+        .map(|id| id.as_str().to_owned())
+        .collect()
 }
 
 /// The subcommands.
