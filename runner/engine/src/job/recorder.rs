@@ -259,7 +259,10 @@ mod tests {
         assert_eq!(intervals.mean.value, eval.metrics[0]["mean"]);
         assert_eq!((intervals.n_tasks, intervals.n_trials), (3, 6));
         let (low, high) = (intervals.mean.low.unwrap(), intervals.mean.high.unwrap());
-        assert!(low <= 0.5 && 0.5 <= high && low >= 0.0 && high <= 1.0, "{low} {high}");
+        assert!(
+            low <= 0.5 && 0.5 <= high && low >= 0.0 && high <= 1.0,
+            "{low} {high}"
+        );
         // Task sums 2, 1, 0 over 2 trials each: N = 6, ȳ = 0.5, residuals 1, 0, −1;
         // se² = 3/2 · 2 / 36 = 1/12.
         let se = intervals.mean_stderr_clustered.unwrap();
