@@ -5,4 +5,4 @@ mod live;
 mod summary;
 
 pub use live::{Notice, Reporter};
-pub use summary::{SummaryInput, render_summary};
+pub use summary::{SummaryInput, colorize_summary, render_summary};

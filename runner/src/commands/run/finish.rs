@@ -8,7 +8,7 @@ use engine::job::{JobLog, JobOutcome};
 
 use crate::commands::view::TextFormat;
 use crate::exit::CliError;
-use crate::report::{SummaryInput, render_summary};
+use crate::report::{SummaryInput, colorize_summary, render_summary};
 use crate::{note, say};
 
 /// Prints the summary of a finished job: on stdout, or with `--format json` the JSON summary
@@ -44,13 +44,16 @@ pub fn report_outcome(
     });
     match format {
         TextFormat::Text => {
-            say!("{summary}");
+            say!("{}", colorize_summary(&summary, console::colors_enabled()));
             if let Some(line) = overhead {
                 say!("{line}");
             }
         }
         TextFormat::Json => {
-            note!("{summary}");
+            note!(
+                "{}",
+                colorize_summary(&summary, crate::output::stderr_colored())
+            );
             if let Some(line) = overhead {
                 note!("{line}");
             }
