@@ -67,7 +67,15 @@ where
     let matches = Cli::command().try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
-        args.steering.given = given_flags(sub);
+        let on_command_line = given_flags(sub, &[ValueSource::CommandLine]);
+        if on_command_line.contains("resume") && on_command_line.contains("jobs_dir") {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--resume JOB_DIR continues that directory; --jobs-dir cannot be used with it",
+            ));
+        }
+        args.steering.given =
+            given_flags(sub, &[ValueSource::CommandLine, ValueSource::EnvVariable]);
     }
     Ok(cli)
 }
@@ -77,15 +85,14 @@ pub fn parse() -> Cli {
     try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
 }
 
-/// The ids of the arguments set on the command line or from the environment.
-fn given_flags(matches: &clap::ArgMatches) -> BTreeSet<String> {
+/// The ids of the arguments whose value came from one of `sources`.
+fn given_flags(matches: &clap::ArgMatches, sources: &[ValueSource]) -> BTreeSet<String> {
     matches
         .ids()
         .filter(|id| {
-            matches!(
-                matches.value_source(id.as_str()),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
+            matches
+                .value_source(id.as_str())
+                .is_some_and(|source| sources.contains(&source))
         })
         .map(|id| id.as_str().to_owned())
         .collect()
@@ -162,6 +169,16 @@ mod tests {
                 assert!(script.contains(sub), "{shell:?} completion lacks {sub}");
             }
         }
+    }
+
+    #[test]
+    fn resume_refuses_a_jobs_dir_on_the_command_line() {
+        let err = try_parse_from([
+            "runner", "run", "-a", "nop", "-p", "d", "--resume", "j", "-o", "x",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(try_parse_from(["runner", "run", "-a", "nop", "-p", "d", "--resume", "j"]).is_ok());
     }
 
     /// `--help` of the program and of every subcommand, as users see it.

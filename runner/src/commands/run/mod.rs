@@ -114,7 +114,9 @@ pub struct RunArgs {
     /// Continue the job in JOB_DIR with these flags: complete trials are kept untouched,
     /// missing and interrupted ones run (a raised --k adds trials). Refused, naming the
     /// difference, when the agent, tasks, multipliers or limits differ from the job's.
-    #[arg(long, value_name = "JOB_DIR", conflicts_with_all = ["job_name", "jobs_dir"])]
+    // Not a clap conflict with --jobs-dir: RUNNER_JOBS_DIR would then forbid every resume;
+    // a --jobs-dir on the command line is refused by `cli::try_parse_from`.
+    #[arg(long, value_name = "JOB_DIR", conflicts_with = "job_name")]
     pub resume: Option<PathBuf>,
     /// With --resume: also run again the trials that ended with this exception type or family
     /// (or outcome: infra_error, agent_error), keeping the old attempt; repeatable.
