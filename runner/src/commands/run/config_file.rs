@@ -474,6 +474,7 @@ mod tests {
             plugins: Vec::new(),
             allow_container_secrets: false,
             instruction_suffix: None,
+            agent_config: Some("/agents/a.toml".into()),
         };
         let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
         assert_eq!(
@@ -489,6 +490,7 @@ mod tests {
         assert_eq!(s.include, Some(vec!["a*".to_owned()]));
         assert_eq!(s.timeout_multiplier, Some(1.0));
         assert_eq!(s.force_build, Some(false));
+        assert_eq!(s.agent_config, Some(PathBuf::from("/agents/a.toml")));
     }
 
     #[test]

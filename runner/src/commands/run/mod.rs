@@ -251,6 +251,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     };
     let mut plan = plan_job(&dataset, &settings);
     steering::record_selection(&mut plan.config, &args.steering.selection);
+    steering::record_agent_config(&mut plan.config, args.agent_config.as_deref());
     for skipped in &plan.skipped {
         note!("skipping task: {skipped}");
     }

@@ -64,6 +64,16 @@ pub fn apply_config_file(args: &mut RunArgs) -> Result<(), CliError> {
             path.display()
         )));
     }
+    if let Some(name) = &args.agent
+        && !args.steering.given.contains("agent")
+        && adapter::AnyAgent::builtin(name).is_none()
+    {
+        return Err(CliError::bad_input(format!(
+            "{}: agents[0].name {name:?} is not a built-in agent ({}); for an installed agent give agent_config = \"its.toml\" in the file, or --agent-config",
+            path.display(),
+            adapter::BUILTIN_AGENTS.join(", ")
+        )));
+    }
     if args.agent.is_none() && args.agent_config.is_none() {
         return Err(CliError::bad_input(format!(
             "{}: names no agent (agents[0].name); give --agent or --agent-config",
@@ -118,6 +128,20 @@ pub fn record_selection(config: &mut tasks::records::JobConfig, selection: &Sele
         dataset.exclude_task_names = list(&selection.exclude);
         dataset.n_tasks = selection.n_tasks;
     }
+}
+
+/// Records the installed agent's config file (absolute) in config.json, runner-only, so the
+/// job's config runs the same agent again.
+pub fn record_agent_config(
+    config: &mut tasks::records::JobConfig,
+    agent_config: Option<&std::path::Path>,
+) {
+    config.agent_config = agent_config.map(|path| {
+        std::path::absolute(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string()
+    });
 }
 
 /// A file's values pass the checks the command line's get.
