@@ -12,7 +12,7 @@
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct SelectionArgs {
     /// Run only the tasks whose name matches this glob (`*`, `?`, `[abc]`, `[!abc]`);
-    /// repeatable, a task matching any of them is kept.
+    /// repeatable or comma-separated, a task matching any of them is kept.
     #[arg(
         short = 'i',
         long = "include-task-name",
@@ -21,8 +21,8 @@ pub struct SelectionArgs {
         value_delimiter = ','
     )]
     pub include: Vec<String>,
-    /// Leave out the tasks whose name matches this glob; repeatable, applied after
-    /// --include-task-name.
+    /// Leave out the tasks whose name matches this glob; repeatable or comma-separated,
+    /// applied after --include-task-name.
     #[arg(
         short = 'x',
         long = "exclude-task-name",
