@@ -306,6 +306,11 @@ impl Reporter {
                 let _ = ticker.join();
             }
             live.bar.finish_and_clear();
+            // The notice outlives the view: the summary that follows should not be the first
+            // sign that the job was interrupted.
+            if let Some(notice) = lock(&self.state).notice.take() {
+                note!("{notice}");
+            }
         }
     }
 }
