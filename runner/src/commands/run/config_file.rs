@@ -312,9 +312,18 @@ fn read_agents(agents: &Value, s: &mut FileSettings) -> Result<(), String> {
     let mut a = Section::new("agents[0]", &list[0])?;
     s.agent = a.typed("name", "a string")?;
     a.default_only("import_path", &[])?;
-    // The installed agent's config gives these; runner records them from it.
+    // An installed agent's config gives these (runner records them from it); a built-in
+    // agent takes none, so a value there would not be honoured.
+    let builtin = s
+        .agent
+        .as_deref()
+        .is_some_and(|n| adapter::AnyAgent::builtin(n).is_some());
     for field in ["model_name", "kwargs", "env"] {
-        let _ = a.take(field);
+        if builtin {
+            a.default_only(field, &[])?;
+        } else {
+            let _ = a.take(field);
+        }
     }
     for field in [
         "skills",
@@ -523,6 +532,10 @@ mod tests {
             ),
             (r#"{"retry": {"max_wait_sec": 5}}"#, "retry.max_wait_sec: 5"),
             (r#"{"debug": true}"#, "debug: true is not supported"),
+            (
+                r#"{"agents": [{"name": "oracle", "model_name": "openai/gpt-5"}]}"#,
+                "agents[0].model_name: \"openai/gpt-5\" is not supported",
+            ),
             (r#"[1]"#, "the document: expected a table"),
         ];
         for (text, expected) in cases {
