@@ -265,3 +265,53 @@ fn tasks_digest_as_json_matches_the_text_form() {
     );
     assert!(text.contains(&dataset), "{text}");
 }
+
+#[test]
+fn an_installed_agents_job_config_runs_the_same_agent_again() {
+    ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let agent = workspace_root().join("adapter/agents/reference/agent.toml");
+    let output = runner()
+        .args([
+            "run",
+            "-i",
+            "hello-file",
+            "--job-name",
+            "first",
+            "--progress",
+            "none",
+        ])
+        .arg("--agent-config")
+        .arg(&agent)
+        .arg("--jobs-dir")
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(examples())
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let first = Job {
+        dir: jobs.path().join("first"),
+    };
+    let config = first.json("config.json");
+    assert_eq!(
+        config["agent_config"].as_str().map(Path::new),
+        Some(agent.as_path()),
+        "the agent's config file is recorded, runner-only"
+    );
+    let output = runner()
+        .arg("run")
+        .arg("-c")
+        .arg(first.dir.join("config.json"))
+        .args(["--job-name", "again", "--progress", "none"])
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let again = Job {
+        dir: jobs.path().join("again"),
+    };
+    assert_eq!(trial_names(&again), trial_names(&first));
+    assert_eq!(identities(&again), identities(&first));
+}
