@@ -45,6 +45,9 @@ pub fn report_outcome(
     match format {
         TextFormat::Text => {
             say!("{}", colorize_summary(&summary, console::colors_enabled()));
+            for line in outcome.llm.iter().flat_map(super::llm::summary_lines) {
+                say!("{line}");
+            }
             if let Some(line) = overhead {
                 say!("{line}");
             }

@@ -5,6 +5,7 @@ mod config_file;
 mod dir_lock;
 mod finish;
 pub mod invocation;
+mod llm;
 mod selection;
 mod signals;
 pub mod steering;
@@ -131,6 +132,9 @@ pub struct RunArgs {
     /// requiring every trial to have a result.
     #[arg(long, value_name = "FRACTION", env = "RUNNER_MIN_COVERAGE", value_parser = parse_fraction)]
     pub min_coverage: Option<f64>,
+    /// Models and the LLM bridge (h1-bridge).
+    #[command(flatten)]
+    pub llm: llm::LlmArgs,
     /// Task selection (-i/-x/-l), job config file (-c), progress display and output format.
     #[command(flatten)]
     pub steering: steering::SteeringArgs,
@@ -224,6 +228,13 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
                 .map(|d| d.display().to_string()),
         )
     });
+    let bridge = args.llm.job_bridge(
+        &agent,
+        args.agent_config.is_some(),
+        args.allow_container_secrets,
+    )?;
+    let mut agent_config = agent.job_config();
+    agent_config.model_name = args.llm.model_name().or(agent_config.model_name);
     let settings = JobSettings {
         job_name,
         jobs_dir: jobs_dir.display().to_string(),
@@ -231,7 +242,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         n_concurrent: args.n_concurrent,
         multipliers: args.multipliers,
         force_build: args.force_build,
-        agent: agent.job_config(),
+        agent: agent_config,
         agent_fingerprint: AgentFingerprint::of(&agent),
         retry,
         watchdog_grace: watchdog::DEFAULT_GRACE,
@@ -248,6 +259,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             trial_log_cap_bytes: args.max_trial_log_mb << 20,
             ..engine::LimitSettings::default()
         },
+        bridge,
     };
     let mut plan = plan_job(&dataset, &settings);
     steering::record_selection(&mut plan.config, &args.steering.selection);
@@ -446,6 +458,7 @@ mod tests {
             interrupted: false,
             mean_overhead: None,
             swept: 0,
+            llm: None,
         }
     }
 
