@@ -32,6 +32,26 @@ fn stderr_of(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// `runner run -c <first>/config.json` into a sibling job `again`, which must plan the same
+/// trials: the same names and the same identities.
+fn run_again(first: &Job) -> Job {
+    let output = runner()
+        .arg("run")
+        .arg("-c")
+        .arg(first.dir.join("config.json"))
+        .args(["--job-name", "again", "--progress", "none"])
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let again = Job {
+        dir: first.dir.parent().unwrap().join("again"),
+    };
+    assert_eq!(trial_names(&again), trial_names(first));
+    assert_eq!(identities(&again), identities(first));
+    again
+}
+
 #[test]
 fn selection_then_the_jobs_own_config_runs_the_same_trials_again() {
     ensure_base_image();
@@ -111,20 +131,8 @@ fn selection_then_the_jobs_own_config_runs_the_same_trials_again() {
     assert!(eval["intervals"]["mean"]["low"].is_number(), "{eval}");
 
     // The job's own config.json, into another job: the same trials by identity and name.
-    let output = runner()
-        .arg("run")
-        .arg("-c")
-        .arg(first.dir.join("config.json"))
-        .args(["--job-name", "again", "--progress", "none"])
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    let again = Job {
-        dir: jobs.path().join("again"),
-    };
+    let again = run_again(&first);
     assert_eq!(trial_names(&again), names);
-    assert_eq!(identities(&again), identities(&first));
     assert_eq!(
         again.json("config.json")["datasets"][0]["task_names"],
         config["datasets"][0]["task_names"]
@@ -300,18 +308,5 @@ fn an_installed_agents_job_config_runs_the_same_agent_again() {
         Some(agent.as_path()),
         "the agent's config file is recorded, runner-only"
     );
-    let output = runner()
-        .arg("run")
-        .arg("-c")
-        .arg(first.dir.join("config.json"))
-        .args(["--job-name", "again", "--progress", "none"])
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    let again = Job {
-        dir: jobs.path().join("again"),
-    };
-    assert_eq!(trial_names(&again), trial_names(&first));
-    assert_eq!(identities(&again), identities(&first));
+    run_again(&first);
 }
