@@ -1,8 +1,13 @@
 //! Command-line interface.
 
-use clap::{Parser, Subcommand};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::commands;
+use crate::output::ColorChoice;
 
 /// `runner --version`: the version, the commit it was built from and the target.
 const LONG_VERSION: &str = concat!(
@@ -28,12 +33,69 @@ const LONG_VERSION: &str = concat!(
         offline before you upload, and make publishable copies of job directories with every known \
         secret removed.",
     after_help = "Start with:\n  runner run --path tasks/examples --agent oracle --k 5\n\n\
-        See `runner <COMMAND> --help` for each command's flags and exit codes."
+        See `runner <COMMAND> --help` for each command's flags and exit codes. The common flags of \
+        `run` can also be set by RUNNER_* variables (named in `runner run --help`; the command \
+        line wins); RUNNER_LOG sets the log level (e.g. debug)."
 )]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Print only results, warnings and errors: no live view, no progress lines, no notes.
+    #[arg(short = 'q', long, global = true, env = "RUNNER_QUIET")]
+    pub quiet: bool,
+    /// When to colour output: auto (a terminal, unless NO_COLOR is set; CLICOLOR_FORCE forces
+    /// it), always or never.
+    #[arg(
+        long,
+        value_enum,
+        global = true,
+        default_value_t,
+        value_name = "WHEN",
+        env = "RUNNER_COLOR"
+    )]
+    pub color: ColorChoice,
+}
+
+/// Parses `argv`; for `run`, also records which of its flags the command line or a `RUNNER_*`
+/// variable gave, so a job config file (`-c`) fills in only the others.
+pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let matches = Cli::command().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
+        let on_command_line = given_flags(sub, &[ValueSource::CommandLine]);
+        if on_command_line.contains("resume") && on_command_line.contains("jobs_dir") {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--resume JOB_DIR continues that directory; --jobs-dir cannot be used with it",
+            ));
+        }
+        args.steering.given =
+            given_flags(sub, &[ValueSource::CommandLine, ValueSource::EnvVariable]);
+    }
+    Ok(cli)
+}
+
+/// [`try_parse_from`] of this process's argv; exits with clap's message on bad usage.
+pub fn parse() -> Cli {
+    try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// The ids of the arguments whose value came from one of `sources`.
+fn given_flags(matches: &clap::ArgMatches, sources: &[ValueSource]) -> BTreeSet<String> {
+    matches
+        .ids()
+        .filter(|id| {
+            matches
+                .value_source(id.as_str())
+                .is_some_and(|source| sources.contains(&source))
+        })
+        .map(|id| id.as_str().to_owned())
+        .collect()
 }
 
 /// The subcommands.
@@ -107,6 +169,16 @@ mod tests {
                 assert!(script.contains(sub), "{shell:?} completion lacks {sub}");
             }
         }
+    }
+
+    #[test]
+    fn resume_refuses_a_jobs_dir_on_the_command_line() {
+        let err = try_parse_from([
+            "runner", "run", "-a", "nop", "-p", "d", "--resume", "j", "-o", "x",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(try_parse_from(["runner", "run", "-a", "nop", "-p", "d", "--resume", "j"]).is_ok());
     }
 
     /// `--help` of the program and of every subcommand, as users see it.

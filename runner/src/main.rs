@@ -10,10 +10,9 @@ mod exit;
 mod output;
 mod report;
 
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::parse();
+    output::init(cli.quiet, cli.color);
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("RUNNER_LOG").unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt()

@@ -10,6 +10,7 @@ mod registry;
 mod resume;
 mod run;
 mod scrub;
+mod steering;
 mod support;
 mod validate;
 mod view;

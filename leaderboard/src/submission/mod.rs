@@ -16,7 +16,7 @@ mod report;
 mod rule;
 mod scan;
 mod trial;
-mod yaml;
+pub mod yaml;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,11 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
 use tasks::records::JobLock;
 
 use super::run::{self, RunArgs, invocation};
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 use crate::exit::{CliError, Family, Outcome};
 use crate::note;
 
@@ -99,7 +98,7 @@ fn replay(
             ))
         })?;
     let argv = std::iter::once("runner".to_owned()).chain(lock.invocation[start..].iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| {
+    let cli = crate::cli::try_parse_from(argv).map_err(|e| {
         CliError::bad_input(format!(
             "{}: the recorded invocation no longer parses ({}); resume with `runner run --resume` and the job's flags",
             lock_path.display(),
@@ -121,6 +120,9 @@ fn replay(
         resolve(&mut args.path);
         resolve(&mut args.jobs_dir);
         if let Some(config) = &mut args.agent_config {
+            resolve(config);
+        }
+        if let Some(config) = &mut args.steering.config {
             resolve(config);
         }
     }

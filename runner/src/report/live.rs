@@ -1,66 +1,204 @@
-//! Progress while a job runs: on a terminal an indicatif view (trials done/total, each running
-//! trial's phase, running mean); otherwise one plain line per event.
+//! Progress while a job runs, in one of three modes (`--progress`): `bar`, the live view on a
+//! terminal (one indicatif bar whose multi-line message is [`frame::render`] of the job's
+//! state, redrawn four times a second by a ticker thread so elapsed times and the ETA move);
+//! `lines`, one timestamped line per finished trial (logs, CI); `none`.
 
-use crate::note;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tasks::TrialOutcome;
 use tasks::records::TrialResult;
 
-use engine::events::{Event, Phase};
+use engine::events::Event;
 
-/// Turns events into output.
-pub struct Reporter {
+use super::frame::{self, RunningRow, Snapshot};
+use crate::commands::run::steering::ProgressMode;
+use crate::note;
+
+/// How often the live view redraws.
+const TICK: Duration = Duration::from_millis(250);
+
+/// The job's state as the display needs it.
+struct State {
     total: u64,
-    done: u64,
+    scored: u64,
+    errored: u64,
     reward_sum: f64,
-    live: Option<Live>,
+    concurrency: u32,
+    started: Instant,
+    /// Running trials by name: phase, start, attempt.
+    running: BTreeMap<String, (String, Instant, u32)>,
+    /// Start order, so rows do not jump around.
+    order: Vec<String>,
+    images: BTreeMap<String, String>,
+    /// Wall times of the trials finished in this run.
+    durations: Vec<Duration>,
+    notice: Option<String>,
+}
+
+impl State {
+    fn snapshot(&self, now: Instant) -> Snapshot {
+        let running: Vec<RunningRow> = self
+            .order
+            .iter()
+            .filter_map(|name| {
+                let (phase, started, attempt) = self.running.get(name)?;
+                Some(RunningRow {
+                    trial: name.clone(),
+                    phase: phase.clone(),
+                    elapsed: now.saturating_duration_since(*started),
+                    attempt: *attempt,
+                })
+            })
+            .collect();
+        let done = self.scored + self.errored;
+        let mut s = Snapshot {
+            total: self.total,
+            scored: self.scored,
+            errored: self.errored,
+            running,
+            images: self
+                .images
+                .iter()
+                .map(|(t, l)| (t.clone(), l.clone()))
+                .collect(),
+            mean: (done > 0).then(|| self.reward_sum / done as f64),
+            elapsed: now.saturating_duration_since(self.started),
+            eta: None,
+            notice: self.notice.clone(),
+        };
+        let elapsed: Vec<Duration> = s.running.iter().map(|r| r.elapsed).collect();
+        s.eta = frame::eta(&self.durations, &elapsed, s.pending(), self.concurrency);
+        s
+    }
+}
+
+type Shared = Arc<Mutex<State>>;
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A handle that puts a notice on screen and keeps it there (the interrupt notice, which a
+/// plain stderr line would lose at the next redraw).
+#[derive(Clone)]
+pub struct Notice {
+    state: Shared,
+    live: bool,
+}
+
+impl Notice {
+    /// Shows `text` until the job ends.
+    pub fn show(&self, text: &str) {
+        if self.live {
+            lock(&self.state).notice = Some(text.to_owned());
+        } else {
+            note!("{text}");
+        }
+    }
 }
 
 struct Live {
-    multi: MultiProgress,
-    overall: ProgressBar,
-    trials: BTreeMap<String, ProgressBar>,
-    /// One line per task whose image is being pulled or built.
-    images: BTreeMap<String, ProgressBar>,
+    bar: ProgressBar,
+    stop: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Turns events into output.
+pub struct Reporter {
+    mode: ProgressMode,
+    state: Shared,
+    live: Option<Live>,
+}
+
+fn draw(bar: &ProgressBar, state: &Shared) {
+    let (rows, cols) = console::Term::stderr().size();
+    let snapshot = lock(state).snapshot(Instant::now());
+    let lines = frame::render(
+        &snapshot,
+        usize::from(rows),
+        usize::from(cols),
+        crate::output::stderr_colored(),
+    );
+    bar.set_message(lines.join("\n"));
 }
 
 impl Reporter {
-    /// A reporter for `total` trials of which `done` are complete already (a resume); live
-    /// when stderr is a terminal.
-    pub fn new(total: u64, done: &[TrialResult]) -> Reporter {
-        let live = std::io::stderr().is_terminal().then(|| {
-            let multi = MultiProgress::new();
-            let overall = multi.add(ProgressBar::new(total));
-            overall.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} {pos}/{len} trials [{bar:30}] {elapsed_precise} {msg}",
-                )
-                .expect("static template")
-                .progress_chars("=> "),
-            );
-            overall.enable_steady_tick(std::time::Duration::from_millis(200));
-            overall.set_position(done.len() as u64);
-            Live {
-                multi,
-                overall,
-                trials: BTreeMap::new(),
-                images: BTreeMap::new(),
-            }
+    /// A reporter for `total` trials of which `done` are complete already (a resume), with
+    /// `concurrency` trials at once; `mode` as `--progress` chose (default: the live view on
+    /// a terminal, lines otherwise; nothing with `--quiet`).
+    pub fn new(
+        total: u64,
+        done: &[TrialResult],
+        concurrency: u32,
+        mode: Option<ProgressMode>,
+    ) -> Reporter {
+        let mode = mode.unwrap_or(if crate::output::quiet() {
+            ProgressMode::None
+        } else if std::io::stderr().is_terminal() {
+            ProgressMode::Bar
+        } else {
+            ProgressMode::Lines
         });
-        Reporter {
+        let scored = done
+            .iter()
+            .filter(|r| r.outcome() == TrialOutcome::Scored)
+            .count() as u64;
+        let state: Shared = Arc::new(Mutex::new(State {
             total,
-            done: done.len() as u64,
+            scored,
+            errored: done.len() as u64 - scored,
             reward_sum: done.iter().filter_map(TrialResult::reward).sum(),
-            live,
+            concurrency,
+            started: Instant::now(),
+            running: BTreeMap::new(),
+            order: Vec::new(),
+            images: BTreeMap::new(),
+            durations: Vec::new(),
+            notice: None,
+        }));
+        let live = (mode == ProgressMode::Bar).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            bar.set_style(ProgressStyle::with_template("{msg}").expect("static template"));
+            let stop = Arc::new(AtomicBool::new(false));
+            let ticker = {
+                let (bar, state, stop) = (bar.clone(), state.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("live-view".into())
+                    .spawn(move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            draw(&bar, &state);
+                            std::thread::sleep(TICK);
+                        }
+                    })
+                    .ok()
+            };
+            Live { bar, stop, ticker }
+        });
+        Reporter { mode, state, live }
+    }
+
+    /// The handle through which a notice stays on screen.
+    pub fn notice(&self) -> Notice {
+        Notice {
+            state: self.state.clone(),
+            live: self.live.is_some(),
         }
     }
 
-    /// Prints a line above the live view (or plainly).
+    /// Prints a line above the live view (or plainly, timestamped in lines mode).
     pub fn note(&self, text: &str) {
         match &self.live {
-            Some(live) => live.multi.println(text).unwrap_or_default(),
+            Some(live) => {
+                if let Some(text) = crate::output::note_text(text.to_owned()) {
+                    live.bar.println(text);
+                }
+            }
+            None if self.mode == ProgressMode::Lines => note!("{} {text}", timestamp()),
             None => note!("{text}"),
         }
     }
@@ -69,28 +207,16 @@ impl Reporter {
     pub fn event(&mut self, event: &Event) {
         match event {
             Event::TrialStarted { trial, attempt } => {
-                if let Some(live) = &mut self.live {
-                    let bar = live.multi.add(ProgressBar::new_spinner());
-                    bar.set_style(
-                        ProgressStyle::with_template("  {spinner} {prefix}: {msg}")
-                            .expect("static template"),
-                    );
-                    bar.set_prefix(trial.clone());
-                    bar.set_message(if *attempt > 1 {
-                        format!("starting attempt {attempt}")
-                    } else {
-                        "starting".to_owned()
-                    });
-                    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-                    live.trials.insert(trial.clone(), bar);
+                let mut s = lock(&self.state);
+                s.running
+                    .insert(trial.clone(), ("starting".into(), Instant::now(), *attempt));
+                if !s.order.contains(trial) {
+                    s.order.push(trial.clone());
                 }
             }
             Event::Phase { trial, phase } => {
-                if let Some(bar) = self.live.as_ref().and_then(|l| l.trials.get(trial)) {
-                    bar.set_message(phase.label());
-                } else if self.live.is_none() && *phase != Phase::Teardown && *phase != Phase::Image
-                {
-                    note!("{trial}: {}", phase.label());
+                if let Some(entry) = lock(&self.state).running.get_mut(trial) {
+                    entry.0 = phase.label().to_owned();
                 }
             }
             Event::ImageReady {
@@ -100,16 +226,21 @@ impl Reporter {
                 image,
                 ..
             } => {
-                self.image_done(task);
+                lock(&self.state).images.remove(task);
                 let how = match image.origin {
                     engine::ImageOrigin::Reused => "reused".to_owned(),
                     origin => format!("{} in {seconds:.1}s", origin.as_str()),
                 };
                 self.note(&format!("image of {task}: {tag} ({how})"));
             }
-            Event::ImageProgress { task, line } => self.image_progress(task, line),
+            // Without a terminal, progress is left to `trial.log` (it would flood a CI log).
+            Event::ImageProgress { task, line } => {
+                if self.live.is_some() {
+                    lock(&self.state).images.insert(task.clone(), line.clone());
+                }
+            }
             Event::ImageFailed { task, message } => {
-                self.image_done(task);
+                lock(&self.state).images.remove(task);
                 // In full: for a build, its last lines say why.
                 self.note(&format!("image of {task} failed: {message}"));
             }
@@ -121,14 +252,9 @@ impl Reporter {
                 message,
                 delay,
             } => {
-                if let Some(live) = &mut self.live
-                    && let Some(bar) = live.trials.remove(trial)
-                {
-                    bar.finish_and_clear();
-                    live.multi.remove(&bar);
-                }
+                lock(&self.state).running.remove(trial);
                 self.note(&format!(
-                    "{trial}: attempt {attempt} failed ({exception}: {}); retrying in {:.1}s",
+                    "warning: {trial}: attempt {attempt} failed ({exception}: {}); retrying in {:.1}s",
                     first_line(message),
                     delay.as_secs_f64()
                 ));
@@ -140,60 +266,64 @@ impl Reporter {
         }
     }
 
-    /// A pull's or build's progress: a line of its own in the live view, gone when it ends.
-    /// Without a terminal, progress is left to `trial.log` (it would flood a CI log).
-    fn image_progress(&mut self, task: &str, line: &str) {
-        let Some(live) = &mut self.live else { return };
-        let bar = live.images.entry(task.to_owned()).or_insert_with(|| {
-            let bar = live.multi.add(ProgressBar::new_spinner());
-            bar.set_style(
-                ProgressStyle::with_template("  {spinner} image of {prefix}: {msg}")
-                    .expect("static template"),
-            );
-            bar.set_prefix(task.to_owned());
-            bar.enable_steady_tick(std::time::Duration::from_millis(200));
-            bar
-        });
-        bar.set_message(line.to_owned());
-    }
-
-    fn image_done(&mut self, task: &str) {
-        if let Some(live) = &mut self.live
-            && let Some(bar) = live.images.remove(task)
-        {
-            bar.finish_and_clear();
-            live.multi.remove(&bar);
-        }
-    }
-
     fn finished(&mut self, result: &TrialResult) {
-        self.done += 1;
-        self.reward_sum += result.reward().unwrap_or(0.0);
-        let mean = self.reward_sum / self.done as f64;
-        let line = format!("[{}/{}] {}", self.done, self.total, outcome_line(result));
-        match &mut self.live {
-            Some(live) => {
-                if let Some(bar) = live.trials.remove(&result.trial_name) {
-                    bar.finish_and_clear();
-                    live.multi.remove(&bar);
-                }
-                live.multi.println(&line).unwrap_or_default();
-                live.overall.set_position(self.done);
-                live.overall.set_message(format!("Mean: {mean:.3}"));
+        let (done, total, mean) = {
+            let mut s = lock(&self.state);
+            if let Some((_, started, _)) = s.running.remove(&result.trial_name) {
+                let took = started.elapsed();
+                s.durations.push(took);
             }
-            None => note!("{line}  (mean so far {mean:.3})"),
+            s.order.retain(|name| name != &result.trial_name);
+            match result.outcome() {
+                TrialOutcome::Scored => s.scored += 1,
+                _ => s.errored += 1,
+            }
+            s.reward_sum += result.reward().unwrap_or(0.0);
+            let done = s.scored + s.errored;
+            (done, s.total, s.reward_sum / done as f64)
+        };
+        let color = crate::output::stderr_colored();
+        match (&self.live, self.mode) {
+            (Some(live), _) => live.bar.println(frame::finished_text(
+                &format!("[{done}/{total}]"),
+                result,
+                mean,
+                color,
+            )),
+            (None, ProgressMode::Lines) => note!(
+                "{}",
+                frame::finished_line(&timestamp(), done, total, result, mean, color)
+            ),
+            (None, _) => {}
         }
     }
 
     /// Clears the live view.
     pub fn finish(&mut self) {
-        if let Some(live) = self.live.take() {
-            live.overall.finish_and_clear();
-            for bar in live.trials.values().chain(live.images.values()) {
-                bar.finish_and_clear();
+        if let Some(mut live) = self.live.take() {
+            live.stop.store(true, Ordering::Relaxed);
+            if let Some(ticker) = live.ticker.take() {
+                let _ = ticker.join();
+            }
+            live.bar.finish_and_clear();
+            // The notice outlives the view: the summary that follows should not be the first
+            // sign that the job was interrupted.
+            if let Some(notice) = lock(&self.state).notice.take() {
+                note!("{notice}");
             }
         }
     }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Now, in UTC to the second (`2026-12-01T12:00:00Z`).
+fn timestamp() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `trial: reward 1.0` or `trial: no reward, infra_error (Type: message)`.

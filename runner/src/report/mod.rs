@@ -1,7 +1,8 @@
 //! What the user sees: a live view on a terminal, plain lines otherwise, and the end summary.
 
+mod frame;
 mod live;
 mod summary;
 
-pub use live::Reporter;
-pub use summary::{SummaryInput, render_summary};
+pub use live::{Notice, Reporter};
+pub use summary::{SummaryInput, colorize_summary, render_summary};

@@ -95,9 +95,17 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         .filter(|r| r.exception_info.is_some())
         .count();
     let _ = writeln!(out);
+    let estimate = stats::summarize(
+        per_task.values().map(Vec::as_slice),
+        &stats::Resampling::default(),
+    );
+    let interval = estimate.mean.ci.map_or_else(String::new, |ci| {
+        // docs/statistics.md: a cluster bootstrap over tasks.
+        format!(" (95% CI {:.3}–{:.3}, clustered by task)", ci.low, ci.high)
+    });
     let _ = writeln!(
         out,
-        "trials: {}  errors: {errors}  mean: {:.3}",
+        "trials: {}  errors: {errors}  mean: {:.3}{interval}",
         results.len(),
         metrics::mean(&rewards)
     );
@@ -169,6 +177,31 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     }
     let _ = write!(out, "job: {}", input.job_dir.display());
     out
+}
+
+/// The summary as printed: with colour, the failure headings in red (no data) or yellow
+/// (counted as 0, not run, skipped) and the overall line in bold. The text itself is the
+/// same as [`render_summary`]'s, which job.log keeps.
+pub fn colorize_summary(text: &str, color: bool) -> String {
+    let style = || console::Style::new().force_styling(color);
+    text.lines()
+        .map(|line| {
+            let styled = if line.starts_with("infrastructure errors") {
+                style().red().bold().apply_to(line)
+            } else if ["agent errors", "not run:", "skipped tasks"]
+                .iter()
+                .any(|p| line.starts_with(p))
+            {
+                style().yellow().bold().apply_to(line)
+            } else if line.starts_with("trials: ") {
+                style().bold().apply_to(line)
+            } else {
+                style().apply_to(line)
+            };
+            styled.to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn list_failed(out: &mut String, heading: &str, results: &[TrialResult], outcome: TrialOutcome) {
@@ -263,6 +296,16 @@ mod tests {
             job_dir: Path::new("jobs/demo"),
         });
         insta::assert_snapshot!(text);
+        // Colour changes the look, never the text.
+        assert_eq!(colorize_summary(&text, false), text);
+        let colored = colorize_summary(&text, true);
+        assert_eq!(console::strip_ansi_codes(&colored), text);
+        assert!(
+            colored
+                .lines()
+                .any(|l| l.starts_with("\x1b[31m\x1b[1minfrastructure errors")),
+            "{colored:?}"
+        );
     }
 
     #[test]

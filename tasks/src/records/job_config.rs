@@ -116,4 +116,8 @@ pub struct JobConfig {
     /// Runner-only: text the agent config appends to every instruction, recorded verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instruction_suffix: Option<String>,
+    /// Runner-only: the installed agent's config file (absolute), so `runner run -c` with this
+    /// config runs the same agent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_config: Option<String>,
 }

@@ -20,6 +20,44 @@ pub struct EvalStats {
     pub reward_stats: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// Exception type → trial names.
     pub exception_stats: BTreeMap<String, Vec<String>>,
+    /// Runner-only: the mean reward and pass@k with 95% intervals clustered by task (trials
+    /// of one task are not independent). Absent in Harbor's records; Harbor ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<EvalIntervals>,
+}
+
+/// Runner-only: an eval's estimates with their uncertainty (see docs/statistics.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EvalIntervals {
+    /// How the intervals are computed (`cluster bootstrap over tasks, percentile`).
+    pub method: String,
+    /// The intervals' level (0.95).
+    pub level: f64,
+    /// Bootstrap resamples behind each interval.
+    pub resamples: u64,
+    /// The resampling's seed: the same seed gives the same interval.
+    pub seed: u64,
+    /// Mean reward over all trials, errors counting 0 (`metrics[0].mean`).
+    pub mean: EstimateInterval,
+    /// Cluster-robust standard error of the mean (none with fewer than two tasks).
+    pub mean_stderr_clustered: Option<f64>,
+    /// Tasks with at least one trial.
+    pub n_tasks: u64,
+    /// Trials counted.
+    pub n_trials: u64,
+    /// k → pass@k with its interval (only when every reward is 0, 1 or missing).
+    pub pass_at_k: BTreeMap<String, EstimateInterval>,
+}
+
+/// A point estimate and its interval (`low`/`high` are none with fewer than two tasks).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EstimateInterval {
+    /// The estimate.
+    pub value: f64,
+    /// Lower bound.
+    pub low: Option<f64>,
+    /// Upper bound.
+    pub high: Option<f64>,
 }
 
 /// Job progress and evals.

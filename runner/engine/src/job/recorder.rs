@@ -8,10 +8,12 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use tasks::TrialOutcome;
 use tasks::atomic::write_json_atomic;
-use tasks::records::{Coverage, JobLock, JobResult, LockTrial, TrialResult};
+use tasks::records::{
+    Coverage, EstimateInterval, EvalIntervals, JobLock, JobResult, JobStats, LockTrial, TrialResult,
+};
 
 use super::log::JobLog;
-use super::stats::job_stats;
+use super::stats::{eval_key, job_stats};
 use crate::backend::ImageInfo;
 use crate::events::Event;
 
@@ -163,10 +165,55 @@ impl JobRecorder {
             .saturating_sub(self.running + stats.n_completed_trials);
         let coverage = coverage(self.result.n_total_trials, &self.finished);
         stats.n_retries = coverage.retries;
+        add_intervals(&mut stats, &self.finished);
         self.result.coverage = Some(coverage);
         self.result.stats = stats;
         self.result.updated_at = Utc::now();
         write_json_atomic(&self.dir.join("result.json"), &self.result)
+    }
+}
+
+/// Adds to each eval its task-clustered intervals (runner-only `intervals`), from the same
+/// trials and the same reward rule (`TrialResult::reward`, errors as 0) as its `metrics`.
+pub fn add_intervals(stats: &mut JobStats, finished: &[TrialResult]) {
+    let mut by_eval: std::collections::BTreeMap<
+        String,
+        std::collections::BTreeMap<&str, Vec<Option<f64>>>,
+    > = Default::default();
+    for result in finished {
+        by_eval
+            .entry(eval_key(result))
+            .or_default()
+            .entry(result.task_name.as_str())
+            .or_default()
+            .push(result.reward());
+    }
+    let resampling = stats::Resampling::default();
+    for (key, tasks) in by_eval {
+        let Some(eval) = stats.evals.get_mut(&key) else {
+            continue;
+        };
+        let estimate = stats::summarize(tasks.values().map(Vec::as_slice), &resampling);
+        let interval = |value: f64, ci: Option<stats::Interval>| EstimateInterval {
+            value,
+            low: ci.map(|c| c.low),
+            high: ci.map(|c| c.high),
+        };
+        eval.intervals = Some(EvalIntervals {
+            method: estimate.interval_method.to_owned(),
+            level: stats::LEVEL,
+            resamples: resampling.resamples as u64,
+            seed: resampling.seed,
+            mean: interval(estimate.mean.value, estimate.mean.ci),
+            mean_stderr_clustered: estimate.mean.stderr_clustered,
+            n_tasks: estimate.mean.n_tasks as u64,
+            n_trials: estimate.mean.n_trials as u64,
+            pass_at_k: estimate
+                .pass_at_k
+                .iter()
+                .map(|p| (p.k.to_string(), interval(p.value, p.ci)))
+                .collect(),
+        });
     }
 }
 
@@ -198,6 +245,44 @@ pub fn coverage(planned: u32, finished: &[TrialResult]) -> Coverage {
 mod tests {
     use super::*;
     use testkit::records::{trial_result, with_attempts};
+
+    #[test]
+    fn each_eval_gets_its_mean_and_pass_at_k_with_task_clustered_intervals() {
+        // Three tasks × 2 trials; rewards per task (1, 1), (1, 0), (0, error).
+        let finished = [
+            trial_result("a1", "a", Some(1.0), None),
+            trial_result("a2", "a", Some(1.0), None),
+            trial_result("b1", "b", Some(1.0), None),
+            trial_result("b2", "b", Some(0.0), None),
+            trial_result("c1", "c", Some(0.0), None),
+            trial_result("c2", "c", None, Some("AgentSetupError")),
+        ];
+        let refs: Vec<&TrialResult> = finished.iter().collect();
+        let mut stats = job_stats(&refs);
+        add_intervals(&mut stats, &finished);
+        let eval = stats.evals.values().next().unwrap();
+        let intervals = eval.intervals.as_ref().unwrap();
+        assert_eq!(intervals.mean.value, eval.metrics[0]["mean"]);
+        assert_eq!((intervals.n_tasks, intervals.n_trials), (3, 6));
+        let (low, high) = (intervals.mean.low.unwrap(), intervals.mean.high.unwrap());
+        assert!(
+            low <= 0.5 && 0.5 <= high && low >= 0.0 && high <= 1.0,
+            "{low} {high}"
+        );
+        // Task sums 2, 1, 0 over 2 trials each: N = 6, ȳ = 0.5, residuals 1, 0, −1;
+        // se² = 3/2 · 2 / 36 = 1/12.
+        let se = intervals.mean_stderr_clustered.unwrap();
+        assert!((se - (1.0f64 / 12.0).sqrt()).abs() < 1e-12, "{se}");
+        assert!(!eval.pass_at_k.is_empty());
+        for (k, value) in &eval.pass_at_k {
+            assert_eq!(intervals.pass_at_k[k].value, *value, "pass@{k}");
+            assert!(intervals.pass_at_k[k].low.is_some(), "pass@{k}");
+        }
+        // Harbor reads result.json with unknown keys ignored: the field is an addition.
+        let json = serde_json::to_value(&stats).unwrap();
+        let evals = json["evals"].as_object().unwrap();
+        assert!(evals.values().all(|e| e["intervals"]["level"] == 0.95));
+    }
 
     #[test]
     fn coverage_counts_outcomes_retries_and_trials_not_run() {

@@ -1,60 +1,66 @@
 //! `runner run`: k trials of every task of a dataset with one agent, or (`--resume`) the rest
 //! of a job that stopped.
 
+mod config_file;
 mod dir_lock;
+mod finish;
 pub mod invocation;
 mod llm;
+mod selection;
 mod signals;
+pub mod steering;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use adapter::Agent;
 use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
 use engine::job::resume::{ResumeReport, parse_selectors, resume};
-use engine::job::{
-    AgentFingerprint, JobLog, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job,
-};
+use engine::job::{AgentFingerprint, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
 use engine::trial::watchdog;
 use tasks::{Dataset, Multipliers};
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{CliError, Family, Outcome};
-use crate::report::{Reporter, SummaryInput, render_summary};
-use crate::{note, say};
+use crate::note;
+use crate::report::Reporter;
 
 /// Arguments of `runner run`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = crate::exit::help_text(Family::Run))]
 pub struct RunArgs {
     /// A task directory or a dataset directory (a folder of task directories).
-    #[arg(short = 'p', long)]
+    #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present = "config",
+          default_value = "", hide_default_value = true, value_parser = any_path)]
     pub path: PathBuf,
     /// A built-in agent: `oracle` (runs the task's solution) or `nop` (does nothing).
     #[arg(
         short = 'a',
         long,
+        env = "RUNNER_AGENT",
         conflicts_with = "agent_config",
-        required_unless_present = "agent_config"
+        required_unless_present_any = ["agent_config", "config"]
     )]
     pub agent: Option<String>,
     /// An installed agent described by a TOML agent config.
-    #[arg(long)]
+    #[arg(long, env = "RUNNER_AGENT_CONFIG")]
     pub agent_config: Option<PathBuf>,
     /// Trials per task.
     #[arg(
         short = 'k',
         long = "k",
         visible_alias = "n-attempts",
+        env = "RUNNER_K",
         default_value_t = 1,
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub k: u32,
     /// Trials run at once.
-    #[arg(short = 'n', long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'n', long, env = "RUNNER_N_CONCURRENT", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub n_concurrent: u32,
     /// Where job directories are written.
-    #[arg(short = 'o', long, default_value = "jobs")]
+    #[arg(short = 'o', long, env = "RUNNER_JOBS_DIR", default_value = "jobs")]
     pub jobs_dir: PathBuf,
     /// The job directory's name (default: the local time, as Harbor names jobs).
     #[arg(long, value_parser = parse_job_name)]
@@ -94,7 +100,8 @@ pub struct RunArgs {
     pub max_trial_log_mb: u64,
     /// Retries per trial of a failed attempt (kept under <trial>/attempts/<n>/). Only
     /// infrastructure errors are retried unless --retry-include names other types.
-    #[arg(short = 'r', long, value_name = "N", default_value_t = RetryPolicy::DEFAULT_MAX_RETRIES)]
+    #[arg(short = 'r', long, value_name = "N", env = "RUNNER_MAX_RETRIES",
+          default_value_t = RetryPolicy::DEFAULT_MAX_RETRIES)]
     pub max_retries: u32,
     /// Retry only these exception types or families (TimeoutError, EnvironmentError,
     /// AgentError, VerifierError); repeatable. Agent errors are retried only when named here.
@@ -108,7 +115,9 @@ pub struct RunArgs {
     /// Continue the job in JOB_DIR with these flags: complete trials are kept untouched,
     /// missing and interrupted ones run (a raised --k adds trials). Refused, naming the
     /// difference, when the agent, tasks, multipliers or limits differ from the job's.
-    #[arg(long, value_name = "JOB_DIR", conflicts_with_all = ["job_name", "jobs_dir"])]
+    // Not a clap conflict with --jobs-dir: RUNNER_JOBS_DIR would then forbid every resume;
+    // a --jobs-dir on the command line is refused by `cli::try_parse_from`.
+    #[arg(long, value_name = "JOB_DIR", conflicts_with = "job_name")]
     pub resume: Option<PathBuf>,
     /// With --resume: also run again the trials that ended with this exception type or family
     /// (or outcome: infra_error, agent_error), keeping the old attempt; repeatable.
@@ -121,15 +130,23 @@ pub struct RunArgs {
     pub retry_failed: Vec<String>,
     /// Exit 0 when at least this share of the planned trials is scored (0 to 1), instead of
     /// requiring every trial to have a result.
-    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    #[arg(long, value_name = "FRACTION", env = "RUNNER_MIN_COVERAGE", value_parser = parse_fraction)]
     pub min_coverage: Option<f64>,
     /// Models and the LLM bridge (h1-bridge).
     #[command(flatten)]
     pub llm: llm::LlmArgs,
+    /// Task selection (-i/-x/-l), job config file (-c), progress display and output format.
+    #[command(flatten)]
+    pub steering: steering::SteeringArgs,
     /// The invocation to record instead of this process's argv (`runner jobs resume` replays
     /// the recorded one).
     #[arg(skip)]
     pub recorded_invocation: Option<(Vec<String>, Option<String>)>,
+}
+
+/// A path, the empty one included (`--path`'s default when `-c` gives it instead).
+fn any_path(text: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(text))
 }
 
 /// A fraction from 0 to 1.
@@ -154,7 +171,8 @@ fn parse_job_name(name: &str) -> Result<String, String> {
 }
 
 /// Runs `runner run`.
-pub fn run(args: RunArgs) -> Result<Outcome, CliError> {
+pub fn run(mut args: RunArgs) -> Result<Outcome, CliError> {
+    steering::apply_config_file(&mut args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -164,7 +182,8 @@ pub fn run(args: RunArgs) -> Result<Outcome, CliError> {
 
 async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     let started = Instant::now();
-    let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    let mut dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    steering::select_tasks(&mut dataset, &args.steering.selection)?;
     for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
         note!("warning: {warning}");
     }
@@ -243,6 +262,8 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         bridge,
     };
     let mut plan = plan_job(&dataset, &settings);
+    steering::record_selection(&mut plan.config, &args.steering.selection);
+    steering::record_agent_config(&mut plan.config, args.agent_config.as_deref());
     for skipped in &plan.skipped {
         note!("skipping task: {skipped}");
     }
@@ -264,7 +285,6 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         Err(e) => note!("warning: could not reap leftover containers: {e}"),
     }
     let cancel = CancellationToken::new();
-    signals::spawn_signal_handler(client.clone(), plan.job_id.clone(), cancel.clone());
     note!(
         "job {} : {} trial(s) to run of {} planned, {} at once -> {}",
         plan.job_id,
@@ -274,7 +294,18 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         job_dir.display()
     );
     let skipped = plan.skipped.clone();
-    let mut reporter = Reporter::new(plan.planned as u64, &plan.done);
+    let mut reporter = Reporter::new(
+        plan.planned as u64,
+        &plan.done,
+        settings.n_concurrent,
+        args.steering.progress,
+    );
+    signals::spawn_signal_handler(
+        client.clone(),
+        plan.job_id.clone(),
+        cancel.clone(),
+        reporter.notice(),
+    );
     let outcome = run_job(
         DockerBackend::with_policy(client, args.images.policy()),
         agent,
@@ -287,7 +318,13 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     .await;
     reporter.finish();
     let outcome = outcome.map_err(CliError::runner)?;
-    report_outcome(&outcome, &job_dir, &skipped, started.elapsed());
+    finish::report_outcome(
+        &outcome,
+        &job_dir,
+        &skipped,
+        started.elapsed(),
+        args.steering.format,
+    )?;
     Ok(gate(&outcome, !skipped.is_empty(), args.min_coverage))
 }
 
@@ -377,34 +414,6 @@ fn check_job_dir(jobs_dir: &Path, job_name: &str) -> Result<PathBuf, CliError> {
         ))
     })?;
     Ok(job_dir)
-}
-
-fn report_outcome(outcome: &JobOutcome, job_dir: &Path, skipped: &[String], wall: Duration) {
-    if outcome.swept > 0 {
-        note!(
-            "removed {} leftover container(s) of this job",
-            outcome.swept
-        );
-    }
-    let summary = render_summary(&SummaryInput {
-        results: &outcome.results,
-        planned: outcome.planned,
-        skipped,
-        wall: Some(wall),
-        interrupted: outcome.interrupted,
-        job_dir,
-    });
-    say!("{summary}");
-    JobLog::open(job_dir).block("summary:", &summary);
-    for line in outcome.llm.iter().flat_map(llm::summary_lines) {
-        say!("{line}");
-    }
-    if let Some(overhead) = outcome.mean_overhead {
-        say!(
-            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
-            overhead.as_secs_f64()
-        );
-    }
 }
 
 #[cfg(test)]

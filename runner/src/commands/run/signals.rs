@@ -4,15 +4,20 @@ use docker_backend::{DockerClient, remove_job_containers};
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::ExitCode;
-use crate::note;
+use crate::report::Notice;
 
-/// First Ctrl-C, SIGTERM or SIGHUP (a closed terminal): cancel, let trials tear down.
-/// Second: remove this job's containers and exit at once.
-pub fn spawn_signal_handler(client: DockerClient, job_id: String, cancel: CancellationToken) {
+/// First Ctrl-C, SIGTERM or SIGHUP (a closed terminal): cancel, let trials tear down, and
+/// keep a notice on screen saying so. Second: remove this job's containers and exit at once.
+pub fn spawn_signal_handler(
+    client: DockerClient,
+    job_id: String,
+    cancel: CancellationToken,
+    notice: Notice,
+) {
     tokio::spawn(async move {
         wait_for_signal().await;
-        note!(
-            "\ninterrupted: removing containers and writing records; press Ctrl-C again to exit at once"
+        notice.show(
+            "warning: interrupted: removing containers and writing records; press Ctrl-C again to exit at once",
         );
         cancel.cancel();
         wait_for_signal().await;

@@ -1,0 +1,70 @@
+//! The end of `runner run`: the summary (readable, or JSON with `--format json`), also
+//! written to job.log.
+
+use std::path::Path;
+use std::time::Duration;
+
+use engine::job::{JobLog, JobOutcome};
+
+use crate::commands::view::TextFormat;
+use crate::exit::CliError;
+use crate::report::{SummaryInput, colorize_summary, render_summary};
+use crate::{note, say};
+
+/// Prints the summary of a finished job: on stdout, or with `--format json` the JSON summary
+/// (`runner.summary/v1`, as `runner summary --format json` prints it) on stdout and the
+/// readable one on stderr (dropped with `--quiet`).
+pub fn report_outcome(
+    outcome: &JobOutcome,
+    job_dir: &Path,
+    skipped: &[String],
+    wall: Duration,
+    format: TextFormat,
+) -> Result<(), CliError> {
+    if outcome.swept > 0 {
+        note!(
+            "removed {} leftover container(s) of this job",
+            outcome.swept
+        );
+    }
+    let summary = render_summary(&SummaryInput {
+        results: &outcome.results,
+        planned: outcome.planned,
+        skipped,
+        wall: Some(wall),
+        interrupted: outcome.interrupted,
+        job_dir,
+    });
+    JobLog::open(job_dir).block("summary:", &summary);
+    let overhead = outcome.mean_overhead.map(|overhead| {
+        format!(
+            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
+            overhead.as_secs_f64()
+        )
+    });
+    match format {
+        TextFormat::Text => {
+            say!("{}", colorize_summary(&summary, console::colors_enabled()));
+            for line in outcome.llm.iter().flat_map(super::llm::summary_lines) {
+                say!("{line}");
+            }
+            if let Some(line) = overhead {
+                say!("{line}");
+            }
+        }
+        TextFormat::Json => {
+            note!(
+                "{}",
+                colorize_summary(&summary, crate::output::stderr_colored())
+            );
+            if let Some(line) = overhead {
+                note!("{line}");
+            }
+            let json = viewer::summary(job_dir)
+                .map_err(CliError::runner)
+                .and_then(|s| serde_json::to_string_pretty(&s).map_err(CliError::runner))?;
+            say!("{json}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! The flags of `runner run` that choose what runs and how it is shown: task selection, a job
+//! config file, the progress display and the output format; and the merge of a config file
+//! into the flags (the command line and `RUNNER_*` variables win).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use super::RunArgs;
+use super::config_file::{self, FileSettings};
+use super::selection::{SelectionArgs, TaskNames, select};
+use crate::commands::view::TextFormat;
+use crate::exit::CliError;
+
+/// How progress is shown while a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// The live view: running trials with phase and elapsed time, counts, ETA (a terminal).
+    Bar,
+    /// One timestamped line per finished trial (logs and CI).
+    Lines,
+    /// Nothing until the summary.
+    None,
+}
+
+/// Selection, config file and display flags of `runner run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SteeringArgs {
+    /// A job config (TOML, JSON or YAML) with Harbor's JobConfig fields; a job's own
+    /// config.json runs that job again. Flags given here override it.
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "FILE",
+        env = "RUNNER_CONFIG"
+    )]
+    pub config: Option<PathBuf>,
+    /// Which tasks of the dataset run.
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// Progress display: bar (the live view), lines (one timestamped line per finished
+    /// trial) or none. Default: bar on a terminal, lines otherwise.
+    #[arg(long, value_enum, value_name = "MODE", env = "RUNNER_PROGRESS")]
+    pub progress: Option<ProgressMode>,
+    /// `json` prints the end summary as JSON (`runner.summary/v1`) on stdout; the readable
+    /// summary then goes to stderr.
+    #[arg(long, value_enum, default_value_t = TextFormat::Text, env = "RUNNER_FORMAT")]
+    pub format: TextFormat,
+    /// Ids of the flags the command line or the environment gave (filled by the parser).
+    #[arg(skip)]
+    pub given: BTreeSet<String>,
+}
+
+/// Fills the flags `-c FILE` sets and the user did not give.
+pub fn apply_config_file(args: &mut RunArgs) -> Result<(), CliError> {
+    let Some(path) = args.steering.config.clone() else {
+        return Ok(());
+    };
+    let settings = config_file::load(&path).map_err(CliError::bad_input)?;
+    apply(args, settings);
+    check_values(args, &path)?;
+    if args.path.as_os_str().is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{}: names no dataset or task (datasets[0].path); give --path",
+            path.display()
+        )));
+    }
+    if let Some(name) = &args.agent
+        && !args.steering.given.contains("agent")
+        && adapter::AnyAgent::builtin(name).is_none()
+    {
+        return Err(CliError::bad_input(format!(
+            "{}: agents[0].name {name:?} is not a built-in agent ({}); for an installed agent give agent_config = \"its.toml\" in the file, or --agent-config",
+            path.display(),
+            adapter::BUILTIN_AGENTS.join(", ")
+        )));
+    }
+    if args.agent.is_none() && args.agent_config.is_none() {
+        return Err(CliError::bad_input(format!(
+            "{}: names no agent (agents[0].name); give --agent or --agent-config",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Keeps the tasks `selection` chooses (the others are not planned at all, as in Harbor).
+pub fn select_tasks(
+    dataset: &mut tasks::Dataset,
+    selection: &SelectionArgs,
+) -> Result<(), CliError> {
+    if selection.is_empty() {
+        return Ok(());
+    }
+    let dir_names: Vec<String> = dataset
+        .tasks
+        .iter()
+        .map(|t| {
+            t.dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let names: Vec<TaskNames<'_>> = dataset
+        .tasks
+        .iter()
+        .zip(&dir_names)
+        .map(|(t, dir_name)| TaskNames {
+            name: &t.name,
+            dir_name,
+        })
+        .collect();
+    let kept = select(&names, selection).map_err(CliError::bad_input)?;
+    let mut index = 0;
+    dataset.tasks.retain(|_| {
+        index += 1;
+        kept.contains(&(index - 1))
+    });
+    Ok(())
+}
+
+/// Records the selection in config.json as Harbor does (`datasets[0]`), so the job's own
+/// config runs the same tasks again.
+pub fn record_selection(config: &mut tasks::records::JobConfig, selection: &SelectionArgs) {
+    if let Some(dataset) = config.datasets.first_mut() {
+        let list = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+        dataset.task_names = list(&selection.include);
+        dataset.exclude_task_names = list(&selection.exclude);
+        dataset.n_tasks = selection.n_tasks;
+    }
+}
+
+/// Records the installed agent's config file (absolute) in config.json, runner-only, so the
+/// job's config runs the same agent again.
+pub fn record_agent_config(
+    config: &mut tasks::records::JobConfig,
+    agent_config: Option<&std::path::Path>,
+) {
+    config.agent_config = agent_config.map(|path| {
+        std::path::absolute(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string()
+    });
+}
+
+/// A file's values pass the checks the command line's get.
+fn check_values(args: &RunArgs, file: &std::path::Path) -> Result<(), CliError> {
+    let bad = |field: &str, why: String| {
+        Err(CliError::bad_input(format!(
+            "{}: {field}: {why}",
+            file.display()
+        )))
+    };
+    if let Some(name) = &args.job_name
+        && let Err(why) = super::parse_job_name(name)
+    {
+        return bad("job_name", why);
+    }
+    if args.k == 0 {
+        return bad("n_attempts", "must be at least 1".into());
+    }
+    if args.n_concurrent == 0 {
+        return bad("n_concurrent_trials", "must be at least 1".into());
+    }
+    if args.steering.selection.n_tasks == Some(0) {
+        return bad("datasets[0].n_tasks", "must be at least 1".into());
+    }
+    let m = &args.multipliers;
+    for (field, value) in [
+        ("timeout_multiplier", Some(m.global)),
+        ("agent_timeout_multiplier", m.agent),
+        ("verifier_timeout_multiplier", m.verifier),
+        ("agent_setup_timeout_multiplier", m.agent_setup),
+        ("environment_build_timeout_multiplier", m.environment_build),
+    ] {
+        if let Some(v) = value
+            && let Err(why) = tasks::multipliers::parse_multiplier(&v.to_string())
+        {
+            return bad(field, why);
+        }
+    }
+    Ok(())
+}
+
+/// `settings` over the flags not in `args.steering.given`.
+fn apply(args: &mut RunArgs, s: FileSettings) {
+    let given = args.steering.given.clone();
+    let free = |id: &str| !given.contains(id);
+    macro_rules! fill {
+        ($id:literal, $value:expr => $target:expr) => {
+            if free($id)
+                && let Some(v) = $value
+            {
+                $target = v;
+            }
+        };
+    }
+    fill!("path", s.path => args.path);
+    fill!("job_name", s.job_name.map(Some) => args.job_name);
+    fill!("jobs_dir", s.jobs_dir => args.jobs_dir);
+    fill!("k", s.k => args.k);
+    fill!("n_concurrent", s.n_concurrent => args.n_concurrent);
+    fill!("timeout_multiplier", s.timeout_multiplier => args.multipliers.global);
+    fill!("agent_timeout_multiplier", s.agent_timeout_multiplier.map(Some) => args.multipliers.agent);
+    fill!("verifier_timeout_multiplier", s.verifier_timeout_multiplier.map(Some) => args.multipliers.verifier);
+    fill!("agent_setup_timeout_multiplier", s.agent_setup_timeout_multiplier.map(Some) => args.multipliers.agent_setup);
+    fill!("environment_build_timeout_multiplier", s.environment_build_timeout_multiplier.map(Some) => args.multipliers.environment_build);
+    fill!("max_retries", s.max_retries => args.max_retries);
+    fill!("retry_include", s.retry_include => args.retry_include);
+    fill!("retry_exclude", s.retry_exclude.map(Some) => args.retry_exclude);
+    fill!("force_build", s.force_build => args.force_build);
+    fill!("allow_container_secrets", s.allow_container_secrets => args.allow_container_secrets);
+    fill!("pids_limit", s.pids_limit.map(Some) => args.pids_limit);
+    fill!("max_download_mb", s.max_download_mb => args.max_download_mb);
+    fill!("max_trial_log_mb", s.max_trial_log_mb => args.max_trial_log_mb);
+    fill!("include", s.include => args.steering.selection.include);
+    fill!("exclude", s.exclude => args.steering.selection.exclude);
+    fill!("n_tasks", s.n_tasks.map(Some) => args.steering.selection.n_tasks);
+    // One agent: the command line's, else the file's installed agent config, else its name.
+    if free("agent") && free("agent_config") {
+        if let Some(config) = s.agent_config {
+            args.agent = None;
+            args.agent_config = Some(config);
+        } else if let Some(name) = s.agent {
+            args.agent = Some(name);
+        }
+    }
+    if free("quiet") && s.quiet == Some(true) {
+        crate::output::set_quiet();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(argv: &[&str]) -> RunArgs {
+        let cli = crate::cli::try_parse_from(std::iter::once("runner").chain(argv.iter().copied()))
+            .expect("parses");
+        match cli.command {
+            crate::cli::Command::Run(args) => *args,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_file_fills_only_what_the_command_line_left_out() {
+        let mut args = parse(&["run", "-c", "job.toml", "-k", "2", "-i", "a*"]);
+        apply(
+            &mut args,
+            FileSettings {
+                path: Some("d".into()),
+                k: Some(5),
+                n_concurrent: Some(8),
+                include: Some(vec!["b*".into()]),
+                exclude: Some(vec!["c".into()]),
+                agent: Some("nop".into()),
+                timeout_multiplier: Some(2.0),
+                ..FileSettings::default()
+            },
+        );
+        assert_eq!(args.path, PathBuf::from("d"));
+        assert_eq!((args.k, args.n_concurrent), (2, 8));
+        assert_eq!(args.steering.selection.include, vec!["a*"]);
+        assert_eq!(args.steering.selection.exclude, vec!["c"]);
+        assert_eq!(args.agent.as_deref(), Some("nop"));
+        assert_eq!(args.multipliers.global, 2.0);
+
+        let mut args = parse(&["run", "-c", "job.toml", "--agent", "oracle", "-p", "x"]);
+        apply(
+            &mut args,
+            FileSettings {
+                path: Some("d".into()),
+                agent_config: Some("a.toml".into()),
+                ..FileSettings::default()
+            },
+        );
+        assert_eq!(
+            (args.agent.as_deref(), args.agent_config, args.path),
+            (Some("oracle"), None, PathBuf::from("x"))
+        );
+    }
+
+    #[test]
+    fn without_a_file_path_and_agent_are_required() {
+        let err = crate::cli::try_parse_from(["runner", "run", "--agent", "nop"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let err = crate::cli::try_parse_from(["runner", "run", "-p", "x"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(crate::cli::try_parse_from(["runner", "run", "-c", "f.json"]).is_ok());
+    }
+}

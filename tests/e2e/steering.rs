@@ -1,0 +1,312 @@
+//! Choosing what runs and how it is shown, against the real Docker engine: task selection
+//! (`-i/-x/-l`), a job's own config.json run again with `-c` (same trials, same names), config
+//! files in TOML and YAML, `RUNNER_*` variables, `--progress lines`, `--format json`,
+//! `tasks digest --format json` and the intervals in result.json.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{Job, ensure_base_image, runner, workspace_root};
+
+fn examples() -> std::path::PathBuf {
+    workspace_root().join("tasks/examples")
+}
+
+/// Trial names (directory names) of a job.
+fn trial_names(job: &Job) -> BTreeSet<String> {
+    job.trial_results()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+fn identities(job: &Job) -> BTreeSet<String> {
+    job.trial_results()
+        .into_iter()
+        .map(|(_, r)| r["config"]["identity"]["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn stderr_of(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `runner run -c <first>/config.json` into a sibling job `again`, which must plan the same
+/// trials: the same names and the same identities.
+fn run_again(first: &Job) -> Job {
+    let output = runner()
+        .arg("run")
+        .arg("-c")
+        .arg(first.dir.join("config.json"))
+        .args(["--job-name", "again", "--progress", "none"])
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let again = Job {
+        dir: first.dir.parent().unwrap().join("again"),
+    };
+    assert_eq!(trial_names(&again), trial_names(first));
+    assert_eq!(identities(&again), identities(first));
+    again
+}
+
+#[test]
+fn selection_then_the_jobs_own_config_runs_the_same_trials_again() {
+    ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let output = runner()
+        .args(["run", "--agent", "oracle", "-k", "2", "--job-name", "first"])
+        .args([
+            "-i",
+            "examples/hello-*",
+            "-i",
+            "no-net*",
+            "-i",
+            "multi-reward",
+        ])
+        .args(["-x", "*multi*", "--progress", "lines", "--format", "json"])
+        .arg("--jobs-dir")
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(examples())
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    // --format json: the summary document on stdout, nothing else.
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is one JSON document: {e}\n{stderr}"));
+    assert_eq!(summary["n_finished"], 4, "{summary}");
+    // --progress lines: one timestamped line per finished trial, no phase lines.
+    let finished: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("] ") && l.contains(": reward "))
+        .collect();
+    assert_eq!(finished.len(), 4, "{stderr}");
+    for line in &finished {
+        let stamp = line.split(' ').next().unwrap();
+        assert!(
+            stamp.len() == 20 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
+            "no timestamp: {line}"
+        );
+    }
+    assert!(!stderr.contains(": agent run"), "{stderr}");
+
+    let first = Job {
+        dir: jobs.path().join("first"),
+    };
+    let names = trial_names(&first);
+    assert_eq!(names.len(), 4);
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("hello-file__") || n.starts_with("no-network__")),
+        "{names:?}"
+    );
+    let config = first.json("config.json");
+    assert_eq!(
+        config["datasets"][0]["task_names"],
+        serde_json::json!(["examples/hello-*", "no-net*", "multi-reward"])
+    );
+    assert_eq!(
+        config["datasets"][0]["exclude_task_names"],
+        serde_json::json!(["*multi*"])
+    );
+    // The intervals, runner-only, next to Harbor's fields.
+    let result = first.json("result.json");
+    let eval = result["stats"]["evals"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    assert_eq!(
+        eval["intervals"]["mean"]["value"],
+        eval["metrics"][0]["mean"]
+    );
+    assert_eq!(eval["intervals"]["n_tasks"], 2);
+    assert!(eval["intervals"]["mean"]["low"].is_number(), "{eval}");
+
+    // The job's own config.json, into another job: the same trials by identity and name.
+    let again = run_again(&first);
+    assert_eq!(trial_names(&again), names);
+    assert_eq!(
+        again.json("config.json")["datasets"][0]["task_names"],
+        config["datasets"][0]["task_names"]
+    );
+}
+
+#[test]
+fn toml_and_yaml_configs_with_env_and_flags_over_them() {
+    ensure_base_image();
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs");
+    let toml = dir.path().join("job.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "n_attempts = 3\nn_concurrent_trials = 2\n[[agents]]\nname = \"oracle\"\n[[datasets]]\npath = {:?}\nn_tasks = 2\n",
+            examples().display().to_string()
+        ),
+    )
+    .unwrap();
+    // -k on the command line beats the file's n_attempts; RUNNER_JOBS_DIR gives the jobs dir.
+    let output = runner()
+        .args(["run", "-c"])
+        .arg(&toml)
+        .args(["-k", "1", "--job-name", "t", "-q"])
+        .env("RUNNER_JOBS_DIR", &jobs)
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("job "), "--quiet drops notes: {stderr}");
+    let job = Job {
+        dir: jobs.join("t"),
+    };
+    let names = trial_names(&job);
+    // The first two tasks in name order, once each.
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("hello-file__")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("multi-reward__")),
+        "{names:?}"
+    );
+    let config = job.json("config.json");
+    assert_eq!(
+        (
+            config["n_attempts"].as_u64(),
+            config["n_concurrent_trials"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+
+    let yaml = dir.path().join("job.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "agents:\n  - {{name: nop}}\ndatasets:\n  - path: {}\n    task_names: [hello-file]\nenvironment:\n  override_cpus: 4\n",
+            examples().display()
+        ),
+    )
+    .unwrap();
+    let output = runner()
+        .args(["run", "-c"])
+        .arg(&yaml)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("job.yaml: environment.override_cpus: 4 is not supported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_pattern_that_matches_nothing_is_refused_naming_the_flag() {
+    let jobs = tempfile::tempdir().unwrap();
+    for (flag, pattern) in [("-i", "hello-fiel"), ("-x", "nonexistent-*")] {
+        let output = runner()
+            .args(["run", "--agent", "nop", flag, pattern])
+            .arg("--jobs-dir")
+            .arg(jobs.path())
+            .arg("--path")
+            .arg(examples())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        let long = if flag == "-i" {
+            "--include-task-name"
+        } else {
+            "--exclude-task-name"
+        };
+        assert!(
+            stderr.contains(&format!("{long} \"{pattern}\" matches no task of the 5")),
+            "{stderr}"
+        );
+    }
+    assert!(
+        std::fs::read_dir(jobs.path()).unwrap().next().is_none(),
+        "nothing was written"
+    );
+}
+
+#[test]
+fn tasks_digest_as_json_matches_the_text_form() {
+    let path: &Path = &examples();
+    let text = runner()
+        .args(["tasks", "digest"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let json = runner()
+        .args(["tasks", "digest", "--format", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(text.status.success() && json.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["schema"], "runner.digest/v1");
+    let text = String::from_utf8(text.stdout).unwrap();
+    for task in doc["tasks"].as_array().unwrap() {
+        let line = format!(
+            "{}  {}",
+            task["digest"].as_str().unwrap(),
+            task["name"].as_str().unwrap()
+        );
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
+    let dataset = format!(
+        "{}  examples/runner-examples (dataset)",
+        doc["dataset"]["digest"].as_str().unwrap()
+    );
+    assert!(text.contains(&dataset), "{text}");
+}
+
+#[test]
+fn an_installed_agents_job_config_runs_the_same_agent_again() {
+    ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let agent = workspace_root().join("adapter/agents/reference/agent.toml");
+    let output = runner()
+        .args([
+            "run",
+            "-i",
+            "hello-file",
+            "--job-name",
+            "first",
+            "--progress",
+            "none",
+        ])
+        .arg("--agent-config")
+        .arg(&agent)
+        .arg("--jobs-dir")
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(examples())
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let first = Job {
+        dir: jobs.path().join("first"),
+    };
+    let config = first.json("config.json");
+    assert_eq!(
+        config["agent_config"].as_str().map(Path::new),
+        Some(agent.as_path()),
+        "the agent's config file is recorded, runner-only"
+    );
+    run_again(&first);
+}
