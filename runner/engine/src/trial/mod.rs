@@ -5,12 +5,14 @@
 //! durable (the job layer decides where: the trial dir, or `attempts/<n>/` before a retry).
 
 mod agent;
+pub mod artifacts;
 mod environment;
 mod healthcheck;
 pub mod image;
 mod log;
 mod naming;
 mod record;
+mod steps;
 mod storage;
 mod verification;
 pub mod watchdog;
@@ -221,12 +223,19 @@ impl<B: Backend> Trial<B> {
     }
 
     /// The phases in order; a non-fatal agent failure is recorded and verification still runs.
+    /// A multi-step task runs its steps (see [`steps`]) where a single-step task runs the agent,
+    /// collects its artifacts and verifies.
     async fn phases(&mut self) -> Result<(), TrialFailure> {
         self.environment().await?;
         let watch = self.storage_watch();
         watch.guard(self.agent_setup()).await?;
-        watch.guard(self.agent_run()).await?;
-        watch.guard(self.verification()).await?;
+        if self.plan.task.is_multi_step() {
+            watch.guard(self.steps()).await?;
+        } else {
+            watch.guard(self.agent_run()).await?;
+            self.collect_artifacts().await;
+            watch.guard(self.verification()).await?;
+        }
         self.collection().await;
         Ok(())
     }
