@@ -9,6 +9,7 @@ mod registry;
 mod resume;
 mod run;
 mod scrub;
+mod steps;
 mod support;
 mod validate;
 mod view;

@@ -2,6 +2,9 @@
 //! multi-step task (the shared `tests/` with `steps/<name>/tests/` on top, as Harbor's
 //! `Verifier._resolve_tests` uploads them), with that step's env and user.
 
+// The crate's error type, as every verifier step returns it (see verify.rs).
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

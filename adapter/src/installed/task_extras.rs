@@ -230,4 +230,65 @@ mod tests {
             }})
         );
     }
+
+    #[tokio::test]
+    async fn skills_are_copied_and_servers_written_where_the_config_says() {
+        let root = tempfile::tempdir().unwrap();
+        let toml = "[environment]\nskills_dir = \"/workspace/task-skills\"\n\
+                    [[environment.mcp_servers]]\nname = \"notes\"\ntransport = \"streamable-http\"\n\
+                    url = \"http://notes:8000/mcp\"\n";
+        let task = testkit::TaskFixture::new("org/extras")
+            .toml(toml)
+            .write(&root.path().join("task"));
+        let sandbox = testkit::FakeSandbox::new();
+        let skill = sandbox.path("/workspace/task-skills/greet/SKILL.md");
+        std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+        std::fs::write(&skill, "# greet\n").unwrap();
+        let skills = SkillsSection {
+            dir: Some("/workspace/agent/skills".into()),
+        };
+        let mcp = McpSection {
+            config_file: Some("/workspace/agent/mcp.json".into()),
+        };
+        register(&sandbox, &task, &skills, &mcp, None)
+            .await
+            .unwrap();
+        let copied = sandbox.path("/workspace/agent/skills/greet/SKILL.md");
+        assert_eq!(std::fs::read_to_string(copied).unwrap(), "# greet\n");
+        let written = std::fs::read_to_string(sandbox.path("/workspace/agent/mcp.json")).unwrap();
+        let written: Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(
+            written["mcpServers"]["notes"],
+            json!({"type": "http", "url": "http://notes:8000/mcp"})
+        );
+        let env = server_env(&task);
+        let listed: Value = serde_json::from_str(&env[MCP_SERVERS_ENV]).unwrap();
+        assert_eq!(listed[0]["name"], "notes");
+        let metadata = submission_metadata(&task, &skills);
+        assert_eq!(metadata["skills_dir"], "/workspace/agent/skills");
+        assert_eq!(metadata["mcp_servers"], listed);
+    }
+
+    #[tokio::test]
+    async fn a_task_without_skills_or_servers_changes_nothing_and_missing_skills_are_no_error() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = testkit::TaskFixture::new("org/plain").write(&root.path().join("plain"));
+        assert_eq!(
+            register_script(&plain, &SkillsSection::default(), &McpSection::default()),
+            None
+        );
+        assert!(server_env(&plain).is_empty());
+        assert!(submission_metadata(&plain, &SkillsSection::default()).is_empty());
+        let missing = testkit::TaskFixture::new("org/missing")
+            .toml("[environment]\nskills_dir = \"/workspace/none\"\n")
+            .write(&root.path().join("missing"));
+        let sandbox = testkit::FakeSandbox::new();
+        let skills = SkillsSection {
+            dir: Some("/workspace/agent/skills".into()),
+        };
+        register(&sandbox, &missing, &skills, &McpSection::default(), None)
+            .await
+            .unwrap();
+        assert!(sandbox.path("/workspace/agent/skills").is_dir());
+    }
 }
