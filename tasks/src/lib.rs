@@ -23,6 +23,7 @@ pub mod records;
 pub mod sandbox;
 pub mod steps;
 pub mod steps_rewards;
+pub mod steps_trajectory;
 pub mod task;
 pub mod template;
 #[cfg(test)]

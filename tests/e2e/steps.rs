@@ -134,3 +134,110 @@ fn the_oracles_artifacts_are_collected_with_harbors_manifest_and_nop_scores_zero
         "nothing to collect: {manifest}"
     );
 }
+
+/// The reference agent copied into `dir` with plan entries for the multi-step example (by
+/// each step's instruction) and the skills/MCP fixture, and an `[mcp] config_file`.
+fn reference_agent_with_plans(dir: &std::path::Path) -> std::path::PathBuf {
+    let source = workspace_root().join("adapter/agents/reference");
+    testkit::files::copy_dir(&source, dir);
+    let plan_path = dir.join("src/plan.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    let step = |thought: &str, command: &str| serde_json::json!([{"thought": thought, "command": command}]);
+    plan["two-step-gate#draft"] = serde_json::json!({
+        "match": "Step 1 of 2 (draft)",
+        "steps": step("Write the draft.", "echo draft > /app/draft.txt"),
+    });
+    plan["two-step-gate#finalize"] = serde_json::json!({
+        "match": "Step 2 of 2 (finalize)",
+        "steps": step(
+            "Upper-case the draft and add the version.",
+            "printf '%s %s\\n' \"$(tr a-z A-Z < /app/draft.txt)\" \"$(cat /app/version.txt)\" > /app/final.txt",
+        ),
+    });
+    plan["fixtures/skills-mcp"] = serde_json::json!({
+        "steps": step(
+            "Write down the skills and MCP servers I was given.",
+            "{ ls \"$HOME/.agents/skills\" | sed 's/^/skill: /'; echo \"$MCP_SERVERS_JSON\" | python3 -m json.tool; cat \"$HOME/.agents/mcp.json\"; } > /app/seen.txt; cat /app/seen.txt",
+        ),
+    });
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let config = dir.join("agent.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[mcp]\nconfig_file = \"$HOME/.agents/mcp.json\"\n");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// Runs the installed agent `config` once on the task at `rel` (relative to the workspace).
+fn run_installed(config: &std::path::Path, rel: &str) -> (tempfile::TempDir, Job) {
+    let jobs = tempfile::tempdir().unwrap();
+    ensure_base_image();
+    let output = runner()
+        .args(["run", "--k", "1", "--agent-config"])
+        .arg(config)
+        .arg("--jobs-dir")
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(workspace_root().join(rel))
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{rel}: scored");
+    let job = Job::single_in(jobs.path());
+    (jobs, job)
+}
+
+#[test]
+fn an_installed_agent_gets_each_steps_instruction_and_the_trial_one_joined_trajectory() {
+    let agent = tempfile::tempdir().unwrap();
+    let config = reference_agent_with_plans(agent.path());
+    let (_jobs, job) = run_installed(&config, "tasks/examples/two-step-gate");
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{}", result["exception_info"]);
+    assert_eq!(
+        step_summary(result),
+        [
+            ("draft".to_owned(), Some(1.0)),
+            ("finalize".to_owned(), Some(1.0))
+        ]
+    );
+    for (step, says) in [("draft", "Step 1 of 2"), ("finalize", "Step 2 of 2")] {
+        let sent = job.trial_file(name, &format!("steps/{step}/agent/instruction.txt"));
+        assert!(sent.contains(says), "{step}: {sent}");
+        let own = job
+            .dir
+            .join(name)
+            .join(format!("steps/{step}/agent/trajectory.json"));
+        assert!(
+            tasks::atif::validate_file(&own).unwrap().is_empty(),
+            "{step}"
+        );
+    }
+    let joined = job.dir.join(name).join("agent/trajectory.json");
+    assert!(tasks::atif::validate_file(&joined).unwrap().is_empty());
+    let joined: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(joined).unwrap()).unwrap();
+    let ranges = joined["extra"]["steps"].as_array().unwrap();
+    assert_eq!(ranges.len(), 2);
+    assert_eq!(ranges[1]["name"], "finalize");
+    assert_eq!(
+        ranges[1]["last_step_id"].as_u64().unwrap() as usize,
+        joined["steps"].as_array().unwrap().len()
+    );
+}
+
+#[test]
+fn the_tasks_skills_and_mcp_servers_reach_an_installed_agent() {
+    let agent = tempfile::tempdir().unwrap();
+    let config = reference_agent_with_plans(agent.path());
+    let (_jobs, job) = run_installed(&config, "tests/fixtures/tasks/skills-mcp");
+    let (_, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{}", result["exception_info"]);
+    assert_eq!(
+        reward(result),
+        Some(1.0),
+        "the agent saw the skill and both server shapes"
+    );
+}

@@ -301,6 +301,7 @@ impl<B: Backend> Trial<B> {
                 steps.len()
             ));
         }
+        self.join_step_trajectories(&steps);
         if let Ok(sandbox) = self.sandbox() {
             let _ = root(
                 &sandbox,
@@ -308,6 +309,28 @@ impl<B: Backend> Trial<B> {
                 "empty /logs/agent and /logs/artifacts",
             )
             .await;
+        }
+    }
+
+    /// Writes `agent/trajectory.json` joining the steps' (see [`tasks::steps_trajectory`]).
+    fn join_step_trajectories(&self, steps: &[StepResult]) {
+        let names: Vec<String> = steps.iter().map(|s| s.step_name.clone()).collect();
+        match tasks::steps_trajectory::join_files(&self.dir, &names) {
+            Ok(joined) => {
+                let path = self.dir.join("agent/trajectory.json");
+                match tasks::atomic::write_json_atomic(&path, &joined) {
+                    Ok(()) => self
+                        .log
+                        .line("agent/trajectory.json joins the steps' trajectories"),
+                    Err(e) => self
+                        .log
+                        .line(&format!("cannot write {}: {e}", path.display())),
+                }
+            }
+            Err(tasks::steps_trajectory::JoinError::Empty) => {}
+            Err(e) => self
+                .log
+                .line(&format!("no joined agent/trajectory.json: {e}")),
         }
     }
 }
