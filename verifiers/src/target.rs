@@ -120,11 +120,7 @@ mod tests {
     #[test]
     fn a_steps_tests_go_over_the_shared_ones() {
         let root = tempfile::tempdir().unwrap();
-        let write = |rel: &str, text: &str| {
-            let path = root.path().join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        };
+        let write = |rel: &str, text: &str| testkit::files::write(root.path(), rel, text);
         write("tests/test.sh", "shared");
         write("tests/lib/helper.sh", "helper");
         write("steps/one/tests/test.sh", "own");

@@ -405,11 +405,7 @@ mod tests {
     #[test]
     fn a_step_takes_its_own_deadlines_else_the_tasks_agent_timeout() {
         let dir = tempfile::tempdir().unwrap();
-        let write = |rel: &str, text: &str| {
-            let path = dir.path().join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        };
+        let write = |rel: &str, text: &str| testkit::files::write(dir.path(), rel, text);
         write(
             "task.toml",
             "[agent]\ntimeout_sec = 100.0\n[verifier]\ntimeout_sec = 30.0\n\
