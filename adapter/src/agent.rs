@@ -24,6 +24,10 @@ pub struct AgentRun<'a> {
     pub run_deadline: Option<Instant>,
     /// The agent timeout in seconds as the task states it, passed to agents that want it.
     pub agent_timeout_sec: Option<f64>,
+    /// The step of a multi-step task this run is for (`[[steps]] name`); `None` for a
+    /// single-step task. Each step is a new `run`, after one `setup`; `trial_dir` is then the
+    /// step's own directory (`<trial>/steps/<name>`), so `agent/...` records stay per step.
+    pub step: Option<String>,
 }
 
 /// What the agent reports after a run.

@@ -26,15 +26,30 @@ impl Agent for OracleAgent {
         run: &AgentRun<'_>,
         _instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        let solution = run.task.solution_dir();
+        // A step runs its own solution when it has one, else the task's (as Harbor's oracle).
+        let solution = match &run.step {
+            Some(step) => run.task.step_solution_dir(step),
+            None => run.task.solution_dir(),
+        };
         if !solution.join("solve.sh").is_file() {
             return Err(AgentError::new(
                 AgentErrorKind::NonZeroExit,
                 format!(
-                    "task {} has no solution/solve.sh for the oracle to run",
-                    run.task.name
+                    "task {} has no {} for the oracle to run",
+                    run.task.name,
+                    solution
+                        .join("solve.sh")
+                        .strip_prefix(&run.task.dir)
+                        .unwrap_or(&solution)
+                        .display()
                 ),
             ));
+        }
+        // A step's solution replaces the previous step's, never mixes with it.
+        if run.step.is_some() {
+            sandbox
+                .exec(ExecRequest::new("rm -rf /solution").user("root"))
+                .await?;
         }
         sandbox.upload_dir(&solution, "/solution").await?;
         sandbox

@@ -476,6 +476,7 @@ file = "events.jsonl"
             setup_deadline: Instant::now() + setup,
             run_deadline: run.map(|d| Instant::now() + d),
             agent_timeout_sec: run.map(|d| d.as_secs_f64()),
+            step: None,
         }
     }
 

@@ -25,7 +25,7 @@ pub struct TaskConfig {
     pub schema_version: Option<String>,
     /// Where the task came from.
     pub source: Option<String>,
-    /// Extra paths collected after the run (not collected yet; see [`Task::warnings`](crate::Task)).
+    /// Paths in the container collected into `<trial>/artifacts/` after the agent phase.
     pub artifacts: Vec<Artifact>,
     /// How per-step rewards make the trial reward of a multi-step task.
     pub multi_step_reward_strategy: Option<MultiStepRewardStrategy>,
@@ -41,7 +41,7 @@ pub struct TaskConfig {
     pub solution: SolutionSection,
     /// The container.
     pub environment: EnvironmentSection,
-    /// Multi-step tasks: one entry per step, run in order (parsed; refused when non-empty).
+    /// Multi-step tasks: one entry per step, run in order in one environment.
     pub steps: Vec<StepConfig>,
 }
 
@@ -355,9 +355,10 @@ pub struct EnvironmentSection {
     pub env: BTreeMap<String, String>,
     /// Run after start, before agent setup.
     pub healthcheck: Option<Healthcheck>,
-    /// MCP servers offered to agents (parsed; refused when non-empty).
+    /// MCP servers offered to agents (passed to installed agents).
     pub mcp_servers: Vec<McpServer>,
-    /// Skills directory in the container (parsed; refused when set).
+    /// Skills directory in the container, whose contents agents copy into their own skills
+    /// location (passed to installed agents).
     pub skills_dir: Option<String>,
 }
 

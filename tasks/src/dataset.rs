@@ -383,16 +383,14 @@ mod tests {
 
     #[test]
     fn unsupported_tasks_are_skipped_by_load_and_kept_by_read() {
-        let dir = tasks_dir(&[("good", ""), ("gpu", "[environment]\ngpus = 1\n")]);
-        write_files(
-            &dir.path().join("multi"),
-            &[
-                ("task.toml", "[[steps]]\nname = \"one\"\n"),
-                ("environment/Dockerfile", "FROM scratch\n"),
-                ("steps/one/instruction.md", "Do.\n"),
-                ("steps/one/tests/test.sh", "exit 0\n"),
-            ],
-        );
+        let dir = tasks_dir(&[
+            ("good", ""),
+            ("gpu", "[environment]\ngpus = 1\n"),
+            (
+                "multi",
+                "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
+            ),
+        ]);
 
         let ds = Dataset::load(dir.path()).unwrap();
         assert_eq!(
@@ -408,7 +406,7 @@ mod tests {
         );
         assert!(
             messages.iter().any(|m| m.starts_with("task multi (")
-                && m.ends_with("multi-step tasks ([[steps]]) are not supported yet")),
+                && m.ends_with("TPUs ([environment.tpu]) are not supported yet")),
             "{messages:?}"
         );
 
@@ -416,8 +414,7 @@ mod tests {
         assert_eq!(read.tasks.len(), 3);
         assert!(read.skipped.is_empty());
         let multi = read.task("multi").unwrap();
-        assert_eq!(multi.instruction, "");
-        assert_eq!(multi.unsupported[0].key(), "multi-step");
+        assert_eq!(multi.unsupported[0].key(), "tpu");
 
         let err = Dataset::load(&dir.path().join("multi")).unwrap_err();
         assert!(matches!(err, TaskError::Unsupported { .. }), "{err}");

@@ -167,7 +167,7 @@ fn mcp(body: &str) -> String {
 #[test]
 fn test_task_config_mcp() {
     use Expect::*;
-    let refused = Refused(&["mcp-servers"]);
+    let refused = Loads;
     config_case(
         "test_sse_transport_requires_url",
         &mcp("name = \"test\"\ntransport = \"sse\""),
@@ -432,7 +432,7 @@ fn test_task_config_network() {
 #[test]
 fn test_task_config_network_step_inheritance() {
     use Expect::*;
-    let multi = Refused(&["multi-step"]);
+    let multi = Loads;
     config_case(
         "test_step_agent_can_override_task_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n\n[steps.agent]\nnetwork_mode = \"no-network\"\n",
@@ -451,12 +451,12 @@ fn test_task_config_network_step_inheritance() {
     config_case(
         "test_step_verifier_environment_allow_internet_sets_separate_env_baseline",
         "\n[verifier]\nnetwork_mode = \"no-network\"\n\n[[steps]]\nname = \"one\"\n\n[steps.verifier]\nenvironment_mode = \"separate\"\n\n[steps.verifier.environment]\nallow_internet = true\n",
-        Refused(&["multi-step", "phase-network-mode"]),
+        Refused(&["phase-network-mode"]),
     );
     config_case(
         "test_environment_allow_internet_does_not_create_step_agent_override",
         "\n[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n\n[[steps]]\nname = \"one\"\n",
-        Refused(&["multi-step", "allowlist"]),
+        Refused(&["allowlist"]),
     );
 }
 
@@ -520,7 +520,7 @@ fn test_task_config_skills_timeout_workdir() {
             .is_none()
     );
     let toml = "version = \"1.0\"\n[environment]\nskills_dir = \"/workspace/skills\"\n";
-    config_case("test_skills_dir_parses", toml, Refused(&["skills-dir"]));
+    config_case("test_skills_dir_parses", toml, Loads);
     assert_eq!(
         config(toml).unwrap().environment.skills_dir.as_deref(),
         Some("/workspace/skills")
@@ -528,7 +528,7 @@ fn test_task_config_skills_timeout_workdir() {
     config_case(
         "test_skills_dir_alongside_mcp_servers",
         "version = \"1.0\"\n[environment]\nskills_dir = \"/workspace/skills\"\n[[environment.mcp_servers]]\nname = \"mcp-server\"\ntransport = \"sse\"\nurl = \"http://mcp-server:8000/sse\"\n",
-        Refused(&["skills-dir", "mcp-servers"]),
+        Loads,
     );
     assert_eq!(
         config("").unwrap().agent.timeout_sec,
@@ -574,7 +574,7 @@ fn test_task_config_toml_dict_cases() {
         "test_model_dump_toml_orders_task_before_steps_and_sections",
         "[task]\nname = \"org/example\"\ndescription = \"Example task\"\n[metadata]\ndifficulty = \"easy\"\n\
          [agent]\ntimeout_sec = 600.0\n[environment]\ncpus = 2\n[[steps]]\nname = \"step-1\"\n[[steps]]\nname = \"step-2\"\n",
-        Refused(&["multi-step"]),
+        Loads,
     );
     let toml = "source = \"registry\"\nmulti_step_reward_strategy = \"final\"\nartifacts = [\"logs/out.txt\"]\n[task]\nname = \"org/example\"\n";
     config_case(
@@ -600,7 +600,7 @@ fn test_task_config_toml_dict_cases() {
     config_case(
         "test_step_verifier_environment_round_trips",
         "[task]\nname = \"org/example\"\n[[steps]]\nname = \"grade\"\n[steps.verifier]\nenvironment_mode = \"separate\"\n[steps.verifier.environment]\ncpus = 2\n",
-        Refused(&["multi-step"]),
+        Loads,
     );
     let c = config("[task]\nname = \"org/example\"\n").unwrap();
     assert!(
@@ -746,7 +746,7 @@ fn test_validation_multi_step() {
     task_case(
         "test_top_level_test_satisfies_shared_step",
         &[("task.toml", steps), DOCKERFILE, STEP_INSTRUCTION, TEST_SH],
-        Refused(&["multi-step"]),
+        Loads,
     );
     task_case(
         "test_step_level_test_satisfies_step",
@@ -756,7 +756,7 @@ fn test_validation_multi_step() {
             STEP_INSTRUCTION,
             ("steps/grade/tests/test.sh", "#!/bin/bash\nexit 0\n"),
         ],
-        Refused(&["multi-step"]),
+        Loads,
     );
 }
 
@@ -775,7 +775,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             step_test,
         ],
-        Refused(&["multi-step", "windows"]),
+        Refused(&["windows"]),
     );
     task_case(
         "test_windows_shared_step_rejects_missing_test_bat",
@@ -791,7 +791,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             step_test,
         ],
-        Refused(&["multi-step"]),
+        Loads,
     );
     task_case(
         "test_separate_step_with_dockerfile_only_tests_dir_loads",
@@ -801,7 +801,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             ("steps/grade/tests/Dockerfile", "FROM ubuntu:22.04\n"),
         ],
-        Refused(&["multi-step"]),
+        Loads,
     );
     task_case(
         "test_task_level_separate_step_does_not_require_host_test",
@@ -813,7 +813,7 @@ fn test_task_validate_steps_verifier_os() {
             DOCKERFILE,
             STEP_INSTRUCTION,
         ],
-        Refused(&["multi-step", "separate-verifier"]),
+        Refused(&["separate-verifier"]),
     );
     task_case(
         "test_step_shared_override_under_task_separate_requires_host_test",
@@ -835,7 +835,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             TEST_SH,
         ],
-        Refused(&["multi-step"]),
+        Loads,
     );
     task_case(
         "test_mixed_steps_each_validated_against_their_own_verifier_os",
@@ -850,7 +850,7 @@ fn test_task_validate_steps_verifier_os() {
             TEST_SH,
             ("tests/test.bat", "@echo off\r\nexit /b 0\r\n"),
         ],
-        Refused(&["multi-step"]),
+        Loads,
     );
 }
 
@@ -876,12 +876,12 @@ fn test_task_windows_multistep() {
     task_case(
         "test_windows_multi_step_task_accepts_shared_bat_test",
         &with(("tests/test.bat", bat)),
-        Refused(&["multi-step", "windows"]),
+        Refused(&["windows"]),
     );
     task_case(
         "test_windows_multi_step_task_accepts_step_bat_test",
         &with(("steps/grade/tests/test.bat", bat)),
-        Refused(&["multi-step", "windows"]),
+        Refused(&["windows"]),
     );
     task_case(
         "test_windows_multi_step_task_rejects_sh_only_test",
@@ -961,12 +961,12 @@ fn harbor_example_task_configs() {
         (
             "hello-mcp",
             "[environment]\ngpus = 0\n[[environment.mcp_servers]]\nname = \"mcp-server\"\ntransport = \"streamable-http\"\nurl = \"http://mcp-server:8000/mcp\"\nargs = []\n",
-            Refused(&["mcp-servers"]),
+            Loads,
         ),
         (
             "hello-skills",
             "[environment]\ngpus = 0\nmcp_servers = []\nskills_dir = \"/skills\"\n",
-            Refused(&["skills-dir"]),
+            Loads,
         ),
         (
             "hello-healthcheck",
@@ -977,7 +977,7 @@ fn harbor_example_task_configs() {
             "hello-multi-step-advanced",
             "artifacts = [\"/app/greet.sh\"]\n[environment]\nworkdir = \"/app\"\n[[steps]]\nname = \"scaffold\"\nmin_reward = 1.0\n[steps.agent]\ntimeout_sec = 60.0\n\
              [[steps]]\nname = \"implement\"\nmin_reward = 0.5\n[steps.verifier.env]\nEXPECTED_NAME = \"Harbor\"\n[steps.healthcheck]\ncommand = \"test -x /app/greet.sh\"\n",
-            Refused(&["multi-step"]),
+            Loads,
         ),
         (
             "hello-world-bat",

@@ -21,6 +21,9 @@ pub mod multipliers;
 pub mod outcome;
 pub mod records;
 pub mod sandbox;
+pub mod steps;
+pub mod steps_rewards;
+pub mod steps_trajectory;
 pub mod task;
 pub mod template;
 #[cfg(test)]

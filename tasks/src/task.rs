@@ -22,6 +22,8 @@ pub struct Task {
     pub config: TaskConfig,
     /// `instruction.md` with leading canary lines stripped; empty for a multi-step task.
     pub instruction: String,
+    /// The steps of a multi-step task, in order, with their instructions; empty otherwise.
+    pub steps: Vec<crate::steps::TaskStep>,
     /// The content digest, `sha256:<hex>` (Harbor's package digest).
     pub digest: String,
     /// Warnings found while loading (unknown keys, parts of the task that are not run).
@@ -87,6 +89,7 @@ impl Task {
         } else {
             String::new()
         };
+        let steps = crate::steps::read_steps(&dir, &parsed.config.steps)?;
         let name = match &parsed.config.task {
             Some(section) => section.name.clone(),
             None => dir
@@ -95,19 +98,14 @@ impl Task {
                 .unwrap_or_default(),
         };
         let digest = task_digest(&dir)?;
-        let mut warnings = parsed.warnings;
-        if !parsed.config.artifacts.is_empty() {
-            warnings.push(format!(
-                "{}: artifacts = [...] are not collected yet; only /logs/artifacts is",
-                toml_path.display()
-            ));
-        }
+        let warnings = parsed.warnings;
         let unsupported = unsupported::detect(&parsed.config, &dir);
         Ok(Task {
             dir,
             name,
             config: parsed.config,
             instruction,
+            steps,
             digest,
             warnings,
             unsupported,
@@ -209,23 +207,5 @@ mod tests {
         );
         let task = Task::read(root).unwrap();
         assert_eq!(task.unsupported, [UnsupportedFeature::ComposeEnvironment]);
-    }
-
-    #[test]
-    fn listed_artifacts_warn_that_they_are_not_collected() {
-        let dir = task_dir(&[
-            ("task.toml", "artifacts = [\"/app/out.txt\"]\n"),
-            ("instruction.md", "Do.\n"),
-            ("tests/test.sh", "exit 0\n"),
-            ("environment/Dockerfile", "FROM scratch\n"),
-        ]);
-        let task = Task::load(dir.path()).unwrap();
-        assert!(
-            task.warnings
-                .iter()
-                .any(|w| w.contains("not collected yet")),
-            "{:?}",
-            task.warnings
-        );
     }
 }

@@ -13,11 +13,6 @@ use crate::config::{NetworkMode, TaskConfig, TaskOs};
 /// A feature of a task that the runner does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedFeature {
-    /// `[[steps]]`: a multi-step task.
-    MultiStep {
-        /// How many steps it declares.
-        steps: usize,
-    },
     /// `environment/docker-compose.yaml`: services beside the main container.
     ComposeEnvironment,
     /// The verifier in its own container.
@@ -39,13 +34,6 @@ pub enum UnsupportedFeature {
         /// The section declaring it: `environment`, `agent` or `verifier`.
         section: &'static str,
     },
-    /// `[environment] skills_dir`.
-    SkillsDir,
-    /// `[[environment.mcp_servers]]`.
-    McpServers {
-        /// How many servers it declares.
-        count: usize,
-    },
     /// `[environment] gpus` above zero.
     Gpus {
         /// How many.
@@ -61,13 +49,10 @@ impl UnsupportedFeature {
     /// A stable short name (`multi-step`, `compose`, …) for reports and tests.
     pub fn key(&self) -> &'static str {
         match self {
-            UnsupportedFeature::MultiStep { .. } => "multi-step",
             UnsupportedFeature::ComposeEnvironment => "compose",
             UnsupportedFeature::SeparateVerifier { .. } => "separate-verifier",
             UnsupportedFeature::PhaseNetworkMode { .. } => "phase-network-mode",
             UnsupportedFeature::Allowlist { .. } => "allowlist",
-            UnsupportedFeature::SkillsDir => "skills-dir",
-            UnsupportedFeature::McpServers { .. } => "mcp-servers",
             UnsupportedFeature::Gpus { .. } => "gpus",
             UnsupportedFeature::Tpu => "tpu",
             UnsupportedFeature::Windows => "windows",
@@ -78,9 +63,6 @@ impl UnsupportedFeature {
 impl fmt::Display for UnsupportedFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UnsupportedFeature::MultiStep { .. } => {
-                write!(f, "multi-step tasks ([[steps]]) are not supported yet")
-            }
             UnsupportedFeature::ComposeEnvironment => write!(
                 f,
                 "compose environments (environment/docker-compose.yaml) are not supported yet"
@@ -103,14 +85,6 @@ impl fmt::Display for UnsupportedFeature {
                 f,
                 "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet"
             ),
-            UnsupportedFeature::SkillsDir => write!(
-                f,
-                "skills directories ([environment] skills_dir) are not supported yet"
-            ),
-            UnsupportedFeature::McpServers { .. } => write!(
-                f,
-                "MCP servers ([[environment.mcp_servers]]) are not supported yet"
-            ),
             UnsupportedFeature::Gpus { count } => write!(
                 f,
                 "GPUs ([environment] gpus = {count}) are not supported yet"
@@ -131,13 +105,10 @@ pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 
 /// Every detector, in the order features are reported.
 pub const DETECTORS: &[Detector] = &[
-    multi_step,
     compose,
     separate_verifier,
     allowlist,
     phase_network_mode,
-    skills_dir,
-    mcp_servers,
     gpus,
     tpu,
     windows,
@@ -149,12 +120,6 @@ pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
         .iter()
         .filter_map(|detector| detector(config, task_dir))
         .collect()
-}
-
-fn multi_step(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    (!config.steps.is_empty()).then_some(UnsupportedFeature::MultiStep {
-        steps: config.steps.len(),
-    })
 }
 
 fn compose(_: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
@@ -215,18 +180,6 @@ fn declared<T>(field: &Option<T>, feature: UnsupportedFeature) -> Option<Unsuppo
     field.is_some().then_some(feature)
 }
 
-fn skills_dir(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    declared(
-        &config.environment.skills_dir,
-        UnsupportedFeature::SkillsDir,
-    )
-}
-
-fn mcp_servers(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    let count = config.environment.mcp_servers.len();
-    (count > 0).then_some(UnsupportedFeature::McpServers { count })
-}
-
 fn gpus(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
     match config.environment.gpus {
         Some(count) if count > 0 => Some(UnsupportedFeature::Gpus { count }),
@@ -264,12 +217,14 @@ mod tests {
                      [agent]\nnetwork_mode = \"no-network\"\n[verifier]\nenvironment_mode = \"shared\"\n";
         assert!(keys(plain).is_empty(), "{:?}", keys(plain));
         assert!(keys("[environment]\nos = \"Linux\"\n").is_empty());
+        let learnt = "[[steps]]\nname = \"one\"\n[environment]\nskills_dir = \"/skills\"\n\
+                      [[environment.mcp_servers]]\nname = \"m\"\nurl = \"http://m:8000/sse\"\n";
+        assert!(keys(learnt).is_empty(), "{:?}", keys(learnt));
     }
 
     #[test]
     fn each_feature_is_named() {
         let cases = [
-            ("[[steps]]\nname = \"one\"\n", "multi-step"),
             (
                 "[verifier]\nenvironment_mode = \"separate\"\n",
                 "separate-verifier",
@@ -291,11 +246,6 @@ mod tests {
                 "[environment]\nallow_internet = false\n[verifier]\nnetwork_mode = \"public\"\n",
                 "phase-network-mode",
             ),
-            ("[environment]\nskills_dir = \"/skills\"\n", "skills-dir"),
-            (
-                "[[environment.mcp_servers]]\nname = \"m\"\nurl = \"http://m:8000/sse\"\n",
-                "mcp-servers",
-            ),
             ("[environment]\ngpus = 1\n", "gpus"),
             (
                 "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
@@ -310,8 +260,8 @@ mod tests {
 
     #[test]
     fn messages_name_the_feature_and_say_not_yet() {
-        let text = UnsupportedFeature::MultiStep { steps: 2 }.to_string();
-        assert_eq!(text, "multi-step tasks ([[steps]]) are not supported yet");
+        let text = UnsupportedFeature::Tpu.to_string();
+        assert_eq!(text, "TPUs ([environment.tpu]) are not supported yet");
         let text = UnsupportedFeature::PhaseNetworkMode {
             phase: "agent",
             mode: NetworkMode::NoNetwork,

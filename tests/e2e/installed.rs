@@ -93,14 +93,22 @@ fn reference_agent_solves_the_examples_with_valid_trajectories_and_provenance() 
             let errors = tasks::atif::validate_file(&trajectory).expect("trajectory readable");
             assert!(errors.is_empty(), "{name}: {errors:?}");
         }
-        let instruction = job.trial_file(&name, "agent/instruction.txt");
-        let original = std::fs::read_to_string(
-            workspace_root()
-                .join("tasks/examples")
-                .join(task.rsplit('/').next().unwrap())
-                .join("instruction.md"),
-        )
-        .unwrap();
+        // A multi-step trial sends each step's instruction; the first step's is checked.
+        let task_dir = workspace_root()
+            .join("tasks/examples")
+            .join(task.rsplit('/').next().unwrap());
+        let (sent, source) = match result["step_results"][0]["step_name"].as_str() {
+            Some(step) => (
+                format!("steps/{step}/agent/instruction.txt"),
+                task_dir.join("steps").join(step).join("instruction.md"),
+            ),
+            None => (
+                "agent/instruction.txt".to_owned(),
+                task_dir.join("instruction.md"),
+            ),
+        };
+        let instruction = job.trial_file(&name, &sent);
+        let original = std::fs::read_to_string(source).unwrap();
         assert!(
             original.contains(instruction.trim()),
             "{name}: the instruction was sent verbatim"

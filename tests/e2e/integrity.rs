@@ -87,15 +87,14 @@ fn a_dataset_toml_entry_naming_a_missing_task_is_refused() {
 }
 
 #[test]
-fn a_multi_step_task_is_refused_naming_the_feature() {
-    let stderr = refused_saying(
-        "multi-step",
+fn a_task_needing_a_tpu_is_refused_naming_the_feature() {
+    refused_saying(
+        "tpu",
         &[
-            "task fixtures/multi-step",
-            "multi-step tasks ([[steps]]) are not supported yet",
+            "task fixtures/tpu",
+            "TPUs ([environment.tpu]) are not supported yet",
         ],
     );
-    assert!(!stderr.contains("instruction.md"), "{stderr}");
 }
 
 #[test]
@@ -117,8 +116,8 @@ fn a_refused_task_in_a_dataset_is_reported_and_the_rest_run() {
         "a skipped task is bad input: {stderr}"
     );
     assert!(
-        stderr.contains("skipping task: task fixtures/multi-step")
-            && stderr.contains("multi-step tasks ([[steps]]) are not supported yet"),
+        stderr.contains("skipping task: task fixtures/tpu")
+            && stderr.contains("TPUs ([environment.tpu]) are not supported yet"),
         "{stderr}"
     );
     let results = Job::single_in(jobs.path()).trial_results();

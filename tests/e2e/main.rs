@@ -11,6 +11,7 @@ mod resume;
 mod run;
 mod scrub;
 mod steering;
+mod steps;
 mod support;
 mod validate;
 mod view;

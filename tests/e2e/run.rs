@@ -94,10 +94,16 @@ fn oracle_solves_every_example_except_the_timeout_task() {
                 Some(checks.len() as u64)
             );
         }
+        // A multi-step trial keeps each step's verifier output under steps/<name>/.
+        let verifier_dir = match result["step_results"].as_array() {
+            Some(steps) => format!("steps/{}/verifier", steps[0]["step_name"].as_str().unwrap()),
+            None => "verifier".to_owned(),
+        };
         assert!(
             job.dir
                 .join(name)
-                .join("verifier/test-stdout.txt")
+                .join(verifier_dir)
+                .join("test-stdout.txt")
                 .is_file(),
             "{name}: test output collected"
         );

@@ -9,8 +9,9 @@ pub mod host_read;
 pub mod inspect;
 pub mod leftovers;
 pub mod reward;
+mod target;
 mod verify;
 
 pub use error::{Refusal, VerifierError, VerifierErrorKind};
 pub use reward::{REWARD_FILE_LIMIT, Rewards, read_rewards};
-pub use verify::{TESTS_DIR, VerifierOutcome, VerifyNotes, verify};
+pub use verify::{TESTS_DIR, VerifierOutcome, VerifyNotes, verify, verify_step};

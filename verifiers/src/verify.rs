@@ -8,7 +8,6 @@ use tasks::Task;
 use tasks::isolation::{IsolatedRun, IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::records::{LeftoverProcess, VerifierIsolation, VerifierResult};
 use tasks::sandbox::{ExecOutput, ExecRequest, Sandbox};
-use tasks::template::resolve_env;
 
 use crate::checks::{read_checks, tally};
 use crate::error::{VerifierError, VerifierErrorKind};
@@ -17,6 +16,7 @@ use crate::inspect::{
 };
 use crate::leftovers;
 use crate::reward::read_rewards;
+use crate::target::Target;
 
 /// Where the task's `tests/` is copied, only at verification time.
 pub const TESTS_DIR: &str = "/tests";
@@ -76,22 +76,49 @@ pub async fn verify<S: Sandbox>(
     deadline: Instant,
     notes: &mut VerifyNotes,
 ) -> Result<VerifierOutcome, VerifierError> {
+    let target = Target::task(task, trial_dir)?;
+    verify_target(sandbox, task, target, deadline, notes).await
+}
+
+/// Verifies step `index` of a multi-step task as [`verify`] verifies a task: the shared
+/// `tests/` with `steps/<name>/tests/` over it become `/tests`, the step's `[steps.verifier]`
+/// env goes over the task's `[verifier].env` and its user replaces the task's; the outputs
+/// come back to `<step_dir>/verifier/`.
+pub async fn verify_step<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    index: usize,
+    step_dir: &Path,
+    deadline: Instant,
+    notes: &mut VerifyNotes,
+) -> Result<VerifierOutcome, VerifierError> {
+    let target = Target::step(task, index, step_dir)?;
+    verify_target(sandbox, task, target, deadline, notes).await
+}
+
+async fn verify_target<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    target: Target,
+    deadline: Instant,
+    notes: &mut VerifyNotes,
+) -> Result<VerifierOutcome, VerifierError> {
     let budget = deadline.saturating_duration_since(Instant::now());
-    let env = resolve_env(&task.config.verifier.env).map_err(|source| VerifierErrorKind::Env {
-        task: task.name.clone(),
-        source,
-    })?;
     let mut run = Run {
         sandbox,
         task,
-        host_dir: trial_dir.join("verifier"),
-        env,
+        host_dir: target.host_dir.clone(),
+        env: target.env.clone(),
+        tests_dir: target.tests_dir.clone(),
+        user: target.user.clone(),
         budget,
         exec_time: Duration::ZERO,
         notes,
     };
     let host_deadline = deadline.checked_add(HOST_GRACE).unwrap_or(deadline);
     let outcome = tokio::time::timeout_at(host_deadline.into(), run.execute(deadline)).await;
+    // The merged tests (a step's) stay on the host until the tests have run.
+    drop(target);
     match outcome {
         Ok(Ok(outcome)) => Ok(outcome),
         Ok(Err(error)) if !matches!(error.kind, VerifierErrorKind::Timeout { .. }) => Err(error),
@@ -111,6 +138,8 @@ struct Run<'a, S> {
     task: &'a Task,
     host_dir: PathBuf,
     env: BTreeMap<String, String>,
+    tests_dir: PathBuf,
+    user: Option<String>,
     /// The whole verifier budget, for the timeout message.
     budget: Duration,
     exec_time: Duration,
@@ -120,7 +149,7 @@ struct Run<'a, S> {
 impl<S: Sandbox> Run<'_, S> {
     async fn execute(&mut self, deadline: Instant) -> Result<VerifierOutcome, VerifierError> {
         let task = self.task.name.clone();
-        let tests_dir = self.task.tests_dir();
+        let tests_dir = self.tests_dir.clone();
         if !tests_dir.join("test.sh").is_file() {
             return Err(VerifierErrorKind::AddTestsDir {
                 task,
@@ -138,13 +167,7 @@ impl<S: Sandbox> Run<'_, S> {
                 message: e.to_string(),
             }
         })?;
-        let user = self
-            .task
-            .config
-            .verifier
-            .user
-            .as_ref()
-            .map(|u| u.as_exec_user());
+        let user = self.user.clone();
         let request = IsolatedVerifyRequest {
             tests_dir: tests_dir.clone(),
             command: RUN_TESTS.to_owned(),

@@ -91,6 +91,12 @@ pub struct InstalledAgentConfig {
     /// Workspace root override; by default the task workdir, `/app`, `/workspace`, or a new `/app`.
     #[serde(default)]
     pub workspace_root: Option<String>,
+    /// Where the task's skills go (see [`super::task_extras`]).
+    #[serde(default)]
+    pub skills: super::task_extras::SkillsSection,
+    /// Where the task's MCP servers are written (see [`super::task_extras`]).
+    #[serde(default)]
+    pub mcp: super::task_extras::McpSection,
     /// The directory the config was loaded from; relative paths resolve against it.
     #[serde(skip)]
     pub config_dir: PathBuf,

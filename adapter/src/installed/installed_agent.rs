@@ -11,6 +11,7 @@ use tasks::records::AgentConfig;
 use super::config::{AgentConfigError, InstalledAgentConfig, is_env_name};
 use super::server::{self, ServerPaths};
 use super::task_api::{ApiError, Submission, TaskApi};
+use super::task_extras;
 use super::transport::{InContainerHttp, TransportError};
 use super::trial_files::{self, fill_placeholders};
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
@@ -121,6 +122,16 @@ impl InstalledAgent {
         server::save_log(sandbox, &self.paths(), &host_path).await;
     }
 
+    /// The submission's metadata beyond Harbor's: the task's skills and MCP servers, and the
+    /// step of a multi-step task.
+    fn submission_extras(&self, run: &AgentRun<'_>) -> serde_json::Map<String, serde_json::Value> {
+        let mut extras = task_extras::submission_metadata(run.task, &self.config.skills);
+        if let Some(step) = &run.step {
+            extras.insert("step".into(), serde_json::json!(step));
+        }
+        extras
+    }
+
     fn http(&self) -> InContainerHttp {
         InContainerHttp::new(self.config.server.port)
     }
@@ -192,6 +203,14 @@ impl Agent for InstalledAgent {
         self.upload_source(sandbox, run).await?;
         self.install(sandbox, run, deadline).await?;
         let version = self.learn_version(sandbox, run).await?;
+        task_extras::register(
+            sandbox,
+            run.task,
+            &self.config.skills,
+            &self.config.mcp,
+            self.server_user(run),
+        )
+        .await?;
         let started = self.start_server(sandbox, run, deadline).await;
         // Always saved: when the server crashed or never became healthy it is the only clue.
         self.save_server_log(sandbox, run).await;
@@ -218,6 +237,7 @@ impl Agent for InstalledAgent {
             workspace_root: &workspace_root,
             timeout_sec: run.agent_timeout_sec,
             task_name: &run.task.name,
+            extra_metadata: self.submission_extras(run),
         };
         let submit_limit = run
             .run_deadline

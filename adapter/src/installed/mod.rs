@@ -4,6 +4,7 @@ mod config;
 mod installed_agent;
 pub mod server;
 pub mod task_api;
+pub mod task_extras;
 pub mod trajectory;
 pub mod transport;
 mod trial_files;

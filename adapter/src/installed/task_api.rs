@@ -35,6 +35,9 @@ pub struct Submission<'a> {
     pub timeout_sec: Option<f64>,
     /// The task's name (informational; lets scripted agents pick a plan).
     pub task_name: &'a str,
+    /// More metadata: the task's skills and MCP servers (see
+    /// [`task_extras::submission_metadata`](super::task_extras::submission_metadata)), the step.
+    pub extra_metadata: serde_json::Map<String, Value>,
 }
 
 /// A status answer.
@@ -71,7 +74,7 @@ fn expect_json(call: &str, resp: HttpResponse) -> Result<Value, ApiError> {
 impl TaskApi<'_> {
     /// The JSON body POSTed to create the task.
     pub fn submission_body(submission: &Submission<'_>) -> Value {
-        json!({
+        let mut body = json!({
             "instruction": submission.instruction,
             "workspace_root": submission.workspace_root,
             "metadata": {
@@ -79,7 +82,11 @@ impl TaskApi<'_> {
                 "service_teardown": "keep",
                 "task_name": submission.task_name,
             }
-        })
+        });
+        for (key, value) in &submission.extra_metadata {
+            body["metadata"][key] = value.clone();
+        }
+        body
     }
 
     /// POSTs the task; returns its id.
@@ -217,7 +224,10 @@ mod tests {
             workspace_root: "/app",
             timeout_sec: Some(60.0),
             task_name: "examples/x",
+            extra_metadata: serde_json::Map::from_iter([("step".into(), json!("two"))]),
         });
+        assert_eq!(body["metadata"]["step"], "two");
+        assert_eq!(body["metadata"]["task_name"], "examples/x");
         assert_eq!(body["instruction"], "do it\n");
         assert_eq!(body["metadata"]["timeout_sec"], 60.0);
         assert_eq!(body["metadata"]["service_teardown"], "keep");

@@ -23,5 +23,5 @@ pub use trial_config::{
 };
 pub use trial_result::{
     AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PauseRecord, PhaseTiming,
-    TrialResult, VerifierResult,
+    StepResult, TrialResult, VerifierResult,
 };

@@ -128,6 +128,43 @@ impl PhaseTiming {
     }
 }
 
+/// Harbor's `StepResult`: one step of a multi-step trial. The step's files are under
+/// `<trial>/steps/<step_name>/` (`agent/`, `verifier/`, `artifacts/`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepResult {
+    /// The step's `[[steps]] name`.
+    pub step_name: String,
+    /// What the agent reported for this step's run.
+    pub agent_result: Option<AgentContext>,
+    /// This step's rewards (its own tests).
+    pub verifier_result: Option<VerifierResult>,
+    /// The step's first failure (setup.sh, healthcheck, agent, verifier).
+    pub exception_info: Option<ExceptionInfo>,
+    /// The step's agent run.
+    pub agent_execution: Option<PhaseTiming>,
+    /// The step's verification.
+    pub verifier: Option<PhaseTiming>,
+}
+
+impl StepResult {
+    /// A step that is about to start.
+    pub fn new(step_name: impl Into<String>) -> StepResult {
+        StepResult {
+            step_name: step_name.into(),
+            agent_result: None,
+            verifier_result: None,
+            exception_info: None,
+            agent_execution: None,
+            verifier: None,
+        }
+    }
+
+    /// The step's rewards, when its verifier produced some.
+    pub fn rewards(&self) -> Option<&BTreeMap<String, f64>> {
+        self.verifier_result.as_ref()?.rewards.as_ref()
+    }
+}
+
 /// `<trial>/result.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrialResult {
@@ -167,8 +204,9 @@ pub struct TrialResult {
     pub agent_execution: Option<PhaseTiming>,
     /// Verification.
     pub verifier: Option<PhaseTiming>,
-    /// Multi-step results (unused).
-    pub step_results: Option<serde_json::Value>,
+    /// One entry per step a multi-step trial ran, in order (Harbor's `step_results`); `None`
+    /// for a single-step task.
+    pub step_results: Option<Vec<StepResult>>,
     /// Processes the agent left running when verification started (runner-only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agent_leftover_processes: Vec<LeftoverProcess>,

@@ -209,7 +209,10 @@ impl InstalledAgent {
     ) -> Result<AgentRunReport, AgentError> {
         let traces = self.collect_traces(sandbox, run, task_id).await;
         self.save_server_log(sandbox, run).await;
-        if self.config.server.stop_after_run {
+        // A multi-step task's later steps still need the server: stop it after the last.
+        let last_run = run.step.is_none()
+            || run.task.config.steps.last().map(|s| &s.name) == run.step.as_ref();
+        if self.config.server.stop_after_run && last_run {
             let _ = server::stop(sandbox, &self.paths()).await;
         }
         if let Some(status) = final_status {

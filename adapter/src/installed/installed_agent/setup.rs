@@ -183,7 +183,8 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
     ) -> Result<(), AgentError> {
         let workspace_root = self.workspace_root(sandbox, run).await?;
         let command = self.fill(&self.config.server.command, Some(&workspace_root));
-        let env = self.env_with(Some(&workspace_root));
+        let mut env = self.env_with(Some(&workspace_root));
+        env.extend(super::task_extras::server_env(run.task));
         let install_path = self.config.install_path();
         let start = ServerStart {
             command: &command,

@@ -1,10 +1,12 @@
 //! The agent phases: setup (install) under Harbor's setup deadline, then the run under the
 //! task's agent deadline.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use adapter::{Agent, AgentRun};
 use tasks::ExceptionType;
+use tasks::records::AgentContext;
 
 use super::Trial;
 use super::record::{finish_timing, start_timing};
@@ -18,6 +20,30 @@ pub(super) const RUN_BACKSTOP: Duration = Duration::from_secs(60);
 /// longest timeout a task may set, so even such a trial cannot hang the job forever.
 const UNBOUNDED_AGENT_BACKSTOP: Duration =
     Duration::from_secs(tasks::limits::MAX_TIMEOUT_SEC as u64);
+
+/// What one agent run is for: the task's instruction, or one step's (a multi-step task runs
+/// the agent once per step, after one setup).
+pub(super) struct AgentTurn<'a> {
+    /// The instruction sent.
+    pub instruction: &'a str,
+    /// The step's name, for a multi-step task.
+    pub step: Option<String>,
+    /// The run's deadline.
+    pub timeout: Option<Duration>,
+    /// The user the agent runs as.
+    pub user: Option<String>,
+    /// Where the agent writes `agent/...` and `/logs/agent` is collected: the trial dir, or
+    /// the step's `steps/<name>/`.
+    pub records_dir: PathBuf,
+}
+
+/// How one agent run ended.
+pub(super) struct AgentTurnOutcome {
+    /// What the agent reported.
+    pub context: Option<AgentContext>,
+    /// Why it failed, if it did.
+    pub failure: Option<TrialFailure>,
+}
 
 impl<B: Backend> Trial<B> {
     fn agent_run_context(&self) -> AgentRun<'_> {
@@ -35,6 +61,7 @@ impl<B: Backend> Trial<B> {
             setup_deadline: deadline_after(self.timeouts.agent_setup),
             run_deadline: None,
             agent_timeout_sec: self.timeouts.agent.map(|d| d.as_secs_f64()),
+            step: None,
         }
     }
 
@@ -69,43 +96,78 @@ impl<B: Backend> Trial<B> {
     /// cancel its work); a host timeout behind it catches an agent that does not. A timeout or
     /// a failed agent is recorded and the trial goes on to verification, as in Harbor.
     pub(super) async fn agent_run(&mut self) -> Result<(), TrialFailure> {
-        self.enter(Phase::Agent);
-        let sandbox = self.sandbox()?;
-        let agent_timeout = self.timeouts.agent;
+        let task = self.plan.task.clone();
+        let turn = AgentTurn {
+            instruction: &task.instruction,
+            step: None,
+            timeout: self.timeouts.agent,
+            user: self.agent_run_context().user,
+            records_dir: self.dir.clone(),
+        };
         start_timing(&mut self.result.agent_execution);
-        let run = AgentRun {
-            run_deadline: agent_timeout.map(deadline_after),
-            ..self.agent_run_context()
-        };
-        let backstop =
-            agent_timeout.map_or(UNBOUNDED_AGENT_BACKSTOP, |d| d.saturating_add(RUN_BACKSTOP));
-        let instruction = &self.plan.task.instruction;
-        let outcome =
-            tokio::time::timeout(backstop, self.ctx.agent.run(&sandbox, &run, instruction)).await;
+        let ran = self.agent_turn(turn).await;
         finish_timing(&mut self.result.agent_execution);
-        let failure = match outcome {
-            Ok(Ok(report)) => {
-                self.result.agent_result = report.context;
-                None
-            }
-            Ok(Err(e)) => Some(TrialFailure::from(e)),
-            Err(_) => Some(TrialFailure::new(
-                ExceptionType::AgentTimeoutError,
-                format!(
-                    "Agent execution timed out after {} seconds",
-                    agent_timeout.unwrap_or_default().as_secs_f64()
-                ),
-            )),
-        };
-        if let Some(failure) = failure {
+        let ran = ran?;
+        if ran.context.is_some() {
+            self.result.agent_result = ran.context;
+        }
+        if let Some(failure) = ran.failure {
             if !failure.continues_to_verification() {
                 return Err(failure);
             }
             self.log.line("the agent failed; verification still runs");
             self.fail(failure);
         }
-        self.collect("/logs/agent", "agent").await;
         Ok(())
+    }
+
+    /// One agent run of `turn` under its deadline (the agent's own, and the host's backstop
+    /// behind it). Unless it failed in a way Harbor does not verify after, `/logs/agent` is
+    /// then collected into the turn's records dir.
+    pub(super) async fn agent_turn(
+        &mut self,
+        turn: AgentTurn<'_>,
+    ) -> Result<AgentTurnOutcome, TrialFailure> {
+        self.enter(Phase::Agent);
+        let sandbox = self.sandbox()?;
+        let run = AgentRun {
+            run_deadline: turn.timeout.map(deadline_after),
+            agent_timeout_sec: turn.timeout.map(|d| d.as_secs_f64()),
+            trial_dir: turn.records_dir.clone(),
+            user: turn.user.clone(),
+            step: turn.step.clone(),
+            ..self.agent_run_context()
+        };
+        let backstop = turn
+            .timeout
+            .map_or(UNBOUNDED_AGENT_BACKSTOP, |d| d.saturating_add(RUN_BACKSTOP));
+        let outcome = tokio::time::timeout(
+            backstop,
+            self.ctx.agent.run(&sandbox, &run, turn.instruction),
+        )
+        .await;
+        let (context, failure) = match outcome {
+            Ok(Ok(report)) => (report.context, None),
+            Ok(Err(e)) => (None, Some(TrialFailure::from(e))),
+            Err(_) => (
+                None,
+                Some(TrialFailure::new(
+                    ExceptionType::AgentTimeoutError,
+                    format!(
+                        "Agent execution timed out after {} seconds",
+                        turn.timeout.unwrap_or_default().as_secs_f64()
+                    ),
+                )),
+            ),
+        };
+        if failure
+            .as_ref()
+            .is_none_or(TrialFailure::continues_to_verification)
+        {
+            self.collect_into("/logs/agent", &turn.records_dir.join("agent"))
+                .await;
+        }
+        Ok(AgentTurnOutcome { context, failure })
     }
 }
 

@@ -5,6 +5,7 @@
 //! durable (the job layer decides where: the trial dir, or `attempts/<n>/` before a retry).
 
 mod agent;
+pub mod artifacts;
 mod bridge;
 mod environment;
 mod healthcheck;
@@ -12,6 +13,7 @@ pub mod image;
 mod log;
 mod naming;
 mod record;
+mod steps;
 mod storage;
 mod verification;
 pub mod watchdog;
@@ -228,14 +230,23 @@ impl<B: Backend> Trial<B> {
     }
 
     /// The phases in order; a non-fatal agent failure is recorded and verification still runs.
+    /// A multi-step task runs its steps (see [`steps`]) where a single-step task runs the agent,
+    /// collects its artifacts and verifies.
     async fn phases(&mut self) -> Result<(), TrialFailure> {
         self.environment().await?;
         self.start_bridge_relay().await?;
         let watch = self.storage_watch();
         watch.guard(self.agent_setup()).await?;
-        watch.guard(self.agent_run()).await?;
-        self.close_bridge().await;
-        watch.guard(self.verification()).await?;
+        if self.plan.task.is_multi_step() {
+            // The agent runs once per step, so the bridge stays open until the last step ends.
+            watch.guard(self.steps()).await?;
+            self.close_bridge().await;
+        } else {
+            watch.guard(self.agent_run()).await?;
+            self.close_bridge().await;
+            self.collect_artifacts().await;
+            watch.guard(self.verification()).await?;
+        }
         self.collection().await;
         Ok(())
     }

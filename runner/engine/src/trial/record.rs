@@ -122,6 +122,8 @@ pub fn describe_outcome(result: &TrialResult) -> String {
 /// Marks every phase that started and never finished (the trial was interrupted or failed in
 /// it) as finished now, so its timing shows how long it ran.
 pub(super) fn close_open_timings(result: &mut TrialResult) {
+    let steps = result.step_results.iter_mut().flatten();
+    let step_timings = steps.flat_map(|s| [&mut s.agent_execution, &mut s.verifier]);
     for timing in [
         &mut result.environment_setup,
         &mut result.agent_setup,
@@ -129,6 +131,7 @@ pub(super) fn close_open_timings(result: &mut TrialResult) {
         &mut result.verifier,
     ]
     .into_iter()
+    .chain(step_timings)
     .flatten()
     {
         if timing.finished_at.is_none() {

@@ -1,8 +1,10 @@
 //! Verification (delegated to the `verifiers` crate) and collection of what the trial left.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tasks::Sandbox;
+use tasks::records::VerifierResult;
 
 use super::Trial;
 use super::record::{finish_timing, start_timing};
@@ -19,19 +21,35 @@ impl<B: Backend> Trial<B> {
     /// learnt (exit code, named checks).
     pub(super) async fn verification(&mut self) -> Result<(), TrialFailure> {
         self.enter(Phase::Verifier);
-        let sandbox = self.sandbox()?;
         start_timing(&mut self.result.verifier);
+        let verified = self.verify_tests(None, self.timeouts.verifier).await;
+        finish_timing(&mut self.result.verifier);
+        self.result.verifier_result = Some(verified?);
+        Ok(())
+    }
+
+    /// Runs the tests of the task (`step` `None`) or of step `index` of a multi-step task
+    /// (its outputs into `<step_dir>/verifier/`) within `timeout`, recording the isolation
+    /// notes; returns the verifier's result.
+    pub(super) async fn verify_tests(
+        &mut self,
+        step: Option<(usize, &Path)>,
+        timeout: Duration,
+    ) -> Result<VerifierResult, TrialFailure> {
+        let sandbox = self.sandbox()?;
         let deadline = Instant::now()
-            .checked_add(self.timeouts.verifier)
+            .checked_add(timeout)
             .unwrap_or_else(Instant::now);
         let mut notes = verifiers::VerifyNotes::default();
-        let verified =
-            verifiers::verify(&sandbox, &self.plan.task, &self.dir, deadline, &mut notes).await;
-        finish_timing(&mut self.result.verifier);
+        let task = &self.plan.task;
+        let verified = match step {
+            None => verifiers::verify(&sandbox, task, &self.dir, deadline, &mut notes).await,
+            Some((index, dir)) => {
+                verifiers::verify_step(&sandbox, task, index, dir, deadline, &mut notes).await
+            }
+        };
         self.record_notes(notes);
-        let outcome = verified?;
-        self.result.verifier_result = Some(outcome.result);
-        Ok(())
+        Ok(verified?.result)
     }
 
     /// Records how the verifier was isolated and what the agent left running, in the result
@@ -77,9 +95,13 @@ impl<B: Backend> Trial<B> {
     /// Downloads the environment directory `source` into `<trial>/<target>` within
     /// [`COLLECT_TIMEOUT`]; a failure is logged, never fatal (the reward does not depend on it).
     pub(super) async fn collect(&self, source: &str, target: &str) {
+        self.collect_into(source, &self.dir.join(target)).await;
+    }
+
+    /// [`Self::collect`] into the host directory `target_dir`.
+    pub(super) async fn collect_into(&self, source: &str, target_dir: &Path) {
         let Ok(sandbox) = self.sandbox() else { return };
-        let target_dir = self.dir.join(target);
-        let download = sandbox.download_dir(source, &target_dir);
+        let download = sandbox.download_dir(source, target_dir);
         match tokio::time::timeout(COLLECT_TIMEOUT, download).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => self.log.line(&format!("collecting {source} failed: {e}")),

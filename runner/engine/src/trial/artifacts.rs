@@ -1,0 +1,471 @@
+//! Task artifacts (`artifacts = [...]` in `task.toml`, and a step's own): what the agent left
+//! at declared container paths is collected after the agent phase into `<trial>/artifacts/`
+//! (a step's into `<trial>/steps/<name>/artifacts/`) with `manifest.json`, as Harbor 0.13.1's
+//! `ArtifactHandler` does. The convention directory `/logs/artifacts` is always an entry.
+//!
+//! Every download goes through the sandbox's per-trial download budget (`--max-download-mb`),
+//! so a file past it is cut with a marker and listed in `truncated_outputs`. A single file or
+//! a directory with `exclude` patterns is first staged inside the container (as root, in a
+//! fresh `mktemp -d`), copying at most the budget's bytes, then downloaded and removed.
+//!
+//! [`upload_artifacts`] is the way back, for a separate verifier's container: each collected
+//! artifact goes to its declared source path there.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tasks::config::Artifact;
+use tasks::{ExecRequest, Sandbox, shell_quote};
+
+use super::Trial;
+use crate::backend::Backend;
+
+/// Harbor's convention directory, collected for every trial.
+pub const CONVENTION_DIR: &str = "/logs/artifacts";
+/// The manifest's file name inside the artifacts directory.
+pub const MANIFEST: &str = "manifest.json";
+/// The longest one artifact's staging or download may take.
+const ARTIFACT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One artifact to collect: Harbor's `ArtifactConfig`, a plain path being `{source}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactSpec {
+    /// The path in the container.
+    pub source: String,
+    /// Where it goes under the artifacts directory; by default the source's file name.
+    pub destination: Option<String>,
+    /// tar `--exclude` patterns, for a directory.
+    pub exclude: Vec<String>,
+}
+
+/// One entry of `manifest.json` (Harbor's `ArtifactManifestEntry`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    /// The container path.
+    pub source: String,
+    /// `artifacts` or `artifacts/<relative path>`.
+    pub destination: String,
+    /// `file` or `directory`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `ok`, `failed` or `empty`.
+    pub status: String,
+}
+
+/// The artifacts of a trial or step in Harbor's order: the convention directory first (unless
+/// declared), then the task's, then `extra` (a step's own).
+pub fn normalized(task: &[Artifact], extra: &[Artifact]) -> Vec<ArtifactSpec> {
+    let mut specs: Vec<ArtifactSpec> = task
+        .iter()
+        .chain(extra)
+        .map(|artifact| match artifact {
+            Artifact::Path(source) => ArtifactSpec {
+                source: source.clone(),
+                destination: None,
+                exclude: Vec::new(),
+            },
+            Artifact::Spec {
+                source,
+                destination,
+                exclude,
+            } => ArtifactSpec {
+                source: source.clone(),
+                destination: destination.clone(),
+                exclude: exclude.clone(),
+            },
+        })
+        .collect();
+    if !specs.iter().any(|s| is_convention(&s.source)) {
+        specs.insert(
+            0,
+            ArtifactSpec {
+                source: CONVENTION_DIR.into(),
+                destination: Some(CONVENTION_DIR.into()),
+                exclude: Vec::new(),
+            },
+        );
+    }
+    specs
+}
+
+fn is_convention(path: &str) -> bool {
+    path.trim_end_matches('/') == CONVENTION_DIR
+}
+
+/// Where `spec` lands under `artifacts_dir` (Harbor's `_host_path`): the convention directory
+/// is the artifacts directory itself, anything else its destination (or the source's file
+/// name) relative to it. `None` for a destination that would leave the directory (`..`).
+pub fn host_path(artifacts_dir: &Path, spec: &ArtifactSpec) -> Option<PathBuf> {
+    if is_convention(&spec.source) {
+        let destination = spec.destination.as_deref().unwrap_or(&spec.source);
+        if is_convention(destination) || destination == "." {
+            return Some(artifacts_dir.to_path_buf());
+        }
+    }
+    let destination = spec.destination.clone().unwrap_or_else(|| {
+        Path::new(&spec.source)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let mut relative = PathBuf::new();
+    for component in Path::new(&destination).components() {
+        match component {
+            Component::Normal(part) => relative.push(part),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(artifacts_dir.join(relative))
+}
+
+/// `artifacts` or `artifacts/<relative>`, as the manifest records a host path.
+fn manifest_destination(artifacts_dir: &Path, target: &Path) -> String {
+    match target.strip_prefix(artifacts_dir) {
+        Ok(rel) if rel.as_os_str().is_empty() => "artifacts".into(),
+        Ok(rel) => format!("artifacts/{}", rel.display()),
+        Err(_) => "artifacts".into(),
+    }
+}
+
+/// How the convention directory is handled by [`collect_artifacts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Convention {
+    /// Downloaded with the other artifacts (a step's, since the next step empties it).
+    Download,
+    /// Only looked at, for its manifest entry: a single-step trial downloads
+    /// `/logs/artifacts` once, after verification, so what the tests write there is kept too
+    /// (as Harbor's bind-mounted directory keeps it).
+    Probe,
+}
+
+/// Collects `specs` from `sandbox` into `artifacts_dir` and writes its `manifest.json`.
+/// Best effort, as in Harbor: a failed artifact is a `failed` entry and a `log` line, never a
+/// trial failure. `copy_cap` bounds what one staged copy may take inside the container.
+pub async fn collect_artifacts<S: Sandbox>(
+    sandbox: &S,
+    specs: &[ArtifactSpec],
+    artifacts_dir: &Path,
+    convention: Convention,
+    copy_cap: u64,
+    log: &(dyn Fn(&str) + Sync),
+) -> Vec<ManifestEntry> {
+    let _ = std::fs::create_dir_all(artifacts_dir);
+    let mut entries = Vec::new();
+    for spec in specs {
+        let Some(target) = host_path(artifacts_dir, spec) else {
+            log(&format!(
+                "artifact {}: destination {:?} leaves the artifacts directory; not collected",
+                spec.source,
+                spec.destination.as_deref().unwrap_or_default()
+            ));
+            entries.push(ManifestEntry {
+                source: spec.source.clone(),
+                destination: "artifacts".into(),
+                kind: "file".into(),
+                status: "failed".into(),
+            });
+            continue;
+        };
+        let destination = manifest_destination(artifacts_dir, &target);
+        let entry = collect_one(sandbox, spec, &target, convention, copy_cap).await;
+        let (kind, status) = match entry {
+            Ok((kind, status)) => (kind, status),
+            Err((kind, why)) => {
+                log(&format!("artifact {} not collected: {why}", spec.source));
+                (kind, "failed")
+            }
+        };
+        entries.push(ManifestEntry {
+            source: spec.source.clone(),
+            destination,
+            kind: kind.into(),
+            status: status.into(),
+        });
+    }
+    if let Err(e) = tasks::atomic::write_json_atomic(&artifacts_dir.join(MANIFEST), &entries) {
+        log(&format!("cannot write artifacts/{MANIFEST}: {e}"));
+    }
+    entries
+}
+
+type Collected = Result<(&'static str, &'static str), (&'static str, String)>;
+
+async fn collect_one<S: Sandbox>(
+    sandbox: &S,
+    spec: &ArtifactSpec,
+    target: &Path,
+    convention: Convention,
+    copy_cap: u64,
+) -> Collected {
+    let source = spec.source.trim_end_matches('/');
+    let source = if source.is_empty() { "/" } else { source };
+    if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Probe {
+        let probe = format!(
+            "[ -n \"$(find {} -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1)\" ]",
+            shell_quote(source)
+        );
+        let out = sandbox
+            .exec(ExecRequest::root(probe).timeout(Duration::from_secs(30)))
+            .await
+            .map_err(|e| ("directory", e.to_string()))?;
+        return Ok(("directory", if out.success() { "ok" } else { "empty" }));
+    }
+    if is_convention(source) && spec.exclude.is_empty() {
+        download(sandbox, source, target)
+            .await
+            .map_err(|why| ("directory", why))?;
+        let has_contents = std::fs::read_dir(target)
+            .map(|mut entries| entries.any(|e| e.is_ok_and(|e| e.file_name() != MANIFEST)))
+            .unwrap_or(false);
+        return Ok(("directory", if has_contents { "ok" } else { "empty" }));
+    }
+    let probe = ExecRequest::root(format!("test -d {}", shell_quote(source)))
+        .timeout(Duration::from_secs(30));
+    let is_dir = match sandbox.exec(probe).await {
+        Ok(out) => out.success(),
+        // Harbor's guess when it cannot ask: a path without an extension is a directory.
+        Err(_) => Path::new(source).extension().is_none(),
+    };
+    let kind = if is_dir { "directory" } else { "file" };
+    let fail = |why: String| (kind, why);
+    if is_dir && spec.exclude.is_empty() {
+        std::fs::create_dir_all(target).map_err(|e| fail(e.to_string()))?;
+        download(sandbox, source, target).await.map_err(fail)?;
+        return Ok((kind, "ok"));
+    }
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "artifact".into());
+    let stage = if is_dir {
+        stage_dir_script(source, &spec.exclude, copy_cap)
+    } else {
+        stage_file_script(source, &name, copy_cap)
+    };
+    let out = sandbox
+        .exec(ExecRequest::root(stage).timeout(ARTIFACT_TIMEOUT))
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let staged = out
+        .stdout
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    if !out.success() || !staged.starts_with("/tmp/runner-artifact.") {
+        return Err(fail(format!(
+            "staging it failed (exit {:?}): {}",
+            out.exit_code,
+            out.stderr.trim()
+        )));
+    }
+    let (from, into) = if is_dir {
+        (staged.clone(), target.to_path_buf())
+    } else {
+        (
+            staged.clone(),
+            target.parent().unwrap_or(target).to_path_buf(),
+        )
+    };
+    let downloaded = match std::fs::create_dir_all(&into) {
+        Ok(()) => download(sandbox, &from, &into).await,
+        Err(e) => Err(e.to_string()),
+    };
+    let cleanup = ExecRequest::root(format!("rm -rf {}", shell_quote(&staged)))
+        .timeout(Duration::from_secs(60));
+    let _ = sandbox.exec(cleanup).await;
+    downloaded.map_err(fail)?;
+    Ok((kind, "ok"))
+}
+
+async fn download<S: Sandbox>(sandbox: &S, source: &str, target: &Path) -> Result<(), String> {
+    match tokio::time::timeout(ARTIFACT_TIMEOUT, sandbox.download_dir(source, target)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "the download took longer than {} s",
+            ARTIFACT_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Copies at most `cap + 1` bytes of the file `source` to `<fresh dir>/<name>` and prints
+/// the dir (one byte over the cap lets the download budget see and mark the cut).
+fn stage_file_script(source: &str, name: &str, cap: u64) -> String {
+    format!(
+        "set -e; [ -f {src} ] || {{ echo 'no such file' >&2; exit 1; }}; \
+         d=$(mktemp -d /tmp/runner-artifact.XXXXXX); head -c {limit} {src} > \"$d\"/{name}; echo \"$d\"",
+        src = shell_quote(source),
+        name = shell_quote(name),
+        limit = cap.saturating_add(1),
+    )
+}
+
+/// Copies the directory `source` without the `exclude` patterns (tar `--exclude`) into a
+/// fresh dir, reading at most `cap` bytes of the archive, and prints the dir.
+fn stage_dir_script(source: &str, exclude: &[String], cap: u64) -> String {
+    let excludes: String = exclude
+        .iter()
+        .map(|pattern| format!(" --exclude={}", shell_quote(pattern)))
+        .collect();
+    format!(
+        "d=$(mktemp -d /tmp/runner-artifact.XXXXXX) || exit 1; \
+         tar -C {src}{excludes} -cf - . | head -c {cap} | tar -C \"$d\" -xf - 2>/dev/null; echo \"$d\"",
+        src = shell_quote(source),
+    )
+}
+
+/// Uploads the artifacts collected in `artifacts_dir` to `sandbox` (a separate verifier's
+/// container), each to its declared source path there (Harbor's `upload_artifacts`); the
+/// convention directory goes to `target_convention` (`/logs/artifacts` on Linux). A
+/// directory replaces what is at its path; a file is written with its parent created.
+/// Artifacts that were not collected are skipped.
+pub async fn upload_artifacts<S: Sandbox>(
+    sandbox: &S,
+    specs: &[ArtifactSpec],
+    artifacts_dir: &Path,
+    target_convention: &str,
+) -> Result<(), tasks::SandboxError> {
+    for spec in specs {
+        let Some(host) = host_path(artifacts_dir, spec) else {
+            continue;
+        };
+        let target = if is_convention(&spec.source) {
+            target_convention.to_owned()
+        } else {
+            spec.source.clone()
+        };
+        if host.is_dir() {
+            let reset = format!("rm -rf {t} && mkdir -p {t}", t = shell_quote(&target));
+            sandbox.exec(ExecRequest::root(reset)).await?;
+            sandbox.upload_dir(&host, &target).await?;
+        } else if host.is_file() {
+            // Staged alone in a directory so the upload streams the file from disk.
+            let stage = tempfile::tempdir()
+                .map_err(|e| tasks::SandboxError::new("stage an artifact for upload", e))?;
+            let name = Path::new(&target)
+                .file_name()
+                .map(|n| n.to_owned())
+                .unwrap_or_else(|| "artifact".into());
+            std::fs::hard_link(&host, stage.path().join(&name))
+                .or_else(|_| std::fs::copy(&host, stage.path().join(&name)).map(|_| ()))
+                .map_err(|e| tasks::SandboxError::new("stage an artifact for upload", e))?;
+            let parent = Path::new(&target)
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "/".into());
+            sandbox.upload_dir(stage.path(), &parent).await?;
+        }
+    }
+    Ok(())
+}
+
+impl<B: Backend> Trial<B> {
+    /// Collects the task's artifacts and `extra` (a step's) into `artifacts_dir`, with its
+    /// manifest, logging what could not be collected.
+    pub(super) async fn collect_artifacts_into(
+        &self,
+        extra: &[Artifact],
+        artifacts_dir: &Path,
+        convention: Convention,
+    ) {
+        let Ok(sandbox) = self.sandbox() else { return };
+        let specs = normalized(&self.plan.task.config.artifacts, extra);
+        let log = |line: &str| self.log.line(line);
+        let entries = collect_artifacts(
+            &sandbox,
+            &specs,
+            artifacts_dir,
+            convention,
+            self.limits.download_cap_bytes,
+            &log,
+        )
+        .await;
+        let ok = entries.iter().filter(|e| e.status == "ok").count();
+        self.log.line(&format!(
+            "artifacts: {ok} of {} collected into {}",
+            entries.len(),
+            artifacts_dir.display()
+        ));
+    }
+
+    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`.
+    pub(super) async fn collect_artifacts(&self) {
+        let dir = self.dir.join("artifacts");
+        self.collect_artifacts_into(&[], &dir, Convention::Probe)
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(source: &str, destination: Option<&str>) -> ArtifactSpec {
+        ArtifactSpec {
+            source: source.into(),
+            destination: destination.map(Into::into),
+            exclude: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_convention_dir_comes_first_unless_declared() {
+        let task = [Artifact::Path("/app/out.txt".into())];
+        let step = [Artifact::Spec {
+            source: "/app/logs".into(),
+            destination: Some("logs".into()),
+            exclude: vec!["*.tmp".into()],
+        }];
+        let specs = normalized(&task, &step);
+        let sources: Vec<_> = specs.iter().map(|s| s.source.as_str()).collect();
+        assert_eq!(sources, [CONVENTION_DIR, "/app/out.txt", "/app/logs"]);
+        assert_eq!(specs[2].exclude, ["*.tmp"]);
+        let declared = [Artifact::Path("/logs/artifacts/".into())];
+        assert_eq!(normalized(&declared, &[]).len(), 1);
+    }
+
+    #[test]
+    fn host_paths_follow_harbor_and_never_leave_the_dir() {
+        let dir = Path::new("/t/artifacts");
+        let at = |s: &ArtifactSpec| host_path(dir, s);
+        assert_eq!(
+            at(&spec(CONVENTION_DIR, Some(CONVENTION_DIR))),
+            Some(dir.into())
+        );
+        assert_eq!(at(&spec("/logs/artifacts/", Some("."))), Some(dir.into()));
+        assert_eq!(at(&spec("/app/out.txt", None)), Some(dir.join("out.txt")));
+        assert_eq!(
+            at(&spec("/app/out.txt", Some("/reports/final.txt"))),
+            Some(dir.join("reports/final.txt"))
+        );
+        assert_eq!(at(&spec("/app/x", Some("../../etc/passwd"))), None);
+        assert_eq!(manifest_destination(dir, dir), "artifacts");
+        assert_eq!(
+            manifest_destination(dir, &dir.join("reports/final.txt")),
+            "artifacts/reports/final.txt"
+        );
+    }
+
+    #[test]
+    fn the_manifest_is_harbors_list_of_entries() {
+        let entry = ManifestEntry {
+            source: "/app/out.txt".into(),
+            destination: "artifacts/out.txt".into(),
+            kind: "file".into(),
+            status: "ok".into(),
+        };
+        assert_eq!(
+            serde_json::to_value([entry]).unwrap(),
+            serde_json::json!([{
+                "source": "/app/out.txt",
+                "destination": "artifacts/out.txt",
+                "type": "file",
+                "status": "ok",
+            }])
+        );
+    }
+}

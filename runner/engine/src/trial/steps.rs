@@ -1,0 +1,438 @@
+//! Multi-step tasks (`[[steps]]`), as Harbor 0.13.1's `MultiStepTrial` runs them: after one
+//! environment start and one agent setup, each step in order gets its `workdir/` files and
+//! `setup.sh` (and healthcheck), a new agent run on its instruction, its artifacts collected
+//! and its own tests verified; a step that failed without rewards, or whose rewards miss its
+//! `min_reward`, ends the trial and later steps do not run. The trial's `verifier_result` is
+//! the steps' rewards aggregated (`multi_step_reward_strategy`: mean, or final).
+//!
+//! Each step's files go to `<trial>/steps/<name>/{agent,verifier,artifacts}/` and its record
+//! to `result.json` → `step_results[]` (Harbor's `StepResult`). Records beyond Harbor's:
+//! the trial's `agent_execution` and `verifier` span the steps' (first start, last end), and a
+//! step failure that ends the trial (no rewards; an infrastructure failure) is also the
+//! trial's `exception_info`, so outcomes, retries and the exit code see it. A failure Harbor
+//! still verifies after (agent timeout, non-zero exit) stays in the step only, as in Harbor.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use tasks::config::StepConfig;
+use tasks::records::{ExceptionInfo, PhaseTiming, StepResult};
+use tasks::steps_rewards::{aggregate, stop_after_step};
+use tasks::{ExceptionType, ExecRequest, Sandbox, Task, TimedPhase, shell_quote};
+
+use super::Trial;
+use super::agent::AgentTurn;
+use super::artifacts::Convention;
+use super::healthcheck;
+use crate::backend::Backend;
+use crate::events::Phase;
+use crate::failure::TrialFailure;
+use crate::timeouts::PhaseTimeouts;
+
+/// Empties what the previous step left in the container's log directories, as Harbor's
+/// mounted log directories are emptied when a step's outputs move to `steps/<name>/`.
+const RESET_LOGS: &str = "find /logs/agent /logs/artifacts -mindepth 1 -delete 2>/dev/null; \
+    mkdir -p /logs/agent /logs/artifacts && chmod 777 /logs/agent /logs/artifacts";
+
+/// The deadlines of step `step`: its `[steps.agent] timeout_sec` or the task's, and its
+/// `[steps.verifier] timeout_sec` (Harbor's default 600 s when it sets none, not the task's),
+/// under the job's multipliers; the other phases' are the trial's.
+pub fn step_timeouts(
+    trial: &PhaseTimeouts,
+    task: &Task,
+    step: &StepConfig,
+    multipliers: &tasks::Multipliers,
+) -> PhaseTimeouts {
+    PhaseTimeouts {
+        agent: step
+            .agent
+            .timeout_sec
+            .or(task.config.agent.timeout_sec)
+            .map(|base| multipliers.scale(base, TimedPhase::Agent)),
+        verifier: multipliers.scale(step.verifier.timeout_sec, TimedPhase::Verifier),
+        ..*trial
+    }
+}
+
+impl<B: Backend> Trial<B> {
+    /// Runs the steps of a multi-step task in order, then aggregates their rewards.
+    pub(super) async fn steps(&mut self) -> Result<(), TrialFailure> {
+        let task = self.plan.task.clone();
+        let trial_timeouts = self.timeouts;
+        self.result.step_results = Some(Vec::new());
+        let total = task.config.steps.len();
+        let mut ended = Ok(());
+        for (index, step) in task.config.steps.iter().enumerate() {
+            self.log.line(&format!(
+                "step {}/{total}: {} started",
+                index + 1,
+                step.name
+            ));
+            // The watchdog and the phases read the step's own deadlines.
+            self.timeouts = step_timeouts(&trial_timeouts, &task, step, &self.ctx.multipliers);
+            self.log.line(&format!("step timeouts: {}", self.timeouts));
+            self.steps_mut().push(StepResult::new(&step.name));
+            let ran = self.step(&task, index).await;
+            let result = self
+                .steps_mut()
+                .last()
+                .cloned()
+                .unwrap_or_else(|| StepResult::new(""));
+            if let Err(failure) = ran {
+                ended = Err(failure);
+                break;
+            }
+            if let Some(reason) = stop_after_step(step, &result) {
+                self.log.line(&reason);
+                if let Some(info) = result
+                    .exception_info
+                    .filter(|_| result.verifier_result.is_none())
+                {
+                    let failure = TrialFailure::new(info.exception_type, info.exception_message);
+                    self.fail(failure);
+                }
+                break;
+            }
+        }
+        self.timeouts = trial_timeouts;
+        self.finish_steps(&task).await;
+        ended
+    }
+
+    fn steps_mut(&mut self) -> &mut Vec<StepResult> {
+        self.result.step_results.get_or_insert_with(Vec::new)
+    }
+
+    fn current_step(&mut self) -> &mut StepResult {
+        let steps = self.steps_mut();
+        if steps.is_empty() {
+            steps.push(StepResult::new(""));
+        }
+        steps.last_mut().expect("a step was pushed")
+    }
+
+    /// One step: setup, agent, artifacts, verifier. Errors are failures that end the trial
+    /// (also recorded in the step); everything else is recorded in the step's result.
+    async fn step(&mut self, task: &Task, index: usize) -> Result<(), TrialFailure> {
+        let step = &task.config.steps[index];
+        let step_dir = self.dir.join("steps").join(&step.name);
+        for sub in ["agent", "verifier", "artifacts"] {
+            let _ = std::fs::create_dir_all(step_dir.join(sub));
+        }
+        let agent_user = step
+            .agent
+            .user
+            .as_ref()
+            .or(task.config.agent.user.as_ref())
+            .map(|u| u.as_exec_user());
+
+        if let Err(failure) = self.prepare_step(task, step, agent_user.as_deref()).await {
+            self.log.line(&format!(
+                "step {:?}: {}: {}",
+                step.name, failure.kind, failure.message
+            ));
+            let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure
+                && failure.kind != ExceptionType::Other("RuntimeError".into())
+                && failure.kind != ExceptionType::HealthcheckError;
+            record_step_failure(self.current_step(), &failure);
+            // A broken sandbox ends the trial as it would a single-step one; a failed
+            // setup.sh or healthcheck ends it through the gate (no rewards), as in Harbor.
+            return if infrastructure { Err(failure) } else { Ok(()) };
+        }
+
+        self.current_step().agent_execution = Some(PhaseTiming::start());
+        let turn = AgentTurn {
+            instruction: &task.steps[index].instruction,
+            step: Some(step.name.clone()),
+            timeout: self.timeouts.agent,
+            user: agent_user,
+            records_dir: step_dir.clone(),
+        };
+        let ran = self.agent_turn(turn).await;
+        finish(&mut self.current_step().agent_execution);
+        let ran = ran?;
+        let context = ran.context.or_else(|| {
+            ran.failure
+                .as_ref()
+                .and_then(|f| f.agent_context.as_deref().cloned())
+        });
+        self.current_step().agent_result = context;
+        if let Some(failure) = ran.failure {
+            record_step_failure(self.current_step(), &failure);
+            if !failure.continues_to_verification() {
+                return Err(failure);
+            }
+            self.log.line(&format!(
+                "step {:?}: the agent failed ({}); the step is still verified",
+                step.name, failure.kind
+            ));
+        }
+
+        let artifacts = step_dir.join("artifacts");
+        self.collect_artifacts_into(&step.artifacts, &artifacts, Convention::Download)
+            .await;
+
+        self.enter(Phase::Verifier);
+        self.current_step().verifier = Some(PhaseTiming::start());
+        let verified = self
+            .verify_tests(Some((index, &step_dir)), self.timeouts.verifier)
+            .await;
+        finish(&mut self.current_step().verifier);
+        match verified {
+            Ok(result) => {
+                let reward = result.rewards.as_ref().map(|r| format!("{r:?}"));
+                self.log.line(&format!(
+                    "step {:?}: rewards {}",
+                    step.name,
+                    reward.unwrap_or_else(|| "none".into())
+                ));
+                self.current_step().verifier_result = Some(result);
+            }
+            Err(failure) => {
+                self.log.line(&format!(
+                    "step {:?}: verification failed: {}: {}",
+                    step.name, failure.kind, failure.message
+                ));
+                record_step_failure(self.current_step(), &failure);
+            }
+        }
+        Ok(())
+    }
+
+    /// Harbor's `_prepare_step`: the container's log directories emptied, the step's
+    /// `workdir/` uploaded into the working directory, its `setup.sh` run there (as the
+    /// step's agent user), then the step's healthcheck. Bounded by the agent setup deadline.
+    async fn prepare_step(
+        &mut self,
+        task: &Task,
+        step: &StepConfig,
+        user: Option<&str>,
+    ) -> Result<(), TrialFailure> {
+        self.enter(Phase::AgentSetup);
+        let sandbox = self.sandbox()?;
+        let limit = self.timeouts.agent_setup;
+        let work = async {
+            root(
+                &sandbox,
+                RESET_LOGS,
+                "empty /logs/agent and /logs/artifacts",
+            )
+            .await?;
+            let Some(workdir) = task.step_workdir(&step.name) else {
+                return Ok(());
+            };
+            let pwd = sandbox
+                .exec(ExecRequest::new("pwd").maybe_user(user))
+                .await?;
+            let container_dir = pwd.stdout.trim().to_owned();
+            let container_dir = if container_dir.is_empty() {
+                "/".to_owned()
+            } else {
+                container_dir
+            };
+            sandbox.upload_dir(&workdir, &container_dir).await?;
+            if workdir.join("setup.sh").is_file() {
+                let script = format!("{}/setup.sh", container_dir.trim_end_matches('/'));
+                let out = sandbox
+                    .exec(
+                        ExecRequest::new(format!("bash {}", shell_quote(&script))).maybe_user(user),
+                    )
+                    .await?;
+                if !out.success() {
+                    return Err(TrialFailure::new(
+                        // Harbor raises a RuntimeError here and records that class name.
+                        ExceptionType::Other("RuntimeError".into()),
+                        format!(
+                            "Step '{}' setup.sh exited with code {}: {}",
+                            step.name,
+                            out.exit_code.map_or("none".into(), |c| c.to_string()),
+                            out.stderr.trim()
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(limit, work).await {
+            Ok(Ok(())) => {}
+            Ok(Err(failure)) => return Err(failure),
+            Err(_) => {
+                return Err(TrialFailure::new(
+                    ExceptionType::Other("RuntimeError".into()),
+                    format!(
+                        "Step '{}' setup took longer than {} seconds",
+                        step.name,
+                        limit.as_secs_f64()
+                    ),
+                ));
+            }
+        }
+        if let Some(check) = &step.healthcheck {
+            let bounded = tokio::time::timeout(limit, healthcheck::run(&sandbox, check, &self.log));
+            match bounded.await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(TrialFailure::new(
+                        ExceptionType::HealthcheckError,
+                        format!("step {:?}: the healthcheck did not pass in time", step.name),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last step: the rewards aggregated, the trial's agent and verifier timings
+    /// spanning the steps', and the container's log directories emptied so the trial-level
+    /// collection that follows does not copy the last step's files twice.
+    async fn finish_steps(&mut self, task: &Task) {
+        let steps = self.result.step_results.clone().unwrap_or_default();
+        self.result.verifier_result = aggregate(task.config.multi_step_reward_strategy, &steps);
+        self.result.agent_execution = span(steps.iter().map(|s| &s.agent_execution));
+        self.result.verifier = span(steps.iter().map(|s| &s.verifier));
+        if let Some(rewards) = self
+            .result
+            .verifier_result
+            .as_ref()
+            .and_then(|v| v.rewards.as_ref())
+        {
+            self.log.line(&format!(
+                "steps: {} ran, trial rewards {rewards:?}",
+                steps.len()
+            ));
+        }
+        self.join_step_trajectories(&steps);
+        if let Ok(sandbox) = self.sandbox() {
+            let _ = root(
+                &sandbox,
+                RESET_LOGS,
+                "empty /logs/agent and /logs/artifacts",
+            )
+            .await;
+        }
+    }
+
+    /// Writes `agent/trajectory.json` joining the steps' (see [`tasks::steps_trajectory`]).
+    fn join_step_trajectories(&self, steps: &[StepResult]) {
+        let names: Vec<String> = steps.iter().map(|s| s.step_name.clone()).collect();
+        match tasks::steps_trajectory::join_files(&self.dir, &names) {
+            Ok(joined) => {
+                let path = self.dir.join("agent/trajectory.json");
+                match tasks::atomic::write_json_atomic(&path, &joined) {
+                    Ok(()) => self
+                        .log
+                        .line("agent/trajectory.json joins the steps' trajectories"),
+                    Err(e) => self
+                        .log
+                        .line(&format!("cannot write {}: {e}", path.display())),
+                }
+            }
+            Err(tasks::steps_trajectory::JoinError::Empty) => {}
+            Err(e) => self
+                .log
+                .line(&format!("no joined agent/trajectory.json: {e}")),
+        }
+    }
+}
+
+/// Records `failure` as the step's exception, keeping the first.
+fn record_step_failure(step: &mut StepResult, failure: &TrialFailure) {
+    if step.exception_info.is_some() {
+        return;
+    }
+    step.exception_info = Some(ExceptionInfo {
+        exception_type: failure.kind.clone(),
+        exception_message: failure.message.clone(),
+        exception_traceback: format!("{}: {}\n", failure.kind, failure.message),
+        occurred_at: Utc::now(),
+    });
+}
+
+fn finish(timing: &mut Option<PhaseTiming>) {
+    if let Some(timing) = timing {
+        timing.finish();
+    }
+}
+
+/// From the first start to the last end of `timings`; `None` when no step had one.
+fn span<'a>(timings: impl Iterator<Item = &'a Option<PhaseTiming>>) -> Option<PhaseTiming> {
+    let timings: Vec<&PhaseTiming> = timings.flatten().collect();
+    let first = timings.first()?;
+    Some(PhaseTiming {
+        started_at: first.started_at,
+        finished_at: timings.last().and_then(|t| t.finished_at),
+    })
+}
+
+/// Runs `command` as root within a minute; a failure is the sandbox's.
+async fn root<S: Sandbox>(sandbox: &S, command: &str, what: &str) -> Result<(), TrialFailure> {
+    let out = sandbox
+        .exec(ExecRequest::root(command).timeout(Duration::from_secs(60)))
+        .await?;
+    if out.success() {
+        Ok(())
+    } else {
+        Err(TrialFailure::new(
+            ExceptionType::EnvironmentError,
+            format!(
+                "{what} failed (exit {:?}): {}",
+                out.exit_code,
+                out.stderr.trim()
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_runs_from_the_first_start_to_the_last_end() {
+        let at = |s: i64| Some(chrono::DateTime::from_timestamp(s, 0).unwrap());
+        let timing = |a, b| {
+            Some(PhaseTiming {
+                started_at: at(a),
+                finished_at: at(b),
+            })
+        };
+        let all = [timing(1, 2), None, timing(5, 9)];
+        let spanned = span(all.iter()).unwrap();
+        assert_eq!((spanned.started_at, spanned.finished_at), (at(1), at(9)));
+        assert_eq!(span([None, None].iter()), None);
+    }
+
+    #[test]
+    fn a_step_takes_its_own_deadlines_else_the_tasks_agent_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| testkit::files::write(dir.path(), rel, text);
+        write(
+            "task.toml",
+            "[agent]\ntimeout_sec = 100.0\n[verifier]\ntimeout_sec = 30.0\n\
+             [[steps]]\nname = \"a\"\n[steps.agent]\ntimeout_sec = 10.0\n\
+             [[steps]]\nname = \"b\"\n[steps.verifier]\ntimeout_sec = 5.0\n",
+        );
+        write("environment/Dockerfile", "FROM scratch\n");
+        for step in ["a", "b"] {
+            write(&format!("steps/{step}/instruction.md"), "Do.\n");
+        }
+        write("tests/test.sh", "exit 0\n");
+        let task = Task::load(dir.path()).unwrap();
+        let multipliers = tasks::Multipliers {
+            global: 2.0,
+            ..Default::default()
+        };
+        let trial = PhaseTimeouts::resolve(&task.config, &multipliers);
+        let a = step_timeouts(&trial, &task, &task.config.steps[0], &multipliers);
+        assert_eq!(a.agent, Some(Duration::from_secs(20)));
+        assert_eq!(
+            a.verifier,
+            Duration::from_secs(1200),
+            "Harbor's 600 s step default"
+        );
+        let b = step_timeouts(&trial, &task, &task.config.steps[1], &multipliers);
+        assert_eq!(b.agent, Some(Duration::from_secs(200)));
+        assert_eq!(b.verifier, Duration::from_secs(10));
+        assert_eq!(b.environment_build, trial.environment_build);
+    }
+}

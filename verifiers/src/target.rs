@@ -1,0 +1,138 @@
+//! What one verification runs: the single-step task's `tests/`, or one step's tests of a
+//! multi-step task (the shared `tests/` with `steps/<name>/tests/` on top, as Harbor's
+//! `Verifier._resolve_tests` uploads them), with that step's env and user.
+
+// The crate's error type, as every verifier step returns it (see verify.rs).
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tasks::Task;
+use tasks::template::resolve_env;
+
+use crate::error::{VerifierError, VerifierErrorKind};
+
+/// The tests, env, user and output directory of one verification.
+#[derive(Debug)]
+pub(crate) struct Target {
+    /// The host directory uploaded as `/tests` (the merge of several, for a step).
+    pub tests_dir: PathBuf,
+    /// Holds a merged copy alive until the verification ends.
+    _merged: Option<tempfile::TempDir>,
+    /// `[verifier].env` (then the step's), resolved.
+    pub env: BTreeMap<String, String>,
+    /// The user the tests run as.
+    pub user: Option<String>,
+    /// Where `/logs/verifier` comes back on the host.
+    pub host_dir: PathBuf,
+}
+
+impl Target {
+    /// The task's own tests, into `<trial_dir>/verifier/`.
+    pub fn task(task: &Task, trial_dir: &Path) -> Result<Target, VerifierError> {
+        Ok(Target {
+            tests_dir: task.tests_dir(),
+            _merged: None,
+            env: env_of(task, &task.config.verifier.env)?,
+            user: task.config.verifier.user.as_ref().map(|u| u.as_exec_user()),
+            host_dir: trial_dir.join("verifier"),
+        })
+    }
+
+    /// Step `index`'s tests, into `<step_dir>/verifier/`: the step's `[steps.verifier]` env
+    /// over the task's, and its user, else the task's.
+    pub fn step(task: &Task, index: usize, step_dir: &Path) -> Result<Target, VerifierError> {
+        let step = &task.config.steps[index];
+        let mut env = task.config.verifier.env.clone();
+        env.extend(step.verifier.env.clone());
+        let dirs = task.step_tests_dirs(&step.name);
+        let (tests_dir, merged) = match dirs.as_slice() {
+            [only] => (only.clone(), None),
+            _ => {
+                let merged = merge(&dirs).map_err(|e| VerifierErrorKind::AddTestsDir {
+                    task: task.name.clone(),
+                    message: format!("cannot stage the tests of step {:?}: {e}", step.name),
+                })?;
+                (merged.path().to_path_buf(), Some(merged))
+            }
+        };
+        let user = step
+            .verifier
+            .user
+            .as_ref()
+            .or(task.config.verifier.user.as_ref())
+            .map(|u| u.as_exec_user());
+        Ok(Target {
+            tests_dir,
+            _merged: merged,
+            env: env_of(task, &env)?,
+            user,
+            host_dir: step_dir.join("verifier"),
+        })
+    }
+}
+
+fn env_of(
+    task: &Task,
+    env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, VerifierError> {
+    resolve_env(env).map_err(|source| {
+        VerifierErrorKind::Env {
+            task: task.name.clone(),
+            source,
+        }
+        .into()
+    })
+}
+
+/// A temporary directory holding `dirs` copied in order, a later file replacing an earlier
+/// one of the same path. An empty list gives an empty directory (the caller then finds no
+/// `test.sh` and says so).
+fn merge(dirs: &[PathBuf]) -> std::io::Result<tempfile::TempDir> {
+    let staged = tempfile::Builder::new().prefix("runner-tests-").tempdir()?;
+    for dir in dirs {
+        copy_into(dir, staged.path())?;
+    }
+    Ok(staged)
+}
+
+/// Copies the tree `from` into `to` (files keep their permissions; links are followed, as the
+/// task's own files are trusted and a tar upload of the original would follow them too).
+fn copy_into(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if std::fs::metadata(entry.path())?.is_dir() {
+            copy_into(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steps_tests_go_over_the_shared_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| testkit::files::write(root.path(), rel, text);
+        write("tests/test.sh", "shared");
+        write("tests/lib/helper.sh", "helper");
+        write("steps/one/tests/test.sh", "own");
+        write("steps/one/tests/lib/extra.sh", "extra");
+        let merged = merge(&[
+            root.path().join("tests"),
+            root.path().join("steps/one/tests"),
+        ])
+        .unwrap();
+        let read = |rel: &str| std::fs::read_to_string(merged.path().join(rel)).unwrap();
+        assert_eq!(read("test.sh"), "own");
+        assert_eq!(read("lib/helper.sh"), "helper");
+        assert_eq!(read("lib/extra.sh"), "extra");
+    }
+}
