@@ -110,6 +110,7 @@ async fn run_one(dir: tempfile::TempDir, dataset: Dataset, agent: &str) -> Ran {
         working_dir: None,
         runner_commit: None,
         limits: engine::LimitSettings::default(),
+        bridge: None,
     };
     let plan = plan_job(&dataset, &settings);
     let job_dir = dir.path().join("jobs/job");
