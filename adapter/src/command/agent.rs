@@ -1,0 +1,319 @@
+//! `CommandAgent`: installs with root commands under the setup deadline, then runs one
+//! command per trial under the agent deadline, as Harbor's installed agents (claude-code,
+//! aider, mini-swe-agent…) do.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tasks::records::AgentConfig;
+use tasks::{ExecRequest, Sandbox};
+
+use super::config::CommandAgentConfig;
+use super::host_index::{CONTAINER_CA_BUNDLE, HostPackageIndex};
+use super::template::{self, kwarg_text};
+use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
+use crate::installed::{AgentConfigError, is_env_name, trial_files};
+use crate::secrets::{check_container_env, redact_env};
+
+/// Setup work stops this long before the setup deadline, so the agent (not the runner's
+/// backstop) reports which command was cut off.
+const SETUP_MARGIN: Duration = Duration::from_secs(2);
+
+/// Where agents write logs in the container; the runner collects it into `<trial>/agent/`.
+const LOGS_DIR: &str = "/logs/agent";
+
+/// What `runner run` adds to a command-style agent's config.
+#[derive(Debug, Clone, Default)]
+pub struct CommandAgentOptions {
+    /// `--agent-env NAME=VALUE`, over the config's `[env]`.
+    pub extra_env: BTreeMap<String, String>,
+    /// `--ak KEY=VALUE`, over the config's `[kwargs]`.
+    pub kwargs: Map<String, Value>,
+    /// `-m/--model`, over the config's `model_name`.
+    pub model: Option<String>,
+    /// `--allow-container-secrets`.
+    pub allow_container_secrets: bool,
+}
+
+/// A command-style agent.
+#[derive(Debug, Clone)]
+pub struct CommandAgent {
+    pub(super) config: CommandAgentConfig,
+    pub(super) container_env: BTreeMap<String, String>,
+    kwargs: Map<String, Value>,
+    pub(super) model: Option<String>,
+    /// Values of the placeholders known for the whole job (model, kwargs, logs dir).
+    job_values: BTreeMap<String, String>,
+    host_index: Option<HostPackageIndex>,
+}
+
+impl CommandAgent {
+    /// Merges the options over the config, checks the secret boundary, and checks that every
+    /// placeholder the commands use has a value (a `{kwargs.x}` without a value, or `{model}`
+    /// without a model, is an error naming the command and the flag to give).
+    pub fn new(
+        config: CommandAgentConfig,
+        options: CommandAgentOptions,
+    ) -> Result<Self, AgentConfigError> {
+        let file = config.config_file.clone();
+        let invalid = |key: &str, message: String| AgentConfigError::Invalid {
+            file: file.clone(),
+            key: key.to_owned(),
+            message,
+        };
+        if let Some(name) = options.extra_env.keys().find(|n| !is_env_name(n)) {
+            return Err(invalid(
+                "--agent-env",
+                format!("`{name}` is not a valid environment variable name"),
+            ));
+        }
+        let mut container_env = config.env.clone();
+        container_env.extend(options.extra_env);
+        let mut kwargs = config.kwargs.clone();
+        kwargs.extend(options.kwargs);
+        if !options.allow_container_secrets {
+            check_container_env(&container_env).map_err(|source| AgentConfigError::Secret {
+                file: file.clone(),
+                source,
+            })?;
+            for (key, value) in &kwargs {
+                if let Some(reason) = ::secrets::credential_reason(key, &kwarg_text(value)) {
+                    return Err(invalid(
+                        "--ak",
+                        format!(
+                            "the kwarg {key} would reach the task container, but {reason}; \
+                             the model key belongs on the host (the LLM bridge holds it), or pass \
+                             --allow-container-secrets (the job is then not publishable)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let model = options.model.or_else(|| config.model_name.clone());
+        let mut job_values = BTreeMap::from([("logs_dir".to_owned(), LOGS_DIR.to_owned())]);
+        if let Some(model) = &model {
+            job_values.insert("model".into(), model.clone());
+            if let Some((provider, name)) = model.split_once('/') {
+                job_values.insert("model_provider".into(), provider.into());
+                job_values.insert("model_name".into(), name.into());
+            }
+        }
+        for (key, value) in &kwargs {
+            job_values.insert(format!("kwargs.{key}"), kwarg_text(value));
+        }
+        for (key, command) in config.commands() {
+            for name in template::placeholders(command) {
+                if job_values.contains_key(&name) || RUN_VALUES.contains(&name.as_str()) {
+                    continue;
+                }
+                let message = match (template::kwarg_of(&name), &model) {
+                    (Some(kwarg), _) => format!(
+                        "uses {{{name}}}, which has no value: pass --ak {kwarg}=VALUE or set it under [kwargs]"
+                    ),
+                    (None, None) => format!(
+                        "uses {{{name}}}, but no model is given: pass -m/--model provider/model or set model_name"
+                    ),
+                    (None, Some(model)) => format!(
+                        "uses {{{name}}}, but the model {model:?} is not of the form provider/model"
+                    ),
+                };
+                return Err(invalid(&key, message));
+            }
+        }
+        let host_index = if config.install.host_package_index {
+            Some(HostPackageIndex::detect().map_err(|e| invalid("install.host_package_index", e))?)
+        } else {
+            None
+        };
+        Ok(Self {
+            config,
+            container_env,
+            kwargs,
+            model,
+            job_values,
+            host_index,
+        })
+    }
+
+    /// The loaded config.
+    pub fn config(&self) -> &CommandAgentConfig {
+        &self.config
+    }
+
+    /// The exact text sent for `instruction`: the instruction verbatim, then the suffix.
+    pub fn instruction_text(&self, instruction: &str) -> String {
+        format!(
+            "{instruction}{}",
+            self.config
+                .instruction_suffix
+                .as_deref()
+                .unwrap_or_default()
+        )
+    }
+
+    /// `command` with the job's placeholder values and then `run_values` filled in.
+    pub(super) fn fill(
+        &self,
+        command: &str,
+        run_values: &BTreeMap<&str, String>,
+    ) -> Result<String, AgentError> {
+        template::expand(command, |name| {
+            self.job_values
+                .get(name)
+                .or_else(|| run_values.get(name))
+                .cloned()
+        })
+        .map_err(|e| AgentError::new(AgentErrorKind::SetupFailed, e.to_string()))
+    }
+
+    fn install_env(&self) -> BTreeMap<String, String> {
+        let mut env = self.container_env.clone();
+        if let Some(index) = &self.host_index {
+            env.extend(index.env.clone());
+        }
+        env.insert("DEBIAN_FRONTEND".into(), "noninteractive".into());
+        env
+    }
+
+    async fn install<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+        deadline: Instant,
+    ) -> Result<(), AgentError> {
+        if let Some(bundle) = self.host_index.as_ref().and_then(|i| i.ca_bundle.clone()) {
+            sandbox
+                .upload_bytes(bundle, CONTAINER_CA_BUNDLE, 0o644)
+                .await?;
+        }
+        let env = self.install_env();
+        for (index, command) in self.config.install.commands.iter().enumerate() {
+            let command = self.fill(command, &BTreeMap::new())?;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(AgentError::new(
+                    AgentErrorKind::SetupTimeout,
+                    format!("agent setup deadline reached before install command {index}"),
+                ));
+            }
+            let request = ExecRequest::root(format!("set -o pipefail; {command}"))
+                .envs(&env)
+                .timeout(remaining);
+            let out = sandbox.exec(request).await?;
+            trial_files::save_command(&run.trial_dir, index, &command, &out)?;
+            if out.timed_out {
+                return Err(AgentError::new(
+                    AgentErrorKind::SetupTimeout,
+                    format!(
+                        "install command {index} hit the agent setup deadline; see agent/setup/command-{index}/"
+                    ),
+                ));
+            }
+            if !out.success() {
+                let code = out.exit_code.map_or("none".into(), |c| c.to_string());
+                return Err(AgentError::new(
+                    AgentErrorKind::SetupFailed,
+                    format!(
+                        "install command {index} exited with {code}; see agent/setup/command-{index}/stderr.txt"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn learn_version<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(command) = &self.config.version_command else {
+            return Ok(None);
+        };
+        let command = self.fill(command, &BTreeMap::new())?;
+        let request = ExecRequest::new(command.clone())
+            .maybe_user(self.user(run))
+            .envs(&self.container_env)
+            .timeout(Duration::from_secs(60));
+        let out = sandbox.exec(request).await?;
+        let version = out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned);
+        match version {
+            Some(version) if out.success() => Ok(Some(version)),
+            _ => Err(AgentError::new(
+                AgentErrorKind::SetupFailed,
+                format!(
+                    "version_command `{command}` failed or printed nothing: {}",
+                    out.stderr.trim()
+                ),
+            )),
+        }
+    }
+
+    /// The user the commands of the run run as.
+    pub(super) fn user<'a>(&'a self, run: &'a AgentRun<'_>) -> Option<&'a str> {
+        self.config.run.user.as_deref().or(run.user.as_deref())
+    }
+}
+
+/// Placeholders whose values are only known during a trial's run.
+pub(super) const RUN_VALUES: &[&str] = &["instruction_file", "workdir", "agent_timeout_sec"];
+
+impl Agent for CommandAgent {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn version(&self) -> String {
+        self.config
+            .version
+            .clone()
+            .unwrap_or_else(|| "unknown".into())
+    }
+
+    fn model_name(&self) -> Option<String> {
+        self.model.clone()
+    }
+
+    /// Name, model, kwargs (Harbor's `agent.kwargs`), and env with sensitive values redacted.
+    fn job_config(&self) -> AgentConfig {
+        AgentConfig {
+            name: Some(self.config.name.clone()),
+            model_name: self.model.clone(),
+            kwargs: self.kwargs.clone(),
+            env: redact_env(&self.container_env),
+            ..Default::default()
+        }
+    }
+
+    fn instruction_suffix(&self) -> Option<&str> {
+        self.config.instruction_suffix.as_deref()
+    }
+
+    async fn setup<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+    ) -> Result<Option<String>, AgentError> {
+        let deadline = run
+            .setup_deadline
+            .checked_sub(SETUP_MARGIN)
+            .unwrap_or(run.setup_deadline);
+        self.install(sandbox, run, deadline).await?;
+        self.learn_version(sandbox, run).await
+    }
+
+    async fn run<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        run: &AgentRun<'_>,
+        instruction: &str,
+    ) -> Result<AgentRunReport, AgentError> {
+        self.run_command(sandbox, run, instruction).await
+    }
+}
