@@ -29,7 +29,8 @@ pub struct RunArgs {
     /// A task directory or a dataset directory (a folder of task directories).
     #[arg(short = 'p', long)]
     pub path: PathBuf,
-    /// A built-in agent: `oracle` (runs the task's solution) or `nop` (does nothing).
+    /// A built-in agent (`oracle` runs the task's solution, `nop` does nothing), or the path
+    /// of an agent config file (as --agent-config).
     #[arg(
         short = 'a',
         long,
@@ -37,7 +38,7 @@ pub struct RunArgs {
         required_unless_present = "agent_config"
     )]
     pub agent: Option<String>,
-    /// An installed agent described by a TOML agent config.
+    /// An agent config file (TOML): an installed agent (`[server]`) or a command-style one (`[run]`).
     #[arg(long)]
     pub agent_config: Option<PathBuf>,
     /// Trials per task.
@@ -71,6 +72,14 @@ pub struct RunArgs {
     /// Env var for the agent's container, NAME=VALUE (repeatable; installed agents only).
     #[arg(long = "agent-env", visible_alias = "ae", value_name = "NAME=VALUE")]
     pub agent_env: Vec<String>,
+    /// Agent kwarg KEY=VALUE for a command-style agent's `{kwargs.KEY}` (repeatable); a JSON
+    /// value (3, true) is kept as JSON. Recorded in config.json as the agent's kwargs.
+    #[arg(long = "agent-kwarg", visible_alias = "ak", value_name = "KEY=VALUE")]
+    pub agent_kwargs: Vec<String>,
+    /// The model, provider/model (a command-style agent's `{model}`).
+    // Temporary until the LLM bridge's -m/--model lands; then this reads that flag.
+    #[arg(short = 'm', long = "model", value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
     /// Let credentials reach containers. Recorded in config.json and lock.json; the job is then
     /// not publishable.
     #[arg(long)]
@@ -172,13 +181,15 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     .map_err(|e| CliError::bad_input(format!("--retry-include/--retry-exclude: {e}")))?;
     let selectors = parse_selectors(&args.retry_failed)
         .map_err(|e| CliError::bad_input(format!("--retry-failed: {e}")))?;
-    let agent = super::agent::choose(
-        args.agent.as_deref(),
-        args.agent_config.as_deref(),
-        &args.agent_env,
-        args.allow_container_secrets,
-        args.require_clean_source,
-    )?;
+    let agent = super::agent::choose(&super::agent::AgentChoice {
+        name: args.agent.as_deref(),
+        config: args.agent_config.as_deref(),
+        agent_env: &args.agent_env,
+        agent_kwargs: &args.agent_kwargs,
+        model: args.model.as_deref(),
+        allow_container_secrets: args.allow_container_secrets,
+        require_clean_source: args.require_clean_source,
+    })?;
     if dataset.tasks.is_empty() {
         return Err(CliError::bad_input(format!(
             "{} has no runnable task",
