@@ -6,33 +6,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::{Job, containers_with_label, ensure_base_image, exception, reward, runner};
+use crate::installed::run;
+use crate::support::{Job, containers_with_label, exception, reward};
 
 /// Writes `text` as `agent.toml` in `dir`; returns its path.
 fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("agent.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// `runner run -a CONFIG` of the task at `rel` with `extra` flags into `jobs`; returns the
-/// exit code and stderr (also echoed for the test log).
-fn run(jobs: &Path, rel: &str, config: &Path, extra: &[&str]) -> (i32, String) {
-    ensure_base_image();
-    let assert = runner()
-        .args(["run", "--jobs-dir"])
-        .arg(jobs)
-        .arg("--path")
-        .arg(crate::support::workspace_root().join(rel))
-        .arg("-a")
-        .arg(config)
-        .args(extra)
-        .timeout(Duration::from_secs(900))
-        .assert();
-    let out = assert.get_output();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!("{stderr}");
-    (out.status.code().unwrap_or(-1), stderr)
 }
 
 /// A mini-swe-agent trajectory (its own format) that the shell agent below writes: two model

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use tasks::Sandbox;
 use tasks::records::AgentConfig;
-use tasks::{ExecRequest, Sandbox};
 
 use super::config::CommandAgentConfig;
 use super::host_index::{CONTAINER_CA_BUNDLE, HostPackageIndex};
@@ -172,7 +172,6 @@ impl CommandAgent {
         if let Some(index) = &self.host_index {
             env.extend(index.env.clone());
         }
-        env.insert("DEBIAN_FRONTEND".into(), "noninteractive".into());
         env
     }
 
@@ -187,40 +186,22 @@ impl CommandAgent {
                 .upload_bytes(bundle, CONTAINER_CA_BUNDLE, 0o644)
                 .await?;
         }
-        let env = self.install_env();
-        for (index, command) in self.config.install.commands.iter().enumerate() {
-            let command = self.fill(command, &BTreeMap::new())?;
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(AgentError::new(
-                    AgentErrorKind::SetupTimeout,
-                    format!("agent setup deadline reached before install command {index}"),
-                ));
-            }
-            let request = ExecRequest::root(format!("set -o pipefail; {command}"))
-                .envs(&env)
-                .timeout(remaining);
-            let out = sandbox.exec(request).await?;
-            trial_files::save_command(&run.trial_dir, index, &command, &out)?;
-            if out.timed_out {
-                return Err(AgentError::new(
-                    AgentErrorKind::SetupTimeout,
-                    format!(
-                        "install command {index} hit the agent setup deadline; see agent/setup/command-{index}/"
-                    ),
-                ));
-            }
-            if !out.success() {
-                let code = out.exit_code.map_or("none".into(), |c| c.to_string());
-                return Err(AgentError::new(
-                    AgentErrorKind::SetupFailed,
-                    format!(
-                        "install command {index} exited with {code}; see agent/setup/command-{index}/stderr.txt"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        let commands = self
+            .config
+            .install
+            .commands
+            .iter()
+            .map(|c| self.fill(c, &BTreeMap::new()))
+            .collect::<Result<Vec<_>, _>>()?;
+        trial_files::run_install_commands(
+            sandbox,
+            &run.trial_dir,
+            &commands,
+            &self.install_env(),
+            None,
+            deadline,
+        )
+        .await
     }
 
     async fn learn_version<S: Sandbox>(
@@ -232,27 +213,9 @@ impl CommandAgent {
             return Ok(None);
         };
         let command = self.fill(command, &BTreeMap::new())?;
-        let request = ExecRequest::new(command.clone())
-            .maybe_user(self.user(run))
-            .envs(&self.container_env)
-            .timeout(Duration::from_secs(60));
-        let out = sandbox.exec(request).await?;
-        let version = out
-            .stdout
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_owned);
-        match version {
-            Some(version) if out.success() => Ok(Some(version)),
-            _ => Err(AgentError::new(
-                AgentErrorKind::SetupFailed,
-                format!(
-                    "version_command `{command}` failed or printed nothing: {}",
-                    out.stderr.trim()
-                ),
-            )),
-        }
+        trial_files::learn_version(sandbox, &command, self.user(run), &self.container_env, None)
+            .await
+            .map(Some)
     }
 
     /// The user the commands of the run run as.

@@ -20,6 +20,8 @@ const PLACEHOLDERS_RUN: &[&str] = &["instruction_file", "workdir", "agent_timeou
 
 /// An agent config file of either kind.
 #[derive(Debug, Clone)]
+// Read once per job; boxing either side would only add noise at the match.
+#[allow(clippy::large_enum_variant)]
 pub enum AgentConfigFile {
     /// `[server]`: an agent driven through its in-container task API.
     Installed(InstalledAgentConfig),

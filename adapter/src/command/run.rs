@@ -16,7 +16,7 @@ use super::agent::CommandAgent;
 use super::config::CommandTrajectoryFormat;
 use super::mini_swe;
 use crate::agent::{AgentError, AgentErrorKind, AgentRun, AgentRunReport};
-use crate::installed::{trajectory, trial_files};
+use crate::installed::trial_files;
 
 /// The command's outputs in the container (collected with `/logs/agent`).
 const OUTPUT_DIR: &str = "/logs/agent/command";
@@ -217,19 +217,7 @@ impl CommandAgent {
             }
             CommandTrajectoryFormat::None => return Ok(None),
         };
-        trajectory::validate(&value).map_err(|e| {
-            fail(format!(
-                "the trajectory from agent/traces/{file} is not valid ATIF: {e}"
-            ))
-        })?;
-        let out = trial_files::agent_dir(&run.trial_dir).join("trajectory.json");
-        tasks::atomic::write_json_atomic(&out, &value).map_err(|e| {
-            AgentError::new(
-                AgentErrorKind::Sandbox,
-                format!("writing {}: {e}", out.display()),
-            )
-        })?;
-        Ok(trajectory::context_from_trajectory(&value))
+        trial_files::save_trajectory(&run.trial_dir, file, &value, fail)
     }
 }
 

@@ -181,19 +181,7 @@ impl InstalledAgent {
                 .map_err(|e| fail(format!("agent/traces/{file} is not JSON: {e}")))?,
             TrajectoryFormat::None => return Ok(None),
         };
-        trajectory::validate(&value).map_err(|e| {
-            fail(format!(
-                "the trajectory from agent/traces/{file} is not valid ATIF: {e}"
-            ))
-        })?;
-        let path = trial_files::agent_dir(&run.trial_dir).join("trajectory.json");
-        tasks::atomic::write_json_atomic(&path, &value).map_err(|e| {
-            AgentError::new(
-                AgentErrorKind::Sandbox,
-                format!("writing {}: {e}", path.display()),
-            )
-        })?;
-        Ok(trajectory::context_from_trajectory(&value))
+        trial_files::save_trajectory(&run.trial_dir, file, &value, fail)
     }
 
     /// Everything after the task ended (or could not go on): traces, server log, trajectory,
