@@ -367,4 +367,19 @@ command = "my-agent --model {model} --task-file {instruction_file}"
         let err = error_of(&text);
         assert!(err.contains("`version_command`"), "{err}");
     }
+
+    #[test]
+    fn the_shipped_agent_configs_load_as_command_agents() {
+        for name in ["mini-swe-agent", "aider"] {
+            let path =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("agents/{name}/agent.toml"));
+            let Ok(AgentConfigFile::Command(config)) = AgentConfigFile::load(&path) else {
+                panic!("{name}: {:?}", AgentConfigFile::load(&path).err());
+            };
+            assert_eq!(config.name, name);
+            assert!(config.install.host_package_index, "{name}");
+            assert!(config.kwargs.contains_key("version"), "{name}");
+            assert!(config.run.command.contains("{model}"), "{name}");
+        }
+    }
 }
