@@ -136,6 +136,23 @@ impl CommandAgent {
         })
     }
 
+    /// `sha256:<hex>` of what the agent runs (its commands, traces and trajectory settings),
+    /// so a resumed job notices an edited command as it notices an edited agent source.
+    pub fn commands_digest(&self) -> String {
+        let config = &self.config;
+        let text = serde_json::json!({
+            "commands": config.commands(),
+            "run_user": config.run.user,
+            "host_package_index": config.install.host_package_index,
+            "traces": config.traces.files,
+            "trajectory": [format!("{:?}", config.trajectory.format), config.trajectory.file.clone().unwrap_or_default()],
+        });
+        format!(
+            "sha256:{}",
+            tasks::digest::sha256_hex(text.to_string().as_bytes())
+        )
+    }
+
     /// The loaded config.
     pub fn config(&self) -> &CommandAgentConfig {
         &self.config
@@ -278,5 +295,82 @@ impl Agent for CommandAgent {
         instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
         self.run_command(sandbox, run, instruction).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn agent(text: &str, options: CommandAgentOptions) -> Result<CommandAgent, AgentConfigError> {
+        let config = CommandAgentConfig::parse(Path::new("/cfg/agent.toml"), text).unwrap();
+        CommandAgent::new(config, options)
+    }
+
+    const CONFIG: &str = "name = \"a\"\nmodel_name = \"openai/m\"\n[kwargs]\nlimit = 1\n[run]\ncommand = \"go {model} {kwargs.limit}\"\n";
+
+    #[test]
+    fn options_override_the_config_and_the_digest_follows_the_commands() {
+        let options = CommandAgentOptions {
+            model: Some("anthropic/claude".into()),
+            kwargs: Map::from_iter([("limit".to_owned(), Value::from(5))]),
+            ..CommandAgentOptions::default()
+        };
+        let a = agent(CONFIG, options.clone()).unwrap();
+        assert_eq!(a.model_name().as_deref(), Some("anthropic/claude"));
+        assert_eq!(a.job_config().kwargs["limit"], 5);
+        let filled = a.fill(&a.config.run.command, &BTreeMap::new()).unwrap();
+        assert_eq!(filled, "go 'anthropic/claude' '5'");
+        let b = agent(&CONFIG.replace("go ", "run "), options).unwrap();
+        assert_ne!(a.commands_digest(), b.commands_digest());
+        let c = agent(CONFIG, CommandAgentOptions::default()).unwrap();
+        assert_eq!(
+            a.commands_digest(),
+            c.commands_digest(),
+            "kwargs and model are in the job config"
+        );
+    }
+
+    #[test]
+    fn credentials_in_env_or_kwargs_are_refused_by_name_without_their_value() {
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789";
+        let options = CommandAgentOptions {
+            kwargs: Map::from_iter([("api_key".to_owned(), Value::from(key))]),
+            ..CommandAgentOptions::default()
+        };
+        let err = agent(CONFIG, options).unwrap_err().to_string();
+        assert!(err.contains("`--ak`") && err.contains("api_key"), "{err}");
+        assert!(!err.contains(key), "{err}");
+        let options = CommandAgentOptions {
+            extra_env: BTreeMap::from([("OPENAI_API_KEY".to_owned(), key.to_owned())]),
+            ..CommandAgentOptions::default()
+        };
+        let err = agent(CONFIG, options).unwrap_err().to_string();
+        assert!(
+            err.contains("OPENAI_API_KEY") && !err.contains(key),
+            "{err}"
+        );
+        let allowed = CommandAgentOptions {
+            extra_env: BTreeMap::from([("OPENAI_API_KEY".to_owned(), key.to_owned())]),
+            allow_container_secrets: true,
+            ..CommandAgentOptions::default()
+        };
+        assert!(agent(CONFIG, allowed).is_ok());
+    }
+
+    #[test]
+    fn a_model_without_a_provider_cannot_fill_model_provider() {
+        let text = CONFIG.replace("{model}", "{model_provider}");
+        let options = CommandAgentOptions {
+            model: Some("gpt-4".into()),
+            ..CommandAgentOptions::default()
+        };
+        let err = agent(&text, options).unwrap_err().to_string();
+        assert!(
+            err.contains("`run.command`") && err.contains("provider/model"),
+            "{err}"
+        );
     }
 }
