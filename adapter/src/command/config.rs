@@ -105,7 +105,8 @@ pub struct CommandInstallSection {
     pub commands: Vec<String>,
     /// Give install commands this machine's way to the package index: its CA bundle (copied
     /// into the container; `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE` and `PIP_CERT` point at it)
-    /// and its pip index settings (`PIP_INDEX_URL`, `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`).
+    /// and its pip index settings (`PIP_INDEX_URL`, `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`,
+    /// and uv's `UV_*` names for them).
     #[serde(default)]
     pub host_package_index: bool,
 }

@@ -87,6 +87,16 @@ impl HostPackageIndex {
                 "the host's pip setting {var} holds credentials (user:password@ in a URL); they would reach every container, so host_package_index refuses it: use an index URL without credentials"
             ));
         }
+        // uv reads its own names for the same settings.
+        for (pip, uv) in [
+            ("PIP_INDEX_URL", "UV_INDEX_URL"),
+            ("PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL"),
+            ("PIP_TRUSTED_HOST", "UV_INSECURE_HOST"),
+        ] {
+            if let Some(value) = out.get(pip).cloned() {
+                out.insert(uv.to_owned(), value);
+            }
+        }
         if ca_bundle.is_some() {
             for var in [
                 "PIP_CERT",
@@ -129,6 +139,7 @@ mod tests {
         let index = HostPackageIndex::from_parts(listed, &env, Some(b"CERT".to_vec())).unwrap();
         assert_eq!(index.env["PIP_INDEX_URL"], "https://mirror.example/simple");
         assert_eq!(index.env["PIP_TRUSTED_HOST"], "mirror.example");
+        assert_eq!(index.env["UV_INDEX_URL"], "https://mirror.example/simple");
         assert_eq!(index.env["PIP_DEFAULT_TIMEOUT"], "180");
         assert_eq!(index.env["PIP_CERT"], CONTAINER_CA_BUNDLE);
         assert_eq!(index.env["SSL_CERT_FILE"], CONTAINER_CA_BUNDLE);
