@@ -1,13 +1,19 @@
 //! Command-style agents (`[run] command`) against the real Docker engine: placeholders and
 //! `--ak` kwargs reach the command, its output is captured into `agent/command/`, the trace
 //! it names is collected and converted (mini-swe-agent's format to ATIF, token counts into
-//! `agent_result`), the agent deadline kills it, and config mistakes are refused by field.
+//! `agent_result`), the agent deadline kills it, config mistakes are refused by field, and
+//! mini-swe-agent from the package index solves an example through the LLM bridge against the
+//! scripted upstream, its trajectory counting exactly the script's tokens.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage};
+
 use crate::installed::run;
-use crate::support::{Job, containers_with_label, exception, reward};
+use crate::support::{
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+};
 
 /// Writes `text` as `agent.toml` in `dir`; returns its path.
 fn write_config(dir: &Path, text: &str) -> PathBuf {
@@ -38,7 +44,7 @@ fn shell_agent_config() -> String {
     format!(
         r#"name = "shell-agent"
 version = "0.1"
-model_name = "none/default-model"
+model_name = "openai/scripted-model"
 [kwargs]
 greeting = "not the greeting the task wants"
 [run]
@@ -70,14 +76,9 @@ fn a_command_agent_gets_its_placeholders_and_kwargs_and_its_trace_is_converted()
         &jobs,
         "tasks/examples/hello-file",
         &config,
-        &[
-            "-m",
-            "openai/scripted-model",
-            "--ak",
-            "greeting=Hello, world!",
-            "--ak",
-            "attempt=2",
-        ],
+        // No -m: the model comes from the config (with -m the LLM bridge would serve it, and
+        // this test has no upstream; the bridge test below has one).
+        &["--ak", "greeting=Hello, world!", "--ak", "attempt=2"],
     );
     assert_eq!(code, 0);
     let job = Job::single_in(&jobs);
@@ -227,4 +228,111 @@ fn config_and_flag_mistakes_are_refused_naming_the_field_or_flag() {
         "{stderr}"
     );
     assert!(!jobs.exists(), "no job dir for refused flags");
+}
+
+/// What each scripted model turn reports.
+const TURN: Usage = Usage {
+    input: 120,
+    cached: 20,
+    cache_write: 0,
+    output: 30,
+};
+const MODEL: &str = "openai/gpt-scripted";
+
+/// mini-swe-agent's text-based protocol: one `mswea_bash_command` block per turn, and the
+/// completion word to finish.
+fn mini_swe_script() -> Script {
+    Script::new().when(
+        "/app/hello.txt",
+        vec![
+            Reply::with_usage(
+                "THOUGHT: I write the greeting.\n\n```mswea_bash_command\necho 'Hello, world!' > /app/hello.txt\n```",
+                TURN,
+            ),
+            Reply::with_usage(
+                "THOUGHT: Done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
+                TURN,
+            ),
+        ],
+    )
+}
+
+#[test]
+fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() {
+    let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, mini_swe_script());
+    let dir = tempfile::tempdir().unwrap();
+    let llm = dir.path().join("llm.toml");
+    std::fs::write(
+        &llm,
+        format!(
+            "[[providers]]\nname = \"openai\"\napi = \"openai\"\nbase_url = \"{}\"\nkey_env = \"OPENAI_API_KEY\"\n",
+            upstream.openai_base_url()
+        ),
+    )
+    .unwrap();
+    let jobs = dir.path().join("jobs");
+    ensure_base_image();
+    let config = workspace_root().join("adapter/agents/mini-swe-agent/agent.toml");
+    let llm_arg = llm.display().to_string();
+    let output = runner()
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .args(["run", "--jobs-dir"])
+        .arg(&jobs)
+        .arg("--path")
+        .arg(workspace_root().join("tasks/examples/hello-file"))
+        .arg("-a")
+        .arg(&config)
+        .args(["-m", MODEL, "--llm-config", &llm_arg])
+        .args([
+            "--ak",
+            "config=mini_textbased",
+            "--ak",
+            "model_class=litellm_textbased",
+        ])
+        // The install (about 750 MB from the index) may be slow on a busy machine.
+        .args(["--agent-setup-timeout-multiplier", "3"])
+        // Importing litellm alone can take tens of seconds on a loaded machine.
+        .args(["--agent-timeout-multiplier", "3"])
+        .timeout(Duration::from_secs(1500))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let job = Job::single_in(&jobs);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{result}");
+    assert_eq!(reward(result), Some(1.0), "{result}");
+    assert_eq!(result["agent_info"]["version"], "2.4.6");
+    // The trajectory mini-swe-agent wrote, converted to ATIF, counts exactly the script's usage.
+    let trajectory = job.json(&format!("{name}/agent/trajectory.json"));
+    assert!(
+        tasks::atif::validate_value(&trajectory).is_empty(),
+        "{trajectory}"
+    );
+    let metrics = &trajectory["final_metrics"];
+    assert_eq!(metrics["total_prompt_tokens"], 2 * TURN.input, "{metrics}");
+    assert_eq!(
+        metrics["total_completion_tokens"],
+        2 * TURN.output,
+        "{metrics}"
+    );
+    assert_eq!(metrics["total_cached_tokens"], 2 * TURN.cached, "{metrics}");
+    // … and so does the bridge's metering, which the trial's agent_result holds.
+    assert_eq!(result["agent_result"]["n_input_tokens"], 2 * TURN.input);
+    assert_eq!(result["agent_result"]["n_output_tokens"], 2 * TURN.output);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 2, "two model calls");
+    assert!(seen.iter().all(|s| s.body["model"] == "gpt-scripted"));
+    // The upstream key went nowhere near the job dir.
+    let leaked = std::process::Command::new("grep")
+        .args(["-rlF", OPENAI_KEY])
+        .arg(&job.dir)
+        .output()
+        .unwrap();
+    assert!(
+        leaked.stdout.is_empty(),
+        "the key is in {}",
+        String::from_utf8_lossy(&leaked.stdout)
+    );
 }

@@ -62,8 +62,7 @@ impl CommandAgent {
         let script = format!("( {command}\n) </dev/null >{out}/stdout.txt 2>{out}/stderr.txt");
         let mut request = ExecRequest::new(script)
             .maybe_user(self.user(run))
-            .envs(&self.container_env)
-            .envs(&bridge_env(run));
+            .envs(&self.container_env);
         if let Some(deadline) = run.run_deadline {
             request = request.timeout(deadline.saturating_duration_since(Instant::now()));
         }
@@ -219,10 +218,4 @@ impl CommandAgent {
         };
         trial_files::save_trajectory(&run.trial_dir, file, &value, fail)
     }
-}
-
-/// The LLM bridge's env for the agent (`OPENAI_BASE_URL`, a per-trial token as
-/// `OPENAI_API_KEY`, …), when the trial has a bridge.
-fn bridge_env(_run: &AgentRun<'_>) -> BTreeMap<String, String> {
-    BTreeMap::new()
 }

@@ -38,6 +38,8 @@ pub struct ContainerSpec {
     pub workdir: Option<String>,
     /// Environment of every command.
     pub env: Vec<String>,
+    /// Bind mounts, `host:container[:ro]`.
+    pub binds: Vec<String>,
 }
 
 /// A started trial container.
@@ -66,6 +68,7 @@ impl TrialContainer {
             // An init as PID 1 reaps the zombies agents leave and forwards signals.
             init: Some(true),
             auto_remove: Some(false),
+            binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
             ..limits_host_config(
                 spec.cpus,
                 spec.memory_mb,

@@ -53,6 +53,14 @@ impl DockerEnvironment {
             network: main.network == NetworkAccess::Public,
             workdir: main.workdir.clone(),
             env: main.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            binds: main
+                .mounts
+                .iter()
+                .map(|m| {
+                    let mode = if m.read_only { ":ro" } else { "" };
+                    format!("{}:{}{mode}", m.host.display(), m.container)
+                })
+                .collect(),
         };
         let container = TrialContainer::start(client, &container_spec, owner)
             .await

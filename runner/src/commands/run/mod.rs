@@ -3,6 +3,7 @@
 
 mod dir_lock;
 pub mod invocation;
+mod llm;
 mod signals;
 
 use std::path::{Path, PathBuf};
@@ -76,10 +77,6 @@ pub struct RunArgs {
     /// value (3, true) is kept as JSON. Recorded in config.json as the agent's kwargs.
     #[arg(long = "agent-kwarg", visible_alias = "ak", value_name = "KEY=VALUE")]
     pub agent_kwargs: Vec<String>,
-    /// The model, provider/model (a command-style agent's `{model}`).
-    // Temporary until the LLM bridge's -m/--model lands; then this reads that flag.
-    #[arg(short = 'm', long = "model", value_name = "PROVIDER/MODEL")]
-    pub model: Option<String>,
     /// Let credentials reach containers. Recorded in config.json and lock.json; the job is then
     /// not publishable.
     #[arg(long)]
@@ -131,6 +128,9 @@ pub struct RunArgs {
     /// requiring every trial to have a result.
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub min_coverage: Option<f64>,
+    /// Models and the LLM bridge (h1-bridge).
+    #[command(flatten)]
+    pub llm: llm::LlmArgs,
     /// The invocation to record instead of this process's argv (`runner jobs resume` replays
     /// the recorded one).
     #[arg(skip)]
@@ -186,7 +186,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         config: args.agent_config.as_deref(),
         agent_env: &args.agent_env,
         agent_kwargs: &args.agent_kwargs,
-        model: args.model.as_deref(),
+        model: args.llm.model_name().as_deref(),
         allow_container_secrets: args.allow_container_secrets,
         require_clean_source: args.require_clean_source,
     })?;
@@ -216,6 +216,17 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
                 .map(|d| d.display().to_string()),
         )
     });
+    // Agents from a config file (installed or command-style, by -a or --agent-config) call
+    // models; the built-in ones do not.
+    let from_config = matches!(
+        agent,
+        adapter::AnyAgent::Installed(_) | adapter::AnyAgent::Command(_)
+    );
+    let bridge = args
+        .llm
+        .job_bridge(&agent, from_config, args.allow_container_secrets)?;
+    let mut agent_config = agent.job_config();
+    agent_config.model_name = args.llm.model_name().or(agent_config.model_name);
     let settings = JobSettings {
         job_name,
         jobs_dir: jobs_dir.display().to_string(),
@@ -223,7 +234,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         n_concurrent: args.n_concurrent,
         multipliers: args.multipliers,
         force_build: args.force_build,
-        agent: agent.job_config(),
+        agent: agent_config,
         agent_fingerprint: AgentFingerprint::of(&agent),
         retry,
         watchdog_grace: watchdog::DEFAULT_GRACE,
@@ -240,6 +251,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             trial_log_cap_bytes: args.max_trial_log_mb << 20,
             ..engine::LimitSettings::default()
         },
+        bridge,
     };
     let mut plan = plan_job(&dataset, &settings);
     for skipped in &plan.skipped {
@@ -395,6 +407,9 @@ fn report_outcome(outcome: &JobOutcome, job_dir: &Path, skipped: &[String], wall
     });
     say!("{summary}");
     JobLog::open(job_dir).block("summary:", &summary);
+    for line in outcome.llm.iter().flat_map(llm::summary_lines) {
+        say!("{line}");
+    }
     if let Some(overhead) = outcome.mean_overhead {
         say!(
             "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
@@ -445,6 +460,7 @@ mod tests {
             interrupted: false,
             mean_overhead: None,
             swept: 0,
+            llm: None,
         }
     }
 
