@@ -158,17 +158,6 @@ impl CommandAgent {
         &self.config
     }
 
-    /// The exact text sent for `instruction`: the instruction verbatim, then the suffix.
-    pub fn instruction_text(&self, instruction: &str) -> String {
-        format!(
-            "{instruction}{}",
-            self.config
-                .instruction_suffix
-                .as_deref()
-                .unwrap_or_default()
-        )
-    }
-
     /// `command` with the job's placeholder values and then `run_values` filled in.
     pub(super) fn fill(
         &self,

@@ -33,8 +33,11 @@ impl CommandAgent {
         run: &AgentRun<'_>,
         instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        let sent = self.instruction_text(instruction);
-        trial_files::write(&run.trial_dir, "instruction.txt", sent.as_bytes())?;
+        let sent = trial_files::record_instruction(
+            &run.trial_dir,
+            instruction,
+            self.config.instruction_suffix.as_deref(),
+        )?;
         let instruction_file = format!("{}/instruction.md", self.stage_dir());
         sandbox
             .upload_bytes(sent.clone().into_bytes(), &instruction_file, 0o644)
@@ -188,12 +191,7 @@ impl CommandAgent {
             .join("traces")
             .join(file);
         let fail = |message: String| {
-            let _ = trial_files::write(
-                &run.trial_dir,
-                "trajectory-error.txt",
-                format!("{message}\n").as_bytes(),
-            );
-            AgentError::new(AgentErrorKind::Trajectory, message)
+            trial_files::trajectory_error(&run.trial_dir, &message, message.clone())
         };
         let bytes =
             tasks::bounded::read_capped(&path, tasks::bounded::MAX_TRAJECTORY_BYTES, "trajectory")

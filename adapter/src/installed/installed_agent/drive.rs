@@ -152,15 +152,8 @@ impl InstalledAgent {
             .join("traces")
             .join(file);
         let fail = |message: String| {
-            let _ = trial_files::write(
-                &run.trial_dir,
-                "trajectory-error.txt",
-                format!("{message}\n").as_bytes(),
-            );
-            AgentError::new(
-                AgentErrorKind::Trajectory,
-                format!("task {}: {message}", run.task.name),
-            )
+            let shown = format!("task {}: {message}", run.task.name);
+            trial_files::trajectory_error(&run.trial_dir, &message, shown)
         };
         let text = std::fs::read_to_string(&path).map_err(|e| {
             fail(format!(
