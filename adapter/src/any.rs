@@ -7,12 +7,13 @@ use tasks::Sandbox;
 use tasks::records::AgentConfig;
 
 use crate::agent::{Agent, AgentError, AgentRun, AgentRunReport};
-use crate::{InstalledAgent, NopAgent, OracleAgent};
+use crate::{CommandAgent, InstalledAgent, NopAgent, OracleAgent};
 
 /// The names `--agent` accepts for built-in agents.
 pub const BUILTIN_AGENTS: &[&str] = &["oracle", "nop"];
 
-/// One of the runner's agents: a built-in one or an installed agent from a config file.
+/// One of the runner's agents: a built-in one, or an installed or command-style agent from a
+/// config file.
 #[derive(Debug)]
 pub enum AnyAgent {
     /// Runs the task's reference solution.
@@ -21,6 +22,8 @@ pub enum AnyAgent {
     Nop(NopAgent),
     /// An agent installed into each container and driven through its task API.
     Installed(Box<InstalledAgent>),
+    /// An agent installed into each container and run as one command per trial.
+    Command(Box<CommandAgent>),
 }
 
 impl AnyAgent {
@@ -41,6 +44,12 @@ impl From<InstalledAgent> for AnyAgent {
     }
 }
 
+impl From<CommandAgent> for AnyAgent {
+    fn from(agent: CommandAgent) -> Self {
+        AnyAgent::Command(Box::new(agent))
+    }
+}
+
 /// Forwards a call to whichever agent this is.
 macro_rules! dispatch {
     ($self:ident, $agent:ident => $call:expr) => {
@@ -48,6 +57,7 @@ macro_rules! dispatch {
             AnyAgent::Oracle($agent) => $call,
             AnyAgent::Nop($agent) => $call,
             AnyAgent::Installed($agent) => $call,
+            AnyAgent::Command($agent) => $call,
         }
     };
 }

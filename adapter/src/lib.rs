@@ -1,8 +1,9 @@
-//! Agents: the built-in `oracle` and `nop`, and installed agents driven through their
-//! in-container task API. The runner drives every agent through the [`Agent`] trait.
+//! Agents: the built-in `oracle` and `nop`, installed agents driven through their in-container
+//! task API, and command-style agents run as one command per trial. The runner drives every agent through the [`Agent`] trait.
 
 mod agent;
 mod any;
+pub mod command;
 pub mod installed;
 mod nop;
 mod oracle;
@@ -10,6 +11,7 @@ pub mod secrets;
 
 pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 pub use any::{AnyAgent, BUILTIN_AGENTS};
+pub use command::{AgentConfigFile, CommandAgent, CommandAgentConfig, CommandAgentOptions};
 pub use installed::{AgentConfigError, InstalledAgent, InstalledAgentConfig};
 pub use nop::NopAgent;
 pub use oracle::OracleAgent;

@@ -15,7 +15,7 @@ fn reference_config() -> PathBuf {
 
 /// `runner run` of `config` on the task or dataset at `rel` (relative to the workspace) with
 /// `extra` flags; returns the exit code and stderr (also echoed for the test log).
-fn run(jobs: &Path, rel: &str, config: &Path, extra: &[&str]) -> (i32, String) {
+pub(crate) fn run(jobs: &Path, rel: &str, config: &Path, extra: &[&str]) -> (i32, String) {
     ensure_base_image();
     let assert = runner()
         .args(["run", "--jobs-dir"])

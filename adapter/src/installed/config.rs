@@ -250,45 +250,22 @@ impl InstalledAgentConfig {
 
     /// Parses config text; `path` is used for messages and to resolve `source.dir`.
     pub fn parse(path: &Path, text: &str) -> Result<Self, AgentConfigError> {
-        let invalid = |key: String, message: String| AgentConfigError::Invalid {
-            file: path.into(),
-            key,
-            message,
-        };
-        let deserializer = toml::Deserializer::parse(text)
-            .map_err(|e| invalid("(syntax)".into(), e.to_string().trim().replace('\n', " ")))?;
-        let mut config: InstalledAgentConfig = serde_path_to_error::deserialize(deserializer)
-            .map_err(|e| {
-                let key = e.path().to_string();
-                invalid(key, e.into_inner().message().trim().to_owned())
-            })?;
+        let mut config: InstalledAgentConfig = deserialize_toml(path, text)?;
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         config.config_dir = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
         config.config_file = absolute;
         config
             .check()
-            .map_err(|(key, message)| invalid(key.into(), message))?;
+            .map_err(|(key, message)| AgentConfigError::Invalid {
+                file: path.into(),
+                key: key.into(),
+                message,
+            })?;
         Ok(config)
     }
 
     fn check(&self) -> Result<(), (&'static str, String)> {
-        let name_ok = !self.name.is_empty()
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !name_ok {
-            return Err((
-                "name",
-                "must be non-empty and use only letters, digits, '-', '_' and '.'".into(),
-            ));
-        }
-        if self.version.is_some() && self.version_command.is_some() {
-            return Err((
-                "version_command",
-                "give either `version` or `version_command`, not both".into(),
-            ));
-        }
+        check_identity(&self.name, &self.version, &self.version_command)?;
         if self.server.port == 0 {
             return Err((
                 "server.port",
@@ -399,6 +376,51 @@ impl InstalledAgentConfig {
             .clone()
             .unwrap_or_else(|| format!("/opt/{}-src", self.name))
     }
+}
+
+/// Deserializes a whole agent config file; errors name `path` and the key path
+/// (`server.port`), or `(syntax)` for TOML that does not parse.
+pub(crate) fn deserialize_toml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+) -> Result<T, AgentConfigError> {
+    let invalid = |key: String, message: String| AgentConfigError::Invalid {
+        file: path.into(),
+        key,
+        message,
+    };
+    let deserializer = toml::Deserializer::parse(text)
+        .map_err(|e| invalid("(syntax)".into(), e.to_string().trim().replace('\n', " ")))?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let key = e.path().to_string();
+        invalid(key, e.into_inner().message().trim().to_owned())
+    })
+}
+
+/// The checks every agent config shares: a name usable in paths and records, and at most one
+/// way of learning the version.
+pub(crate) fn check_identity(
+    name: &str,
+    version: &Option<String>,
+    version_command: &Option<String>,
+) -> Result<(), (&'static str, String)> {
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !name_ok {
+        return Err((
+            "name",
+            "must be non-empty and use only letters, digits, '-', '_' and '.'".into(),
+        ));
+    }
+    if version.is_some() && version_command.is_some() {
+        return Err((
+            "version_command",
+            "give either `version` or `version_command`, not both".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// True for a POSIX-style environment variable name.

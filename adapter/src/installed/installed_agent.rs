@@ -224,8 +224,11 @@ impl Agent for InstalledAgent {
         run: &AgentRun<'_>,
         instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        let sent = self.instruction_text(instruction);
-        trial_files::write(&run.trial_dir, "instruction.txt", sent.as_bytes())?;
+        let sent = trial_files::record_instruction(
+            &run.trial_dir,
+            instruction,
+            self.config.instruction_suffix.as_deref(),
+        )?;
         let workspace_root = self.workspace_root(sandbox, run).await?;
         let http = self.http();
         let api = TaskApi {

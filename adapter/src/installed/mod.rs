@@ -7,10 +7,12 @@ pub mod task_api;
 pub mod task_extras;
 pub mod trajectory;
 pub mod transport;
-mod trial_files;
+pub(crate) mod trial_files;
 
+pub use config::is_env_name;
 pub use config::{
     AgentConfigError, ApiSection, InstallSection, InstalledAgentConfig, ServerSection,
     SourceSection, TracesSection, TrajectoryFormat, TrajectorySection,
 };
+pub(crate) use config::{check_identity, deserialize_toml};
 pub use installed_agent::InstalledAgent;

@@ -1,9 +1,12 @@
 //! Files the installed agent writes under `<trial>/agent/`, and the commands it runs in the
 //! container: their placeholders, and the root steps that must succeed.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use serde_json::Value;
+use tasks::records::AgentContext;
 use tasks::{ExecOutput, ExecRequest, Sandbox};
 
 use crate::agent::{AgentError, AgentErrorKind};
@@ -23,6 +26,29 @@ pub fn write(trial_dir: &Path, rel: &str, bytes: &[u8]) -> Result<(), AgentError
             format!("writing {}: {e}", path.display()),
         )
     })
+}
+
+/// The exact text an agent is sent: `instruction` verbatim, then `suffix`; also recorded as
+/// `agent/instruction.txt`.
+pub fn record_instruction(
+    trial_dir: &Path,
+    instruction: &str,
+    suffix: Option<&str>,
+) -> Result<String, AgentError> {
+    let sent = format!("{instruction}{}", suffix.unwrap_or_default());
+    write(trial_dir, "instruction.txt", sent.as_bytes())?;
+    Ok(sent)
+}
+
+/// Records why no trajectory was written in `agent/trajectory-error.txt` (best effort: the
+/// error itself is what the trial records) and returns the error saying `shown`.
+pub fn trajectory_error(trial_dir: &Path, message: &str, shown: String) -> AgentError {
+    let _ = write(
+        trial_dir,
+        "trajectory-error.txt",
+        format!("{message}\n").as_bytes(),
+    );
+    AgentError::new(AgentErrorKind::Trajectory, shown)
 }
 
 /// Saves one install command and its outputs as `setup/command-<i>/{command.txt, stdout.txt,
@@ -77,6 +103,113 @@ pub async fn run_root_step<S: Sandbox>(
             format!("{what} failed: {}", out.stderr.trim()),
         ))
     }
+}
+
+/// Runs the install `commands` (already filled in) as root in order, each killed at
+/// `deadline`, saving each one's output under `agent/setup/command-<i>/`. The first that fails
+/// or times out fails setup, naming it.
+pub async fn run_install_commands<S: Sandbox>(
+    sandbox: &S,
+    trial_dir: &Path,
+    commands: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&str>,
+    deadline: Instant,
+) -> Result<(), AgentError> {
+    for (index, command) in commands.iter().enumerate() {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(AgentError::new(
+                AgentErrorKind::SetupTimeout,
+                format!(
+                    "agent setup deadline reached before install command {index} (`{command}`)"
+                ),
+            ));
+        }
+        let mut request = ExecRequest::root(format!("set -o pipefail; {command}"))
+            .envs(env)
+            .timeout(remaining);
+        request.cwd = cwd.map(str::to_owned);
+        request
+            .env
+            .insert("DEBIAN_FRONTEND".into(), "noninteractive".into());
+        let out = sandbox.exec(request).await?;
+        save_command(trial_dir, index, command, &out)?;
+        if out.timed_out {
+            return Err(AgentError::new(
+                AgentErrorKind::SetupTimeout,
+                format!(
+                    "install command {index} (`{command}`) hit the agent setup deadline; see agent/setup/command-{index}/"
+                ),
+            ));
+        }
+        if !out.success() {
+            let code = out.exit_code.map_or("none".into(), |c| c.to_string());
+            return Err(AgentError::new(
+                AgentErrorKind::SetupFailed,
+                format!(
+                    "install command {index} (`{command}`) exited with {code}; see agent/setup/command-{index}/stderr.txt"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a `version_command` (already filled in) as `user`; its first non-empty stdout line is
+/// the version. Failing or printing nothing fails setup.
+pub async fn learn_version<S: Sandbox>(
+    sandbox: &S,
+    command: &str,
+    user: Option<&str>,
+    env: &BTreeMap<String, String>,
+    cwd: Option<&str>,
+) -> Result<String, AgentError> {
+    let mut request = ExecRequest::new(command)
+        .maybe_user(user)
+        .envs(env)
+        .timeout(Duration::from_secs(60));
+    request.cwd = cwd.map(str::to_owned);
+    let out = sandbox.exec(request).await?;
+    let version = out
+        .stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned);
+    match version {
+        Some(version) if out.success() => Ok(version),
+        _ => Err(AgentError::new(
+            AgentErrorKind::SetupFailed,
+            format!(
+                "version_command `{command}` failed or printed nothing: {}",
+                out.stderr.trim()
+            ),
+        )),
+    }
+}
+
+/// Validates `value` (converted from the trace `file`) and writes it as
+/// `agent/trajectory.json`; returns its token counts. An invalid trajectory is `fail`'s error.
+pub fn save_trajectory(
+    trial_dir: &Path,
+    file: &str,
+    value: &Value,
+    fail: impl Fn(String) -> AgentError,
+) -> Result<Option<AgentContext>, AgentError> {
+    super::trajectory::validate(value).map_err(|e| {
+        fail(format!(
+            "the trajectory from agent/traces/{file} is not valid ATIF: {e}"
+        ))
+    })?;
+    let path = agent_dir(trial_dir).join("trajectory.json");
+    tasks::atomic::write_json_atomic(&path, value).map_err(|e| {
+        AgentError::new(
+            AgentErrorKind::Sandbox,
+            format!("writing {}: {e}", path.display()),
+        )
+    })?;
+    Ok(super::trajectory::context_from_trajectory(value))
 }
 
 /// Replaces `{source_dir}`, `{port}` and `{workspace_root}` in a configured command.

@@ -1,61 +1,116 @@
-//! Choosing the agent of `runner run`: a built-in one by name, or an installed agent from its
-//! config file, packaged once for the whole job.
+//! Choosing the agent of `runner run`: a built-in one by name, or an installed or command-style
+//! agent from its config file, made once for the whole job.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use adapter::{AnyAgent, BUILTIN_AGENTS, InstalledAgent, InstalledAgentConfig};
+use adapter::command::template::parse_kwargs;
+use adapter::{
+    AgentConfigFile, AnyAgent, BUILTIN_AGENTS, CommandAgent, CommandAgentOptions, InstalledAgent,
+    InstalledAgentConfig,
+};
 
 use crate::exit::CliError;
 use crate::note;
 
-/// The agent `--agent NAME` or `--agent-config FILE` names. `agent_env` (`--agent-env`) only
-/// reaches installed agents; giving it with a built-in agent is refused rather than ignored.
-pub fn choose(
-    name: Option<&str>,
-    config: Option<&Path>,
-    agent_env: &[String],
-    allow_container_secrets: bool,
-    require_clean_source: bool,
-) -> Result<AnyAgent, CliError> {
-    match (name, config) {
-        (Some(name), None) => {
-            let agent = AnyAgent::builtin(name).ok_or_else(|| {
-                CliError::bad_input(format!(
-                    "--agent {name:?} is not a built-in agent ({}); use --agent-config for an installed agent",
-                    BUILTIN_AGENTS.join(", ")
-                ))
-            })?;
-            if !agent_env.is_empty() {
+/// The agent flags of `runner run`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AgentChoice<'a> {
+    /// `--agent`: a built-in agent's name, or a config file's path.
+    pub name: Option<&'a str>,
+    /// `--agent-config`.
+    pub config: Option<&'a Path>,
+    /// `--agent-env NAME=VALUE`.
+    pub agent_env: &'a [String],
+    /// `--ak KEY=VALUE`.
+    pub agent_kwargs: &'a [String],
+    /// `-m/--model`.
+    pub model: Option<&'a str>,
+    /// `--allow-container-secrets`.
+    pub allow_container_secrets: bool,
+    /// `--require-clean-source`.
+    pub require_clean_source: bool,
+}
+
+/// The agent `--agent NAME|FILE` or `--agent-config FILE` names. Flags an agent cannot use
+/// (`--agent-env` for built-in agents, `--ak` for any but command-style ones) are refused
+/// rather than ignored.
+pub fn choose(choice: &AgentChoice<'_>) -> Result<AnyAgent, CliError> {
+    let kwargs = parse_kwargs(choice.agent_kwargs).map_err(CliError::bad_input)?;
+    let config_path = match (choice.name, choice.config) {
+        (Some(name), None) => match AnyAgent::builtin(name) {
+            Some(agent) => return builtin(name, agent, choice, kwargs.is_empty()),
+            None if Path::new(name).is_file() => Path::new(name),
+            None => {
                 return Err(CliError::bad_input(format!(
-                    "--agent-env: the built-in agent {name} takes no environment; use it with --agent-config"
+                    "--agent {name:?} is neither a built-in agent ({}) nor an agent config file",
+                    BUILTIN_AGENTS.join(", ")
                 )));
             }
-            Ok(agent)
+        },
+        (None, Some(path)) => path,
+        _ => return Err(CliError::bad_input("give either --agent or --agent-config")),
+    };
+    let extra_env = parse_env_pairs(choice.agent_env).map_err(CliError::bad_input)?;
+    let agent = match AgentConfigFile::load(config_path).map_err(CliError::bad_input)? {
+        AgentConfigFile::Installed(config) => {
+            if !kwargs.is_empty() {
+                return Err(CliError::bad_input(format!(
+                    "--ak/--agent-kwarg: {} is an agent with a task API, which takes no kwargs; kwargs fill the {{kwargs.NAME}} placeholders of a command-style agent ([run] command)",
+                    config_path.display()
+                )));
+            }
+            installed(config, extra_env, choice)?
         }
-        (None, Some(path)) => installed(
-            path,
-            agent_env,
-            allow_container_secrets,
-            require_clean_source,
-        ),
-        _ => Err(CliError::bad_input("give either --agent or --agent-config")),
+        AgentConfigFile::Command(config) => {
+            let options = CommandAgentOptions {
+                extra_env,
+                kwargs,
+                model: choice.model.map(str::to_owned),
+                allow_container_secrets: choice.allow_container_secrets,
+            };
+            CommandAgent::new(config, options)
+                .map_err(CliError::bad_input)?
+                .into()
+        }
+    };
+    if choice.allow_container_secrets {
+        note!(
+            "warning: --allow-container-secrets: credentials may reach containers; this job is not publishable"
+        );
     }
+    Ok(agent)
+}
+
+fn builtin(
+    name: &str,
+    agent: AnyAgent,
+    choice: &AgentChoice<'_>,
+    no_kwargs: bool,
+) -> Result<AnyAgent, CliError> {
+    if !choice.agent_env.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "--agent-env: the built-in agent {name} takes no environment; use it with --agent-config"
+        )));
+    }
+    if !no_kwargs {
+        return Err(CliError::bad_input(format!(
+            "--ak/--agent-kwarg: the built-in agent {name} takes no kwargs"
+        )));
+    }
+    Ok(agent)
 }
 
 fn installed(
-    path: &Path,
-    agent_env: &[String],
-    allow_container_secrets: bool,
-    require_clean_source: bool,
+    config: InstalledAgentConfig,
+    extra_env: BTreeMap<String, String>,
+    choice: &AgentChoice<'_>,
 ) -> Result<AnyAgent, CliError> {
-    let extra_env = parse_env_pairs(agent_env).map_err(CliError::bad_input)?;
-    let config = InstalledAgentConfig::load(path).map_err(CliError::bad_input)?;
     let agent = InstalledAgent::new(
         config,
         extra_env,
-        allow_container_secrets,
-        require_clean_source,
+        choice.allow_container_secrets,
+        choice.require_clean_source,
     )
     .map_err(CliError::bad_input)?;
     let provenance = agent.source_provenance();
@@ -65,11 +120,6 @@ fn installed(
         );
     }
     note!("agent source: sha256 {}", provenance.tar_sha256());
-    if allow_container_secrets {
-        note!(
-            "warning: --allow-container-secrets: credentials may reach containers; this job is not publishable"
-        );
-    }
     Ok(agent.into())
 }
 
@@ -100,11 +150,78 @@ mod tests {
     }
 
     #[test]
-    fn builtin_agents_refuse_agent_env_and_unknown_names() {
-        assert!(choose(Some("oracle"), None, &[], false, false).is_ok());
-        let err = choose(Some("nop"), None, &["A=1".into()], false, false).unwrap_err();
+    fn builtin_agents_refuse_agent_env_kwargs_and_unknown_names() {
+        let named = |name| AgentChoice {
+            name: Some(name),
+            ..AgentChoice::default()
+        };
+        assert!(choose(&named("oracle")).is_ok());
+        let env = ["A=1".to_owned()];
+        let err = choose(&AgentChoice {
+            agent_env: &env,
+            ..named("nop")
+        })
+        .unwrap_err();
         assert!(err.message.starts_with("--agent-env"), "{err}");
-        let err = choose(Some("claude"), None, &[], false, false).unwrap_err();
+        let kwargs = ["x=1".to_owned()];
+        let err = choose(&AgentChoice {
+            agent_kwargs: &kwargs,
+            ..named("nop")
+        })
+        .unwrap_err();
+        assert!(err.message.starts_with("--ak/--agent-kwarg"), "{err}");
+        let err = choose(&named("claude")).unwrap_err();
         assert!(err.message.contains("oracle, nop"), "{err}");
+        let bad = ["1x=2".to_owned()];
+        let err = choose(&AgentChoice {
+            agent_kwargs: &bad,
+            ..named("oracle")
+        })
+        .unwrap_err();
+        assert!(err.message.contains("\"1x\""), "{err}");
+    }
+
+    #[test]
+    fn a_config_path_given_to_agent_loads_a_command_agent_with_kwargs_and_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        std::fs::write(
+            &path,
+            "name = \"cmd\"\n[kwargs]\nlimit = 1\n[run]\ncommand = \"run {model} {kwargs.limit} {kwargs.extra}\"\n",
+        )
+        .unwrap();
+        let name = path.to_str().unwrap();
+        let kwargs = ["limit=3".to_owned()];
+        let err = choose(&AgentChoice {
+            name: Some(name),
+            agent_kwargs: &kwargs,
+            model: Some("openai/gpt-4.1"),
+            ..AgentChoice::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.message.contains("`run.command`") && err.message.contains("--ak extra=VALUE"),
+            "{err}"
+        );
+        let kwargs = ["limit=3".to_owned(), "extra=x y".to_owned()];
+        let agent = choose(&AgentChoice {
+            name: Some(name),
+            agent_kwargs: &kwargs,
+            model: Some("openai/gpt-4.1"),
+            ..AgentChoice::default()
+        })
+        .unwrap();
+        let entry = adapter::Agent::job_config(&agent);
+        assert_eq!(entry.name.as_deref(), Some("cmd"));
+        assert_eq!(entry.model_name.as_deref(), Some("openai/gpt-4.1"));
+        assert_eq!(entry.kwargs["limit"], 3);
+        assert_eq!(entry.kwargs["extra"], "x y");
+        let err = choose(&AgentChoice {
+            name: Some(name),
+            agent_kwargs: &kwargs,
+            ..AgentChoice::default()
+        })
+        .unwrap_err();
+        assert!(err.message.contains("-m/--model"), "{err}");
     }
 }

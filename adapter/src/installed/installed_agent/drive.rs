@@ -152,15 +152,8 @@ impl InstalledAgent {
             .join("traces")
             .join(file);
         let fail = |message: String| {
-            let _ = trial_files::write(
-                &run.trial_dir,
-                "trajectory-error.txt",
-                format!("{message}\n").as_bytes(),
-            );
-            AgentError::new(
-                AgentErrorKind::Trajectory,
-                format!("task {}: {message}", run.task.name),
-            )
+            let shown = format!("task {}: {message}", run.task.name);
+            trial_files::trajectory_error(&run.trial_dir, &message, shown)
         };
         let text = std::fs::read_to_string(&path).map_err(|e| {
             fail(format!(
@@ -181,19 +174,7 @@ impl InstalledAgent {
                 .map_err(|e| fail(format!("agent/traces/{file} is not JSON: {e}")))?,
             TrajectoryFormat::None => return Ok(None),
         };
-        trajectory::validate(&value).map_err(|e| {
-            fail(format!(
-                "the trajectory from agent/traces/{file} is not valid ATIF: {e}"
-            ))
-        })?;
-        let path = trial_files::agent_dir(&run.trial_dir).join("trajectory.json");
-        tasks::atomic::write_json_atomic(&path, &value).map_err(|e| {
-            AgentError::new(
-                AgentErrorKind::Sandbox,
-                format!("writing {}: {e}", path.display()),
-            )
-        })?;
-        Ok(trajectory::context_from_trajectory(&value))
+        trial_files::save_trajectory(&run.trial_dir, file, &value, fail)
     }
 
     /// Everything after the task ended (or could not go on): traces, server log, trajectory,

@@ -99,46 +99,23 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
         run: &AgentRun<'_>,
         deadline: Instant,
     ) -> Result<(), AgentError> {
-        let env = self.env_with(None);
-        for (index, command) in self.config.install.commands.iter().enumerate() {
-            let command = self.fill(command, None);
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(AgentError::new(
-                    AgentErrorKind::SetupTimeout,
-                    format!(
-                        "agent setup deadline reached before install command {index} (`{command}`)"
-                    ),
-                ));
-            }
-            let mut request = ExecRequest::root(format!("set -o pipefail; {command}"))
-                .envs(&env)
-                .timeout(remaining);
-            request.cwd = Some(self.config.install_path());
-            request
-                .env
-                .insert("DEBIAN_FRONTEND".into(), "noninteractive".into());
-            let out = sandbox.exec(request).await?;
-            trial_files::save_command(&run.trial_dir, index, &command, &out)?;
-            if out.timed_out {
-                return Err(AgentError::new(
-                    AgentErrorKind::SetupTimeout,
-                    format!(
-                        "install command {index} (`{command}`) hit the agent setup deadline; see agent/setup/command-{index}/"
-                    ),
-                ));
-            }
-            if !out.success() {
-                let code = out.exit_code.map_or("none".into(), |c| c.to_string());
-                return Err(AgentError::new(
-                    AgentErrorKind::SetupFailed,
-                    format!(
-                        "install command {index} (`{command}`) exited with {code}; see agent/setup/command-{index}/stderr.txt"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        let commands: Vec<String> = self
+            .config
+            .install
+            .commands
+            .iter()
+            .map(|c| self.fill(c, None))
+            .collect();
+        let cwd = self.config.install_path();
+        trial_files::run_install_commands(
+            sandbox,
+            &run.trial_dir,
+            &commands,
+            &self.env_with(None),
+            Some(&cwd),
+            deadline,
+        )
+        .await
     }
 
     pub(super) async fn learn_version<S: Sandbox>(
@@ -149,30 +126,16 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
         let Some(command) = &self.config.version_command else {
             return Ok(None);
         };
-        let command = self.fill(command, None);
-        let mut request = ExecRequest::new(command.clone())
-            .maybe_user(run.user.as_deref())
-            .envs(&self.env_with(None));
-        request.cwd = Some(self.config.install_path());
-        let out = sandbox
-            .exec(request.timeout(Duration::from_secs(60)))
-            .await?;
-        let version = out
-            .stdout
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_owned);
-        match version {
-            Some(version) if out.success() => Ok(Some(version)),
-            _ => Err(AgentError::new(
-                AgentErrorKind::SetupFailed,
-                format!(
-                    "version_command `{command}` failed or printed nothing: {}",
-                    out.stderr.trim()
-                ),
-            )),
-        }
+        let cwd = self.config.install_path();
+        trial_files::learn_version(
+            sandbox,
+            &self.fill(command, None),
+            run.user.as_deref(),
+            &self.env_with(None),
+            Some(&cwd),
+        )
+        .await
+        .map(Some)
     }
 
     pub(super) async fn start_server<S: Sandbox>(

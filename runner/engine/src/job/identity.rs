@@ -33,6 +33,7 @@ impl AgentFingerprint {
                 "sha256:{}",
                 installed.source_provenance().tar_sha256()
             )),
+            AnyAgent::Command(command) => Some(command.commands_digest()),
             _ => None,
         };
         AgentFingerprint {

@@ -33,7 +33,8 @@ pub struct RunArgs {
     #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present = "config",
           default_value = "", hide_default_value = true, value_parser = any_path)]
     pub path: PathBuf,
-    /// A built-in agent: `oracle` (runs the task's solution) or `nop` (does nothing).
+    /// A built-in agent (`oracle` runs the task's solution, `nop` does nothing), or the path
+    /// of an agent config file (as --agent-config).
     #[arg(
         short = 'a',
         long,
@@ -42,7 +43,7 @@ pub struct RunArgs {
         required_unless_present_any = ["agent_config", "config"]
     )]
     pub agent: Option<String>,
-    /// An installed agent described by a TOML agent config.
+    /// An agent config file (TOML): an installed agent (`[server]`) or a command-style one (`[run]`).
     #[arg(long, env = "RUNNER_AGENT_CONFIG")]
     pub agent_config: Option<PathBuf>,
     /// Trials per task.
@@ -78,6 +79,10 @@ pub struct RunArgs {
     /// Env var for the agent's container, NAME=VALUE (repeatable; installed agents only).
     #[arg(long = "agent-env", visible_alias = "ae", value_name = "NAME=VALUE")]
     pub agent_env: Vec<String>,
+    /// Agent kwarg KEY=VALUE for a command-style agent's `{kwargs.KEY}` (repeatable); a JSON
+    /// value (3, true) is kept as JSON. Recorded in config.json as the agent's kwargs.
+    #[arg(long = "agent-kwarg", visible_alias = "ak", value_name = "KEY=VALUE")]
+    pub agent_kwargs: Vec<String>,
     /// Let credentials reach containers. Recorded in config.json and lock.json; the job is then
     /// not publishable.
     #[arg(long)]
@@ -195,13 +200,15 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     .map_err(|e| CliError::bad_input(format!("--retry-include/--retry-exclude: {e}")))?;
     let selectors = parse_selectors(&args.retry_failed)
         .map_err(|e| CliError::bad_input(format!("--retry-failed: {e}")))?;
-    let agent = super::agent::choose(
-        args.agent.as_deref(),
-        args.agent_config.as_deref(),
-        &args.agent_env,
-        args.allow_container_secrets,
-        args.require_clean_source,
-    )?;
+    let agent = super::agent::choose(&super::agent::AgentChoice {
+        name: args.agent.as_deref(),
+        config: args.agent_config.as_deref(),
+        agent_env: &args.agent_env,
+        agent_kwargs: &args.agent_kwargs,
+        model: args.llm.model_name().as_deref(),
+        allow_container_secrets: args.allow_container_secrets,
+        require_clean_source: args.require_clean_source,
+    })?;
     if dataset.tasks.is_empty() {
         return Err(CliError::bad_input(format!(
             "{} has no runnable task",
@@ -228,11 +235,15 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
                 .map(|d| d.display().to_string()),
         )
     });
-    let bridge = args.llm.job_bridge(
-        &agent,
-        args.agent_config.is_some(),
-        args.allow_container_secrets,
-    )?;
+    // Agents from a config file (installed or command-style, by -a or --agent-config) call
+    // models; the built-in ones do not.
+    let from_config = matches!(
+        agent,
+        adapter::AnyAgent::Installed(_) | adapter::AnyAgent::Command(_)
+    );
+    let bridge = args
+        .llm
+        .job_bridge(&agent, from_config, args.allow_container_secrets)?;
     let mut agent_config = agent.job_config();
     agent_config.model_name = args.llm.model_name().or(agent_config.model_name);
     let settings = JobSettings {

@@ -1,0 +1,16 @@
+//! Command-style agents: install commands, then one run command per trial with the
+//! instruction, the workdir, the model and kwargs filled into its placeholders, run under the
+//! agent deadline; its output and the trace files it names are collected and converted to ATIF.
+
+mod agent;
+mod config;
+pub mod host_index;
+pub mod mini_swe;
+mod run;
+pub mod template;
+
+pub use agent::{CommandAgent, CommandAgentOptions};
+pub use config::{
+    AgentConfigFile, CommandAgentConfig, CommandInstallSection, CommandTrajectoryFormat,
+    CommandTrajectorySection, RunSection,
+};

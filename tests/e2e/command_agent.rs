@@ -1,0 +1,338 @@
+//! Command-style agents (`[run] command`) against the real Docker engine: placeholders and
+//! `--ak` kwargs reach the command, its output is captured into `agent/command/`, the trace
+//! it names is collected and converted (mini-swe-agent's format to ATIF, token counts into
+//! `agent_result`), the agent deadline kills it, config mistakes are refused by field, and
+//! mini-swe-agent from the package index solves an example through the LLM bridge against the
+//! scripted upstream, its trajectory counting exactly the script's tokens.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage};
+
+use crate::installed::run;
+use crate::support::{
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+};
+
+/// Writes `text` as `agent.toml` in `dir`; returns its path.
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A mini-swe-agent trajectory (its own format) that the shell agent below writes: two model
+/// turns with 120 + 80 prompt tokens, 30 + 12 completion tokens and 40 cached.
+const MINI_TRAJECTORY: &str = r#"{"trajectory_format": "mini-swe-agent-1.1",
+ "info": {"mini_version": "2.4.6", "exit_status": "Submitted", "model_stats": {"instance_cost": 0.0},
+          "config": {"model": {"model_name": "openai/scripted-model"}}},
+ "messages": [
+  {"role": "system", "content": "You are a helpful assistant."},
+  {"role": "user", "content": "Create the file"},
+  {"role": "assistant", "content": "THOUGHT: write it", "extra": {"response": {"usage":
+     {"prompt_tokens": 120, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 40}}}}},
+  {"role": "user", "content": "<returncode>0</returncode>"},
+  {"role": "assistant", "content": "THOUGHT: done", "extra": {"response": {"usage":
+     {"prompt_tokens": 80, "completion_tokens": 12}}}},
+  {"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}}
+ ]}"#;
+
+/// A command agent that solves `examples/hello-file` with a shell command, printing what its
+/// placeholders became and writing a mini-swe-agent trace.
+fn shell_agent_config() -> String {
+    format!(
+        r#"name = "shell-agent"
+version = "0.1"
+model_name = "openai/scripted-model"
+[kwargs]
+greeting = "not the greeting the task wants"
+[run]
+command = '''
+echo model={{model}} provider={{model_provider}} name={{model_name}} workdir={{workdir}} timeout={{agent_timeout_sec}} logs={{logs_dir}}
+echo "a line for stderr" >&2
+grep -q hello.txt {{instruction_file}}
+printf '%s\n' {{kwargs.greeting}} > hello.txt
+mkdir -p /tmp/shell-agent
+cat > /tmp/shell-agent/mini.json <<'JSON'
+{MINI_TRAJECTORY}
+JSON
+'''
+[traces]
+files = ["/tmp/shell-agent/mini.json"]
+[trajectory]
+format = "mini-swe-agent"
+file = "mini.json"
+"#
+    )
+}
+
+#[test]
+fn a_command_agent_gets_its_placeholders_and_kwargs_and_its_trace_is_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &shell_agent_config());
+    let jobs = dir.path().join("jobs");
+    let (code, _) = run(
+        &jobs,
+        "tasks/examples/hello-file",
+        &config,
+        // No -m: the model comes from the config (with -m the LLM bridge would serve it, and
+        // this test has no upstream; the bridge test below has one).
+        &["--ak", "greeting=Hello, world!", "--ak", "attempt=2"],
+    );
+    assert_eq!(code, 0);
+    let job = Job::single_in(&jobs);
+    let agent = &job.json("config.json")["agents"][0];
+    assert_eq!(agent["name"], "shell-agent");
+    assert_eq!(agent["model_name"], "openai/scripted-model");
+    assert_eq!(agent["kwargs"]["greeting"], "Hello, world!");
+    assert_eq!(agent["kwargs"]["attempt"], 2, "a JSON value stays JSON");
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(reward(result), Some(1.0), "{result}");
+    assert_eq!(exception(result), None);
+    let stdout = job.trial_file(name, "agent/command/stdout.txt");
+    assert_eq!(
+        stdout.trim(),
+        "model=openai/scripted-model provider=openai name=scripted-model workdir=/app timeout=60 logs=/logs/agent"
+    );
+    let stderr = job.trial_file(name, "agent/command/stderr.txt");
+    assert_eq!(stderr.trim(), "a line for stderr");
+    assert_eq!(job.trial_file(name, "agent/command/return-code.txt"), "0\n");
+    let command = job.trial_file(name, "agent/command/command.txt");
+    assert!(
+        command.contains("printf '%s\\n' 'Hello, world!'"),
+        "{command}"
+    );
+    let instruction = job.trial_file(name, "agent/instruction.txt");
+    assert!(instruction.contains("/app/hello.txt"), "{instruction}");
+    // The trace was collected as it was and converted to ATIF with the same totals.
+    assert!(
+        job.trial_file(name, "agent/traces/mini.json")
+            .contains("mini-swe-agent-1.1")
+    );
+    let trajectory = job.json(&format!("{name}/agent/trajectory.json"));
+    assert!(
+        tasks::atif::validate_value(&trajectory).is_empty(),
+        "{trajectory}"
+    );
+    assert_eq!(trajectory["agent"]["name"], "mini-swe-agent");
+    assert_eq!(trajectory["final_metrics"]["total_prompt_tokens"], 200);
+    assert_eq!(trajectory["final_metrics"]["total_completion_tokens"], 42);
+    assert_eq!(trajectory["final_metrics"]["total_cached_tokens"], 40);
+    assert_eq!(result["agent_result"]["n_input_tokens"], 200);
+    assert_eq!(result["agent_result"]["n_output_tokens"], 42);
+    assert_eq!(result["agent_result"]["n_cache_tokens"], 40);
+    assert!(containers_with_label(&format!("runner.job={}", job.job_id())).is_empty());
+}
+
+#[test]
+fn the_agent_deadline_kills_the_command_and_keeps_what_it_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    // The trace never appears (the command is killed first); the timeout is what is recorded.
+    let config = write_config(
+        dir.path(),
+        r#"name = "sleepy-agent"
+version = "0.1"
+[run]
+command = """
+echo "started"
+sleep 300
+echo "survived the deadline" > /app/survived.txt
+"""
+[traces]
+files = ["/tmp/sleepy/trajectory.json"]
+[trajectory]
+format = "atif"
+file = "trajectory.json"
+"#,
+    );
+    let jobs = dir.path().join("jobs");
+    let started = Instant::now();
+    // 60 s × 0.05 = a 3 s agent deadline.
+    let (code, _) = run(
+        &jobs,
+        "tasks/examples/hello-file",
+        &config,
+        &["--agent-timeout-multiplier", "0.05"],
+    );
+    let elapsed = started.elapsed();
+    assert_eq!(code, 0, "an agent timeout is a scored result");
+    assert!(
+        elapsed < Duration::from_secs(120),
+        "the command was not killed at its deadline ({elapsed:?})"
+    );
+    let job = Job::single_in(&jobs);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result).as_deref(), Some("AgentTimeoutError"));
+    assert_eq!(reward(result), Some(0.0), "verification still ran");
+    let execution = &result["agent_execution"];
+    let secs = chrono::DateTime::parse_from_rfc3339(execution["finished_at"].as_str().unwrap())
+        .unwrap()
+        - chrono::DateTime::parse_from_rfc3339(execution["started_at"].as_str().unwrap()).unwrap();
+    assert!(
+        secs.num_seconds() < 30,
+        "the agent phase took {secs}: the kill came late"
+    );
+    assert_eq!(
+        job.trial_file(name, "agent/command/stdout.txt"),
+        "started\n"
+    );
+    assert_eq!(
+        job.trial_file(name, "agent/command/return-code.txt"),
+        "timeout\n"
+    );
+    assert!(!job.dir.join(name).join("agent/trajectory.json").exists());
+}
+
+#[test]
+fn config_and_flag_mistakes_are_refused_naming_the_field_or_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "name = \"x\"\n[run]\ncommand = \"run {kwargs.limit} {model}\"\n",
+    );
+    let jobs = dir.path().join("jobs");
+    let (code, stderr) = run(&jobs, "tasks/examples/hello-file", &config, &["-m", "a/b"]);
+    assert_eq!(code, 2, "bad input");
+    assert!(
+        stderr.contains("`run.command`") && stderr.contains("--ak limit=VALUE"),
+        "{stderr}"
+    );
+    let (code, stderr) = run(
+        &jobs,
+        "tasks/examples/hello-file",
+        &config,
+        &["--ak", "limit=1"],
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("-m/--model"), "{stderr}");
+    let (code, stderr) = run(
+        &jobs,
+        "tasks/examples/hello-file",
+        &config,
+        &["--ak", "no-dash=1"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--ak/--agent-kwarg \"no-dash\""),
+        "{stderr}"
+    );
+    let typo = write_config(
+        dir.path(),
+        "name = \"x\"\n[run]\ncommand = \"run {instructions}\"\n",
+    );
+    let (code, stderr) = run(&jobs, "tasks/examples/hello-file", &typo, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("`run.command`") && stderr.contains("{instructions}"),
+        "{stderr}"
+    );
+    assert!(!jobs.exists(), "no job dir for refused flags");
+}
+
+/// What each scripted model turn reports.
+const TURN: Usage = Usage {
+    input: 120,
+    cached: 20,
+    cache_write: 0,
+    output: 30,
+};
+const MODEL: &str = "openai/gpt-scripted";
+
+/// mini-swe-agent's text-based protocol: one `mswea_bash_command` block per turn, and the
+/// completion word to finish.
+fn mini_swe_script() -> Script {
+    Script::new().when(
+        "/app/hello.txt",
+        vec![
+            Reply::with_usage(
+                "THOUGHT: I write the greeting.\n\n```mswea_bash_command\necho 'Hello, world!' > /app/hello.txt\n```",
+                TURN,
+            ),
+            Reply::with_usage(
+                "THOUGHT: Done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
+                TURN,
+            ),
+        ],
+    )
+}
+
+#[test]
+fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() {
+    let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, mini_swe_script());
+    let dir = tempfile::tempdir().unwrap();
+    let llm = dir.path().join("llm.toml");
+    std::fs::write(
+        &llm,
+        format!(
+            "[[providers]]\nname = \"openai\"\napi = \"openai\"\nbase_url = \"{}\"\nkey_env = \"OPENAI_API_KEY\"\n",
+            upstream.openai_base_url()
+        ),
+    )
+    .unwrap();
+    let jobs = dir.path().join("jobs");
+    ensure_base_image();
+    let config = workspace_root().join("adapter/agents/mini-swe-agent/agent.toml");
+    let llm_arg = llm.display().to_string();
+    let output = runner()
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .args(["run", "--jobs-dir"])
+        .arg(&jobs)
+        .arg("--path")
+        .arg(workspace_root().join("tasks/examples/hello-file"))
+        .arg("-a")
+        .arg(&config)
+        .args(["-m", MODEL, "--llm-config", &llm_arg])
+        .args([
+            "--ak",
+            "config=mini_textbased",
+            "--ak",
+            "model_class=litellm_textbased",
+        ])
+        // The install (about 750 MB from the index) may be slow on a busy machine.
+        .args(["--agent-setup-timeout-multiplier", "3"])
+        // Importing litellm alone can take tens of seconds on a loaded machine.
+        .args(["--agent-timeout-multiplier", "3"])
+        .timeout(Duration::from_secs(1500))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let job = Job::single_in(&jobs);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{result}");
+    assert_eq!(reward(result), Some(1.0), "{result}");
+    assert_eq!(result["agent_info"]["version"], "2.4.6");
+    // The trajectory mini-swe-agent wrote, converted to ATIF, counts exactly the script's usage.
+    let trajectory = job.json(&format!("{name}/agent/trajectory.json"));
+    assert!(
+        tasks::atif::validate_value(&trajectory).is_empty(),
+        "{trajectory}"
+    );
+    let metrics = &trajectory["final_metrics"];
+    assert_eq!(metrics["total_prompt_tokens"], 2 * TURN.input, "{metrics}");
+    assert_eq!(
+        metrics["total_completion_tokens"],
+        2 * TURN.output,
+        "{metrics}"
+    );
+    assert_eq!(metrics["total_cached_tokens"], 2 * TURN.cached, "{metrics}");
+    // … and so does the bridge's metering, which the trial's agent_result holds.
+    assert_eq!(result["agent_result"]["n_input_tokens"], 2 * TURN.input);
+    assert_eq!(result["agent_result"]["n_output_tokens"], 2 * TURN.output);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 2, "two model calls");
+    assert!(seen.iter().all(|s| s.body["model"] == "gpt-scripted"));
+    // The upstream key went nowhere near the job dir.
+    let leaked = std::process::Command::new("grep")
+        .args(["-rlF", OPENAI_KEY])
+        .arg(&job.dir)
+        .output()
+        .unwrap();
+    assert!(
+        leaked.stdout.is_empty(),
+        "the key is in {}",
+        String::from_utf8_lossy(&leaked.stdout)
+    );
+}
