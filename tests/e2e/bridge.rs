@@ -58,16 +58,24 @@ fn solutions() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Two turns per task: the commands (the key scan first), then an answer without a block.
+/// The example whose agent timeout (5 s) leaves no time for the key scan.
+const FIVE_SECONDS: &str = "/app/answer.txt";
+
+/// Two turns per task: the commands (then the key scan), then an answer without a block.
 fn script() -> Script {
     solutions()
         .into_iter()
         .fold(Script::new(), |script, (fragment, commands)| {
+            let scan = if fragment == FIVE_SECONDS {
+                String::new()
+            } else {
+                key_scan()
+            };
             script.when(
                 fragment,
                 vec![
                     Reply::with_usage(
-                        format!("I will do it.\n```bash\n{}\n{commands}\n```", key_scan()),
+                        format!("I will do it.\n```bash\n{commands}\n{scan}\n```"),
                         TURN,
                     ),
                     Reply::with_usage("Done.", TURN),
@@ -206,8 +214,13 @@ fn the_model_driven_reference_agent_solves_the_examples_through_the_bridge() {
         assert_eq!(records.len(), 2, "{name}");
         assert!(records.iter().all(|r| r["outcome"] == "ok"), "{name}");
         // The in-container scan found the key in no process env and no file.
-        let scan = ran.job.trial_file(name, "agent/key-scan.txt");
-        assert!(scan.trim().is_empty(), "{name}: the key is in {scan}");
+        if !name.starts_with("slow-oracle") {
+            let scan = ran.job.trial_file(name, "agent/key-scan.txt");
+            assert!(scan.trim().is_empty(), "{name}: the key is in {scan}");
+        }
+        // The relay is stopped with the bridge, before the verifier: never an agent leftover.
+        let leftovers = result["agent_leftover_processes"].to_string();
+        assert!(!leftovers.contains("bridge-relay"), "{name}: {leftovers}");
     }
     assert_eq!(upstream.seen().len(), 50);
     let job_result = ran.job.json("result.json");

@@ -71,5 +71,6 @@ pub fn compute(
         },
         trials_per_task,
         errored_by_exception_type: errored,
+        models_called: Vec::new(),
     }
 }

@@ -10,6 +10,7 @@ mod files;
 mod images;
 mod job;
 mod metadata;
+mod models;
 mod overrides;
 pub mod render;
 mod report;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use error::SubmissionError;
+pub use models::JobModels;
 pub use report::{
     Figures, Interval, IntervalMethod, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation,
 };
@@ -92,6 +94,7 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
         violations.append(&mut trial.violations);
     }
     violations.extend(agents::check(&jobs, &trials));
+    violations.extend(models::check(&jobs, &trials));
     let images: Vec<images::TrialImage> = jobs.iter().flat_map(|j| j.images.clone()).collect();
     violations.extend(images::check(&images));
     let counts = coverage::trials_per_task(&trials, dataset.as_ref());
@@ -107,7 +110,8 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
             "needs --metadata metadata.yaml",
         ));
     }
-    let figures = figures::compute(jobs.len(), &trials, counts);
+    let mut figures = figures::compute(jobs.len(), &trials, counts);
+    figures.models_called = models::per_job(&jobs, &trials);
     Ok(Report::new(
         jobs.iter().map(|j| j.display.clone()).collect(),
         violations,

@@ -96,6 +96,23 @@ fn figures_lines(report: &Report) -> Vec<String> {
         )),
         _ => lines.push("trials per task: no tasks".into()),
     }
+    for job in &f.models_called {
+        lines.push(format!(
+            "models called: {} ({}: {} metered trial(s); declared {})",
+            if job.called.is_empty() {
+                "none".to_owned()
+            } else {
+                job.called.join(", ")
+            },
+            job.job,
+            job.n_metered_trials,
+            if job.declared.is_empty() {
+                "none".to_owned()
+            } else {
+                job.declared.join(", ")
+            }
+        ));
+    }
     if f.errored_by_exception_type.is_empty() {
         lines.push("errored trials: none".into());
     } else {

@@ -98,6 +98,9 @@ pub struct Figures {
     pub trials_per_task: BTreeMap<String, usize>,
     /// Errored trials by exception type.
     pub errored_by_exception_type: BTreeMap<String, usize>,
+    /// Per job run through runner's LLM bridge: the models declared and actually called.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models_called: Vec<super::models::JobModels>,
 }
 
 /// How the figures' intervals were computed, so anyone can reproduce them.

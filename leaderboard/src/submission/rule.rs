@@ -22,6 +22,8 @@ pub enum Rule {
     SameTaskImage,
     /// Every rewarded trial has a valid ATIF trajectory.
     PassingTrialTrajectories,
+    /// Every model a trial called through the LLM bridge is one its job declares.
+    DeclaredModelsOnly,
     /// No job let credentials into containers.
     NoContainerSecrets,
     /// No file holds a provider-key-shaped string.
@@ -32,7 +34,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 11] = [
+    pub const ALL: [Rule; 12] = [
         Rule::NoJobOverrides,
         Rule::NoTrialOverrides,
         Rule::TrialResultsComplete,
@@ -41,6 +43,7 @@ impl Rule {
         Rule::CorrectTaskVersions,
         Rule::SameTaskImage,
         Rule::PassingTrialTrajectories,
+        Rule::DeclaredModelsOnly,
         Rule::NoContainerSecrets,
         Rule::NoProviderKeys,
         Rule::MetadataFormattedCorrectly,
@@ -57,6 +60,7 @@ impl Rule {
             Rule::CorrectTaskVersions => "correct_task_versions",
             Rule::SameTaskImage => "same_task_image",
             Rule::PassingTrialTrajectories => "passing_trial_trajectories",
+            Rule::DeclaredModelsOnly => "declared_models_only",
             Rule::NoContainerSecrets => "no_container_secrets",
             Rule::NoProviderKeys => "no_provider_keys",
             Rule::MetadataFormattedCorrectly => "metadata_formatted_correctly",
@@ -87,6 +91,9 @@ impl Rule {
             }
             Rule::PassingTrialTrajectories => {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"
+            }
+            Rule::DeclaredModelsOnly => {
+                "every model a trial called through the LLM bridge is one its job declares (agents[].model_name)"
             }
             Rule::NoContainerSecrets => "no job opted in to passing credentials into containers",
             Rule::NoProviderKeys => {

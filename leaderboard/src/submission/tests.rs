@@ -554,3 +554,48 @@ fn a_dataset_with_tasks_runner_cannot_run_still_counts_them() {
     let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
     assert_any_says(&v, "needs-gpu");
 }
+
+/// Gives trial `i` bridge metering that says it called `models`.
+fn metered(scratch: &Scratch, i: usize, models: &[&str]) {
+    scratch.edit_json(&format!("{}/result.json", TRIALS[i]), |r| {
+        r["agent_result"]["metadata"] = json!({"llm_bridge": {"models_called": models}});
+    });
+}
+
+#[test]
+fn the_models_each_job_called_are_reported() {
+    let scratch = Scratch::new();
+    for i in 0..TRIALS.len() {
+        metered(&scratch, i, &["anthropic/claude-opus-4-6"]);
+    }
+    let report = scratch.validate();
+    assert!(report.valid, "{}", render::text(&report));
+    let models = &report.figures.models_called;
+    assert_eq!(models.len(), 1);
+    assert_eq!(models[0].called, ["anthropic/claude-opus-4-6"]);
+    assert_eq!(models[0].n_metered_trials, 5);
+    let text = render::text(&report).replace(&scratch.job.display().to_string(), "<job>");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn a_trial_that_called_an_undeclared_model_is_flagged() {
+    let scratch = Scratch::new();
+    metered(&scratch, 0, &["anthropic/claude-opus-4-6"]);
+    metered(
+        &scratch,
+        1,
+        &["anthropic/claude-opus-4-6", "openai/gpt-4.1-mini"],
+    );
+    let report = scratch.validate();
+    let violations = only_failure(&report, Rule::DeclaredModelsOnly);
+    assert_all_said(
+        &violations,
+        &["trial regex-log__Zx81kPq called model `openai/gpt-4.1-mini`"],
+    );
+    assert_says(&violations[0], "anthropic/claude-opus-4-6");
+    assert_eq!(
+        report.figures.models_called[0].called,
+        ["anthropic/claude-opus-4-6", "openai/gpt-4.1-mini"]
+    );
+}

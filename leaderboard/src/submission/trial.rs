@@ -40,6 +40,9 @@ pub struct TrialFacts {
     pub exception_type: Option<String>,
     /// `agent_info`, when result.json has it.
     pub agent: Option<AgentIdentity>,
+    /// The models the trial called through runner's LLM bridge
+    /// (`agent_result.metadata.llm_bridge.models_called`); `None` without bridge metering.
+    pub models_called: Option<Vec<String>>,
     /// Violations found in this trial alone.
     pub violations: Vec<Violation>,
 }
@@ -285,6 +288,7 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         reward: None,
         exception_type: None,
         agent: None,
+        models_called: None,
         violations: Vec::new(),
     };
     let trial_config = config
@@ -318,6 +322,16 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                     .to_owned()
             });
         facts.agent = agent_identity(result);
+        facts.models_called = result
+            .pointer("/agent_result/metadata/llm_bridge/models_called")
+            .and_then(Value::as_array)
+            .map(|models| {
+                models
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            });
         if result.get("finished_at").is_none_or(Value::is_null) {
             violations.push(Violation::new(
                 Rule::TrialResultsComplete,

@@ -14,6 +14,8 @@ use crate::failure::TrialFailure;
 const RELAY_WAIT_MS: u64 = 5_000;
 /// Where the relay's own complaints go inside the container (read back if it fails).
 const RELAY_LOG: &str = "/tmp/runner-llm-bridge-relay.log";
+/// The relay's pid inside the container, so closing can stop exactly that process.
+const RELAY_PID: &str = "/tmp/runner-llm-bridge-relay.pid";
 
 /// What a job gives its trials when models are called through the bridge.
 #[derive(Debug, Clone)]
@@ -85,7 +87,7 @@ impl<B: Backend> Trial<B> {
                 .join(" ")
         };
         let serve = format!(
-            "{} >{RELAY_LOG} 2>&1 </dev/null &",
+            "{} >{RELAY_LOG} 2>&1 </dev/null & echo $! > {RELAY_PID}",
             quote(trial.relay_serve_command())
         );
         let wait = quote(trial.relay_wait_command(RELAY_WAIT_MS));
@@ -118,13 +120,30 @@ impl<B: Backend> Trial<B> {
         Ok(())
     }
 
-    /// Revokes the trial's token, writes `agent/llm/usage.json` and puts the metered totals
-    /// into `agent_result` (the bridge's counts replace what the agent said of itself). Safe
-    /// to call twice; does nothing without a bridge.
+    /// Stops the relay, revokes the trial's token, writes `agent/llm/usage.json` and puts the
+    /// metered totals into `agent_result` (the bridge's counts replace what the agent said of
+    /// itself). Safe to call twice; does nothing without a bridge.
     pub(super) async fn close_bridge(&mut self) {
         let Some(trial) = self.bridge.take() else {
             return;
         };
+        // The relay is the runner's, not the agent's: stopped before the verifier, so it is
+        // neither reported as an agent leftover nor a way to the (revoked) bridge. Best effort:
+        // the token is revoked below either way.
+        if let Ok(sandbox) = self.sandbox() {
+            let stop = format!(
+                "[ -f {RELAY_PID} ] && kill \"$(cat {RELAY_PID})\" 2>/dev/null; rm -f {RELAY_PID}; true"
+            );
+            let stopped = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                sandbox.exec(ExecRequest::root(stop)),
+            )
+            .await;
+            if !matches!(stopped, Ok(Ok(_))) {
+                self.log
+                    .line("LLM bridge: could not stop the relay in the container");
+            }
+        }
         match trial.close().await {
             Ok(usage) => {
                 let context = self

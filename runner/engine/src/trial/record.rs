@@ -25,7 +25,11 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
         agent_info: AgentInfo {
             name: agent.name().to_owned(),
             version: agent.version(),
-            model_info: agent.model_name().map(|m| ModelInfo::from_model_name(&m)),
+            // The model the job recorded (`-m` overrides the agent config's), so agent_info
+            // matches the job's agents[] entry.
+            model_info: (plan.config.agent.model_name.clone())
+                .or_else(|| agent.model_name())
+                .map(|m| ModelInfo::from_model_name(&m)),
         },
         agent_result: None,
         verifier_result: None,

@@ -1,0 +1,94 @@
+//! `declared_models_only` and the models each job actually called: a job run through runner's
+//! LLM bridge records, per trial, the declared models that were called
+//! (`agent_result.metadata.llm_bridge.models_called`); a trial that called a model its job
+//! does not declare (`agents[].model_name`) is flagged, once per job and model, so a
+//! "single-model" claim is checked rather than trusted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::Rule;
+use super::job::Job;
+use super::report::Violation;
+use super::trial::TrialFacts;
+
+/// The models one job declared and called.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct JobModels {
+    /// The job dir as given.
+    pub job: String,
+    /// `agents[].model_name` of the job config.
+    pub declared: Vec<String>,
+    /// Models its trials called through the bridge (the union over trials).
+    pub called: Vec<String>,
+    /// Trials with bridge metering (the others called no model through the bridge, or ran
+    /// without one).
+    pub n_metered_trials: usize,
+}
+
+/// Per job with any metered trial: what it declared and called.
+pub fn per_job(jobs: &[Job], trials: &[TrialFacts]) -> Vec<JobModels> {
+    let mut called: BTreeMap<usize, (BTreeSet<&str>, usize)> = BTreeMap::new();
+    for trial in trials {
+        if let Some(models) = &trial.models_called {
+            let entry = called.entry(trial.job).or_default();
+            entry.0.extend(models.iter().map(String::as_str));
+            entry.1 += 1;
+        }
+    }
+    called
+        .into_iter()
+        .map(|(i, (models, n))| JobModels {
+            job: jobs[i].display.clone(),
+            declared: declared(&jobs[i]).into_iter().map(str::to_owned).collect(),
+            called: models.into_iter().map(str::to_owned).collect(),
+            n_metered_trials: n,
+        })
+        .collect()
+}
+
+fn declared(job: &Job) -> BTreeSet<&str> {
+    job.agents
+        .iter()
+        .filter_map(|a| a.model.as_deref())
+        .collect()
+}
+
+/// Violations of `declared_models_only`: one per job and undeclared model.
+pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
+    let mut offending: BTreeMap<(usize, &str), Vec<&str>> = BTreeMap::new();
+    for trial in trials {
+        let Some(models) = &trial.models_called else {
+            continue;
+        };
+        let allowed = declared(&jobs[trial.job]);
+        for model in models.iter().filter(|m| !allowed.contains(m.as_str())) {
+            offending
+                .entry((trial.job, model))
+                .or_default()
+                .push(&trial.name);
+        }
+    }
+    offending
+        .into_iter()
+        .map(|((i, model), names)| {
+            let job = &jobs[i];
+            let declared: Vec<&str> = declared(job).into_iter().collect();
+            let trials = if names.len() == 1 {
+                format!("trial {}", names[0])
+            } else {
+                format!("{} trials, e.g. {},", names.len(), names[0])
+            };
+            Violation::new(
+                Rule::DeclaredModelsOnly,
+                Some(format!("{}/config.json", job.display)),
+                format!(
+                    "{trials} called model `{model}`, which the job does not declare (agents[].model_name: {}); \
+                     a submission's trials may call only its declared model",
+                    if declared.is_empty() { "none".to_owned() } else { declared.join(", ") }
+                ),
+            )
+        })
+        .collect()
+}
