@@ -80,15 +80,15 @@ fn task_case(name: &str, files: &[(&str, &str)], expect: Expect) {
     }
 }
 
-/// A case with a separate verifier environment (refused by name, as the runner cannot run it
-/// yet) whose network modes must still be read as Harbor reads them.
+/// A case with a separate verifier environment (runner runs it in its own container) whose
+/// network modes must be read as Harbor reads them.
 fn separate_verifier_case(
     name: &str,
     toml: &str,
     environment: NetworkMode,
     verifier_environment: NetworkMode,
 ) {
-    config_case(name, toml, Expect::Refused(&["separate-verifier"]));
+    config_case(name, toml, Expect::Loads);
     let c = config(toml).unwrap();
     assert_eq!(c.environment.effective_network(), environment, "{name}");
     assert_eq!(
@@ -354,7 +354,7 @@ fn test_task_config_network() {
         "\n[environment]\nnetwork_mode = \"no-network\"\n",
         Loads,
     );
-    let separate = Refused(&["separate-verifier"]);
+    let separate = Loads;
     separate_verifier_case(
         "test_verifier_environment_network_mode_is_allowed",
         "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nnetwork_mode = \"no-network\"\n",
@@ -392,12 +392,12 @@ fn test_task_config_network() {
         "[environment]\nallow_internet = false\n",
         Loads,
     );
-    // The agent's public differs from the environment's no-network baseline, and the verifier
-    // asks for an allowlist: Harbor accepts both, the runner cannot switch networks yet.
+    // The agent's public differs from the environment's no-network baseline (runner switches
+    // networks between phases), and the verifier asks for an allowlist, which it refuses.
     config_case(
         "test_environment_allow_internet_does_not_override_explicit_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n",
-        Refused(&["allowlist", "phase-network-mode"]),
+        Refused(&["allowlist"]),
     );
     separate_verifier_case(
         "test_verifier_environment_allow_internet_sets_separate_env_baseline_only",
@@ -451,7 +451,7 @@ fn test_task_config_network_step_inheritance() {
     config_case(
         "test_step_verifier_environment_allow_internet_sets_separate_env_baseline",
         "\n[verifier]\nnetwork_mode = \"no-network\"\n\n[[steps]]\nname = \"one\"\n\n[steps.verifier]\nenvironment_mode = \"separate\"\n\n[steps.verifier.environment]\nallow_internet = true\n",
-        Refused(&["multi-step", "phase-network-mode"]),
+        Refused(&["multi-step"]),
     );
     config_case(
         "test_environment_allow_internet_does_not_create_step_agent_override",
@@ -593,7 +593,7 @@ fn test_task_config_toml_dict_cases() {
     config_case(
         "test_verifier_environment_round_trips_as_nested_section",
         toml,
-        Refused(&["separate-verifier"]),
+        Loads,
     );
     let env = config(toml).unwrap().verifier.environment.unwrap();
     assert_eq!((env.cpus, env.target_os()), (Some(4.0), TaskOs::Windows));
@@ -627,7 +627,7 @@ fn test_verifier_config_validation() {
         "[task]\nname = \"org/example\"\n[[steps]]\nname = \"grade\"\n[steps.verifier]\nenvironment_mode = \"shared\"\n[steps.verifier.environment]\ncpus = 2\n",
         Fails("steps[0].verifier.environment_mode"),
     );
-    let separate = Refused(&["separate-verifier"]);
+    let separate = Loads;
     config_case(
         "test_separate_with_environment_is_valid",
         "[verifier]\nenvironment_mode = \"separate\"\n[verifier.environment]\n",
@@ -680,7 +680,7 @@ fn test_validation_single_step() {
             DOCKERFILE,
             INSTRUCTION,
         ],
-        Refused(&["separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_separate_verifier_with_explicit_environment_passes",
@@ -689,7 +689,7 @@ fn test_validation_single_step() {
             DOCKERFILE,
             INSTRUCTION,
         ],
-        Refused(&["separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_invalid_toml_returns_false",
@@ -813,7 +813,7 @@ fn test_task_validate_steps_verifier_os() {
             DOCKERFILE,
             STEP_INSTRUCTION,
         ],
-        Refused(&["multi-step", "separate-verifier"]),
+        Refused(&["multi-step"]),
     );
     task_case(
         "test_step_shared_override_under_task_separate_requires_host_test",
@@ -956,7 +956,7 @@ fn harbor_example_task_configs() {
         (
             "hello-cuda",
             "[environment]\ncpus = 1\nmemory_mb = 2048\nstorage_mb = 10240\ngpus = 1\ngpu_types = [ \"A100\", \"H100\",]\nmcp_servers = []\n",
-            Refused(&["gpus"]),
+            Loads,
         ),
         (
             "hello-mcp",

@@ -18,22 +18,9 @@ pub enum UnsupportedFeature {
         /// How many steps it declares.
         steps: usize,
     },
-    /// `environment/docker-compose.yaml`: services beside the main container.
-    ComposeEnvironment,
-    /// The verifier in its own container.
-    SeparateVerifier {
-        /// What declares it: `environment_mode = "separate"` or `[verifier.environment]`.
-        declared_by: &'static str,
-    },
-    /// `[agent]`/`[verifier]` `network_mode` different from the environment's.
-    PhaseNetworkMode {
-        /// `agent` or `verifier`.
-        phase: &'static str,
-        /// The phase's mode.
-        mode: NetworkMode,
-        /// The environment's effective mode.
-        baseline: NetworkMode,
-    },
+    /// `environment/docker-compose.yaml` whose `main` has neither `environment/Dockerfile` nor
+    /// `[environment] docker_image` (its image would come from the compose file).
+    ComposeMainImage,
     /// `network_mode = "allowlist"` with `allowed_hosts`.
     Allowlist {
         /// The section declaring it: `environment`, `agent` or `verifier`.
@@ -46,11 +33,6 @@ pub enum UnsupportedFeature {
         /// How many servers it declares.
         count: usize,
     },
-    /// `[environment] gpus` above zero.
-    Gpus {
-        /// How many.
-        count: u32,
-    },
     /// `[environment.tpu]`.
     Tpu,
     /// `[environment] os = "windows"`.
@@ -62,13 +44,10 @@ impl UnsupportedFeature {
     pub fn key(&self) -> &'static str {
         match self {
             UnsupportedFeature::MultiStep { .. } => "multi-step",
-            UnsupportedFeature::ComposeEnvironment => "compose",
-            UnsupportedFeature::SeparateVerifier { .. } => "separate-verifier",
-            UnsupportedFeature::PhaseNetworkMode { .. } => "phase-network-mode",
+            UnsupportedFeature::ComposeMainImage => "compose-main-image",
             UnsupportedFeature::Allowlist { .. } => "allowlist",
             UnsupportedFeature::SkillsDir => "skills-dir",
             UnsupportedFeature::McpServers { .. } => "mcp-servers",
-            UnsupportedFeature::Gpus { .. } => "gpus",
             UnsupportedFeature::Tpu => "tpu",
             UnsupportedFeature::Windows => "windows",
         }
@@ -81,23 +60,9 @@ impl fmt::Display for UnsupportedFeature {
             UnsupportedFeature::MultiStep { .. } => {
                 write!(f, "multi-step tasks ([[steps]]) are not supported yet")
             }
-            UnsupportedFeature::ComposeEnvironment => write!(
+            UnsupportedFeature::ComposeMainImage => write!(
                 f,
-                "compose environments (environment/docker-compose.yaml) are not supported yet"
-            ),
-            UnsupportedFeature::SeparateVerifier { declared_by } => write!(
-                f,
-                "separate verifier environments ([verifier] {declared_by}) are not supported yet"
-            ),
-            UnsupportedFeature::PhaseNetworkMode {
-                phase,
-                mode,
-                baseline,
-            } => write!(
-                f,
-                "per-phase network policies ([{phase}] network_mode = {:?} while [environment] is {:?}) are not supported yet",
-                mode.as_str(),
-                baseline.as_str()
+                "compose environments whose main service takes its image from docker-compose.yaml are not supported yet; add environment/Dockerfile or [environment] docker_image"
             ),
             UnsupportedFeature::Allowlist { section } => write!(
                 f,
@@ -110,10 +75,6 @@ impl fmt::Display for UnsupportedFeature {
             UnsupportedFeature::McpServers { .. } => write!(
                 f,
                 "MCP servers ([[environment.mcp_servers]]) are not supported yet"
-            ),
-            UnsupportedFeature::Gpus { count } => write!(
-                f,
-                "GPUs ([environment] gpus = {count}) are not supported yet"
             ),
             UnsupportedFeature::Tpu => {
                 write!(f, "TPUs ([environment.tpu]) are not supported yet")
@@ -132,13 +93,10 @@ pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 /// Every detector, in the order features are reported.
 pub const DETECTORS: &[Detector] = &[
     multi_step,
-    compose,
-    separate_verifier,
+    compose_main_image,
     allowlist,
-    phase_network_mode,
     skills_dir,
     mcp_servers,
-    gpus,
     tpu,
     windows,
 ];
@@ -157,26 +115,14 @@ fn multi_step(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
     })
 }
 
-fn compose(_: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
-    // Harbor's Docker backend switches to compose exactly when this file exists.
-    task_dir
-        .join("environment/docker-compose.yaml")
-        .exists()
-        .then_some(UnsupportedFeature::ComposeEnvironment)
-}
-
-fn separate_verifier(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    let verifier = &config.verifier;
-    if verifier.environment_mode == Some(crate::config::VerifierEnvironmentMode::Separate) {
-        return Some(UnsupportedFeature::SeparateVerifier {
-            declared_by: "environment_mode = \"separate\"",
-        });
-    }
-    (verifier.environment_mode.is_none() && verifier.environment.is_some()).then_some(
-        UnsupportedFeature::SeparateVerifier {
-            declared_by: "[verifier.environment]",
-        },
-    )
+fn compose_main_image(config: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
+    // Harbor's Docker backend switches to compose exactly when this file exists; runner makes
+    // `main` from the task's own image and the file's other services as sidecars.
+    let env = task_dir.join("environment");
+    (env.join("docker-compose.yaml").exists()
+        && !env.join("Dockerfile").exists()
+        && config.environment.docker_image.is_none())
+    .then_some(UnsupportedFeature::ComposeMainImage)
 }
 
 fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
@@ -188,26 +134,6 @@ fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
     .into_iter()
     .find(|(_, mode)| *mode == Some(NetworkMode::Allowlist))
     .map(|(section, _)| UnsupportedFeature::Allowlist { section })
-}
-
-fn phase_network_mode(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    let baseline = config.environment.effective_network();
-    // A phase override equal to the environment's mode changes nothing (Harbor applies none).
-    [
-        ("agent", config.agent.network_mode),
-        ("verifier", config.verifier.network_mode),
-    ]
-    .into_iter()
-    .find_map(|(phase, mode)| match mode {
-        Some(mode) if mode != baseline && mode != NetworkMode::Allowlist => {
-            Some(UnsupportedFeature::PhaseNetworkMode {
-                phase,
-                mode,
-                baseline,
-            })
-        }
-        _ => None,
-    })
 }
 
 /// `feature` when the field is declared at all (Harbor acts on any value).
@@ -225,13 +151,6 @@ fn skills_dir(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
 fn mcp_servers(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
     let count = config.environment.mcp_servers.len();
     (count > 0).then_some(UnsupportedFeature::McpServers { count })
-}
-
-fn gpus(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    match config.environment.gpus {
-        Some(count) if count > 0 => Some(UnsupportedFeature::Gpus { count }),
-        _ => None,
-    }
 }
 
 fn tpu(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
@@ -271,11 +190,6 @@ mod tests {
         let cases = [
             ("[[steps]]\nname = \"one\"\n", "multi-step"),
             (
-                "[verifier]\nenvironment_mode = \"separate\"\n",
-                "separate-verifier",
-            ),
-            ("[verifier.environment]\ncpus = 1\n", "separate-verifier"),
-            (
                 "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
                 "allowlist",
             ),
@@ -283,20 +197,11 @@ mod tests {
                 "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
                 "allowlist",
             ),
-            (
-                "[agent]\nnetwork_mode = \"no-network\"\n",
-                "phase-network-mode",
-            ),
-            (
-                "[environment]\nallow_internet = false\n[verifier]\nnetwork_mode = \"public\"\n",
-                "phase-network-mode",
-            ),
             ("[environment]\nskills_dir = \"/skills\"\n", "skills-dir"),
             (
                 "[[environment.mcp_servers]]\nname = \"m\"\nurl = \"http://m:8000/sse\"\n",
                 "mcp-servers",
             ),
-            ("[environment]\ngpus = 1\n", "gpus"),
             (
                 "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
                 "tpu",
@@ -312,28 +217,5 @@ mod tests {
     fn messages_name_the_feature_and_say_not_yet() {
         let text = UnsupportedFeature::MultiStep { steps: 2 }.to_string();
         assert_eq!(text, "multi-step tasks ([[steps]]) are not supported yet");
-        let text = UnsupportedFeature::PhaseNetworkMode {
-            phase: "agent",
-            mode: NetworkMode::NoNetwork,
-            baseline: NetworkMode::Public,
-        }
-        .to_string();
-        assert!(
-            text.contains("[agent] network_mode = \"no-network\""),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_compose_file_is_detected_in_the_task_dir() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("environment")).unwrap();
-        std::fs::write(
-            dir.path().join("environment/docker-compose.yaml"),
-            "services: {}\n",
-        )
-        .unwrap();
-        let found = detect(&TaskConfig::default(), dir.path());
-        assert_eq!(found, [UnsupportedFeature::ComposeEnvironment]);
     }
 }

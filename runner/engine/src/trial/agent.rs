@@ -80,9 +80,18 @@ impl<B: Backend> Trial<B> {
         let backstop =
             agent_timeout.map_or(UNBOUNDED_AGENT_BACKSTOP, |d| d.saturating_add(RUN_BACKSTOP));
         let instruction = &self.plan.task.instruction;
+        let network = self.network_plan();
+        self.switch_network("agent run", network.agent_baseline, network.agent_phase)
+            .await?;
         let outcome =
             tokio::time::timeout(backstop, self.ctx.agent.run(&sandbox, &run, instruction)).await;
         finish_timing(&mut self.result.agent_execution);
+        self.switch_network(
+            "agent's environment",
+            network.agent_phase,
+            network.agent_baseline,
+        )
+        .await?;
         let failure = match outcome {
             Ok(Ok(report)) => {
                 self.result.agent_result = report.context;

@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
-use tasks::{ExceptionType, ExecRequest, NetworkMode, Sandbox, Task};
+use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
 
 use super::image::image_for;
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
-use crate::backend::{Backend, Environment, EnvironmentSpec, NetworkAccess, ServiceSpec};
+use crate::backend::{Backend, Environment, EnvironmentSpec, ServiceSpec};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 
@@ -67,12 +67,10 @@ impl<B: Backend> Trial<B> {
         }
     }
 
-    fn environment_spec(&self, image: &str) -> EnvironmentSpec {
+    pub(super) fn environment_spec(&self, image: &str) -> EnvironmentSpec {
         let env_config = &self.plan.task.config.environment;
-        let network = match env_config.effective_network() {
-            NetworkMode::Public => NetworkAccess::Public,
-            _ => NetworkAccess::None,
-        };
+        let plan = self.network_plan();
+        let network = super::phase_network::access(plan.agent_baseline);
         EnvironmentSpec {
             job_id: self.ctx.job_id.clone(),
             trial_name: self.name().to_owned(),
@@ -89,6 +87,10 @@ impl<B: Backend> Trial<B> {
             sidecars: Vec::new(),
             observer: self.observer.clone(),
             limits: self.limits.clone(),
+            network_switchable: plan.agent_environment_switches(),
+            compose_task: Some(self.plan.task.clone()),
+            trial_dir: self.dir.clone(),
+            gpus: env_config.gpus.unwrap_or(0),
         }
     }
 }
