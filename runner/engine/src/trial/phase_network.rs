@@ -95,9 +95,9 @@ impl<B: Backend> Trial<B> {
         };
         switch(environment, phase, to).await?;
         self.log.line(&format!(
-            "network for the {phase}: {} (baseline {})",
-            to.as_str(),
-            from.as_str()
+            "network {} -> {} for the {phase}",
+            from.as_str(),
+            to.as_str()
         ));
         Ok(())
     }

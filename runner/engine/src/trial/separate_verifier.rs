@@ -86,11 +86,19 @@ impl<B: Backend> Trial<B> {
         spec.network_switchable = network.verifier_phase != baseline;
         spec.gpus = venv.gpus.unwrap_or(0);
 
+        // Progress lines are for the live view; trial.log keeps the build's own output.
+        let output = self.observer.output.clone();
+        let log: crate::backend::OutputSink =
+            std::sync::Arc::new(move |stream: &str, bytes: &[u8]| {
+                if stream != crate::backend::IMAGE_PROGRESS_STREAM {
+                    output(stream, bytes);
+                }
+            });
         let started = tokio::time::timeout(
             self.timeouts.environment_build,
             self.ctx
                 .backend
-                .start_verifier_environment(&task, &spec, &self.observer.output),
+                .start_verifier_environment(&task, &spec, &log),
         )
         .await
         .map_err(|_| {
