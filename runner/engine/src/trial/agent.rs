@@ -87,7 +87,7 @@ impl<B: Backend> Trial<B> {
             tokio::time::timeout(backstop, self.ctx.agent.run(&sandbox, &run, instruction)).await;
         finish_timing(&mut self.result.agent_execution);
         self.switch_network(
-            "agent's environment",
+            "rest of the trial",
             network.agent_phase,
             network.agent_baseline,
         )
