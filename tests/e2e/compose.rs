@@ -1,0 +1,247 @@
+//! Compose environments, the separate verifier and per-phase networks against the real Docker
+//! engine: the examples score 1 with the oracle and 0 with nop, the sidecars' logs land in the
+//! trial dir, bad compose files and GPU tasks are refused by name, and no container, network
+//! or volume of the job is left behind. Every network check runs inside the containers and
+//! reaches nothing but loopback and the trial's own sidecar.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+};
+
+/// Runs `agent` once on the task at `path` into a fresh jobs dir.
+fn run(path: &Path, agent: &str) -> (tempfile::TempDir, Job) {
+    ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let assert = runner()
+        .args(["run", "--agent", agent, "--max-retries", "0", "--jobs-dir"])
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(path)
+        .timeout(Duration::from_secs(600))
+        .assert();
+    eprintln!("{}", String::from_utf8_lossy(&assert.get_output().stderr));
+    let job = Job::single_in(jobs.path());
+    assert_nothing_left(&job);
+    (jobs, job)
+}
+
+fn example(name: &str) -> std::path::PathBuf {
+    workspace_root().join("tasks/examples").join(name)
+}
+
+/// Names of the `docker <kind>`s (network, volume) carrying `label`.
+fn objects_with_label(kind: &str, label: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([kind, "ls", "-q", "--filter", &format!("label={label}")])
+        .output()
+        .expect("the docker CLI runs");
+    assert!(out.status.success(), "docker {kind} ls failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_nothing_left(job: &Job) {
+    let label = format!("runner.job={}", job.job_id());
+    assert!(containers_with_label(&label).is_empty(), "containers left");
+    assert!(
+        objects_with_label("network", &label).is_empty(),
+        "networks left"
+    );
+    assert!(
+        objects_with_label("volume", &label).is_empty(),
+        "volumes left"
+    );
+}
+
+/// The only trial's result and directory name.
+fn only_trial(job: &Job) -> (String, serde_json::Value) {
+    let mut results = job.trial_results();
+    assert_eq!(results.len(), 1);
+    results.remove(0)
+}
+
+fn scored(job: &Job, want: f64) -> String {
+    let (name, result) = only_trial(job);
+    assert_eq!(
+        exception(&result),
+        None,
+        "{name}: {}",
+        result["exception_info"]
+    );
+    assert_eq!(reward(&result), Some(want), "{name}");
+    name
+}
+
+#[test]
+fn the_compose_example_queries_its_sidecar_and_keeps_its_log() {
+    let (_jobs, job) = run(&example("compose-sidecar"), "oracle");
+    let trial = scored(&job, 1.0);
+    let log = job.trial_file(&trial, "sidecars/keeper.log");
+    assert!(log.contains("GET /token"), "{log}");
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("started compose service keeper"),
+        "{trial_log}"
+    );
+    let (_jobs, job) = run(&example("compose-sidecar"), "nop");
+    scored(&job, 0.0);
+}
+
+#[test]
+fn the_separate_verifier_sees_the_artifacts_and_not_the_decoy() {
+    let (_jobs, job) = run(&example("separate-verifier"), "oracle");
+    let trial = scored(&job, 1.0);
+    let stdout = job.trial_file(&trial, "verifier/test-stdout.txt");
+    for check in [
+        "test_the_decoy_did_not",
+        "test_this_is_not_the_agents_image",
+    ] {
+        assert!(
+            stdout.contains(&format!("PASSED test_outputs.py::{check}")),
+            "{stdout}"
+        );
+    }
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("separate verifier environment"),
+        "{trial_log}"
+    );
+    assert!(
+        trial_log.contains("artifact /app/report.txt: file copied"),
+        "{trial_log}"
+    );
+    let (_jobs, job) = run(&example("separate-verifier"), "nop");
+    scored(&job, 0.0);
+}
+
+#[test]
+fn the_agent_runs_offline_and_the_verifier_online_in_one_container() {
+    let (_jobs, job) = run(&example("agent-offline"), "oracle");
+    let trial = scored(&job, 1.0);
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("network public -> no-network for the agent run"),
+        "{trial_log}"
+    );
+    let (_jobs, job) = run(&example("agent-offline"), "nop");
+    scored(&job, 0.0);
+}
+
+#[test]
+fn an_offline_agent_cannot_reach_its_sidecar_and_the_online_verifier_can() {
+    let fixture = workspace_root().join("tests/fixtures/tasks/compose-offline-agent");
+    let (_jobs, job) = run(&fixture, "oracle");
+    let trial = scored(&job, 1.0);
+    let stdout = job.trial_file(&trial, "verifier/test-stdout.txt");
+    assert!(stdout.contains("2 passed"), "{stdout}");
+}
+
+/// A copy of the compose example with `edit` applied to its files, in a temp dir.
+fn edited_example(edit: impl Fn(&Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(example("compose-sidecar"))
+        .arg(dir.path().join("task"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    edit(&dir.path().join("task"));
+    dir
+}
+
+#[test]
+fn a_compose_key_runner_cannot_run_is_refused_by_name() {
+    let dir = edited_example(|task| {
+        let path = task.join("environment/docker-compose.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.replace(
+            "    expose:\n",
+            "    ports:\n      - \"8080:8080\"\n    expose:\n",
+        );
+        std::fs::write(path, text).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let (name, result) = only_trial(&job);
+    assert_eq!(
+        exception(&result).as_deref(),
+        Some("EnvironmentStartError"),
+        "{name}"
+    );
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("services.keeper") && message.contains("ports"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_sidecar_that_never_gets_healthy_fails_the_start_and_leaves_nothing() {
+    let dir = edited_example(|task| {
+        let path = task.join("environment/docker-compose.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text
+            .replace("('127.0.0.1', 8080)", "('127.0.0.1', 9)")
+            .replace("retries: 30", "retries: 2");
+        std::fs::write(path, text).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let (name, result) = only_trial(&job);
+    assert_eq!(
+        exception(&result).as_deref(),
+        Some("EnvironmentStartError"),
+        "{name}"
+    );
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("keeper never became ServiceHealthy"),
+        "{message}"
+    );
+    // Its log is kept even though the environment never started.
+    assert!(job.dir.join(&name).join("sidecars/keeper.log").is_file());
+}
+
+#[test]
+fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
+    let info = Command::new("docker")
+        .args(["info", "--format", "{{json .Runtimes}}"])
+        .output()
+        .unwrap();
+    let runtimes = String::from_utf8_lossy(&info.stdout).to_string();
+    let dir = edited_example(|task| {
+        std::fs::remove_file(task.join("environment/docker-compose.yaml")).unwrap();
+        let path = task.join("task.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(path, text.replace("cpus = 1\n", "cpus = 1\ngpus = 1\n")).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let (name, result) = only_trial(&job);
+    if runtimes.contains("nvidia") {
+        // An engine with GPUs runs the task (the token file is missing: reward 0, no error).
+        assert_eq!(exception(&result), None, "{name}");
+        return;
+    }
+    assert_eq!(
+        exception(&result).as_deref(),
+        Some("EnvironmentStartError"),
+        "{name}"
+    );
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("task examples/compose-sidecar")
+            && message.contains("[environment] gpus = 1"),
+        "{message}"
+    );
+}
