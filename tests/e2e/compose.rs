@@ -66,6 +66,20 @@ fn only_trial(job: &Job) -> (String, serde_json::Value) {
     results.remove(0)
 }
 
+/// The only trial's `EnvironmentStartError` message.
+fn start_error(job: &Job) -> (String, String) {
+    let (name, result) = only_trial(job);
+    assert_eq!(
+        exception(&result).as_deref(),
+        Some("EnvironmentStartError"),
+        "{name}"
+    );
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap();
+    (name, message.to_owned())
+}
+
 fn scored(job: &Job, want: f64) -> String {
     let (name, result) = only_trial(job);
     assert_eq!(
@@ -133,13 +147,74 @@ fn the_agent_runs_offline_and_the_verifier_online_in_one_container() {
     scored(&job, 0.0);
 }
 
+/// Run offline, the agent's solution: the sidecar must be out of reach (no interface, no
+/// name), the shared volume still there.
+const OFFLINE_SOLVE: &str = r#"#!/bin/bash
+# Runs offline: the sidecar must be out of reach (no interface, no name), yet the shared
+# volume is still there.
+python3 - <<'PY' > /app/agent.txt
+import socket
+try:
+    socket.create_connection(("keeper", 8080), timeout=3).close()
+    print("reached")
+except OSError as exc:
+    print("unreachable")
+PY
+echo $(ls /sys/class/net | sort) >> /app/agent.txt
+test -s /shared/token.txt && echo volume >> /app/agent.txt
+exit 0
+"#;
+
+/// Run online, the verifier's checks: the agent's record, and the sidecar answering now.
+const ONLINE_TESTS: &str = r#""""The agent was offline (no sidecar, only lo); the verifier is online (the sidecar answers)."""
+
+import http.client
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+
+def test_the_agent_could_not_reach_the_sidecar():
+    lines = open("/app/agent.txt").read().split("\n")
+    assert lines[0] == "unreachable", lines
+    assert lines[1].split() == ["lo"], lines
+    assert "volume" in lines, "the shared volume was missing while offline"
+
+
+def test_the_verifier_reaches_the_sidecar():
+    conn = http.client.HTTPConnection("keeper", 8080, timeout=10)
+    conn.request("GET", "/token")
+    token = conn.getresponse().read().decode()
+    assert token == open("/shared/token.txt").read().strip()
+
+
+if __name__ == "__main__":
+    harness.main(globals())
+"#;
+
 #[test]
 fn an_offline_agent_cannot_reach_its_sidecar_and_the_online_verifier_can() {
-    let fixture = workspace_root().join("tests/fixtures/tasks/compose-offline-agent");
-    let (_jobs, job) = run(&fixture, "oracle");
+    let dir = edited_example(|task| {
+        let path = task.join("task.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text
+            .replace("[agent]\n", "[agent]\nnetwork_mode = \"no-network\"\n")
+            .replace("[verifier]\n", "[verifier]\nnetwork_mode = \"public\"\n");
+        std::fs::write(path, text).unwrap();
+        std::fs::write(task.join("solution/solve.sh"), OFFLINE_SOLVE).unwrap();
+        std::fs::write(task.join("tests/test_outputs.py"), ONLINE_TESTS).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
     let trial = scored(&job, 1.0);
     let stdout = job.trial_file(&trial, "verifier/test-stdout.txt");
     assert!(stdout.contains("2 passed"), "{stdout}");
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("network no-network -> public for the rest of the trial"),
+        "{trial_log}"
+    );
 }
 
 /// A copy of the compose example with `edit` applied to its files, in a temp dir.
@@ -168,15 +243,7 @@ fn a_compose_key_runner_cannot_run_is_refused_by_name() {
         std::fs::write(path, text).unwrap();
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
-    let (name, result) = only_trial(&job);
-    assert_eq!(
-        exception(&result).as_deref(),
-        Some("EnvironmentStartError"),
-        "{name}"
-    );
-    let message = result["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let (_, message) = start_error(&job);
     assert!(
         message.contains("services.keeper") && message.contains("ports"),
         "{message}"
@@ -194,17 +261,9 @@ fn a_sidecar_that_never_gets_healthy_fails_the_start_and_leaves_nothing() {
         std::fs::write(path, text).unwrap();
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
-    let (name, result) = only_trial(&job);
-    assert_eq!(
-        exception(&result).as_deref(),
-        Some("EnvironmentStartError"),
-        "{name}"
-    );
-    let message = result["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let (name, message) = start_error(&job);
     assert!(
-        message.contains("keeper never became ServiceHealthy"),
+        message.contains("keeper never became service_healthy"),
         "{message}"
     );
     // Its log is kept even though the environment never started.
@@ -225,20 +284,13 @@ fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
         std::fs::write(path, text.replace("cpus = 1\n", "cpus = 1\ngpus = 1\n")).unwrap();
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
-    let (name, result) = only_trial(&job);
     if runtimes.contains("nvidia") {
         // An engine with GPUs runs the task (the token file is missing: reward 0, no error).
+        let (name, result) = only_trial(&job);
         assert_eq!(exception(&result), None, "{name}");
         return;
     }
-    assert_eq!(
-        exception(&result).as_deref(),
-        Some("EnvironmentStartError"),
-        "{name}"
-    );
-    let message = result["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let (_, message) = start_error(&job);
     assert!(
         message.contains("task examples/compose-sidecar")
             && message.contains("[environment] gpus = 1"),

@@ -166,16 +166,7 @@ pub async fn remove_job_networks_and_volumes(
     job_id: &str,
 ) -> Result<usize, DockerError> {
     let label = format!("{}={job_id}", labels::JOB);
-    let mut removed = 0;
-    for name in networks_by_label(client, &label).await? {
-        remove_network(client, &name).await?;
-        removed += 1;
-    }
-    for name in volumes_by_label(client, &label).await? {
-        remove_volume(client, &name).await?;
-        removed += 1;
-    }
-    Ok(removed)
+    remove_labelled(client, &label, |_| true).await
 }
 
 /// Removes the networks and volumes whose owner process on this host is gone.
@@ -183,14 +174,23 @@ pub async fn reap_dead_owner_networks_and_volumes(
     client: &DockerClient,
 ) -> Result<usize, DockerError> {
     let label = format!("{}=1", labels::MANAGED);
-    let dead = |found: &HashMap<String, String>| {
+    let here = labels::Owner::current().host;
+    remove_labelled(client, &label, |found| {
         found
             .get(labels::OWNER)
             .and_then(|l| labels::Owner::parse(l))
-            .is_some_and(|o| o.host == labels::Owner::current().host && !o.is_alive_here())
-    };
-    let mut removed = 0;
-    let filters = HashMap::from([("label", vec![label.clone()])]);
+            .is_some_and(|o| o.host == here && !o.is_alive_here())
+    })
+    .await
+}
+
+/// Removes the networks, then the volumes, carrying `label` whose labels pass `chosen`.
+async fn remove_labelled(
+    client: &DockerClient,
+    label: &str,
+    chosen: impl Fn(&HashMap<String, String>) -> bool,
+) -> Result<usize, DockerError> {
+    let filters = HashMap::from([("label", vec![label.to_owned()])]);
     let networks = client
         .api()
         .list_networks(Some(
@@ -200,14 +200,6 @@ pub async fn reap_dead_owner_networks_and_volumes(
         ))
         .await
         .map_err(|e| DockerError::api("listing runner networks", e))?;
-    for network in networks {
-        if let (Some(name), Some(found)) = (network.name, network.labels)
-            && dead(&found)
-        {
-            remove_network(client, &name).await?;
-            removed += 1;
-        }
-    }
     let volumes = client
         .api()
         .list_volumes(Some(
@@ -217,52 +209,22 @@ pub async fn reap_dead_owner_networks_and_volumes(
         ))
         .await
         .map_err(|e| DockerError::api("listing runner volumes", e))?;
+    let mut removed = 0;
+    for network in networks {
+        if let Some(name) = network.name
+            && chosen(&network.labels.unwrap_or_default())
+        {
+            remove_network(client, &name).await?;
+            removed += 1;
+        }
+    }
     for volume in volumes.volumes.unwrap_or_default() {
-        if dead(&volume.labels) {
+        if chosen(&volume.labels) {
             remove_volume(client, &volume.name).await?;
             removed += 1;
         }
     }
     Ok(removed)
-}
-
-/// Names of the networks carrying `label` (`key=value`).
-pub async fn networks_by_label(
-    client: &DockerClient,
-    label: &str,
-) -> Result<Vec<String>, DockerError> {
-    let filters = HashMap::from([("label", vec![label.to_owned()])]);
-    let options = ListNetworksOptionsBuilder::default()
-        .filters(&filters)
-        .build();
-    let found = client
-        .api()
-        .list_networks(Some(options))
-        .await
-        .map_err(|e| DockerError::api("listing runner networks", e))?;
-    Ok(found.into_iter().filter_map(|n| n.name).collect())
-}
-
-/// Names of the volumes carrying `label` (`key=value`).
-pub async fn volumes_by_label(
-    client: &DockerClient,
-    label: &str,
-) -> Result<Vec<String>, DockerError> {
-    let filters = HashMap::from([("label", vec![label.to_owned()])]);
-    let options = ListVolumesOptionsBuilder::default()
-        .filters(&filters)
-        .build();
-    let found = client
-        .api()
-        .list_volumes(Some(options))
-        .await
-        .map_err(|e| DockerError::api("listing runner volumes", e))?;
-    Ok(found
-        .volumes
-        .unwrap_or_default()
-        .into_iter()
-        .map(|v| v.name)
-        .collect())
 }
 
 /// Removes a volume; a missing one counts as removed.

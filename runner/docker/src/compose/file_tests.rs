@@ -45,7 +45,7 @@ fn harbors_hello_mcp_file_reads_as_harbor_runs_it() {
     assert_eq!(health.retries, Some(15));
     assert_eq!(
         file.services["main"].dependencies(),
-        [("mcp-server", Condition::ServiceHealthy)]
+        [("mcp-server", Condition::Healthy)]
     );
     assert_eq!(file.start_order().unwrap(), ["mcp-server"]);
 }

@@ -229,10 +229,10 @@ impl ComposeRun {
         for (dependency, condition) in service.dependencies() {
             let id = &ids[dependency];
             wait::until(client, dependency, id, condition).await?;
-            if condition != Condition::ServiceStarted {
+            if condition != Condition::Started {
                 log(
                     "runner",
-                    format!("compose service {dependency}: {condition:?}\n").as_bytes(),
+                    format!("compose service {dependency}: {condition}\n").as_bytes(),
                 );
             }
         }

@@ -138,15 +138,27 @@ pub struct Dependency {
 
 /// A `depends_on` condition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Condition {
     /// Running.
     #[default]
-    ServiceStarted,
+    #[serde(rename = "service_started")]
+    Started,
     /// Its healthcheck passed.
-    ServiceHealthy,
+    #[serde(rename = "service_healthy")]
+    Healthy,
     /// Exited with status 0.
-    ServiceCompletedSuccessfully,
+    #[serde(rename = "service_completed_successfully")]
+    CompletedSuccessfully,
+}
+
+impl std::fmt::Display for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Condition::Started => "service_started",
+            Condition::Healthy => "service_healthy",
+            Condition::CompletedSuccessfully => "service_completed_successfully",
+        })
+    }
 }
 
 /// `healthcheck:` (Docker's semantics; durations like `2s`, `1m30s`, `500ms`).
@@ -214,7 +226,7 @@ impl ServiceDef {
             None => Vec::new(),
             Some(DependsOn::List(names)) => names
                 .iter()
-                .map(|n| (n.as_str(), Condition::ServiceStarted))
+                .map(|n| (n.as_str(), Condition::Started))
                 .collect(),
             Some(DependsOn::Map(map)) => {
                 map.iter().map(|(n, d)| (n.as_str(), d.condition)).collect()

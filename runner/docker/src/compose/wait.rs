@@ -22,7 +22,7 @@ pub async fn until(
     let fail = |why: String| {
         BackendError::new(
             BackendErrorKind::Start,
-            format!("compose service {name} never became {condition:?}: {why}"),
+            format!("compose service {name} never became {condition}: {why}"),
         )
     };
     loop {
@@ -40,17 +40,17 @@ pub async fn until(
             .map(|s| s.to_string())
             .unwrap_or_default();
         match condition {
-            Condition::ServiceStarted if status == "running" || status == "exited" => {
+            Condition::Started if status == "running" || status == "exited" => {
                 return Ok(());
             }
-            Condition::ServiceCompletedSuccessfully if status == "exited" => {
+            Condition::CompletedSuccessfully if status == "exited" => {
                 return if exit == 0 {
                     Ok(())
                 } else {
                     Err(fail(format!("it exited with status {exit}")))
                 };
             }
-            Condition::ServiceHealthy => {
+            Condition::Healthy => {
                 if health == "healthy" {
                     return Ok(());
                 }

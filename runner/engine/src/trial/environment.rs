@@ -95,11 +95,12 @@ impl<B: Backend> Trial<B> {
     }
 }
 
-/// Makes the `/logs` directories writable by any user and, when the task runs a prebuilt
-/// `docker_image` without a Dockerfile, copies `environment/` into the workdir (Harbor uploads
-/// it there because no build step could have copied it in).
-async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
-    let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
+/// Makes the `/logs` directories and lets any user write them; a failure is a `kind`.
+pub(super) async fn prepare_logs<S: Sandbox>(
+    sandbox: &S,
+    kind: ExceptionType,
+) -> Result<(), TrialFailure> {
+    let fail = |message: String| TrialFailure::new(kind.clone(), message);
     let out = sandbox
         .exec(ExecRequest::root(format!(
             "mkdir -p {LOG_DIRS} && chmod 777 {LOG_DIRS}"
@@ -112,11 +113,25 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
             out.stderr.trim()
         )));
     }
+    Ok(())
+}
+
+/// Makes the `/logs` directories writable by any user and, when the task runs a prebuilt
+/// `docker_image` without a Dockerfile, copies `environment/` into the workdir (Harbor uploads
+/// it there because no build step could have copied it in).
+async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
+    let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
+    prepare_logs(sandbox, ExceptionType::EnvironmentStartError).await?;
     let env_dir = task.environment_dir();
     let has_files = std::fs::read_dir(&env_dir)
         .map(|mut d| d.next().is_some())
         .unwrap_or(false);
-    if env_dir.join("Dockerfile").is_file() || !has_files {
+    // Harbor's should_upload_environment_dir: not when a build spec (Dockerfile, or a compose
+    // file, whose build contexts are its own) is on disk.
+    if env_dir.join("Dockerfile").is_file()
+        || env_dir.join("docker-compose.yaml").exists()
+        || !has_files
+    {
         return Ok(());
     }
     let workdir = match &task.config.environment.workdir {

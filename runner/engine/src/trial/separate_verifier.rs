@@ -141,18 +141,7 @@ impl<B: Backend> Trial<B> {
         let verifier = environment.main().clone();
         let task = self.plan.task.clone();
         let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentError, message);
-        let out = verifier
-            .exec(ExecRequest::root(
-                "mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/verifier /logs/artifacts",
-            ))
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        if !out.success() {
-            return Err(fail(format!(
-                "preparing /logs in the verifier environment failed: {}",
-                out.stderr.trim()
-            )));
-        }
+        super::environment::prepare_logs(&verifier, ExceptionType::EnvironmentError).await?;
         let staging =
             std::env::temp_dir().join(format!("runner-artifacts-{}", uuid::Uuid::new_v4()));
         let sources = artifact_sources(&task);
