@@ -297,3 +297,89 @@ fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
         "{message}"
     );
 }
+
+/// Starts `runner run` on a compose task whose agent sleeps, and returns once the trial's
+/// containers and network exist, with the job id.
+fn start_sleeping_compose(jobs: &Path, task: &Path) -> (std::process::Child, String) {
+    ensure_base_image();
+    runner(); // builds the binary
+    let child = Command::new(assert_cmd::cargo::cargo_bin("runner"))
+        .args(["run", "--agent", "oracle", "--jobs-dir"])
+        .arg(jobs)
+        .arg("--path")
+        .arg(task)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runner starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trial never started"
+        );
+        if let Ok(entries) = std::fs::read_dir(jobs)
+            && let Some(job) = entries.flatten().next()
+            && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
+        {
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if let Some(id) = value["id"].as_str() {
+                let label = format!("runner.job={id}");
+                // The sidecar and the main container: the environment is up.
+                if containers_with_label(&label).len() >= 2
+                    && !objects_with_label("network", &label).is_empty()
+                {
+                    std::thread::sleep(Duration::from_secs(2));
+                    return (child, id.to_owned());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn sleeping_compose_task() -> tempfile::TempDir {
+    edited_example(|task| {
+        std::fs::write(task.join("solution/solve.sh"), "#!/bin/bash\nsleep 120\n").unwrap();
+    })
+}
+
+fn labelled_anything(label: &str) -> usize {
+    containers_with_label(label).len()
+        + objects_with_label("network", label).len()
+        + objects_with_label("volume", label).len()
+}
+
+#[test]
+fn ctrl_c_during_a_compose_trial_removes_its_sidecars_network_and_volume() {
+    let task = sleeping_compose_task();
+    let jobs = tempfile::tempdir().unwrap();
+    let (mut child, job_id) = start_sleeping_compose(jobs.path(), &task.path().join("task"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
+    assert_eq!(labelled_anything(&format!("runner.job={job_id}")), 0);
+}
+
+#[test]
+fn a_later_run_reaps_the_compose_objects_of_a_killed_runner() {
+    let task = sleeping_compose_task();
+    let jobs = tempfile::tempdir().unwrap();
+    let (mut child, job_id) = start_sleeping_compose(jobs.path(), &task.path().join("task"));
+    let label = format!("runner.job={job_id}");
+    child.kill().unwrap(); // SIGKILL: no teardown at all
+    child.wait().unwrap();
+    assert!(
+        labelled_anything(&label) >= 4,
+        "a killed runner leaves its containers, network and volume"
+    );
+    run(
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "oracle",
+    );
+    assert_eq!(
+        labelled_anything(&label),
+        0,
+        "the next run reaped the dead runner's containers, network and volume"
+    );
+}
