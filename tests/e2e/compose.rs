@@ -299,7 +299,9 @@ fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
 }
 
 /// Starts `runner run` on a compose task whose agent sleeps, and returns once the trial's
-/// containers and network exist, with the job id.
+/// containers and network exist, with the job id. (A failed start panics the test, which
+/// the test's own runner process outlives only until the trial's deadline.)
+#[allow(clippy::zombie_processes)]
 fn start_sleeping_compose(jobs: &Path, task: &Path) -> (std::process::Child, String) {
     ensure_base_image();
     runner(); // builds the binary
