@@ -72,6 +72,10 @@ impl<B: Backend> Trial<B> {
         self.enter(Phase::Agent);
         let sandbox = self.sandbox()?;
         let agent_timeout = self.timeouts.agent;
+        // The agent's phase network first, so the switch costs none of its deadline.
+        let network = self.network_plan();
+        self.switch_network("agent run", network.agent_baseline, network.agent_phase)
+            .await?;
         start_timing(&mut self.result.agent_execution);
         let run = AgentRun {
             run_deadline: agent_timeout.map(deadline_after),
@@ -80,18 +84,9 @@ impl<B: Backend> Trial<B> {
         let backstop =
             agent_timeout.map_or(UNBOUNDED_AGENT_BACKSTOP, |d| d.saturating_add(RUN_BACKSTOP));
         let instruction = &self.plan.task.instruction;
-        let network = self.network_plan();
-        self.switch_network("agent run", network.agent_baseline, network.agent_phase)
-            .await?;
         let outcome =
             tokio::time::timeout(backstop, self.ctx.agent.run(&sandbox, &run, instruction)).await;
         finish_timing(&mut self.result.agent_execution);
-        self.switch_network(
-            "rest of the trial",
-            network.agent_phase,
-            network.agent_baseline,
-        )
-        .await?;
         let failure = match outcome {
             Ok(Ok(report)) => {
                 self.result.agent_result = report.context;
@@ -113,6 +108,12 @@ impl<B: Backend> Trial<B> {
             self.log.line("the agent failed; verification still runs");
             self.fail(failure);
         }
+        self.switch_network(
+            "rest of the trial",
+            network.agent_phase,
+            network.agent_baseline,
+        )
+        .await?;
         self.collect("/logs/agent", "agent").await;
         Ok(())
     }
