@@ -33,6 +33,34 @@ pub fn check_container_env(env: &BTreeMap<String, String>) -> Result<(), SecretB
     Ok(())
 }
 
+/// The variables through which the LLM bridge gives a trial its endpoints and its token.
+pub const BRIDGE_ENV_NAMES: [&str; 4] = [
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+];
+
+/// [`check_container_env`] for a trial served by the LLM bridge: the bridge's own pairs pass
+/// (one of [`BRIDGE_ENV_NAMES`] holding exactly `trial_token`, which is worthless outside this
+/// trial), everything else is checked as usual, so a real provider key under the same names
+/// is still refused.
+pub fn check_container_env_with_bridge(
+    env: &BTreeMap<String, String>,
+    trial_token: &str,
+) -> Result<(), SecretBoundaryError> {
+    let others: BTreeMap<String, String> = env
+        .iter()
+        .filter(|(name, value)| {
+            !(BRIDGE_ENV_NAMES.contains(&name.as_str())
+                && !trial_token.is_empty()
+                && value.as_str() == trial_token)
+        })
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    check_container_env(&others)
+}
+
 /// The placeholder recorded instead of a sensitive value.
 pub const REDACTED: &str = "<redacted>";
 
@@ -86,6 +114,27 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn the_bridge_token_passes_and_real_keys_under_its_names_do_not() {
+        let token = "runner-trial-0123456789abcdef0123456789abcdef0123456789abcdef";
+        let bridged = env(&[
+            ("OPENAI_API_KEY", token),
+            ("ANTHROPIC_API_KEY", token),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:4141/v1"),
+        ]);
+        assert!(check_container_env_with_bridge(&bridged, token).is_ok());
+        assert!(check_container_env(&bridged).is_err());
+        let real = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123";
+        let err =
+            check_container_env_with_bridge(&env(&[("OPENAI_API_KEY", real)]), token).unwrap_err();
+        assert_eq!(err.variable, "OPENAI_API_KEY");
+        // The token under any other name is not the bridge's pair.
+        let err =
+            check_container_env_with_bridge(&env(&[("MY_API_KEY", token)]), token).unwrap_err();
+        assert_eq!(err.variable, "MY_API_KEY");
+        assert!(check_container_env_with_bridge(&env(&[("OPENAI_API_KEY", "")]), "").is_ok());
     }
 
     #[test]

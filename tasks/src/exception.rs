@@ -112,6 +112,9 @@ exception_types! {
     /// The runner was paused (SIGSTOP, a suspended machine) while the trial ran and a deadline
     /// expired meanwhile, so the timeout it recorded says nothing about the agent (runner-only).
     RunnerPausedError => false,
+    /// The host-side LLM bridge could not serve the trial: its start was refused (a declared
+    /// model's provider has no key), or the in-container relay did not come up (runner-only).
+    LlmBridgeError => false,
 }
 
 /// Whose failure an exception type records: the agent's (the trial still counts, as 0 on
@@ -212,6 +215,7 @@ impl ExceptionType {
             | RunnerError
             | BackendTimeoutError
             | RunnerPausedError
+            | LlmBridgeError
             | Other(_) => Blame::Infrastructure,
         }
     }
@@ -242,6 +246,7 @@ impl ExceptionType {
             | DiskSpaceError
             | EnvironmentStartError
             | HealthcheckError
+            | LlmBridgeError
             | EnvironmentError => &[F::Environment],
             CancelledError | RunnerError | RunnerPausedError | Other(_) => &[],
         }

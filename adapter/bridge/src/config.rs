@@ -15,6 +15,8 @@ use crate::usage::Endpoint;
 #[serde(rename_all = "snake_case")]
 pub enum ApiKind {
     /// OpenAI's (and every OpenAI-compatible provider's) API, `Authorization: Bearer`.
+    /// Written `openai` in config files (`open_ai` is accepted too).
+    #[serde(alias = "openai")]
     OpenAi,
     /// Anthropic's Messages API, `x-api-key`.
     Anthropic,

@@ -41,6 +41,7 @@
 mod bridge;
 mod call;
 pub mod config;
+pub mod config_file;
 mod error;
 mod forward;
 pub mod policy;
@@ -58,6 +59,7 @@ pub mod wire_error;
 
 pub use bridge::{Bridge, CONTAINER_BRIDGE_DIR, DEFAULT_RELAY_PORT, SOCKET_FILE_NAME, TrialGrant};
 pub use config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
+pub use config_file::{LlmConfigError, LlmConfigFile};
 pub use error::BridgeError;
 pub use prices::{ModelPrice, PriceTable, PriceTableError};
 pub use record::{CallRecord, Outcome};

@@ -213,7 +213,8 @@ async fn all_three_endpoints_stream_and_not_and_usage_is_metered() {
     ];
     let mut by_seq = records.clone();
     by_seq.sort_by_key(|r| r["seq"].as_u64());
-    for (record, (input, cached, writes, output)) in by_seq.iter().zip(expected) {
+    for (record, u) in by_seq.iter().zip(expected) {
+        let (input, cached, writes, output) = (u.input, u.cached, u.cache_write, u.output);
         assert_eq!(record["outcome"], "ok", "{record}");
         assert_eq!(
             record["usage"],
@@ -244,7 +245,7 @@ async fn all_three_endpoints_stream_and_not_and_usage_is_metered() {
     let sum = |i: usize| {
         expected
             .iter()
-            .map(|u| [u.0, u.1, u.2, u.3][i])
+            .map(|u| [u.input, u.cached, u.cache_write, u.output][i])
             .sum::<u64>()
     };
     assert_eq!(usage.n_input_tokens, sum(0));
@@ -548,7 +549,7 @@ async fn upstream_failures_are_passed_on_and_recorded() {
     );
     assert_eq!(usage.n_failed_calls, 2);
     assert_eq!(usage.cost_usd, 0.0);
-    assert_eq!(usage.n_input_tokens, upstream::CHAT_USAGE.0);
+    assert_eq!(usage.n_input_tokens, upstream::CHAT_USAGE.input);
 }
 
 #[tokio::test]

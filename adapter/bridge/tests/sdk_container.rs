@@ -259,11 +259,10 @@ async fn official_sdks_call_the_bridge_from_a_no_network_container() {
         &trial_dir,
     );
     // Exactly the six metered calls of the script: 2 × (chat 28 + responses 21 + messages 24).
-    let script_tokens = |u: (u64, u64, u64, u64)| u.0 + u.3;
     let six_calls = 2
-        * (script_tokens(upstream::CHAT_USAGE)
-            + script_tokens(upstream::RESPONSES_USAGE)
-            + script_tokens(upstream::MESSAGES_USAGE));
+        * (upstream::CHAT_USAGE.total()
+            + upstream::RESPONSES_USAGE.total()
+            + upstream::MESSAGES_USAGE.total());
     grant.budget = Budget {
         max_tokens: Some(six_calls),
         max_cost_usd: None,
@@ -357,19 +356,21 @@ async fn official_sdks_call_the_bridge_from_a_no_network_container() {
             results[call]
         );
     }
-    let (chat_input, chat_cached, _, chat_output) = upstream::CHAT_USAGE;
-    let (responses_input, _, _, responses_output) = upstream::RESPONSES_USAGE;
-    let (_, messages_cache_read, _, messages_output) = upstream::MESSAGES_USAGE;
+    let (chat, responses, messages) = (
+        upstream::CHAT_USAGE,
+        upstream::RESPONSES_USAGE,
+        upstream::MESSAGES_USAGE,
+    );
     // (call, JSON pointer into the usage the SDK parsed, expected count); each call is made
     // both whole and streamed.
     let expected_usage = [
-        ("chat", "/prompt_tokens", chat_input),
-        ("chat", "/completion_tokens", chat_output),
-        ("chat", "/prompt_tokens_details/cached_tokens", chat_cached),
-        ("responses", "/input_tokens", responses_input),
-        ("responses", "/output_tokens", responses_output),
-        ("messages", "/cache_read_input_tokens", messages_cache_read),
-        ("messages", "/output_tokens", messages_output),
+        ("chat", "/prompt_tokens", chat.input),
+        ("chat", "/completion_tokens", chat.output),
+        ("chat", "/prompt_tokens_details/cached_tokens", chat.cached),
+        ("responses", "/input_tokens", responses.input),
+        ("responses", "/output_tokens", responses.output),
+        ("messages", "/cache_read_input_tokens", messages.cached),
+        ("messages", "/output_tokens", messages.output),
     ];
     for (format, pointer, expected) in expected_usage {
         for call in [format.to_owned(), format!("{format}_stream")] {
@@ -456,7 +457,7 @@ async fn official_sdks_call_the_bridge_from_a_no_network_container() {
             upstream::MESSAGES_USAGE,
         ]
         .iter()
-        .map(|u| [u.0, u.1, u.2, u.3][i])
+        .map(|u| [u.input, u.cached, u.cache_write, u.output][i])
         .sum::<u64>()
     };
     assert_eq!(

@@ -38,6 +38,8 @@ pub struct ContainerSpec {
     pub workdir: Option<String>,
     /// Environment of every command.
     pub env: Vec<String>,
+    /// Bind mounts, `host:container[:ro]`.
+    pub binds: Vec<String>,
     /// More of the container: its network, command, mounts, GPUs (compose services and
     /// per-phase networks set these; a plain trial container keeps the defaults).
     pub extra: ContainerExtra,
@@ -61,8 +63,6 @@ pub struct ContainerExtra {
     pub image_cmd: bool,
     /// The entrypoint, when the service overrides the image's.
     pub entrypoint: Option<Vec<String>>,
-    /// `volume:/path[:ro]` mounts of named volumes.
-    pub binds: Vec<String>,
     /// The engine's healthcheck for the container.
     pub healthcheck: Option<bollard::models::HealthConfig>,
     /// The user the container's process runs as.
@@ -111,7 +111,7 @@ impl TrialContainer {
             // An init as PID 1 reaps the zombies agents leave and forwards signals.
             init: Some(!extra.no_init),
             auto_remove: Some(false),
-            binds: (!extra.binds.is_empty()).then(|| extra.binds.clone()),
+            binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
             device_requests: (extra.gpus > 0).then(|| super::gpus::device_requests(extra.gpus)),
             ..limits_host_config(
                 spec.cpus,

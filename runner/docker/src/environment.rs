@@ -103,6 +103,16 @@ impl DockerEnvironment {
             network: main.network == NetworkAccess::Public,
             workdir: main.workdir.clone(),
             env: main_env(main, additions.as_ref()),
+            // The trial's host mounts (the LLM bridge's socket), then the compose volumes.
+            binds: main
+                .mounts
+                .iter()
+                .map(|m| {
+                    let mode = if m.read_only { ":ro" } else { "" };
+                    format!("{}:{}{mode}", m.host.display(), m.container)
+                })
+                .chain(additions.iter().flat_map(|a| a.binds.clone()))
+                .collect(),
             extra: ContainerExtra {
                 network_name: additions.as_ref().map(|a| a.network.clone()),
                 aliases: additions
@@ -110,10 +120,6 @@ impl DockerEnvironment {
                     .map(|_| vec![MAIN_SERVICE.to_owned()])
                     .unwrap_or_default(),
                 detach_before_start: spec.network_switchable && main.network == NetworkAccess::None,
-                binds: additions
-                    .as_ref()
-                    .map(|a| a.binds.clone())
-                    .unwrap_or_default(),
                 healthcheck: additions.as_ref().and_then(|a| a.healthcheck.clone()),
                 gpus: spec.gpus,
                 ..Default::default()

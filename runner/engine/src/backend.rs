@@ -174,6 +174,19 @@ pub struct ServiceSpec {
     pub workdir: Option<String>,
     /// Environment of every command in the service.
     pub env: BTreeMap<String, String>,
+    /// Host directories mounted into the service (the LLM bridge's socket directory).
+    pub mounts: Vec<BindMount>,
+}
+
+/// A host directory mounted into a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindMount {
+    /// The directory on the host (the engine's host: the Docker engine must see the same path).
+    pub host: std::path::PathBuf,
+    /// Where it appears in the service.
+    pub container: String,
+    /// Mounted read-only.
+    pub read_only: bool,
 }
 
 /// Everything a backend needs to start one trial's environment.

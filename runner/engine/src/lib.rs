@@ -18,7 +18,7 @@ pub mod timeouts;
 pub mod trial;
 
 pub use backend::{
-    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver,
+    Backend, BackendError, BackendErrorKind, BindMount, Environment, EnvironmentSpec, ExecObserver,
     IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
 };
 pub use failure::TrialFailure;

@@ -55,6 +55,7 @@ async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, E
         working_dir: None,
         runner_commit: None,
         limits: engine::LimitSettings::default(),
+        bridge: None,
     };
     let plan = plan_job(&dataset, &settings);
     let events = Arc::new(Mutex::new(Vec::new()));

@@ -108,6 +108,7 @@ fn settings(dir: &Path, options: &Options) -> JobSettings {
         working_dir: None,
         runner_commit: None,
         limits: engine::LimitSettings::default(),
+        bridge: None,
     }
 }
 

@@ -67,6 +67,42 @@ pub struct JobResult {
     /// Runner-only: planned trials by outcome, and the share scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// Runner-only: what the job spent through the LLM bridge, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_bridge: Option<JobLlmUsage>,
+}
+
+/// Runner-only: the LLM bridge's totals over a job, every attempt included (retried ones
+/// too, unlike sums over the final trial records), and whether its budget stopped it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobLlmUsage {
+    /// Input tokens, cache reads and writes included.
+    pub n_input_tokens: u64,
+    /// Cache reads.
+    pub n_cache_tokens: u64,
+    /// Cache writes (part of `n_input_tokens`).
+    pub n_cache_write_tokens: u64,
+    /// Output tokens.
+    pub n_output_tokens: u64,
+    /// Dollars over priced calls; `None` when every model called was unpriced.
+    pub cost_usd: Option<f64>,
+    /// Calls, refused calls (model or budget) and failed calls.
+    pub n_calls: u64,
+    /// Calls refused (undeclared model, budget).
+    pub n_refused_calls: u64,
+    /// Calls that failed upstream or on the way.
+    pub n_failed_calls: u64,
+    /// Trial attempts the bridge served.
+    pub n_trials: u64,
+    /// Declared models actually called.
+    pub models_called: Vec<String>,
+    /// Models called that the price table does not price (metered in tokens only).
+    pub unpriced_models: Vec<String>,
+    /// Why the job budget ran out, once it has.
+    pub budget_exhausted: Option<String>,
+    /// Planned trials not started because the job budget ran out (counted in
+    /// `coverage.not_run`; never scored).
+    pub n_trials_not_run_for_budget: u32,
 }
 
 /// Runner-only: how much of a job produced data. `fraction` is `scored / planned`.

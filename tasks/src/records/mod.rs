@@ -14,7 +14,7 @@ pub use containment::{
     LeftoverProcess, StorageEnforcement, TrialLimits, TruncatedOutput, VerifierIsolation,
 };
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
-pub use job_result::{Coverage, EvalStats, JobResult, JobStats};
+pub use job_result::{Coverage, EvalStats, JobLlmUsage, JobResult, JobStats};
 pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,

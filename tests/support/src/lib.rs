@@ -9,6 +9,7 @@ pub mod files;
 pub mod fixtures;
 pub mod records;
 pub mod sandbox;
+pub mod upstream;
 
 pub use backend::FakeBackend;
 pub use fixtures::{TaskFixture, free_port};

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Reference installed agent for `runner`: a task API server on Python's standard library only.
 
-It runs a deterministic plan (shell commands from plan.json, keyed by task name) instead of
-calling a model, so benchmark results with it are reproducible. It exists to show and test the
-installed-agent contract:
+By default it runs a deterministic plan (shell commands from plan.json, keyed by task name)
+instead of calling a model, so benchmark results with it are reproducible. With `--mode model`
+(or REFERENCE_AGENT_MODE=model) it asks a model for its commands instead (see model.py). It
+exists to show and test the installed-agent contract:
 
   GET  /health                  -> {"status": "ok", "version": ...}
   POST /api/tasks               <- {"instruction", "workspace_root", "metadata": {...}}
@@ -24,6 +25,8 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import model
 
 VERSION = "1.0.0"
 FINAL = {"completed", "failed", "cancelled"}
@@ -93,24 +96,33 @@ def run_task(task, plan):
         command = step["command"]
         task.event(type="tool_call", call_id=call_id, name="bash", arguments={"command": command},
                    text=step.get("thought", ""))
-        with task.lock:
-            if task.cancel_requested:
-                break
-            # Own session, so cancel can kill the whole command tree.
-            task.proc = subprocess.Popen(["bash", "-c", command], cwd=task.workspace_root,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        output, _ = task.proc.communicate()
-        code = task.proc.returncode
-        task.event(type="tool_result", call_id=call_id, output=output.decode("utf-8", "replace"), exit_code=code)
-        task.exit_code = code
-        if task.cancel_requested:
+        ran = run_command(task, call_id, command)
+        if ran is None:
             break
-        if code != 0:
-            task.error = f"step {index} exited with {code}"
+        if ran[0] != 0:
+            task.error = f"step {index} exited with {ran[0]}"
             finish(task, "failed")
             return
     finish(task, "cancelled" if task.cancel_requested else "completed")
+
+
+def run_command(task, call_id, command):
+    """Runs one command in the workspace and records its result; None when cancelled."""
+    with task.lock:
+        if task.cancel_requested:
+            return None
+        # Own session, so cancel can kill the whole command tree.
+        task.proc = subprocess.Popen(["bash", "-c", command], cwd=task.workspace_root,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+    output, _ = task.proc.communicate()
+    code = task.proc.returncode
+    text = output.decode("utf-8", "replace")
+    task.event(type="tool_result", call_id=call_id, output=text, exit_code=code)
+    task.exit_code = code
+    if task.cancel_requested:
+        return None
+    return code, text
 
 
 def finish(task, status):
@@ -175,7 +187,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.counter += 1
                 task = Task(f"task-{self.server.counter}", request, self.server.state_dir)
                 self.server.tasks[task.id] = task
-            threading.Thread(target=run_task, args=(task, self.server.plan), daemon=True).start()
+            if self.server.mode == "model":
+                target = lambda: model.run_model_task(task, self.server.max_turns, run_command, finish)
+            else:
+                target = lambda: run_task(task, self.server.plan)
+            threading.Thread(target=target, daemon=True).start()
             log(f"task {task.id} accepted for {task.metadata.get('task_name')!r}")
             return self.reply(201, task.view())
         task = self.task_from_path("cancel")
@@ -191,6 +207,9 @@ def main():
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--plan", default=os.path.join(here, "plan.json"))
     parser.add_argument("--state-dir", default=os.environ.get("AGENT_STATE_DIR", "/tmp/reference-agent"))
+    parser.add_argument("--mode", choices=["plan", "model"],
+                        default=os.environ.get("REFERENCE_AGENT_MODE", "plan"))
+    parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--version", action="store_true")
     args = parser.parse_args()
     if args.version:
@@ -203,7 +222,9 @@ def main():
     server.daemon_threads = True
     server.plan, server.state_dir, server.tasks = plan, args.state_dir, {}
     server.lock, server.counter = threading.Lock(), 0
-    log(f"reference agent {VERSION} listening on 127.0.0.1:{args.port}, plan {args.plan}")
+    server.mode, server.max_turns = args.mode, args.max_turns
+    what = f"plan {args.plan}" if args.mode == "plan" else f"model mode, {args.max_turns} turns"
+    log(f"reference agent {VERSION} listening on 127.0.0.1:{args.port}, {what}")
     server.serve_forever()
 
 

@@ -1,16 +1,14 @@
-//! Test support: a scripted OpenAI/Anthropic-shaped upstream on 127.0.0.1, and helpers to
-//! build a bridge pointing at it. Shared by the integration tests and the benchmark.
+//! Test support: helpers to build a bridge pointing at the scripted upstream
+//! (`testkit::upstream`, on 127.0.0.1). Shared by the integration tests and the benchmark.
 #![allow(dead_code)]
 
-pub mod upstream;
+pub use testkit::upstream;
 
 use std::path::Path;
 
 use llm_bridge::{ApiKind, Bridge, BridgeConfig, KeySource, PriceTable, ProviderConfig};
 
-/// The fake upstream keys: shaped like real keys, so the provider-key scan would catch them.
-pub const OPENAI_KEY: &str = "sk-proj-scriptedUpstreamKey0123456789abcdefXYZ";
-pub const ANTHROPIC_KEY: &str = "sk-ant-api03-scriptedUpstreamKey0123456789abcdef";
+pub use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY};
 
 /// Writes the two fake keys to files in `dir`, as a user's key files would be.
 pub fn key_files(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -28,13 +26,13 @@ pub fn config_for(upstream: &upstream::ScriptedUpstream, key_dir: &Path) -> Brid
         ProviderConfig {
             name: "openai".into(),
             api: ApiKind::OpenAi,
-            base_url: format!("http://{}/v1", upstream.addr),
+            base_url: upstream.openai_base_url(),
             key: KeySource::File(openai_key),
         },
         ProviderConfig {
             name: "anthropic".into(),
             api: ApiKind::Anthropic,
-            base_url: format!("http://{}", upstream.addr),
+            base_url: upstream.anthropic_base_url(),
             key: KeySource::File(anthropic_key),
         },
     ]);

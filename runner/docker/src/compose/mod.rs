@@ -157,7 +157,6 @@ impl ComposeRun {
                 aliases: vec![name.clone()],
                 cmd: service.command.as_ref().map(|c| c.argv()),
                 entrypoint: service.entrypoint.as_ref().map(|c| c.argv()),
-                binds: binds(service),
                 healthcheck: service
                     .healthcheck
                     .as_ref()
@@ -189,6 +188,7 @@ impl ComposeRun {
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect(),
+                binds: binds(service),
                 extra,
             };
             let started = TrialContainer::start(client, &container_spec, owner)

@@ -4,6 +4,7 @@
 
 mod attempts;
 mod identity;
+pub mod llm;
 mod log;
 mod pause;
 mod plan;
@@ -53,6 +54,8 @@ pub struct JobOutcome {
     pub mean_overhead: Option<Duration>,
     /// Objects the end-of-job sweep removed (left by cancelled starts).
     pub swept: usize,
+    /// The LLM bridge's totals and budget stop, when the job had a bridge.
+    pub llm: Option<tasks::records::JobLlmUsage>,
 }
 
 impl JobOutcome {
@@ -125,6 +128,7 @@ pub async fn run_job<B: Backend>(
         cancel: cancel.clone(),
         pauses: pauses.clone(),
         watchdog_grace: settings.watchdog_grace,
+        bridge: settings.bridge.clone(),
     });
     if plan.resumed {
         // Whatever a killed run of this job left (its trials keep their names, so a leftover
@@ -161,6 +165,8 @@ pub async fn run_job<B: Backend>(
             let mut overheads = Vec::new();
             // Pulls later tasks' prebuilt images while early trials run; aborted when dropped.
             let _prefetch = crate::images::prefetch_images(&ctx, &plan.trials);
+            let mut budget_stop = None;
+            let mut not_started = plan.trials.len() as u32;
             for trial in plan.trials {
                 // Acquired before spawning, so trials start in plan order (attempt by attempt,
                 // as in Harbor), not in the order the runtime polls them.
@@ -168,6 +174,12 @@ pub async fn run_job<B: Backend>(
                     permit = semaphore.clone().acquire_owned() => permit.expect("never closed"),
                     _ = cancel.cancelled() => break,
                 };
+                // A spent job budget starts nothing more: the rest stay not run, never 0.
+                budget_stop = llm::budget_stop(ctx.bridge.as_ref());
+                if budget_stop.is_some() {
+                    break;
+                }
+                not_started -= 1;
                 let ctx = ctx.clone();
                 let policy = policy.clone();
                 running.spawn(async move {
@@ -183,7 +195,15 @@ pub async fn run_job<B: Backend>(
             // Backstop: anything a cancelled start left behind goes now, not at the next run.
             let swept = ctx.backend.remove_job(&ctx.job_id).await.unwrap_or(0);
             ticker_stop.cancel();
-            (overheads, swept)
+            let llm = ctx.bridge.as_ref().map(|bridge| {
+                let not_run = if budget_stop.is_some() {
+                    not_started
+                } else {
+                    0
+                };
+                llm::job_usage(bridge, budget_stop, not_run)
+            });
+            (overheads, swept, llm)
         }
     };
     drop(events);
@@ -199,8 +219,15 @@ pub async fn run_job<B: Backend>(
         }
         failure
     };
-    let ((overheads, swept), record_failure) = tokio::join!(scheduler, collect);
+    let ((overheads, swept, llm), record_failure) = tokio::join!(scheduler, collect);
     let _ = ticker.await;
+    if let Some(usage) = &llm {
+        log.line(&llm::usage_line(usage));
+        if let Some(stop) = llm::budget_stop_sentence(usage) {
+            log.line(&stop);
+        }
+        recorder.set_llm_usage(usage.clone());
+    }
     recorder.finish().map_err(io)?;
     let coverage = recorder.coverage();
     log.line(&format!(
@@ -237,6 +264,7 @@ pub async fn run_job<B: Backend>(
         interrupted: cancel.is_cancelled(),
         mean_overhead,
         swept,
+        llm,
     })
 }
 

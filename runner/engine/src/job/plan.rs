@@ -52,6 +52,8 @@ pub struct JobSettings {
     pub runner_commit: Option<String>,
     /// Limits every trial runs under (pids, caps on downloads and trial.log).
     pub limits: crate::limits::LimitSettings,
+    /// The LLM bridge trials call models through (`-m` / `--llm-config`), if any.
+    pub bridge: Option<crate::trial::JobBridge>,
 }
 
 /// A planned job.

@@ -48,6 +48,7 @@ impl JobRecorder {
             n_total_trials: total,
             stats: Default::default(),
             coverage: None,
+            llm_bridge: None,
         };
         let done_before = done.iter().map(|r| r.trial_name.clone()).collect();
         JobRecorder {
@@ -109,6 +110,11 @@ impl JobRecorder {
             self.lock.trials[i] = trial;
         }
         self.write_lock()
+    }
+
+    /// Records the LLM bridge's job totals (written with the next result.json).
+    pub fn set_llm_usage(&mut self, usage: tasks::records::JobLlmUsage) {
+        self.result.llm_bridge = Some(usage);
     }
 
     /// The job ended (normally or interrupted).

@@ -33,7 +33,7 @@ impl<B: Backend> Trial<B> {
         self.image_wait = waited.elapsed();
         self.enter(Phase::Environment);
         let deadline = self.timeouts.environment_build;
-        let spec = self.environment_spec(&image.id);
+        let spec = self.with_bridge(self.environment_spec(&image.id)).await?;
         let ready = tokio::time::timeout(deadline, async {
             let environment = self.ctx.backend.start_environment(&spec).await?;
             self.log.line(&format!(
@@ -83,6 +83,7 @@ impl<B: Backend> Trial<B> {
                 network,
                 workdir: env_config.workdir.clone(),
                 env: self.plan.env.clone(),
+                mounts: Vec::new(),
             },
             sidecars: Vec::new(),
             observer: self.observer.clone(),

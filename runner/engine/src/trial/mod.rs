@@ -5,6 +5,7 @@
 //! durable (the job layer decides where: the trial dir, or `attempts/<n>/` before a retry).
 
 mod agent;
+mod bridge;
 mod environment;
 mod healthcheck;
 pub mod image;
@@ -17,6 +18,7 @@ mod storage;
 mod verification;
 pub mod watchdog;
 
+pub use bridge::JobBridge;
 pub use image::ImageCache;
 pub use log::TrialLog;
 pub use naming::trial_name;
@@ -73,6 +75,8 @@ pub struct JobContext<B: Backend> {
     pub pauses: PauseMonitor,
     /// How long past its deadline a phase may run before the watchdog ends the trial.
     pub watchdog_grace: Duration,
+    /// The LLM bridge the agent's models are called through, when the job has one.
+    pub bridge: Option<JobBridge>,
 }
 
 impl<B: Backend> JobContext<B> {
@@ -140,6 +144,7 @@ pub async fn run_trial<B: Backend>(
     if let Err(failure) = ended {
         trial.fail(failure);
     }
+    trial.close_bridge().await;
     trial.teardown().await;
     trial.finish(started)
 }
@@ -163,6 +168,7 @@ pub struct Trial<B: Backend> {
     image_wait: Duration,
     clock: Arc<PhaseClock>,
     limits: TrialLimits,
+    bridge: Option<llm_bridge::TrialBridge>,
 }
 
 impl<B: Backend> Trial<B> {
@@ -219,15 +225,18 @@ impl<B: Backend> Trial<B> {
             image_wait: Duration::ZERO,
             clock: Arc::new(PhaseClock::new()),
             limits,
+            bridge: None,
         }
     }
 
     /// The phases in order; a non-fatal agent failure is recorded and verification still runs.
     async fn phases(&mut self) -> Result<(), TrialFailure> {
         self.environment().await?;
+        self.start_bridge_relay().await?;
         let watch = self.storage_watch();
         watch.guard(self.agent_setup()).await?;
         watch.guard(self.agent_run()).await?;
+        self.close_bridge().await;
         watch.guard(self.verification()).await?;
         self.collection().await;
         Ok(())

@@ -82,6 +82,8 @@ impl<B: Backend> Trial<B> {
             })?;
         }
         spec.sidecars.clear();
+        // Nothing of the agent's reaches the verifier, its host mounts included.
+        spec.main.mounts.clear();
         spec.compose_task = None;
         spec.network_switchable = network.verifier_phase != baseline;
         spec.gpus = venv.gpus.unwrap_or(0);

@@ -3,6 +3,7 @@
 
 mod dir_lock;
 pub mod invocation;
+mod llm;
 mod signals;
 
 use std::path::{Path, PathBuf};
@@ -122,6 +123,9 @@ pub struct RunArgs {
     /// requiring every trial to have a result.
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub min_coverage: Option<f64>,
+    /// Models and the LLM bridge (h1-bridge).
+    #[command(flatten)]
+    pub llm: llm::LlmArgs,
     /// The invocation to record instead of this process's argv (`runner jobs resume` replays
     /// the recorded one).
     #[arg(skip)]
@@ -205,6 +209,13 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
                 .map(|d| d.display().to_string()),
         )
     });
+    let bridge = args.llm.job_bridge(
+        &agent,
+        args.agent_config.is_some(),
+        args.allow_container_secrets,
+    )?;
+    let mut agent_config = agent.job_config();
+    agent_config.model_name = args.llm.model_name().or(agent_config.model_name);
     let settings = JobSettings {
         job_name,
         jobs_dir: jobs_dir.display().to_string(),
@@ -212,7 +223,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         n_concurrent: args.n_concurrent,
         multipliers: args.multipliers,
         force_build: args.force_build,
-        agent: agent.job_config(),
+        agent: agent_config,
         agent_fingerprint: AgentFingerprint::of(&agent),
         retry,
         watchdog_grace: watchdog::DEFAULT_GRACE,
@@ -229,6 +240,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             trial_log_cap_bytes: args.max_trial_log_mb << 20,
             ..engine::LimitSettings::default()
         },
+        bridge,
     };
     let mut plan = plan_job(&dataset, &settings);
     for skipped in &plan.skipped {
@@ -384,6 +396,9 @@ fn report_outcome(outcome: &JobOutcome, job_dir: &Path, skipped: &[String], wall
     });
     say!("{summary}");
     JobLog::open(job_dir).block("summary:", &summary);
+    for line in outcome.llm.iter().flat_map(llm::summary_lines) {
+        say!("{line}");
+    }
     if let Some(overhead) = outcome.mean_overhead {
         say!(
             "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
@@ -434,6 +449,7 @@ mod tests {
             interrupted: false,
             mean_overhead: None,
             swept: 0,
+            llm: None,
         }
     }
 

@@ -1,0 +1,72 @@
+//! The job's side of the LLM bridge: the scheduler's budget stop and the job's totals.
+
+use tasks::records::JobLlmUsage;
+
+use crate::trial::JobBridge;
+
+/// Why no more trials may start, once the job budget is spent.
+pub(super) fn budget_stop(bridge: Option<&JobBridge>) -> Option<String> {
+    let bridge = &bridge?.bridge;
+    bridge.job_budget_exhausted().then(|| {
+        bridge
+            .job_budget_reason()
+            .unwrap_or_else(|| "the job's LLM budget is spent".to_owned())
+    })
+}
+
+/// The bridge's totals for result.json; `not_run` trials were never started for budget.
+pub(super) fn job_usage(bridge: &JobBridge, stop: Option<String>, not_run: u32) -> JobLlmUsage {
+    let usage = bridge.bridge.job_usage();
+    let totals = &usage.totals;
+    JobLlmUsage {
+        n_input_tokens: totals.n_input_tokens,
+        n_cache_tokens: totals.n_cache_tokens,
+        n_cache_write_tokens: totals.n_cache_write_tokens,
+        n_output_tokens: totals.n_output_tokens,
+        cost_usd: totals.reported_cost_usd(),
+        n_calls: totals.n_calls,
+        n_refused_calls: totals.n_refused_calls,
+        n_failed_calls: totals.n_failed_calls,
+        n_trials: usage.n_trials,
+        models_called: totals.models_called.iter().cloned().collect(),
+        unpriced_models: totals.unpriced_models.iter().cloned().collect(),
+        budget_exhausted: stop.or(usage.budget_exhausted),
+        n_trials_not_run_for_budget: not_run,
+    }
+}
+
+/// The sentence the summary and job.log give a job the budget stopped.
+pub fn budget_stop_sentence(usage: &JobLlmUsage) -> Option<String> {
+    let reason = usage.budget_exhausted.as_deref()?;
+    Some(if usage.n_trials_not_run_for_budget > 0 {
+        format!(
+            "the job's LLM budget ran out ({reason}): {} planned trial(s) were not run (not scored; resume the job with a larger budget to run them)",
+            usage.n_trials_not_run_for_budget
+        )
+    } else {
+        format!("the job's LLM budget ran out ({reason}); later calls were refused")
+    })
+}
+
+/// One line of the job's LLM totals for the summary.
+pub fn usage_line(usage: &JobLlmUsage) -> String {
+    format!(
+        "LLM bridge: {} call(s) ({} refused, {} failed) in {} trial attempt(s); {} input tokens ({} cached), {} output tokens; cost {}; models called: {}",
+        usage.n_calls,
+        usage.n_refused_calls,
+        usage.n_failed_calls,
+        usage.n_trials,
+        usage.n_input_tokens,
+        usage.n_cache_tokens,
+        usage.n_output_tokens,
+        usage.cost_usd.map_or_else(
+            || "unknown (no priced model was called)".to_owned(),
+            |c| format!("${c:.4}")
+        ),
+        if usage.models_called.is_empty() {
+            "none".to_owned()
+        } else {
+            usage.models_called.join(", ")
+        }
+    )
+}

@@ -1,0 +1,161 @@
+//! A trial's share of the job's LLM bridge: its grant is started before the container is made
+//! (the socket directory is bind-mounted in and the agent's env carries the trial's token),
+//! the in-container relay is started once the environment is ready, and the grant is closed
+//! when the agent phase ends, its metered usage written into `agent_result`.
+
+use llm_bridge::{Bridge, Budget, CONTAINER_BRIDGE_DIR, TrialGrant};
+use tasks::{ExceptionType, ExecRequest, Sandbox, shell_quote};
+
+use super::Trial;
+use crate::backend::{Backend, BindMount, EnvironmentSpec};
+use crate::failure::TrialFailure;
+
+/// How long the relay may take to listen once started.
+const RELAY_WAIT_MS: u64 = 5_000;
+/// Where the relay's own complaints go inside the container (read back if it fails).
+const RELAY_LOG: &str = "/tmp/runner-llm-bridge-relay.log";
+
+/// What a job gives its trials when models are called through the bridge.
+#[derive(Debug, Clone)]
+pub struct JobBridge {
+    /// The job's bridge (holds the upstream keys; shared by every trial).
+    pub bridge: Bridge,
+    /// The models every trial may call (`-m`, or the agent config's model).
+    pub models: Vec<String>,
+    /// Each trial's own budget.
+    pub trial_budget: Budget,
+    /// `--allow-container-secrets`: the secret check of the agent's env is skipped.
+    pub allow_container_secrets: bool,
+}
+
+fn bridge_failure(message: impl Into<String>) -> TrialFailure {
+    TrialFailure::new(ExceptionType::LlmBridgeError, message)
+}
+
+impl<B: Backend> Trial<B> {
+    /// Starts this trial's grant (before the container exists) and adds its socket mount and
+    /// the agent's env to `spec`. Without a job bridge, `spec` is returned as it is.
+    pub(super) async fn with_bridge(
+        &mut self,
+        mut spec: EnvironmentSpec,
+    ) -> Result<EnvironmentSpec, TrialFailure> {
+        let Some(job) = self.ctx.bridge.clone() else {
+            return Ok(spec);
+        };
+        let trial = match &self.bridge {
+            Some(trial) => trial,
+            None => {
+                let mut grant = TrialGrant::new(self.name(), job.models.clone(), self.dir.clone());
+                grant.budget = job.trial_budget;
+                let trial = job.bridge.start_trial(grant).await.map_err(|e| {
+                    bridge_failure(format!("the LLM bridge refused this trial: {e}"))
+                })?;
+                self.log.line(&format!(
+                    "LLM bridge: serving models {} on {}",
+                    job.models.join(", "),
+                    trial.socket_path().display()
+                ));
+                self.bridge.insert(trial)
+            }
+        };
+        spec.main.mounts.push(BindMount {
+            host: trial.socket_dir().to_path_buf(),
+            container: CONTAINER_BRIDGE_DIR.to_owned(),
+            read_only: true,
+        });
+        spec.main.env.extend(trial.agent_env());
+        if !job.allow_container_secrets {
+            adapter::secrets::check_container_env_with_bridge(&spec.main.env, trial.token())
+                .map_err(|e| TrialFailure::new(ExceptionType::AgentSetupError, e.to_string()))?;
+        }
+        Ok(spec)
+    }
+
+    /// Starts the relay in the running container, as root and detached, and waits until it
+    /// listens. Does nothing without a bridge.
+    pub(super) async fn start_bridge_relay(&mut self) -> Result<(), TrialFailure> {
+        let Some(trial) = &self.bridge else {
+            return Ok(());
+        };
+        let sandbox = self.sandbox()?;
+        let quote = |argv: Vec<String>| {
+            argv.iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let serve = format!(
+            "{} >{RELAY_LOG} 2>&1 </dev/null &",
+            quote(trial.relay_serve_command())
+        );
+        let wait = quote(trial.relay_wait_command(RELAY_WAIT_MS));
+        let started = sandbox
+            .exec(ExecRequest::root(serve))
+            .await
+            .map_err(|e| bridge_failure(format!("starting the LLM bridge relay: {e}")))?;
+        if !started.success() {
+            return Err(bridge_failure(format!(
+                "starting the LLM bridge relay failed: {}",
+                started.stderr.trim()
+            )));
+        }
+        let waited = sandbox
+            .exec(ExecRequest::root(format!(
+                "{wait} || {{ cat {RELAY_LOG} >&2; exit 1; }}"
+            )))
+            .await
+            .map_err(|e| bridge_failure(format!("waiting for the LLM bridge relay: {e}")))?;
+        if !waited.success() {
+            return Err(bridge_failure(format!(
+                "the LLM bridge relay did not listen within {RELAY_WAIT_MS} ms: {}",
+                waited.stderr.trim()
+            )));
+        }
+        self.log.line(&format!(
+            "LLM bridge: relay listening on 127.0.0.1:{} in the container",
+            trial.relay_port()
+        ));
+        Ok(())
+    }
+
+    /// Revokes the trial's token, writes `agent/llm/usage.json` and puts the metered totals
+    /// into `agent_result` (the bridge's counts replace what the agent said of itself). Safe
+    /// to call twice; does nothing without a bridge.
+    pub(super) async fn close_bridge(&mut self) {
+        let Some(trial) = self.bridge.take() else {
+            return;
+        };
+        match trial.close().await {
+            Ok(usage) => {
+                let context = self
+                    .result
+                    .agent_result
+                    .get_or_insert_with(Default::default);
+                usage.fill_agent_context(context);
+                self.log.line(&format!(
+                    "LLM bridge: {} call(s), {} refused, {} failed; {} input ({} cached), {} output tokens; cost {}; models called: {}",
+                    usage.n_calls,
+                    usage.n_refused_calls,
+                    usage.n_failed_calls,
+                    usage.n_input_tokens,
+                    usage.n_cache_tokens,
+                    usage.n_output_tokens,
+                    usage
+                        .reported_cost_usd()
+                        .map_or("unknown (unpriced models)".to_owned(), |c| format!("${c:.6}")),
+                    if usage.models_called.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        usage.models_called.iter().cloned().collect::<Vec<_>>().join(", ")
+                    }
+                ));
+                if let Some(reason) = &usage.budget_exhausted {
+                    self.log.line(&format!(
+                        "LLM bridge: calls were refused for budget: {reason}"
+                    ));
+                }
+            }
+            Err(e) => self.log.line(&format!("LLM bridge: closing failed: {e}")),
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The three wire formats the scripted upstream answers in: OpenAI chat completions, OpenAI
+//! responses and Anthropic messages, each streamed (SSE) or not.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::script::Usage;
+
+/// A request that passed intake, with what to answer.
+pub(super) struct Call {
+    /// The request body.
+    pub request: Value,
+    /// The last message's text (where the control words are).
+    pub text: String,
+    /// The completion text to answer with.
+    pub reply: String,
+    /// The usage to report.
+    pub usage: Usage,
+    /// The model asked for, echoed in the answer.
+    pub model: String,
+}
+
+impl Call {
+    fn streamed(&self) -> bool {
+        self.request["stream"] == Value::Bool(true)
+    }
+}
+
+/// A provider-shaped error.
+pub(super) fn error(status: StatusCode, anthropic: bool, message: &str) -> Response {
+    let body = if anthropic {
+        json!({"type": "error", "error": {"type": "api_error", "message": message}})
+    } else {
+        json!({"error": {"message": message, "type": "server_error", "param": null, "code": null}})
+    };
+    json_response(status, &body)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("x-request-id", "req_scripted")
+        .body(Body::from(serde_json::to_vec(body).expect("JSON")))
+        .expect("response")
+}
+
+/// An SSE response from a list of events, with the control words' pacing and failures.
+fn sse(events: Vec<String>, text: &str) -> Response {
+    let slow = text.contains("SLOW_STREAM");
+    let broken = text.contains("BREAK_STREAM");
+    let stream = futures_util::stream::unfold(
+        (events.into_iter().enumerate(), slow, broken),
+        |(mut iter, slow, broken)| async move {
+            let (i, event) = iter.next()?;
+            if i == 1 && slow {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            if i == 2 && broken {
+                // Let the first events reach the wire, so the break is mid-stream, not before it.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Some((
+                    Err(std::io::Error::other("scripted break")),
+                    (iter, slow, broken),
+                ));
+            }
+            Some((
+                Ok::<Bytes, std::io::Error>(Bytes::from(event)),
+                (iter, slow, broken),
+            ))
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(stream))
+        .expect("response")
+}
+
+fn words(reply: &str) -> Vec<String> {
+    reply.split_inclusive(' ').map(str::to_owned).collect()
+}
+
+/// `/v1/chat/completions`.
+pub(super) fn chat(call: Call) -> Response {
+    let Usage {
+        input,
+        cached,
+        output,
+        ..
+    } = call.usage;
+    let usage = json!({
+        "prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    });
+    if !call.streamed() {
+        return json_response(
+            StatusCode::OK,
+            &json!({
+                "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1, "model": call.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": call.reply}, "finish_reason": "stop"}],
+                "usage": usage,
+            }),
+        );
+    }
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": call.model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    events.extend(
+        words(&call.reply)
+            .iter()
+            .map(|w| chunk(json!({"content": w}), Value::Null)),
+    );
+    events.push(chunk(json!({}), json!("stop")));
+    if call.request["stream_options"]["include_usage"] == Value::Bool(true) {
+        events.push(format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": call.model,
+                   "choices": [], "usage": usage})
+        ));
+    }
+    events.push("data: [DONE]\n\n".into());
+    sse(events, &call.text)
+}
+
+/// `/v1/responses`.
+pub(super) fn responses(call: Call) -> Response {
+    let Usage {
+        input,
+        cached,
+        output,
+        ..
+    } = call.usage;
+    let usage = json!({
+        "input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input + output,
+    });
+    let message = json!({
+        "type": "message", "id": "msg_scripted", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": call.reply, "annotations": []}],
+    });
+    let response = |status: &str, output_items: Value, usage: Value| {
+        json!({
+            "id": "resp_scripted", "object": "response", "created_at": 1, "status": status, "model": call.model,
+            "output": output_items, "usage": usage, "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
+        })
+    };
+    if !call.streamed() {
+        return json_response(
+            StatusCode::OK,
+            &response("completed", json!([message]), usage),
+        );
+    }
+    let event = |kind: &str, seq: usize, data: Value| {
+        let mut data = data;
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(seq);
+        format!("event: {kind}\ndata: {data}\n\n")
+    };
+    let mut events = vec![event(
+        "response.created",
+        0,
+        json!({"response": response("in_progress", json!([]), Value::Null)}),
+    )];
+    for (i, w) in words(&call.reply).iter().enumerate() {
+        events.push(event(
+            "response.output_text.delta",
+            i + 1,
+            json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "delta": w, "logprobs": []}),
+        ));
+    }
+    let n = events.len();
+    events.push(event(
+        "response.completed",
+        n,
+        json!({"response": response("completed", json!([message]), usage)}),
+    ));
+    sse(events, &call.text)
+}
+
+/// `/v1/messages`.
+pub(super) fn messages(call: Call) -> Response {
+    let Usage {
+        input,
+        cached: cache_read,
+        cache_write,
+        output,
+    } = call.usage;
+    let fresh = input.saturating_sub(cache_read + cache_write);
+    let usage = json!({"input_tokens": fresh, "cache_read_input_tokens": cache_read,
+                       "cache_creation_input_tokens": cache_write, "output_tokens": output});
+    if !call.streamed() {
+        return json_response(
+            StatusCode::OK,
+            &json!({
+                "id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
+                "content": [{"type": "text", "text": call.reply}], "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": usage,
+            }),
+        );
+    }
+    let event = |kind: &str, data: Value| {
+        let mut data = data;
+        data["type"] = json!(kind);
+        format!("event: {kind}\ndata: {data}\n\n")
+    };
+    let mut start_usage = usage.clone();
+    start_usage["output_tokens"] = json!(1);
+    let mut events = vec![event(
+        "message_start",
+        json!({"message": {"id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
+                "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
+    )];
+    events.push(event(
+        "content_block_start",
+        json!({"index": 0, "content_block": {"type": "text", "text": ""}}),
+    ));
+    events.push(event("ping", json!({})));
+    for w in words(&call.reply) {
+        events.push(event(
+            "content_block_delta",
+            json!({"index": 0, "delta": {"type": "text_delta", "text": w}}),
+        ));
+    }
+    events.push(event("content_block_stop", json!({"index": 0})));
+    events.push(event(
+        "message_delta",
+        json!({"delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": output}}),
+    ));
+    events.push(event("message_stop", json!({})));
+    sse(events, &call.text)
+}
