@@ -41,6 +41,19 @@ fn key_scan() -> String {
 /// Per example: a fragment of its instruction, and commands that solve it fast.
 fn solutions() -> Vec<(&'static str, String)> {
     vec![
+        // First: the separate-verifier instruction also names /app/numbers.txt.
+        (
+            "/logs/artifacts/sum.txt",
+            "mkdir -p /logs/artifacts && python3 -c 'print(sum(int(l) for l in open(\"/app/numbers.txt\") if l.strip()))' > /logs/artifacts/sum.txt && echo 'summed /app/numbers.txt with python3' > /app/report.txt".into(),
+        ),
+        (
+            "GET /token",
+            "python3 -c 'import http.client; c = http.client.HTTPConnection(\"keeper\", 8080, timeout=10); c.request(\"GET\", \"/token\"); print(c.getresponse().read().decode(), end=\"\")' > /app/token.txt".into(),
+        ),
+        (
+            "/app/interfaces.txt",
+            "ls /sys/class/net | sort > /app/interfaces.txt && cat /proc/net/route > /app/routes.txt".into(),
+        ),
         (
             "/app/hello.txt",
             "echo 'Hello, world!' > /app/hello.txt".into(),
@@ -184,7 +197,11 @@ fn the_model_driven_reference_agent_solves_the_examples_through_the_bridge() {
     let ran = run("tasks/examples", &upstream, &["-k", "5", "-n", "4"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let results = ran.job.trial_results();
-    assert_eq!(results.len(), 25);
+    let tasks = std::fs::read_dir(workspace_root().join("tasks/examples"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("task.toml").is_file())
+        .count();
+    assert_eq!(results.len(), tasks * 5);
     for (name, result) in &results {
         assert_eq!(reward(result), Some(1.0), "{name}: {result}");
         let agent = &result["agent_result"];
