@@ -385,7 +385,10 @@ mod tests {
     fn unsupported_tasks_are_skipped_by_load_and_kept_by_read() {
         let dir = tasks_dir(&[
             ("good", ""),
-            ("gpu", "[environment]\ngpus = 1\n"),
+            (
+                "tpu",
+                "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
+            ),
             (
                 "multi",
                 "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
@@ -400,8 +403,8 @@ mod tests {
         let messages: Vec<String> = ds.skipped.iter().map(ToString::to_string).collect();
         assert_eq!(messages.len(), 2, "{messages:?}");
         assert!(
-            messages.iter().any(|m| m.starts_with("task gpu (")
-                && m.ends_with("GPUs ([environment] gpus = 1) are not supported yet")),
+            messages.iter().any(|m| m.starts_with("task tpu (")
+                && m.ends_with("TPUs ([environment.tpu]) are not supported yet")),
             "{messages:?}"
         );
         assert!(

@@ -20,7 +20,8 @@ use crate::unsupported;
 enum Expect {
     /// Harbor accepts; the runner runs it.
     Loads,
-    /// Harbor accepts; the runner refuses it naming exactly these features (by key).
+    /// Harbor accepts; the runner refuses it naming exactly these features (by key). Multi-step
+    /// tasks with a separate verifier or a phase network_mode are refused (`tasks::unsupported`).
     Refused(&'static [&'static str]),
     /// Harbor rejects; the runner's error contains this text (a field or Harbor's words).
     Fails(&'static str),
@@ -80,15 +81,15 @@ fn task_case(name: &str, files: &[(&str, &str)], expect: Expect) {
     }
 }
 
-/// A case with a separate verifier environment (refused by name, as the runner cannot run it
-/// yet) whose network modes must still be read as Harbor reads them.
+/// A case with a separate verifier environment (runner runs it in its own container) whose
+/// network modes must be read as Harbor reads them.
 fn separate_verifier_case(
     name: &str,
     toml: &str,
     environment: NetworkMode,
     verifier_environment: NetworkMode,
 ) {
-    config_case(name, toml, Expect::Refused(&["separate-verifier"]));
+    config_case(name, toml, Expect::Loads);
     let c = config(toml).unwrap();
     assert_eq!(c.environment.effective_network(), environment, "{name}");
     assert_eq!(
@@ -354,7 +355,7 @@ fn test_task_config_network() {
         "\n[environment]\nnetwork_mode = \"no-network\"\n",
         Loads,
     );
-    let separate = Refused(&["separate-verifier"]);
+    let separate = Loads;
     separate_verifier_case(
         "test_verifier_environment_network_mode_is_allowed",
         "\n[verifier]\nenvironment_mode = \"separate\"\n\n[verifier.environment]\nnetwork_mode = \"no-network\"\n",
@@ -392,12 +393,12 @@ fn test_task_config_network() {
         "[environment]\nallow_internet = false\n",
         Loads,
     );
-    // The agent's public differs from the environment's no-network baseline, and the verifier
-    // asks for an allowlist: Harbor accepts both, the runner cannot switch networks yet.
+    // The agent's public differs from the environment's no-network baseline (runner switches
+    // networks between phases), and the verifier asks for an allowlist, which it refuses.
     config_case(
         "test_environment_allow_internet_does_not_override_explicit_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n",
-        Refused(&["allowlist", "phase-network-mode"]),
+        Refused(&["allowlist"]),
     );
     separate_verifier_case(
         "test_verifier_environment_allow_internet_sets_separate_env_baseline_only",
@@ -432,31 +433,30 @@ fn test_task_config_network() {
 #[test]
 fn test_task_config_network_step_inheritance() {
     use Expect::*;
-    let multi = Loads;
     config_case(
         "test_step_agent_can_override_task_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n\n[steps.agent]\nnetwork_mode = \"no-network\"\n",
-        multi,
+        Refused(&["multi-step-network-mode"]),
     );
     config_case(
         "test_step_verifier_inherits_task_policy",
         "\n[verifier]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n",
-        multi,
+        Refused(&["multi-step-network-mode"]),
     );
     config_case(
         "test_step_verifier_can_override_task_policy",
         "\n[verifier]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n\n[steps.verifier]\nnetwork_mode = \"no-network\"\n",
-        multi,
+        Refused(&["multi-step-network-mode"]),
     );
     config_case(
         "test_step_verifier_environment_allow_internet_sets_separate_env_baseline",
         "\n[verifier]\nnetwork_mode = \"no-network\"\n\n[[steps]]\nname = \"one\"\n\n[steps.verifier]\nenvironment_mode = \"separate\"\n\n[steps.verifier.environment]\nallow_internet = true\n",
-        Refused(&["phase-network-mode"]),
+        Refused(&["multi-step-separate-verifier", "multi-step-network-mode"]),
     );
     config_case(
         "test_environment_allow_internet_does_not_create_step_agent_override",
         "\n[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n\n[[steps]]\nname = \"one\"\n",
-        Refused(&["allowlist"]),
+        Refused(&["multi-step-network-mode", "allowlist"]),
     );
 }
 
@@ -593,14 +593,14 @@ fn test_task_config_toml_dict_cases() {
     config_case(
         "test_verifier_environment_round_trips_as_nested_section",
         toml,
-        Refused(&["separate-verifier"]),
+        Loads,
     );
     let env = config(toml).unwrap().verifier.environment.unwrap();
     assert_eq!((env.cpus, env.target_os()), (Some(4.0), TaskOs::Windows));
     config_case(
         "test_step_verifier_environment_round_trips",
         "[task]\nname = \"org/example\"\n[[steps]]\nname = \"grade\"\n[steps.verifier]\nenvironment_mode = \"separate\"\n[steps.verifier.environment]\ncpus = 2\n",
-        Loads,
+        Refused(&["multi-step-separate-verifier"]),
     );
     let c = config("[task]\nname = \"org/example\"\n").unwrap();
     assert!(
@@ -627,7 +627,7 @@ fn test_verifier_config_validation() {
         "[task]\nname = \"org/example\"\n[[steps]]\nname = \"grade\"\n[steps.verifier]\nenvironment_mode = \"shared\"\n[steps.verifier.environment]\ncpus = 2\n",
         Fails("steps[0].verifier.environment_mode"),
     );
-    let separate = Refused(&["separate-verifier"]);
+    let separate = Loads;
     config_case(
         "test_separate_with_environment_is_valid",
         "[verifier]\nenvironment_mode = \"separate\"\n[verifier.environment]\n",
@@ -680,7 +680,7 @@ fn test_validation_single_step() {
             DOCKERFILE,
             INSTRUCTION,
         ],
-        Refused(&["separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_separate_verifier_with_explicit_environment_passes",
@@ -689,7 +689,7 @@ fn test_validation_single_step() {
             DOCKERFILE,
             INSTRUCTION,
         ],
-        Refused(&["separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_invalid_toml_returns_false",
@@ -775,7 +775,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             step_test,
         ],
-        Refused(&["windows"]),
+        Refused(&["multi-step-separate-verifier", "windows"]),
     );
     task_case(
         "test_windows_shared_step_rejects_missing_test_bat",
@@ -791,7 +791,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             step_test,
         ],
-        Loads,
+        Refused(&["multi-step-separate-verifier"]),
     );
     task_case(
         "test_separate_step_with_dockerfile_only_tests_dir_loads",
@@ -801,7 +801,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             ("steps/grade/tests/Dockerfile", "FROM ubuntu:22.04\n"),
         ],
-        Loads,
+        Refused(&["multi-step-separate-verifier"]),
     );
     task_case(
         "test_task_level_separate_step_does_not_require_host_test",
@@ -813,7 +813,7 @@ fn test_task_validate_steps_verifier_os() {
             DOCKERFILE,
             STEP_INSTRUCTION,
         ],
-        Refused(&["separate-verifier"]),
+        Refused(&["multi-step-separate-verifier"]),
     );
     task_case(
         "test_step_shared_override_under_task_separate_requires_host_test",
@@ -835,7 +835,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             TEST_SH,
         ],
-        Loads,
+        Refused(&["multi-step-separate-verifier"]),
     );
     task_case(
         "test_mixed_steps_each_validated_against_their_own_verifier_os",
@@ -850,7 +850,7 @@ fn test_task_validate_steps_verifier_os() {
             TEST_SH,
             ("tests/test.bat", "@echo off\r\nexit /b 0\r\n"),
         ],
-        Loads,
+        Refused(&["multi-step-separate-verifier"]),
     );
 }
 
@@ -937,14 +937,14 @@ fn test_local_dataset_scanning_uses_config_aware_validation() {
         ("invalid-task/instruction.md", "Do it.\n"),
         ("invalid-task/tests/", ""),
     ]);
-    // Harbor's scan keeps only valid-task; the runner reads it and refuses to run it.
+    // Harbor's scan keeps only valid-task (a separate verifier needs no host test script).
     let read = crate::Dataset::read(root.path()).unwrap();
     assert_eq!(read.tasks.len(), 1);
     assert_eq!(read.tasks[0].name, "valid-task");
     assert_eq!(read.skipped.len(), 1);
     let loaded = crate::Dataset::load(root.path()).unwrap();
-    assert!(loaded.tasks.is_empty());
-    assert_eq!(loaded.skipped.len(), 2);
+    assert_eq!(loaded.tasks.len(), 1);
+    assert_eq!(loaded.skipped.len(), 1);
 }
 
 /// Harbor's own example tasks (examples/tasks/*/task.toml, trimmed to what matters): each is
@@ -956,7 +956,7 @@ fn harbor_example_task_configs() {
         (
             "hello-cuda",
             "[environment]\ncpus = 1\nmemory_mb = 2048\nstorage_mb = 10240\ngpus = 1\ngpu_types = [ \"A100\", \"H100\",]\nmcp_servers = []\n",
-            Refused(&["gpus"]),
+            Loads,
         ),
         (
             "hello-mcp",

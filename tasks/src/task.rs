@@ -186,7 +186,7 @@ mod tests {
     }
 
     #[test]
-    fn a_compose_only_task_is_refused_as_compose_not_for_a_missing_image() {
+    fn a_compose_only_task_is_refused_by_name_not_for_a_missing_image() {
         let dir = task_dir(&[
             ("task.toml", "[task]\nname = \"org/compose\"\n"),
             ("instruction.md", "Query the sidecar.\n"),
@@ -200,12 +200,12 @@ mod tests {
         let err = Task::load(root).unwrap_err().to_string();
         assert!(
             err.starts_with("task org/compose (")
-                && err.ends_with(
-                    "compose environments (environment/docker-compose.yaml) are not supported yet"
+                && err.contains(
+                    "compose environments whose main service takes its image from docker-compose.yaml are not supported yet"
                 ),
             "{err}"
         );
         let task = Task::read(root).unwrap();
-        assert_eq!(task.unsupported, [UnsupportedFeature::ComposeEnvironment]);
+        assert_eq!(task.unsupported, [UnsupportedFeature::ComposeMainImage]);
     }
 }

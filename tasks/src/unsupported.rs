@@ -8,36 +8,26 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::config::{NetworkMode, TaskConfig, TaskOs};
+use crate::config::{
+    AgentSection, NetworkMode, TaskConfig, TaskOs, VerifierEnvironmentMode, VerifierSection,
+};
 
 /// A feature of a task that the runner does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedFeature {
-    /// `environment/docker-compose.yaml`: services beside the main container.
-    ComposeEnvironment,
-    /// The verifier in its own container.
-    SeparateVerifier {
-        /// What declares it: `environment_mode = "separate"` or `[verifier.environment]`.
-        declared_by: &'static str,
-    },
-    /// `[agent]`/`[verifier]` `network_mode` different from the environment's.
-    PhaseNetworkMode {
-        /// `agent` or `verifier`.
-        phase: &'static str,
-        /// The phase's mode.
-        mode: NetworkMode,
-        /// The environment's effective mode.
-        baseline: NetworkMode,
-    },
+    /// A multi-step task whose verifier runs in its own environment (task- or step-level):
+    /// steps are verified in the agent's container only.
+    MultiStepSeparateVerifier,
+    /// A multi-step task with a phase `network_mode` (task- or step-level): the network is
+    /// switched around single-step phases only.
+    MultiStepNetworkMode,
+    /// `environment/docker-compose.yaml` whose `main` has neither `environment/Dockerfile` nor
+    /// `[environment] docker_image` (its image would come from the compose file).
+    ComposeMainImage,
     /// `network_mode = "allowlist"` with `allowed_hosts`.
     Allowlist {
         /// The section declaring it: `environment`, `agent` or `verifier`.
         section: &'static str,
-    },
-    /// `[environment] gpus` above zero.
-    Gpus {
-        /// How many.
-        count: u32,
     },
     /// `[environment.tpu]`.
     Tpu,
@@ -49,11 +39,10 @@ impl UnsupportedFeature {
     /// A stable short name (`multi-step`, `compose`, …) for reports and tests.
     pub fn key(&self) -> &'static str {
         match self {
-            UnsupportedFeature::ComposeEnvironment => "compose",
-            UnsupportedFeature::SeparateVerifier { .. } => "separate-verifier",
-            UnsupportedFeature::PhaseNetworkMode { .. } => "phase-network-mode",
+            UnsupportedFeature::MultiStepSeparateVerifier => "multi-step-separate-verifier",
+            UnsupportedFeature::MultiStepNetworkMode => "multi-step-network-mode",
+            UnsupportedFeature::ComposeMainImage => "compose-main-image",
             UnsupportedFeature::Allowlist { .. } => "allowlist",
-            UnsupportedFeature::Gpus { .. } => "gpus",
             UnsupportedFeature::Tpu => "tpu",
             UnsupportedFeature::Windows => "windows",
         }
@@ -63,31 +52,21 @@ impl UnsupportedFeature {
 impl fmt::Display for UnsupportedFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UnsupportedFeature::ComposeEnvironment => write!(
+            UnsupportedFeature::MultiStepSeparateVerifier => write!(
                 f,
-                "compose environments (environment/docker-compose.yaml) are not supported yet"
+                "multi-step tasks ([[steps]]) with a separate verifier environment are not supported yet"
             ),
-            UnsupportedFeature::SeparateVerifier { declared_by } => write!(
+            UnsupportedFeature::MultiStepNetworkMode => write!(
                 f,
-                "separate verifier environments ([verifier] {declared_by}) are not supported yet"
+                "multi-step tasks ([[steps]]) with an [agent] or [verifier] network_mode (task- or step-level) are not supported yet"
             ),
-            UnsupportedFeature::PhaseNetworkMode {
-                phase,
-                mode,
-                baseline,
-            } => write!(
+            UnsupportedFeature::ComposeMainImage => write!(
                 f,
-                "per-phase network policies ([{phase}] network_mode = {:?} while [environment] is {:?}) are not supported yet",
-                mode.as_str(),
-                baseline.as_str()
+                "compose environments whose main service takes its image from docker-compose.yaml are not supported yet; add environment/Dockerfile or [environment] docker_image"
             ),
             UnsupportedFeature::Allowlist { section } => write!(
                 f,
                 "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet"
-            ),
-            UnsupportedFeature::Gpus { count } => write!(
-                f,
-                "GPUs ([environment] gpus = {count}) are not supported yet"
             ),
             UnsupportedFeature::Tpu => {
                 write!(f, "TPUs ([environment.tpu]) are not supported yet")
@@ -105,11 +84,10 @@ pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 
 /// Every detector, in the order features are reported.
 pub const DETECTORS: &[Detector] = &[
-    compose,
-    separate_verifier,
+    multi_step_separate_verifier,
+    multi_step_network_mode,
+    compose_main_image,
     allowlist,
-    phase_network_mode,
-    gpus,
     tpu,
     windows,
 ];
@@ -122,26 +100,36 @@ pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
         .collect()
 }
 
-fn compose(_: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
-    // Harbor's Docker backend switches to compose exactly when this file exists.
-    task_dir
-        .join("environment/docker-compose.yaml")
-        .exists()
-        .then_some(UnsupportedFeature::ComposeEnvironment)
+fn multi_step_separate_verifier(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
+    let separate = |v: &VerifierSection| {
+        v.environment_mode == Some(VerifierEnvironmentMode::Separate)
+            || (v.environment_mode.is_none() && v.environment.is_some())
+    };
+    (!config.steps.is_empty()
+        && (separate(&config.verifier) || config.steps.iter().any(|s| separate(&s.verifier))))
+    .then_some(UnsupportedFeature::MultiStepSeparateVerifier)
 }
 
-fn separate_verifier(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    let verifier = &config.verifier;
-    if verifier.environment_mode == Some(crate::config::VerifierEnvironmentMode::Separate) {
-        return Some(UnsupportedFeature::SeparateVerifier {
-            declared_by: "environment_mode = \"separate\"",
-        });
-    }
-    (verifier.environment_mode.is_none() && verifier.environment.is_some()).then_some(
-        UnsupportedFeature::SeparateVerifier {
-            declared_by: "[verifier.environment]",
-        },
-    )
+fn multi_step_network_mode(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
+    // Any declared phase mode is refused, even one equal to the environment's: the step loop
+    // never switches networks, so refusing is the only answer that cannot mis-run.
+    let sets_mode = |agent: &AgentSection, verifier: &VerifierSection| {
+        agent.network_mode.is_some() || verifier.network_mode.is_some()
+    };
+    (!config.steps.is_empty()
+        && (sets_mode(&config.agent, &config.verifier)
+            || config.steps.iter().any(|s| sets_mode(&s.agent, &s.verifier))))
+    .then_some(UnsupportedFeature::MultiStepNetworkMode)
+}
+
+fn compose_main_image(config: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
+    // Harbor's Docker backend switches to compose exactly when this file exists; runner makes
+    // `main` from the task's own image and the file's other services as sidecars.
+    let env = task_dir.join("environment");
+    (env.join("docker-compose.yaml").exists()
+        && !env.join("Dockerfile").exists()
+        && config.environment.docker_image.is_none())
+    .then_some(UnsupportedFeature::ComposeMainImage)
 }
 
 fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
@@ -155,36 +143,9 @@ fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
     .map(|(section, _)| UnsupportedFeature::Allowlist { section })
 }
 
-fn phase_network_mode(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    let baseline = config.environment.effective_network();
-    // A phase override equal to the environment's mode changes nothing (Harbor applies none).
-    [
-        ("agent", config.agent.network_mode),
-        ("verifier", config.verifier.network_mode),
-    ]
-    .into_iter()
-    .find_map(|(phase, mode)| match mode {
-        Some(mode) if mode != baseline && mode != NetworkMode::Allowlist => {
-            Some(UnsupportedFeature::PhaseNetworkMode {
-                phase,
-                mode,
-                baseline,
-            })
-        }
-        _ => None,
-    })
-}
-
 /// `feature` when the field is declared at all (Harbor acts on any value).
 fn declared<T>(field: &Option<T>, feature: UnsupportedFeature) -> Option<UnsupportedFeature> {
     field.is_some().then_some(feature)
-}
-
-fn gpus(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    match config.environment.gpus {
-        Some(count) if count > 0 => Some(UnsupportedFeature::Gpus { count }),
-        _ => None,
-    }
 }
 
 fn tpu(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
@@ -212,24 +173,29 @@ mod tests {
 
     #[test]
     fn a_plain_task_has_no_unsupported_feature() {
+        assert!(keys("[[steps]]\nname = \"one\"\n").is_empty());
         assert!(keys("").is_empty());
         let plain = "[environment]\ngpus = 0\nmcp_servers = []\nnetwork_mode = \"no-network\"\n\
                      [agent]\nnetwork_mode = \"no-network\"\n[verifier]\nenvironment_mode = \"shared\"\n";
         assert!(keys(plain).is_empty(), "{:?}", keys(plain));
         assert!(keys("[environment]\nos = \"Linux\"\n").is_empty());
-        let learnt = "[[steps]]\nname = \"one\"\n[environment]\nskills_dir = \"/skills\"\n\
-                      [[environment.mcp_servers]]\nname = \"m\"\nurl = \"http://m:8000/sse\"\n";
-        assert!(keys(learnt).is_empty(), "{:?}", keys(learnt));
     }
 
     #[test]
     fn each_feature_is_named() {
         let cases = [
             (
-                "[verifier]\nenvironment_mode = \"separate\"\n",
-                "separate-verifier",
+                "[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"one\"\n",
+                "multi-step-separate-verifier",
             ),
-            ("[verifier.environment]\ncpus = 1\n", "separate-verifier"),
+            (
+                "[[steps]]\nname = \"one\"\n[steps.verifier.environment]\ncpus = 1\n",
+                "multi-step-separate-verifier",
+            ),
+            (
+                "[[steps]]\nname = \"one\"\n[steps.agent]\nnetwork_mode = \"no-network\"\n",
+                "multi-step-network-mode",
+            ),
             (
                 "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
                 "allowlist",
@@ -238,15 +204,6 @@ mod tests {
                 "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
                 "allowlist",
             ),
-            (
-                "[agent]\nnetwork_mode = \"no-network\"\n",
-                "phase-network-mode",
-            ),
-            (
-                "[environment]\nallow_internet = false\n[verifier]\nnetwork_mode = \"public\"\n",
-                "phase-network-mode",
-            ),
-            ("[environment]\ngpus = 1\n", "gpus"),
             (
                 "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
                 "tpu",
@@ -262,28 +219,5 @@ mod tests {
     fn messages_name_the_feature_and_say_not_yet() {
         let text = UnsupportedFeature::Tpu.to_string();
         assert_eq!(text, "TPUs ([environment.tpu]) are not supported yet");
-        let text = UnsupportedFeature::PhaseNetworkMode {
-            phase: "agent",
-            mode: NetworkMode::NoNetwork,
-            baseline: NetworkMode::Public,
-        }
-        .to_string();
-        assert!(
-            text.contains("[agent] network_mode = \"no-network\""),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_compose_file_is_detected_in_the_task_dir() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("environment")).unwrap();
-        std::fs::write(
-            dir.path().join("environment/docker-compose.yaml"),
-            "services: {}\n",
-        )
-        .unwrap();
-        let found = detect(&TaskConfig::default(), dir.path());
-        assert_eq!(found, [UnsupportedFeature::ComposeEnvironment]);
     }
 }

@@ -41,6 +41,19 @@ fn key_scan() -> String {
 /// Per example: a fragment of its instruction, and commands that solve it fast.
 fn solutions() -> Vec<(&'static str, String)> {
     vec![
+        // First: the separate-verifier instruction also names /app/numbers.txt.
+        (
+            "/logs/artifacts/sum.txt",
+            "mkdir -p /logs/artifacts && python3 -c 'print(sum(int(l) for l in open(\"/app/numbers.txt\") if l.strip()))' > /logs/artifacts/sum.txt && echo 'summed /app/numbers.txt with python3' > /app/report.txt".into(),
+        ),
+        (
+            "GET /token",
+            "python3 -c 'import http.client; c = http.client.HTTPConnection(\"keeper\", 8080, timeout=10); c.request(\"GET\", \"/token\"); print(c.getresponse().read().decode(), end=\"\")' > /app/token.txt".into(),
+        ),
+        (
+            "/app/interfaces.txt",
+            "ls /sys/class/net | sort > /app/interfaces.txt && cat /proc/net/route > /app/routes.txt".into(),
+        ),
         (
             "/app/hello.txt",
             "echo 'Hello, world!' > /app/hello.txt".into(),
@@ -192,7 +205,11 @@ fn the_model_driven_reference_agent_solves_the_examples_through_the_bridge() {
     let ran = run("tasks/examples", &upstream, &["-k", "5", "-n", "4"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let results = ran.job.trial_results();
-    assert_eq!(results.len(), 25);
+    let tasks = std::fs::read_dir(workspace_root().join("tasks/examples"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("task.toml").is_file())
+        .count();
+    assert_eq!(results.len(), tasks * 5);
     for (name, result) in &results {
         assert_eq!(reward(result), Some(1.0), "{name}: {result}");
         let agent = &result["agent_result"];
@@ -222,14 +239,16 @@ fn the_model_driven_reference_agent_solves_the_examples_through_the_bridge() {
         let leftovers = result["agent_leftover_processes"].to_string();
         assert!(!leftovers.contains("bridge-relay"), "{name}: {leftovers}");
     }
-    assert_eq!(upstream.seen().len(), 50);
+    let calls_made = 2 * results.len();
+    assert_eq!(upstream.seen().len(), calls_made);
     let job_result = ran.job.json("result.json");
     let llm = &job_result["llm_bridge"];
-    assert_eq!(llm["n_calls"], 50);
-    assert_eq!(llm["n_input_tokens"], 50 * TURN.input);
+    assert_eq!(llm["n_calls"], calls_made);
+    assert_eq!(llm["n_input_tokens"], calls_made as u64 * TURN.input);
     assert_eq!(llm["models_called"][0], MODEL);
     assert!(
-        ran.stdout.contains("LLM bridge: 50 call(s)"),
+        ran.stdout
+            .contains(&format!("LLM bridge: {calls_made} call(s)")),
         "{}",
         ran.stdout
     );

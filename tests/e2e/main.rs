@@ -3,6 +3,7 @@
 
 mod bridge;
 mod command_agent;
+mod compose;
 mod containment;
 mod images;
 mod installed;

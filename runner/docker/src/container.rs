@@ -40,6 +40,39 @@ pub struct ContainerSpec {
     pub env: Vec<String>,
     /// Bind mounts, `host:container[:ro]`.
     pub binds: Vec<String>,
+    /// More of the container: its network, command, mounts, GPUs (compose services and
+    /// per-phase networks set these; a plain trial container keeps the defaults).
+    pub extra: ContainerExtra,
+}
+
+/// The parts of a container only some trials need.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerExtra {
+    /// The network to attach instead of the default bridge (a compose environment's own),
+    /// with the container's DNS aliases there.
+    pub network_name: Option<String>,
+    /// DNS aliases on `network_name` (the compose service name).
+    pub aliases: Vec<String>,
+    /// Create the container attached but disconnect it before start: it starts with loopback
+    /// only and can be connected later (`--network none` could never be).
+    pub detach_before_start: bool,
+    /// The command; `None` keeps the main service's `sleep infinity`, or the image's own
+    /// command when `image_cmd` is set.
+    pub cmd: Option<Vec<String>>,
+    /// Run the image's command when `cmd` is unset (compose services do).
+    pub image_cmd: bool,
+    /// The entrypoint, when the service overrides the image's.
+    pub entrypoint: Option<Vec<String>>,
+    /// The engine's healthcheck for the container.
+    pub healthcheck: Option<bollard::models::HealthConfig>,
+    /// The user the container's process runs as.
+    pub user: Option<String>,
+    /// No init process as PID 1 (compose services run their image's command as is).
+    pub no_init: bool,
+    /// GPUs requested through a device request.
+    pub gpus: u32,
+    /// Labels beyond job, trial, task and owner (the compose service).
+    pub labels: HashMap<String, String>,
 }
 
 /// A started trial container.
@@ -63,12 +96,23 @@ impl TrialContainer {
         let mut labels: HashMap<String, String> = labels::for_job(&spec.job_id, owner);
         labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
         labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
+        let extra = &spec.extra;
+        labels.extend(extra.labels.clone());
+        let network = match (
+            &extra.network_name,
+            spec.network || extra.detach_before_start,
+        ) {
+            (Some(name), true) => name.clone(),
+            (None, true) => "bridge".to_owned(),
+            (_, false) => "none".to_owned(),
+        };
         let host_config = HostConfig {
-            network_mode: Some(if spec.network { "bridge" } else { "none" }.to_owned()),
+            network_mode: Some(network.clone()),
             // An init as PID 1 reaps the zombies agents leave and forwards signals.
-            init: Some(true),
+            init: Some(!extra.no_init),
             auto_remove: Some(false),
             binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
+            device_requests: (extra.gpus > 0).then(|| super::gpus::device_requests(extra.gpus)),
             ..limits_host_config(
                 spec.cpus,
                 spec.memory_mb,
@@ -76,14 +120,33 @@ impl TrialContainer {
                 spec.pids_limit,
             )
         };
+        let networking_config = (network != "none" && !extra.aliases.is_empty()).then(|| {
+            bollard::models::NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    network.clone(),
+                    bollard::models::EndpointSettings {
+                        aliases: Some(extra.aliases.clone()),
+                        ..Default::default()
+                    },
+                )])),
+            }
+        });
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             // Keep the container alive; all work happens through exec, as in Harbor.
-            cmd: Some(vec!["sh".into(), "-c".into(), "sleep infinity".into()]),
+            cmd: match (&extra.cmd, extra.image_cmd) {
+                (Some(cmd), _) => Some(cmd.clone()),
+                (None, true) => None,
+                (None, false) => Some(vec!["sh".into(), "-c".into(), "sleep infinity".into()]),
+            },
+            entrypoint: extra.entrypoint.clone(),
             labels: Some(labels),
             working_dir: spec.workdir.clone(),
             env: Some(spec.env.clone()),
+            healthcheck: extra.healthcheck.clone(),
+            user: extra.user.clone(),
             host_config: Some(host_config),
+            networking_config,
             ..Default::default()
         };
         let options = CreateContainerOptionsBuilder::default()
@@ -132,6 +195,13 @@ impl TrialContainer {
             name: spec.name.clone(),
             storage_quota,
         };
+        if extra.detach_before_start && network != "none" {
+            // Attached at create (so it can be reconnected later), loopback only from the start.
+            if let Err(e) = super::network::disconnect(client, &container.id, &network).await {
+                let _ = container.remove(client).await;
+                return Err(e);
+            }
+        }
         if let Err(e) = client.api().start_container(&container.id, None).await {
             let _ = container.remove(client).await;
             return Err(DockerError::api(

@@ -1,12 +1,16 @@
-//! A trial environment on Docker: one container (the main service).
+//! A trial environment on Docker: the main service's container, and for compose tasks the
+//! sidecars, network and volumes of `compose::ComposeRun`.
 
 use engine::{BackendError, BackendErrorKind, Environment, EnvironmentSpec, NetworkAccess};
 use tasks::records::StorageEnforcement;
 
-use super::container::{ContainerSpec, TrialContainer, limits_host_config};
+use super::compose::{ComposeRun, MAIN_SERVICE, compose_path};
+use super::container::{ContainerExtra, ContainerSpec, TrialContainer, limits_host_config};
+use super::image::ImageService;
 use super::jail::JailSpec;
 use super::labels::{self, Owner};
-use super::{DockerClient, DockerSandbox, image};
+use super::network::{self, Attachment};
+use super::{DockerClient, DockerSandbox, gpus, image};
 
 /// A started trial container and the sandbox over it.
 pub struct DockerEnvironment {
@@ -14,13 +18,20 @@ pub struct DockerEnvironment {
     container: TrialContainer,
     sandbox: DockerSandbox,
     storage: StorageEnforcement,
+    /// The networks "public" means for the main container (for per-phase switching).
+    attachments: Vec<Attachment>,
+    /// The compose sidecars, network and volumes, when the task has a compose file.
+    compose: Option<ComposeRun>,
 }
 
 impl DockerEnvironment {
-    /// Creates and starts the container of `spec.main`; a spec with sidecars is refused
-    /// before anything is created.
+    /// Creates and starts the environment of `spec`: the compose services first (when its
+    /// task has `environment/docker-compose.yaml`), then the main container. Sidecars given
+    /// in `spec.sidecars` are refused before anything is created (services come from the
+    /// compose file), and so is a GPU task on an engine without GPUs.
     pub(crate) async fn start(
         client: &DockerClient,
+        images: &ImageService,
         spec: &EnvironmentSpec,
         owner: &Owner,
     ) -> Result<DockerEnvironment, BackendError> {
@@ -28,11 +39,50 @@ impl DockerEnvironment {
             return Err(BackendError::new(
                 BackendErrorKind::Unsupported,
                 format!(
-                    "the Docker backend does not run sidecar services yet (service {:?} of task {})",
+                    "the Docker backend runs sidecars from environment/docker-compose.yaml only (service {:?} of task {})",
                     sidecar.name, spec.task_name
                 ),
             ));
         }
+        if spec.gpus > 0 && !gpus::engine_has_gpus(client).await? {
+            return Err(BackendError::new(
+                BackendErrorKind::Unsupported,
+                gpus::refusal(&spec.task_name, spec.gpus),
+            ));
+        }
+        let compose = match spec.compose_task.as_deref() {
+            Some(task) => match compose_path(task) {
+                Some(path) => {
+                    Some(ComposeRun::start(client, images, task, spec, owner, &path).await?)
+                }
+                None => None,
+            },
+            None => None,
+        };
+        let (compose, additions) = match compose {
+            Some((run, additions)) => (Some(run), Some(additions)),
+            None => (None, None),
+        };
+        let started = Self::start_main(client, spec, owner, additions).await;
+        match (started, compose) {
+            (Ok(mut environment), compose) => {
+                environment.compose = compose;
+                Ok(environment)
+            }
+            (Err(e), Some(compose)) => {
+                let _ = compose.remove(client, true).await;
+                Err(e)
+            }
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    async fn start_main(
+        client: &DockerClient,
+        spec: &EnvironmentSpec,
+        owner: &Owner,
+        additions: Option<super::compose::MainAdditions>,
+    ) -> Result<DockerEnvironment, BackendError> {
         let main = &spec.main;
         let limits = &spec.limits;
         let container_spec = ContainerSpec {
@@ -52,7 +102,8 @@ impl DockerEnvironment {
             storage_quota_mb: limits.storage_mb,
             network: main.network == NetworkAccess::Public,
             workdir: main.workdir.clone(),
-            env: main.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            env: main_env(main, additions.as_ref()),
+            // The trial's host mounts (the LLM bridge's socket), then the compose volumes.
             binds: main
                 .mounts
                 .iter()
@@ -60,8 +111,28 @@ impl DockerEnvironment {
                     let mode = if m.read_only { ":ro" } else { "" };
                     format!("{}:{}{mode}", m.host.display(), m.container)
                 })
+                .chain(additions.iter().flat_map(|a| a.binds.clone()))
                 .collect(),
+            extra: ContainerExtra {
+                network_name: additions.as_ref().map(|a| a.network.clone()),
+                aliases: additions
+                    .as_ref()
+                    .map(|_| vec![MAIN_SERVICE.to_owned()])
+                    .unwrap_or_default(),
+                detach_before_start: spec.network_switchable && main.network == NetworkAccess::None,
+                healthcheck: additions.as_ref().and_then(|a| a.healthcheck.clone()),
+                gpus: spec.gpus,
+                ..Default::default()
+            },
         };
+        let attachments = vec![Attachment {
+            network: container_spec
+                .extra
+                .network_name
+                .clone()
+                .unwrap_or_else(|| "bridge".into()),
+            aliases: container_spec.extra.aliases.clone(),
+        }];
         let container = TrialContainer::start(client, &container_spec, owner)
             .await
             .map_err(|e| BackendError::new(BackendErrorKind::Start, e.to_string()))?;
@@ -81,6 +152,8 @@ impl DockerEnvironment {
             ),
             container,
             storage,
+            attachments,
+            compose: None,
         };
         // What the verifier jail must copy from the running container (its default user); a failure here leaves the environment without a jail, which the
         // trial records as isolation unavailable.
@@ -125,14 +198,46 @@ impl Environment for DockerEnvironment {
     }
 
     fn describe(&self) -> String {
-        format!("container {}", self.container.name)
+        match &self.compose {
+            Some(compose) => format!(
+                "container {} and {}",
+                self.container.name,
+                compose.describe()
+            ),
+            None => format!("container {}", self.container.name),
+        }
     }
 
     async fn remove(self) -> Result<(), BackendError> {
-        Ok(self.container.remove(&self.client).await?)
+        let main = self.container.remove(&self.client).await;
+        if let Some(compose) = &self.compose {
+            compose.remove(&self.client, true).await?;
+        }
+        Ok(main?)
+    }
+
+    async fn set_network(&self, access: NetworkAccess) -> Result<(), BackendError> {
+        let public = access == NetworkAccess::Public;
+        Ok(
+            network::set_public(&self.client, &self.container.id, &self.attachments, public)
+                .await?,
+        )
     }
 
     fn storage_enforcement(&self) -> StorageEnforcement {
         self.storage
     }
+}
+
+/// The main container's environment: `services.main.environment` of the compose file, then
+/// the task's `[environment].env` over it.
+fn main_env(
+    main: &engine::ServiceSpec,
+    additions: Option<&super::compose::MainAdditions>,
+) -> Vec<String> {
+    let mut env: std::collections::BTreeMap<String, String> = additions
+        .map(|a| a.env.iter().cloned().collect())
+        .unwrap_or_default();
+    env.extend(main.env.clone());
+    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }

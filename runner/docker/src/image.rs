@@ -93,7 +93,32 @@ impl ImageService {
     ) -> Result<ImageInfo, BackendError> {
         match image_source(task, force_build) {
             ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
-            ImageSource::Build => Ok(self.build(task, force_build, log).await?),
+            ImageSource::Build => Ok(self
+                .build(
+                    task,
+                    &task.environment_dir(),
+                    task.short_name(),
+                    force_build,
+                    log,
+                )
+                .await?),
+        }
+    }
+
+    /// An image other than the task's own: the prebuilt `docker_image` when given, else a
+    /// build of `context_dir` tagged `runner-task-<name>:<sha16>` (a compose sidecar's build,
+    /// the separate verifier's `tests/`). Builds are reused by content like the task's.
+    pub async fn ensure_other(
+        &self,
+        task: &Task,
+        docker_image: Option<&str>,
+        context_dir: &std::path::Path,
+        name: &str,
+        log: &OutputSink,
+    ) -> Result<ImageInfo, BackendError> {
+        match docker_image.map(str::trim).filter(|i| !i.is_empty()) {
+            Some(image) => self.prebuilt(task, image, log).await,
+            None => Ok(self.build(task, context_dir, name, false, log).await?),
         }
     }
 
@@ -238,17 +263,18 @@ impl ImageService {
     async fn build(
         &self,
         task: &Task,
+        env_dir: &std::path::Path,
+        name: &str,
         force_build: bool,
         log: &OutputSink,
     ) -> Result<ImageInfo, DockerError> {
-        let env_dir = task.environment_dir();
-        let context = provenance::build_context(&env_dir).map_err(|e| DockerError::Build {
+        let context = provenance::build_context(env_dir).map_err(|e| DockerError::Build {
             task: task.name.clone(),
             message: format!("packing {} as a build context: {e}", env_dir.display()),
         })?;
         let tag = format!(
             "runner-task-{}:{}",
-            sanitize(task.short_name()),
+            sanitize(name),
             &hex::encode(Sha256::digest(&context))[..16]
         );
         let facts = self.facts().await?.clone();
@@ -288,7 +314,7 @@ impl ImageService {
         match build(&endpoint, request(), log).await {
             Ok(()) => {}
             Err(failure) if failure.error.contains(NEEDS_SESSION) => {
-                self.pull_bases(task, log).await?;
+                self.pull_bases(task, env_dir, log).await?;
                 build(&endpoint, request(), log).await.map_err(failed)?;
             }
             Err(failure) => return Err(failed(failure)),
@@ -310,8 +336,13 @@ impl ImageService {
 
     /// Pulls the literal base images of the task's Dockerfile with the Docker config's
     /// credentials, for a build whose base BuildKit could not fetch without a session.
-    async fn pull_bases(&self, task: &Task, log: &OutputSink) -> Result<(), DockerError> {
-        let path = task.environment_dir().join("Dockerfile");
+    async fn pull_bases(
+        &self,
+        task: &Task,
+        env_dir: &std::path::Path,
+        log: &OutputSink,
+    ) -> Result<(), DockerError> {
+        let path = env_dir.join("Dockerfile");
         let text = std::fs::read_to_string(&path).map_err(|source| DockerError::Io {
             operation: format!("reading {}", path.display()),
             source,

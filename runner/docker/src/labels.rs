@@ -11,6 +11,8 @@ pub const JOB: &str = "runner.job";
 pub const TRIAL: &str = "runner.trial";
 /// The task's name.
 pub const TASK: &str = "runner.task";
+/// The compose service a container runs (absent on the main container).
+pub const SERVICE: &str = "runner.service";
 /// `host:pid:start-ticks` of the owning process.
 pub const OWNER: &str = "runner.owner";
 

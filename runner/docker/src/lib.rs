@@ -10,16 +10,19 @@ mod auth;
 mod base_images;
 mod buildkit;
 mod buildkit_status;
+mod compose;
 mod container;
 mod engine_http;
 mod environment;
 mod error;
 mod exec;
 mod facts;
+mod gpus;
 mod image;
 mod jail;
 mod labels;
 mod ledger;
+mod network;
 mod prune;
 mod pull;
 mod rate;
@@ -27,7 +30,8 @@ mod reap;
 mod reference;
 mod sandbox;
 
-pub use container::{ContainerSpec, TrialContainer};
+pub use compose::{ComposeError, ComposeFile};
+pub use container::{ContainerExtra, ContainerSpec, TrialContainer};
 pub use environment::DockerEnvironment;
 pub use error::DockerError;
 pub use facts::{EngineFacts, free_bytes};
@@ -127,7 +131,45 @@ impl Backend for DockerBackend {
         &self,
         spec: &EnvironmentSpec,
     ) -> Result<DockerEnvironment, BackendError> {
-        DockerEnvironment::start(&self.client, spec, &self.owner).await
+        DockerEnvironment::start(&self.client, &self.images, spec, &self.owner).await
+    }
+
+    async fn start_verifier_environment(
+        &self,
+        task: &Task,
+        spec: &EnvironmentSpec,
+        log: &OutputSink,
+    ) -> Result<DockerEnvironment, BackendError> {
+        let venv = task
+            .config
+            .verifier
+            .environment
+            .as_deref()
+            .unwrap_or(&task.config.environment);
+        let tests = task.tests_dir();
+        // Harbor builds the verifier's environment from tests/ (its environment_dir) and
+        // prefers the environment config's docker_image, never forcing a build.
+        if venv.docker_image.is_none() && !tests.join("Dockerfile").is_file() {
+            return Err(BackendError::new(
+                engine::BackendErrorKind::Build,
+                format!(
+                    "task {}: the separate verifier needs tests/Dockerfile or a docker_image in [verifier.environment]",
+                    task.name
+                ),
+            ));
+        }
+        let name = format!("{}-verifier", task.short_name());
+        let image = self
+            .images
+            .ensure_other(task, venv.docker_image.as_deref(), &tests, &name, log)
+            .await?;
+        let mut spec = spec.clone();
+        spec.main.image = image.id.clone();
+        log(
+            "runner",
+            format!("verifier image {} ({})\n", image.tag, image.id).as_bytes(),
+        );
+        DockerEnvironment::start(&self.client, &self.images, &spec, &self.owner).await
     }
 
     async fn remove_job(&self, job_id: &str) -> Result<usize, BackendError> {

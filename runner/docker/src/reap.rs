@@ -43,10 +43,13 @@ pub async fn reap_dead_owners(client: &DockerClient) -> Result<usize, DockerErro
             removed += 1;
         }
     }
+    // Networks and volumes of compose environments, once their containers are gone.
+    removed += super::network::reap_dead_owner_networks_and_volumes(client).await?;
     Ok(removed)
 }
 
-/// Removes every container of `job_id`. Returns how many were removed.
+/// Removes every container of `job_id`, then its networks and volumes. Returns how many
+/// objects were removed.
 pub async fn remove_job_containers(
     client: &DockerClient,
     job_id: &str,
@@ -55,5 +58,6 @@ pub async fn remove_job_containers(
     for (id, _) in &found {
         remove_container(client, id).await?;
     }
-    Ok(found.len())
+    let others = super::network::remove_job_networks_and_volumes(client, job_id).await?;
+    Ok(found.len() + others)
 }

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -206,6 +207,20 @@ pub struct EnvironmentSpec {
     pub observer: ExecObserver,
     /// The trial's limits: pids, memory and swap, storage, caps on downloads.
     pub limits: TrialLimits,
+    /// True when the engine will change the main service's network between phases
+    /// ([`Environment::set_network`]): the backend must start it so that its network can be
+    /// switched (on Docker: attached, then disconnected before start when `main.network` is
+    /// [`NetworkAccess::None`]).
+    pub network_switchable: bool,
+    /// The task whose `environment/docker-compose.yaml`, when it has one, defines the
+    /// environment's other services (sidecars; see `runner/docker/src/compose/`). `None` for
+    /// environments without a compose file of their own (the separate verifier's).
+    pub compose_task: Option<Arc<Task>>,
+    /// The trial's directory on the host (sidecar logs go to `<trial>/sidecars/`).
+    pub trial_dir: PathBuf,
+    /// GPUs the task asks for (`[environment] gpus`); a backend without GPUs refuses the
+    /// spec with [`BackendErrorKind::Unsupported`] naming the task and the field.
+    pub gpus: u32,
 }
 
 /// What a backend failure was, so the engine can name it with Harbor's exception types.
@@ -287,6 +302,26 @@ pub trait Backend: Send + Sync + 'static {
         spec: &EnvironmentSpec,
     ) -> impl Future<Output = Result<Self::Environment, BackendError>> + Send;
 
+    /// Starts the separate verifier environment of `task` (`[verifier] environment_mode =
+    /// "separate"`): its image (built from `tests/` when `tests/Dockerfile` exists, else the
+    /// verifier environment's `docker_image`, as Harbor builds it from the tests directory),
+    /// then one container from `spec` (whose `main.image` the backend replaces). Nothing of the
+    /// agent's environment is shared with it. Backends that cannot refuse with
+    /// [`BackendErrorKind::Unsupported`].
+    fn start_verifier_environment(
+        &self,
+        task: &Task,
+        spec: &EnvironmentSpec,
+        log: &OutputSink,
+    ) -> impl Future<Output = Result<Self::Environment, BackendError>> + Send {
+        let _ = (spec, log);
+        let message = format!(
+            "task {}: this backend cannot run a separate verifier environment ([verifier] environment_mode = \"separate\")",
+            task.name
+        );
+        async move { Err(BackendError::new(BackendErrorKind::Unsupported, message)) }
+    }
+
     /// Removes everything the backend made for `job_id` (a backstop after teardown and on a
     /// second Ctrl-C). Returns how many objects were removed.
     fn remove_job(&self, job_id: &str) -> impl Future<Output = Result<usize, BackendError>> + Send;
@@ -305,6 +340,21 @@ pub trait Environment: Send + Sync + 'static {
 
     /// Stops and removes every service; a missing service counts as removed.
     fn remove(self) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Switches the main service's network between phases (Harbor's per-phase `network_mode`):
+    /// [`NetworkAccess::None`] leaves it loopback only, [`NetworkAccess::Public`] restores the
+    /// networks it started with (sidecars included). Only called on environments started
+    /// with [`EnvironmentSpec::network_switchable`].
+    fn set_network(
+        &self,
+        access: NetworkAccess,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let message = format!(
+            "{}: this backend cannot change a running environment's network (to {access:?})",
+            self.describe()
+        );
+        async move { Err(BackendError::new(BackendErrorKind::Unsupported, message)) }
+    }
 
     /// How the environment enforces the task's `storage_mb` (when it sets one): by a quota of
     /// the storage driver, or not at all, so the engine must watch the sandbox's `disk_usage`.

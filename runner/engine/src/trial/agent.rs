@@ -97,6 +97,10 @@ impl<B: Backend> Trial<B> {
     /// a failed agent is recorded and the trial goes on to verification, as in Harbor.
     pub(super) async fn agent_run(&mut self) -> Result<(), TrialFailure> {
         let task = self.plan.task.clone();
+        // The agent's phase network first, so the switch costs none of its deadline.
+        let network = self.network_plan();
+        self.switch_network("agent run", network.agent_baseline, network.agent_phase)
+            .await?;
         let turn = AgentTurn {
             instruction: &task.instruction,
             step: None,
@@ -118,6 +122,12 @@ impl<B: Backend> Trial<B> {
             self.log.line("the agent failed; verification still runs");
             self.fail(failure);
         }
+        self.switch_network(
+            "rest of the trial",
+            network.agent_phase,
+            network.agent_baseline,
+        )
+        .await?;
         Ok(())
     }
 

@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
-use tasks::{ExceptionType, ExecRequest, NetworkMode, Sandbox, Task};
+use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
 
 use super::image::image_for;
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
-use crate::backend::{Backend, Environment, EnvironmentSpec, NetworkAccess, ServiceSpec};
+use crate::backend::{Backend, Environment, EnvironmentSpec, ServiceSpec};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 
@@ -67,12 +67,10 @@ impl<B: Backend> Trial<B> {
         }
     }
 
-    fn environment_spec(&self, image: &str) -> EnvironmentSpec {
+    pub(super) fn environment_spec(&self, image: &str) -> EnvironmentSpec {
         let env_config = &self.plan.task.config.environment;
-        let network = match env_config.effective_network() {
-            NetworkMode::Public => NetworkAccess::Public,
-            _ => NetworkAccess::None,
-        };
+        let plan = self.network_plan();
+        let network = super::phase_network::access(plan.agent_baseline);
         EnvironmentSpec {
             job_id: self.ctx.job_id.clone(),
             trial_name: self.name().to_owned(),
@@ -90,15 +88,20 @@ impl<B: Backend> Trial<B> {
             sidecars: Vec::new(),
             observer: self.observer.clone(),
             limits: self.limits.clone(),
+            network_switchable: plan.agent_environment_switches(),
+            compose_task: Some(self.plan.task.clone()),
+            trial_dir: self.dir.clone(),
+            gpus: env_config.gpus.unwrap_or(0),
         }
     }
 }
 
-/// Makes the `/logs` directories writable by any user and, when the task runs a prebuilt
-/// `docker_image` without a Dockerfile, copies `environment/` into the workdir (Harbor uploads
-/// it there because no build step could have copied it in).
-async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
-    let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
+/// Makes the `/logs` directories and lets any user write them; a failure is a `kind`.
+pub(super) async fn prepare_logs<S: Sandbox>(
+    sandbox: &S,
+    kind: ExceptionType,
+) -> Result<(), TrialFailure> {
+    let fail = |message: String| TrialFailure::new(kind.clone(), message);
     let out = sandbox
         .exec(ExecRequest::root(format!(
             "mkdir -p {LOG_DIRS} && chmod 777 {LOG_DIRS}"
@@ -111,11 +114,25 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
             out.stderr.trim()
         )));
     }
+    Ok(())
+}
+
+/// Makes the `/logs` directories writable by any user and, when the task runs a prebuilt
+/// `docker_image` without a Dockerfile, copies `environment/` into the workdir (Harbor uploads
+/// it there because no build step could have copied it in).
+async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
+    let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
+    prepare_logs(sandbox, ExceptionType::EnvironmentStartError).await?;
     let env_dir = task.environment_dir();
     let has_files = std::fs::read_dir(&env_dir)
         .map(|mut d| d.next().is_some())
         .unwrap_or(false);
-    if env_dir.join("Dockerfile").is_file() || !has_files {
+    // Harbor's should_upload_environment_dir: not when a build spec (Dockerfile, or a compose
+    // file, whose build contexts are its own) is on disk.
+    if env_dir.join("Dockerfile").is_file()
+        || env_dir.join("docker-compose.yaml").exists()
+        || !has_files
+    {
         return Ok(());
     }
     let workdir = match &task.config.environment.workdir {

@@ -21,6 +21,12 @@ impl<B: Backend> Trial<B> {
     /// learnt (exit code, named checks).
     pub(super) async fn verification(&mut self) -> Result<(), TrialFailure> {
         self.enter(Phase::Verifier);
+        if super::separate_verifier::is_separate(&self.plan.task) {
+            return self.separate_verification().await;
+        }
+        let network = self.network_plan();
+        self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
+            .await?;
         start_timing(&mut self.result.verifier);
         let verified = self.verify_tests(None, self.timeouts.verifier).await;
         finish_timing(&mut self.result.verifier);
@@ -54,7 +60,7 @@ impl<B: Backend> Trial<B> {
 
     /// Records how the verifier was isolated and what the agent left running, in the result
     /// and in `trial.log`.
-    fn record_notes(&mut self, notes: verifiers::VerifyNotes) {
+    pub(super) fn record_notes(&mut self, notes: verifiers::VerifyNotes) {
         match &notes.isolation {
             Some(isolation) if isolation.isolated => self
                 .log

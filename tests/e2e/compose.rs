@@ -1,0 +1,387 @@
+//! Compose environments, the separate verifier and per-phase networks against the real Docker
+//! engine: the examples score 1 with the oracle and 0 with nop, the sidecars' logs land in the
+//! trial dir, bad compose files and GPU tasks are refused by name, and no container, network
+//! or volume of the job is left behind. Every network check runs inside the containers and
+//! reaches nothing but loopback and the trial's own sidecar.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+};
+
+/// Runs `agent` once on the task at `path` into a fresh jobs dir.
+fn run(path: &Path, agent: &str) -> (tempfile::TempDir, Job) {
+    ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let assert = runner()
+        .args(["run", "--agent", agent, "--max-retries", "0", "--jobs-dir"])
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(path)
+        .timeout(Duration::from_secs(600))
+        .assert();
+    eprintln!("{}", String::from_utf8_lossy(&assert.get_output().stderr));
+    let job = Job::single_in(jobs.path());
+    assert_nothing_left(&job);
+    (jobs, job)
+}
+
+fn example(name: &str) -> std::path::PathBuf {
+    workspace_root().join("tasks/examples").join(name)
+}
+
+/// Names of the `docker <kind>`s (network, volume) carrying `label`.
+fn objects_with_label(kind: &str, label: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([kind, "ls", "-q", "--filter", &format!("label={label}")])
+        .output()
+        .expect("the docker CLI runs");
+    assert!(out.status.success(), "docker {kind} ls failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_nothing_left(job: &Job) {
+    let label = format!("runner.job={}", job.job_id());
+    assert!(containers_with_label(&label).is_empty(), "containers left");
+    assert!(
+        objects_with_label("network", &label).is_empty(),
+        "networks left"
+    );
+    assert!(
+        objects_with_label("volume", &label).is_empty(),
+        "volumes left"
+    );
+}
+
+/// The only trial's result and directory name.
+fn only_trial(job: &Job) -> (String, serde_json::Value) {
+    let mut results = job.trial_results();
+    assert_eq!(results.len(), 1);
+    results.remove(0)
+}
+
+/// The only trial's `EnvironmentStartError` message.
+fn start_error(job: &Job) -> (String, String) {
+    let (name, result) = only_trial(job);
+    assert_eq!(
+        exception(&result).as_deref(),
+        Some("EnvironmentStartError"),
+        "{name}"
+    );
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap();
+    (name, message.to_owned())
+}
+
+fn scored(job: &Job, want: f64) -> String {
+    let (name, result) = only_trial(job);
+    assert_eq!(
+        exception(&result),
+        None,
+        "{name}: {}",
+        result["exception_info"]
+    );
+    assert_eq!(reward(&result), Some(want), "{name}");
+    name
+}
+
+#[test]
+fn the_compose_example_queries_its_sidecar_and_keeps_its_log() {
+    let (_jobs, job) = run(&example("compose-sidecar"), "oracle");
+    let trial = scored(&job, 1.0);
+    let log = job.trial_file(&trial, "sidecars/keeper.log");
+    assert!(log.contains("GET /token"), "{log}");
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("started compose service keeper"),
+        "{trial_log}"
+    );
+    let (_jobs, job) = run(&example("compose-sidecar"), "nop");
+    scored(&job, 0.0);
+}
+
+#[test]
+fn the_separate_verifier_sees_the_artifacts_and_not_the_decoy() {
+    let (_jobs, job) = run(&example("separate-verifier"), "oracle");
+    let trial = scored(&job, 1.0);
+    let stdout = job.trial_file(&trial, "verifier/test-stdout.txt");
+    for check in [
+        "test_the_decoy_did_not",
+        "test_this_is_not_the_agents_image",
+    ] {
+        assert!(
+            stdout.contains(&format!("PASSED test_outputs.py::{check}")),
+            "{stdout}"
+        );
+    }
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("separate verifier environment"),
+        "{trial_log}"
+    );
+    assert!(
+        trial_log.contains("artifact /app/report.txt: file copied"),
+        "{trial_log}"
+    );
+    let (_jobs, job) = run(&example("separate-verifier"), "nop");
+    scored(&job, 0.0);
+}
+
+#[test]
+fn the_agent_runs_offline_and_the_verifier_online_in_one_container() {
+    let (_jobs, job) = run(&example("agent-offline"), "oracle");
+    let trial = scored(&job, 1.0);
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("network public -> no-network for the agent run"),
+        "{trial_log}"
+    );
+    let (_jobs, job) = run(&example("agent-offline"), "nop");
+    scored(&job, 0.0);
+}
+
+/// Run offline, the agent's solution: the sidecar must be out of reach (no interface, no
+/// name), the shared volume still there.
+const OFFLINE_SOLVE: &str = r#"#!/bin/bash
+# Runs offline: the sidecar must be out of reach (no interface, no name), yet the shared
+# volume is still there.
+python3 - <<'PY' > /app/agent.txt
+import socket
+try:
+    socket.create_connection(("keeper", 8080), timeout=3).close()
+    print("reached")
+except OSError as exc:
+    print("unreachable")
+PY
+echo $(ls /sys/class/net | sort) >> /app/agent.txt
+test -s /shared/token.txt && echo volume >> /app/agent.txt
+exit 0
+"#;
+
+/// Run online, the verifier's checks: the agent's record, and the sidecar answering now.
+const ONLINE_TESTS: &str = r#""""The agent was offline (no sidecar, only lo); the verifier is online (the sidecar answers)."""
+
+import http.client
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+
+def test_the_agent_could_not_reach_the_sidecar():
+    lines = open("/app/agent.txt").read().split("\n")
+    assert lines[0] == "unreachable", lines
+    assert lines[1].split() == ["lo"], lines
+    assert "volume" in lines, "the shared volume was missing while offline"
+
+
+def test_the_verifier_reaches_the_sidecar():
+    conn = http.client.HTTPConnection("keeper", 8080, timeout=10)
+    conn.request("GET", "/token")
+    token = conn.getresponse().read().decode()
+    assert token == open("/shared/token.txt").read().strip()
+
+
+if __name__ == "__main__":
+    harness.main(globals())
+"#;
+
+#[test]
+fn an_offline_agent_cannot_reach_its_sidecar_and_the_online_verifier_can() {
+    let dir = edited_example(|task| {
+        let path = task.join("task.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text
+            .replace("[agent]\n", "[agent]\nnetwork_mode = \"no-network\"\n")
+            .replace("[verifier]\n", "[verifier]\nnetwork_mode = \"public\"\n");
+        std::fs::write(path, text).unwrap();
+        std::fs::write(task.join("solution/solve.sh"), OFFLINE_SOLVE).unwrap();
+        std::fs::write(task.join("tests/test_outputs.py"), ONLINE_TESTS).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let trial = scored(&job, 1.0);
+    let stdout = job.trial_file(&trial, "verifier/test-stdout.txt");
+    assert!(stdout.contains("2 passed"), "{stdout}");
+    let trial_log = job.trial_file(&trial, "trial.log");
+    assert!(
+        trial_log.contains("network no-network -> public for the rest of the trial"),
+        "{trial_log}"
+    );
+}
+
+/// A copy of the compose example with `edit` applied to its files, in a temp dir.
+fn edited_example(edit: impl Fn(&Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(example("compose-sidecar"))
+        .arg(dir.path().join("task"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    edit(&dir.path().join("task"));
+    dir
+}
+
+#[test]
+fn a_compose_key_runner_cannot_run_is_refused_by_name() {
+    let dir = edited_example(|task| {
+        let path = task.join("environment/docker-compose.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.replace(
+            "    expose:\n",
+            "    ports:\n      - \"8080:8080\"\n    expose:\n",
+        );
+        std::fs::write(path, text).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let (_, message) = start_error(&job);
+    assert!(
+        message.contains("services.keeper") && message.contains("ports"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_sidecar_that_never_gets_healthy_fails_the_start_and_leaves_nothing() {
+    let dir = edited_example(|task| {
+        let path = task.join("environment/docker-compose.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text
+            .replace("('127.0.0.1', 8080)", "('127.0.0.1', 9)")
+            .replace("retries: 30", "retries: 2");
+        std::fs::write(path, text).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let (name, message) = start_error(&job);
+    assert!(
+        message.contains("keeper never became service_healthy"),
+        "{message}"
+    );
+    // Its log is kept even though the environment never started.
+    assert!(job.dir.join(&name).join("sidecars/keeper.log").is_file());
+}
+
+#[test]
+fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
+    let info = Command::new("docker")
+        .args(["info", "--format", "{{json .Runtimes}}"])
+        .output()
+        .unwrap();
+    let runtimes = String::from_utf8_lossy(&info.stdout).to_string();
+    let dir = edited_example(|task| {
+        std::fs::remove_file(task.join("environment/docker-compose.yaml")).unwrap();
+        let path = task.join("task.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(path, text.replace("cpus = 1\n", "cpus = 1\ngpus = 1\n")).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    if runtimes.contains("nvidia") {
+        // An engine with GPUs runs the task (the token file is missing: reward 0, no error).
+        let (name, result) = only_trial(&job);
+        assert_eq!(exception(&result), None, "{name}");
+        return;
+    }
+    let (_, message) = start_error(&job);
+    assert!(
+        message.contains("task examples/compose-sidecar")
+            && message.contains("[environment] gpus = 1"),
+        "{message}"
+    );
+}
+
+/// Starts `runner run` on a compose task whose agent sleeps, and returns once the trial's
+/// containers and network exist, with the job id. (A failed start panics the test, which
+/// the test's own runner process outlives only until the trial's deadline.)
+#[allow(clippy::zombie_processes)]
+fn start_sleeping_compose(jobs: &Path, task: &Path) -> (std::process::Child, String) {
+    ensure_base_image();
+    runner(); // builds the binary
+    let child = Command::new(assert_cmd::cargo::cargo_bin("runner"))
+        .args(["run", "--agent", "oracle", "--jobs-dir"])
+        .arg(jobs)
+        .arg("--path")
+        .arg(task)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runner starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trial never started"
+        );
+        if let Ok(entries) = std::fs::read_dir(jobs)
+            && let Some(job) = entries.flatten().next()
+            && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
+        {
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if let Some(id) = value["id"].as_str() {
+                let label = format!("runner.job={id}");
+                // The sidecar and the main container: the environment is up.
+                if containers_with_label(&label).len() >= 2
+                    && !objects_with_label("network", &label).is_empty()
+                {
+                    std::thread::sleep(Duration::from_secs(2));
+                    return (child, id.to_owned());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn sleeping_compose_task() -> tempfile::TempDir {
+    edited_example(|task| {
+        std::fs::write(task.join("solution/solve.sh"), "#!/bin/bash\nsleep 120\n").unwrap();
+    })
+}
+
+fn labelled_anything(label: &str) -> usize {
+    containers_with_label(label).len()
+        + objects_with_label("network", label).len()
+        + objects_with_label("volume", label).len()
+}
+
+#[test]
+fn ctrl_c_during_a_compose_trial_removes_its_sidecars_network_and_volume() {
+    let task = sleeping_compose_task();
+    let jobs = tempfile::tempdir().unwrap();
+    let (mut child, job_id) = start_sleeping_compose(jobs.path(), &task.path().join("task"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
+    assert_eq!(labelled_anything(&format!("runner.job={job_id}")), 0);
+}
+
+#[test]
+fn a_later_run_reaps_the_compose_objects_of_a_killed_runner() {
+    let task = sleeping_compose_task();
+    let jobs = tempfile::tempdir().unwrap();
+    let (mut child, job_id) = start_sleeping_compose(jobs.path(), &task.path().join("task"));
+    let label = format!("runner.job={job_id}");
+    child.kill().unwrap(); // SIGKILL: no teardown at all
+    child.wait().unwrap();
+    assert!(
+        labelled_anything(&label) >= 4,
+        "a killed runner leaves its containers, network and volume"
+    );
+    run(
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        "oracle",
+    );
+    assert_eq!(
+        labelled_anything(&label),
+        0,
+        "the next run reaped the dead runner's containers, network and volume"
+    );
+}
