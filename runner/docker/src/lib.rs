@@ -18,6 +18,7 @@ mod exec;
 mod facts;
 mod image;
 mod jail;
+mod jail_warm;
 mod labels;
 mod ledger;
 mod prune;
@@ -25,6 +26,7 @@ mod pull;
 mod rate;
 mod reap;
 mod reference;
+mod removals;
 mod sandbox;
 
 pub use container::{ContainerSpec, TrialContainer};
@@ -88,6 +90,7 @@ pub struct DockerBackend {
     client: DockerClient,
     owner: Owner,
     images: Arc<ImageService>,
+    removals: removals::Removals,
 }
 
 impl DockerBackend {
@@ -102,6 +105,7 @@ impl DockerBackend {
             images: Arc::new(ImageService::new(client.clone(), policy)),
             client,
             owner: Owner::current(),
+            removals: removals::Removals::default(),
         }
     }
 
@@ -127,10 +131,13 @@ impl Backend for DockerBackend {
         &self,
         spec: &EnvironmentSpec,
     ) -> Result<DockerEnvironment, BackendError> {
-        DockerEnvironment::start(&self.client, spec, &self.owner).await
+        DockerEnvironment::start(&self.client, spec, &self.owner, &self.removals).await
     }
 
+    /// Waits for the removals teardowns asked for, then removes whatever else is labelled
+    /// with the job (what cancelled starts left), so only that is counted.
     async fn remove_job(&self, job_id: &str) -> Result<usize, BackendError> {
+        self.removals.drain().await;
         Ok(remove_job_containers(&self.client, job_id).await?)
     }
 }
