@@ -118,7 +118,10 @@ fn multi_step_network_mode(config: &TaskConfig, _: &Path) -> Option<UnsupportedF
     };
     (!config.steps.is_empty()
         && (sets_mode(&config.agent, &config.verifier)
-            || config.steps.iter().any(|s| sets_mode(&s.agent, &s.verifier))))
+            || config
+                .steps
+                .iter()
+                .any(|s| sets_mode(&s.agent, &s.verifier))))
     .then_some(UnsupportedFeature::MultiStepNetworkMode)
 }
 

@@ -72,6 +72,7 @@ mod accounts;
 mod copy;
 mod launch;
 mod mounts;
+mod order;
 mod procs;
 mod sys;
 #[cfg(test)]
@@ -85,6 +86,9 @@ use procs::{bounding_set_of, list_processes};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("wait") {
+        std::process::exit(order::wait_and_verify());
+    }
     let code = match Options::parse(&args) {
         Ok(options) => verify(&options),
         Err(message) => {

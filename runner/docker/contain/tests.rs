@@ -124,3 +124,23 @@ fn tempfile_dir(name: &str) -> PathBuf {
     fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn an_order_is_read_whole_and_a_cut_one_means_nothing_to_do() {
+    let order = order::read_order(
+        &b"verify\0--command\0true\0--env\0A=b=c\0--timeout\x002.5\0\0trailing"[..],
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        order.args,
+        ["verify", "--command", "true", "--timeout", "2.5"]
+    );
+    assert_eq!(order.env, [("A".to_owned(), "b=c".to_owned())]);
+    assert_eq!(
+        order::read_order(&b"verify\0--command\0tr"[..]).unwrap(),
+        None
+    );
+    assert_eq!(order::read_order(&b""[..]).unwrap(), None);
+    assert!(order::read_order(&b"verify\0--env\0novalue\0\0"[..]).is_err());
+}

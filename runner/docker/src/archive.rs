@@ -12,46 +12,11 @@ use futures_util::StreamExt;
 
 use super::{DockerClient, DockerError};
 
-/// Packs the contents of `source` as entries under `target` (an absolute container path).
-/// Symlinks are stored as symlinks, never followed.
+/// Packs the contents of `source` as entries under `target` (an absolute container path)
+/// with the workspace's one deterministic tar writer ([`provenance::write_dir`]): symlinks are
+/// stored as symlinks and never followed, so nothing outside the tree is ever read.
 pub fn pack_dir(source: &Path, target: &str) -> std::io::Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
-    append_dir(&mut builder, source, target)?;
-    builder.into_inner()
-}
-
-fn append_dir(
-    builder: &mut tar::Builder<Vec<u8>>,
-    source: &Path,
-    target: &str,
-) -> std::io::Result<()> {
-    let prefix = target.trim_start_matches('/').trim_end_matches('/');
-    builder.follow_symlinks(false);
-    let mut stack = vec![source.to_path_buf()];
-    let mut entries = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            let meta = std::fs::symlink_metadata(&path)?;
-            if meta.is_dir() {
-                stack.push(path.clone());
-            }
-            entries.push(path);
-        }
-    }
-    entries.sort();
-    for path in entries {
-        let rel = path
-            .strip_prefix(source)
-            .expect("walked path is under source");
-        let name = if prefix.is_empty() {
-            rel.to_path_buf()
-        } else {
-            Path::new(prefix).join(rel)
-        };
-        builder.append_path_with_name(&path, name)?;
-    }
-    Ok(())
+    provenance::pack_dir(source, target).map_err(std::io::Error::other)
 }
 
 /// Packs one file with `mode` at `target`.
@@ -66,9 +31,9 @@ pub fn pack_file(bytes: &[u8], target: &str, mode: u32) -> std::io::Result<Vec<u
     builder.into_inner()
 }
 
-/// The jail's root additions: the helper at `helper_path` (mode 0755), the tests under
-/// `/.runner/tests` and an empty `/.runner/out`.
-pub fn pack_jail(helper: &[u8], helper_path: &str, tests: &Path) -> std::io::Result<Vec<u8>> {
+/// The jail's root additions without the tests: the helper at `helper_path` (mode 0755), and
+/// the empty `/.runner/out` and `/.runner/tests`.
+pub fn pack_jail_root(helper: &[u8], helper_path: &str) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     for (dir, mode) in [
         (".runner", 0o755),
@@ -86,8 +51,25 @@ pub fn pack_jail(helper: &[u8], helper_path: &str, tests: &Path) -> std::io::Res
     header.set_mode(0o755);
     header.set_entry_type(tar::EntryType::Regular);
     builder.append_data(&mut header, helper_path.trim_start_matches('/'), helper)?;
-    append_dir(&mut builder, tests, "/.runner/tests")?;
     builder.into_inner()
+}
+
+/// Where the jail finds the tests it copies into the private `/tests`.
+const JAIL_TESTS: &str = "/.runner/tests";
+
+/// The tests for a jail whose root already has `/.runner/tests` (a warm jail).
+pub fn pack_tests(tests: &Path) -> std::io::Result<Vec<u8>> {
+    pack_dir(tests, JAIL_TESTS)
+}
+
+/// A fresh jail's root additions: [`pack_jail_root`] and the tests under `/.runner/tests`,
+/// in one archive (one upload).
+pub fn pack_jail(helper: &[u8], helper_path: &str, tests: &Path) -> std::io::Result<Vec<u8>> {
+    let mut tar = pack_jail_root(helper, helper_path)?;
+    // A finished tar ends with two zero blocks; the tests' entries continue it instead.
+    tar.truncate(tar.len().saturating_sub(1024));
+    provenance::write_dir(tests, JAIL_TESTS, &mut tar).map_err(std::io::Error::other)?;
+    Ok(tar)
 }
 
 /// Uploads a tar whose entry names are relative to `/`.

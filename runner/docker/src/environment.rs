@@ -4,12 +4,18 @@
 use engine::{BackendError, BackendErrorKind, Environment, EnvironmentSpec, NetworkAccess};
 use tasks::records::StorageEnforcement;
 
+use std::sync::Arc;
+
 use super::compose::{ComposeRun, MAIN_SERVICE, compose_path};
-use super::container::{ContainerExtra, ContainerSpec, TrialContainer, limits_host_config};
+use super::container::{
+    ContainerExtra, ContainerSpec, TrialContainer, limits_host_config, remove_container,
+};
 use super::image::ImageService;
-use super::jail::JailSpec;
+use super::jail::{HELPER, JailSpec};
+use super::jail_warm::{JailSlot, Prepared, prestart};
 use super::labels::{self, Owner};
 use super::network::{self, Attachment};
+use super::removals::Removals;
 use super::{DockerClient, DockerSandbox, gpus, image};
 
 /// A started trial container and the sandbox over it.
@@ -22,18 +28,23 @@ pub struct DockerEnvironment {
     attachments: Vec<Attachment>,
     /// The compose sidecars, network and volumes, when the task has a compose file.
     compose: Option<ComposeRun>,
+    /// The verifier jail, prepared in the background from the start (see `jail_warm.rs`).
+    jail: Arc<JailSlot>,
+    removals: Removals,
 }
 
 impl DockerEnvironment {
     /// Creates and starts the environment of `spec`: the compose services first (when its
     /// task has `environment/docker-compose.yaml`), then the main container. Sidecars given
     /// in `spec.sidecars` are refused before anything is created (services come from the
-    /// compose file), and so is a GPU task on an engine without GPUs.
+    /// compose file), and so is a GPU task on an engine without GPUs. The verifier jail is
+    /// prepared in the background from here on, so only its order is on the trial's path.
     pub(crate) async fn start(
         client: &DockerClient,
         images: &ImageService,
         spec: &EnvironmentSpec,
         owner: &Owner,
+        removals: &Removals,
     ) -> Result<DockerEnvironment, BackendError> {
         if let Some(sidecar) = spec.sidecars.first() {
             return Err(BackendError::new(
@@ -63,7 +74,7 @@ impl DockerEnvironment {
             Some((run, additions)) => (Some(run), Some(additions)),
             None => (None, None),
         };
-        let started = Self::start_main(client, spec, owner, additions).await;
+        let started = Self::start_main(client, spec, owner, additions, removals).await;
         match (started, compose) {
             (Ok(mut environment), compose) => {
                 environment.compose = compose;
@@ -82,6 +93,7 @@ impl DockerEnvironment {
         spec: &EnvironmentSpec,
         owner: &Owner,
         additions: Option<super::compose::MainAdditions>,
+        removals: &Removals,
     ) -> Result<DockerEnvironment, BackendError> {
         let main = &spec.main;
         let limits = &spec.limits;
@@ -141,52 +153,77 @@ impl DockerEnvironment {
             (Some(_), true) => StorageEnforcement::Quota,
             (Some(_), false) => StorageEnforcement::Watched,
         };
-        let mut environment = DockerEnvironment {
-            client: client.clone(),
-            sandbox: DockerSandbox::new(
-                client.clone(),
-                container.id.clone(),
-                main.workdir.clone(),
-                spec.observer.clone(),
-                limits.download_cap_bytes,
+        let mut jail_labels = labels::for_job(&spec.job_id, owner);
+        jail_labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
+        jail_labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
+        let base = JailSpec {
+            trial_id: container.id.clone(),
+            trial_name: container.name.clone(),
+            image: main.image.clone(),
+            env: container_spec.env.clone(),
+            default_user: None,
+            workdir: main.workdir.clone(),
+            labels: jail_labels,
+            limits: limits_host_config(
+                main.cpus,
+                main.memory_mb,
+                Some(limits.memory_swap_mb),
+                Some(limits.pids_limit),
             ),
+        };
+        let jail = Arc::new(JailSlot::preparing(tokio::spawn(prepare_jail(
+            client.clone(),
+            base,
+        ))));
+        let sandbox = DockerSandbox::new(
+            client.clone(),
+            container.id.clone(),
+            main.workdir.clone(),
+            spec.observer.clone(),
+            limits.download_cap_bytes,
+            removals.clone(),
+        )
+        .with_jail(jail.clone());
+        Ok(DockerEnvironment {
+            client: client.clone(),
+            sandbox,
             container,
             storage,
             attachments,
             compose: None,
-        };
-        // What the verifier jail must copy from the running container (its default user); a failure here leaves the environment without a jail, which the
-        // trial records as isolation unavailable.
-        if let Ok(inspected) = client
-            .api()
-            .inspect_container(&environment.container.id, None)
-            .await
-        {
-            let config = inspected.config.unwrap_or_default();
-            let mut jail_labels = labels::for_job(&spec.job_id, owner);
-            jail_labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
-            jail_labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
-            let jail = JailSpec {
-                trial_id: environment.container.id.clone(),
-                trial_name: environment.container.name.clone(),
-                image: main.image.clone(),
-                env: container_spec.env.clone(),
-                default_user: config.user.filter(|u| !u.is_empty()),
-                workdir: main
-                    .workdir
-                    .clone()
-                    .or(config.working_dir.filter(|w| !w.is_empty())),
-                labels: jail_labels,
-                limits: limits_host_config(
-                    main.cpus,
-                    main.memory_mb,
-                    Some(limits.memory_swap_mb),
-                    Some(limits.pids_limit),
-                ),
+            jail,
+            removals: removals.clone(),
+        })
+    }
+}
+
+/// Completes the jail's spec with what it must copy from the running container (its default
+/// user, and its working directory when the task names none), then starts the jail early. A
+/// failed inspection leaves the trial without a jail (recorded as isolation unavailable); a
+/// failed early start leaves the verifier to make a fresh jail.
+async fn prepare_jail(client: DockerClient, mut spec: JailSpec) -> Prepared {
+    let inspected = match client.api().inspect_container(&spec.trial_id, None).await {
+        Ok(inspected) => inspected,
+        Err(e) => {
+            return Prepared {
+                spec: None,
+                warm: Err(format!("inspecting {}: {e}", spec.trial_name)),
             };
-            environment.sandbox = environment.sandbox.with_jail(jail);
         }
-        Ok(environment)
+    };
+    let config = inspected.config.unwrap_or_default();
+    spec.default_user = config.user.filter(|u| !u.is_empty());
+    if spec.workdir.is_none() {
+        spec.workdir = config.working_dir.filter(|w| !w.is_empty());
+    }
+    let warm = if HELPER.is_empty() {
+        Err("no helper".to_owned())
+    } else {
+        prestart(&client, &spec).await.map_err(|e| e.to_string())
+    };
+    Prepared {
+        spec: Some(spec),
+        warm,
     }
 }
 
@@ -208,12 +245,43 @@ impl Environment for DockerEnvironment {
         }
     }
 
+    /// Asks for the removal of the container, of a jail no verification used and of the
+    /// compose services, and returns: nothing of the trial depends on it, and the job's end
+    /// waits for it.
     async fn remove(self) -> Result<(), BackendError> {
-        let main = self.container.remove(&self.client).await;
-        if let Some(compose) = &self.compose {
-            compose.remove(&self.client, true).await?;
-        }
-        Ok(main?)
+        let DockerEnvironment {
+            client,
+            container,
+            jail,
+            removals,
+            sandbox,
+            compose,
+            ..
+        } = self;
+        let output = sandbox.observer().output.clone();
+        removals.track(tokio::spawn(async move {
+            // The trial goes first: the jail shares its PID namespace and stops with it, and
+            // the compose network can only go once nothing is attached to it.
+            let mut ids = vec![container.id.clone()];
+            if let Some(unused) = jail.unused().await {
+                ids.push(unused);
+            }
+            for id in ids {
+                if let Err(e) = remove_container(&client, &id).await {
+                    let text = format!("removing {id} failed: {e}; the job's sweep removes it\n");
+                    output("runner", text.as_bytes());
+                }
+            }
+            if let Some(compose) = compose
+                && let Err(e) = compose.remove(&client, true).await
+            {
+                let text = format!(
+                    "removing the compose services failed: {e}; the job's sweep removes them\n"
+                );
+                output("runner", text.as_bytes());
+            }
+        }));
+        Ok(())
     }
 
     async fn set_network(&self, access: NetworkAccess) -> Result<(), BackendError> {

@@ -23,16 +23,18 @@ use tasks::records::LeftoverProcess;
 
 use super::archive::{self, DownloadBudget};
 use super::container::remove_container;
+use super::jail_warm::WarmJail;
+use super::removals::Removals;
 use super::{DockerClient, DockerError};
 
 /// The helper, compiled statically by the build script (empty when that was not possible).
 #[cfg(contain_helper)]
-const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/contain"));
+pub(crate) const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/contain"));
 #[cfg(not(contain_helper))]
-const HELPER: &[u8] = &[];
+pub(crate) const HELPER: &[u8] = &[];
 
 /// What the helper is called as inside the jail.
-const HELPER_PATH: &str = "/.runner/contain";
+pub(crate) const HELPER_PATH: &str = "/.runner/contain";
 /// Grace between TERM and KILL when the tests' deadline passes.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long the host waits past the tests' deadline and grace for the jail to exit.
@@ -65,13 +67,18 @@ pub(crate) struct JailSpec {
     pub limits: HostConfig,
 }
 
-/// Runs the tests of `request` isolated; see the module docs.
+/// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
+/// early for this trial, if there is one (see `jail_warm.rs`): its helper gets the order and
+/// the tests start at once. A warm jail that is gone (the agent killed it) is replaced by a
+/// fresh one, made as before. The jail's removal is left to `removals`.
 pub(crate) async fn verify(
     client: &DockerClient,
     spec: &JailSpec,
+    warm: Option<WarmJail>,
     request: &IsolatedVerifyRequest,
     budget: Arc<DownloadBudget>,
     observer: &ExecObserver,
+    removals: &Removals,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
     if HELPER.is_empty() {
         return Ok(IsolatedVerifyOutcome::Unavailable(
@@ -79,21 +86,26 @@ pub(crate) async fn verify(
                 .into(),
         ));
     }
-    let running = client
-        .api()
-        .inspect_container(&spec.trial_id, None)
-        .await
-        .map_err(|e| DockerError::api(format!("inspecting {}", spec.trial_name), e))?
-        .state
-        .and_then(|s| s.running)
-        .unwrap_or(false);
-    if !running {
+    if let Some(mut warm) = warm {
+        if is_running(client, &warm.id).await? {
+            let outcome = run_warm(client, spec, &mut warm, request, budget, observer).await;
+            remove_later(client, removals, observer, warm.id);
+            return outcome;
+        }
+        (observer.output)(
+            "runner",
+            b"the verifier jail started early is not running any more; starting a fresh one\n",
+        );
+        // Awaited: the fresh jail takes its name.
+        let _ = remove_container(client, &warm.id).await;
+    }
+    if !is_running(client, &spec.trial_id).await? {
         return Err(DockerError::Jail(format!(
             "container {} is not running any more (did the agent stop its PID 1?), so nothing can be verified",
             spec.trial_name
         )));
     }
-    let name = format!("{}-verifier", spec.trial_name);
+    let name = jail_name(spec);
     let body = jail_body(spec, request);
     let options = CreateContainerOptionsBuilder::default().name(&name).build();
     let created = match client.api().create_container(Some(options), body).await {
@@ -105,18 +117,38 @@ pub(crate) async fn verify(
         }
     };
     let outcome = run_jail(client, &created.id, request, budget, observer).await;
-    if let Err(e) = remove_container(client, &created.id).await {
-        (observer.output)(
-            "runner",
-            format!("removing {name} failed: {e}\n").as_bytes(),
-        );
-    }
+    remove_later(client, removals, observer, created.id);
     outcome
 }
 
-fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreateBody {
-    let mut entrypoint: Vec<String> = [
-        HELPER_PATH,
+/// True when the container `id` is running.
+async fn is_running(client: &DockerClient, id: &str) -> Result<bool, DockerError> {
+    Ok(client
+        .api()
+        .inspect_container(id, None)
+        .await
+        .map_err(|e| DockerError::api(format!("inspecting {id}"), e))?
+        .state
+        .and_then(|s| s.running)
+        .unwrap_or(false))
+}
+
+/// Starts removing the stopped jail `id`; nothing waits for it but the job's end.
+fn remove_later(client: &DockerClient, removals: &Removals, observer: &ExecObserver, id: String) {
+    let output = observer.output.clone();
+    removals.remove(client, vec![id], move |message| {
+        output("runner", format!("{message}\n").as_bytes())
+    });
+}
+
+/// The jail's name: the trial container's, with `-verifier`.
+pub(crate) fn jail_name(spec: &JailSpec) -> String {
+    format!("{}-verifier", spec.trial_name)
+}
+
+/// The arguments of `contain verify` for `request`.
+fn verify_args(spec: &JailSpec, request: &IsolatedVerifyRequest) -> Vec<String> {
+    let mut args: Vec<String> = [
         "verify",
         "--command",
         &request.command,
@@ -132,18 +164,40 @@ fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreat
     .iter()
     .map(|s| s.to_string())
     .collect();
-    if let Some(user) = request.user.as_ref().or(spec.default_user.as_ref()) {
-        entrypoint.extend(["--user".to_owned(), user.clone()]);
+    // Empty values are left out: an empty field would end a warm jail's order.
+    if let Some(user) = request.user.as_ref().or(spec.default_user.as_ref())
+        && !user.is_empty()
+    {
+        args.extend(["--user".to_owned(), user.clone()]);
     }
-    if let Some(workdir) = &spec.workdir {
-        entrypoint.extend(["--workdir".to_owned(), workdir.clone()]);
+    if let Some(workdir) = spec.workdir.as_ref().filter(|w| !w.is_empty()) {
+        args.extend(["--workdir".to_owned(), workdir.clone()]);
     }
     if request.env.contains_key("HOME") {
-        entrypoint.extend(["--keep-home".to_owned(), "1".to_owned()]);
+        args.extend(["--keep-home".to_owned(), "1".to_owned()]);
     }
+    args
+}
+
+/// The jail's host settings: the trial's PID and network namespaces, its limits, and the two
+/// capabilities the helper needs.
+pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
+    let container = format!("container:{}", spec.trial_id);
+    HostConfig {
+        network_mode: Some(container.clone()),
+        pid_mode: Some(container),
+        cap_add: Some(vec!["SYS_ADMIN".into(), "WAKE_ALARM".into()]),
+        init: Some(false),
+        auto_remove: Some(false),
+        ..spec.limits.clone()
+    }
+}
+
+fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreateBody {
+    let mut entrypoint = vec![HELPER_PATH.to_owned()];
+    entrypoint.extend(verify_args(spec, request));
     let mut env = spec.env.clone();
     env.extend(request.env.iter().map(|(k, v)| format!("{k}={v}")));
-    let container = format!("container:{}", spec.trial_id);
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         entrypoint: Some(entrypoint),
@@ -151,18 +205,12 @@ fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreat
         env: Some(env),
         user: Some("0".into()),
         labels: Some(spec.labels.clone()),
-        host_config: Some(HostConfig {
-            network_mode: Some(container.clone()),
-            pid_mode: Some(container),
-            cap_add: Some(vec!["SYS_ADMIN".into(), "WAKE_ALARM".into()]),
-            init: Some(false),
-            auto_remove: Some(false),
-            ..spec.limits.clone()
-        }),
+        host_config: Some(jail_host_config(spec)),
         ..Default::default()
     }
 }
 
+/// A fresh jail: the helper and the tests go into its root before it starts.
 async fn run_jail(
     client: &DockerClient,
     id: &str,
@@ -174,10 +222,7 @@ async fn run_jail(
     let tar = tokio::task::spawn_blocking(move || archive::pack_jail(HELPER, HELPER_PATH, &tests))
         .await
         .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
-        .map_err(|e| DockerError::Io {
-            operation: format!("packing {}", request.tests_dir.display()),
-            source: e,
-        })?;
+        .map_err(|e| DockerError::Jail(format!("packing {}: {e}", request.tests_dir.display())))?;
     archive::upload(client, id, tar, "the verifier jail").await?;
     let started = Instant::now();
     if let Err(e) = client.api().start_container(id, None).await {
@@ -185,6 +230,40 @@ async fn run_jail(
             "the verifier jail did not start: {e}"
         )));
     }
+    finish_run(client, id, request, budget, observer, started).await
+}
+
+/// A warm jail: the tests go into its (running) root, then the order starts them.
+async fn run_warm(
+    client: &DockerClient,
+    spec: &JailSpec,
+    warm: &mut WarmJail,
+    request: &IsolatedVerifyRequest,
+    budget: Arc<DownloadBudget>,
+    observer: &ExecObserver,
+) -> Result<IsolatedVerifyOutcome, DockerError> {
+    let tests = request.tests_dir.clone();
+    let tar = tokio::task::spawn_blocking(move || archive::pack_tests(&tests))
+        .await
+        .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
+        .map_err(|e| DockerError::Jail(format!("packing {}: {e}", request.tests_dir.display())))?;
+    archive::upload(client, &warm.id, tar, "the tests into the verifier jail").await?;
+    let started = Instant::now();
+    warm.order(&verify_args(spec, request), &request.env)
+        .await?;
+    finish_run(client, &warm.id, request, budget, observer, started).await
+}
+
+/// Waits for a started jail (its run counts as time inside the verifier's command), relays
+/// its messages and brings its results back.
+async fn finish_run(
+    client: &DockerClient,
+    id: &str,
+    request: &IsolatedVerifyRequest,
+    budget: Arc<DownloadBudget>,
+    observer: &ExecObserver,
+    started: Instant,
+) -> Result<IsolatedVerifyOutcome, DockerError> {
     let backstop = request.timeout + KILL_GRACE + HOST_BACKSTOP;
     let exit = match tokio::time::timeout(backstop, wait_exit(client, id)).await {
         Ok(exit) => Some(exit?),
@@ -197,6 +276,9 @@ async fn run_jail(
         }
     };
     let elapsed = started.elapsed();
+    observer.add_exec_time(elapsed);
+    let text = format!("verifier jail ran for {:.3}s\n", elapsed.as_secs_f64());
+    (observer.output)("runner", text.as_bytes());
     relay_logs(client, id, observer).await;
     let Some(exit) = exit else {
         return Ok(IsolatedVerifyOutcome::Ran(IsolatedRun {

@@ -20,6 +20,7 @@ mod facts;
 mod gpus;
 mod image;
 mod jail;
+mod jail_warm;
 mod labels;
 mod ledger;
 mod network;
@@ -28,6 +29,7 @@ mod pull;
 mod rate;
 mod reap;
 mod reference;
+mod removals;
 mod sandbox;
 
 pub use compose::{ComposeError, ComposeFile};
@@ -92,6 +94,7 @@ pub struct DockerBackend {
     client: DockerClient,
     owner: Owner,
     images: Arc<ImageService>,
+    removals: removals::Removals,
 }
 
 impl DockerBackend {
@@ -106,6 +109,7 @@ impl DockerBackend {
             images: Arc::new(ImageService::new(client.clone(), policy)),
             client,
             owner: Owner::current(),
+            removals: removals::Removals::default(),
         }
     }
 
@@ -131,7 +135,14 @@ impl Backend for DockerBackend {
         &self,
         spec: &EnvironmentSpec,
     ) -> Result<DockerEnvironment, BackendError> {
-        DockerEnvironment::start(&self.client, &self.images, spec, &self.owner).await
+        DockerEnvironment::start(
+            &self.client,
+            &self.images,
+            spec,
+            &self.owner,
+            &self.removals,
+        )
+        .await
     }
 
     async fn start_verifier_environment(
@@ -169,10 +180,20 @@ impl Backend for DockerBackend {
             "runner",
             format!("verifier image {} ({})\n", image.tag, image.id).as_bytes(),
         );
-        DockerEnvironment::start(&self.client, &self.images, &spec, &self.owner).await
+        DockerEnvironment::start(
+            &self.client,
+            &self.images,
+            &spec,
+            &self.owner,
+            &self.removals,
+        )
+        .await
     }
 
+    /// Waits for the removals teardowns asked for, then removes whatever else is labelled
+    /// with the job (what cancelled starts left), so only that is counted.
     async fn remove_job(&self, job_id: &str) -> Result<usize, BackendError> {
+        self.removals.drain().await;
         Ok(remove_job_containers(&self.client, job_id).await?)
     }
 }

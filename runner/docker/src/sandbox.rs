@@ -9,7 +9,9 @@ use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 
 use super::archive::{self, DownloadBudget};
-use super::jail::{self, JailSpec};
+use super::jail;
+use super::jail_warm::JailSlot;
+use super::removals::Removals;
 use super::{DockerClient, exec};
 
 /// The sandbox agents and verifiers use during one trial.
@@ -21,7 +23,8 @@ pub struct DockerSandbox {
     observer: ExecObserver,
     budget: Arc<DownloadBudget>,
     verifier_budget: Arc<DownloadBudget>,
-    jail: Option<Arc<JailSpec>>,
+    jail: Option<Arc<JailSlot>>,
+    removals: Removals,
 }
 
 /// The verifier's outputs have a budget of their own (at most this, or the trial's cap when
@@ -35,12 +38,13 @@ impl DockerSandbox {
     /// output and wall time; downloads share a budget of `download_cap_bytes`, except the
     /// verifier's outputs, which have their own. It cannot isolate a verifier (see
     /// [`DockerSandbox::with_jail`]).
-    pub fn new(
+    pub(crate) fn new(
         client: DockerClient,
         container: String,
         workdir: Option<String>,
         observer: ExecObserver,
         download_cap_bytes: u64,
+        removals: Removals,
     ) -> Self {
         Self {
             client,
@@ -52,12 +56,18 @@ impl DockerSandbox {
                 download_cap_bytes.min(VERIFIER_CAP_BYTES),
             )),
             jail: None,
+            removals,
         }
     }
 
-    /// The same sandbox, able to run the verifier in a jail described by `spec`.
-    pub(crate) fn with_jail(mut self, spec: JailSpec) -> Self {
-        self.jail = Some(Arc::new(spec));
+    /// What sees this sandbox's commands (and the trial's log).
+    pub(crate) fn observer(&self) -> &ExecObserver {
+        &self.observer
+    }
+
+    /// The same sandbox, able to run the verifier in the jail `slot` prepares.
+    pub(crate) fn with_jail(mut self, slot: Arc<JailSlot>) -> Self {
+        self.jail = Some(slot);
         self
     }
 
@@ -173,17 +183,44 @@ impl Sandbox for DockerSandbox {
         &self,
         request: IsolatedVerifyRequest,
     ) -> Result<IsolatedVerifyOutcome, SandboxError> {
-        let Some(spec) = &self.jail else {
-            return Ok(IsolatedVerifyOutcome::Unavailable(
+        let unavailable = || {
+            Ok(IsolatedVerifyOutcome::Unavailable(
                 "this sandbox has no verifier jail".into(),
-            ));
+            ))
+        };
+        let Some(slot) = &self.jail else {
+            return unavailable();
+        };
+        let waited = std::time::Instant::now();
+        let (spec, warm) = slot.take().await;
+        if matches!(warm, Some(Ok(_))) {
+            let text = format!(
+                "verifier jail started early; waited {:.3}s for it\n",
+                waited.elapsed().as_secs_f64()
+            );
+            (self.observer.output)("runner", text.as_bytes());
+        }
+        let Some(spec) = spec else {
+            return unavailable();
+        };
+        let warm = match warm {
+            Some(Ok(warm)) => Some(warm),
+            Some(Err(why)) => {
+                let text =
+                    format!("the verifier jail was not started early ({why}); starting it now\n");
+                (self.observer.output)("runner", text.as_bytes());
+                None
+            }
+            None => None,
         };
         jail::verify(
             &self.client,
-            spec,
+            &spec,
+            warm,
             &request,
             self.verifier_budget.clone(),
             &self.observer,
+            &self.removals,
         )
         .await
         .map_err(|e| SandboxError::new("run the verifier jail", e))

@@ -338,7 +338,8 @@ pub trait Environment: Send + Sync + 'static {
     /// A one-line description for `trial.log` (container names and ids).
     fn describe(&self) -> String;
 
-    /// Stops and removes every service; a missing service counts as removed.
+    /// Stops and removes every service; a missing service counts as removed. A backend may
+    /// return once the removal is under way, when its `remove_job` waits for it to end.
     fn remove(self) -> impl Future<Output = Result<(), BackendError>> + Send;
 
     /// Switches the main service's network between phases (Harbor's per-phase `network_mode`):

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use adapter::AnyAgent;
 use engine::events::Event;
-use engine::job::{JobSettings, plan_job, run_job};
-use tasks::{Dataset, Multipliers};
+use engine::job::{plan_job, run_job};
+use tasks::Dataset;
 use testkit::{FakeBackend, TaskFixture};
 use tokio_util::sync::CancellationToken;
 
@@ -38,24 +38,10 @@ fn write_task(dataset: &Path, name: &str, prebuilt: bool, solve_sleep: f64) {
 async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, Event)> {
     let dataset = Dataset::load(&dir.join("dataset")).expect("the dataset loads");
     let agent = AnyAgent::builtin("oracle").unwrap();
-    let settings = JobSettings {
-        job_name: "job".into(),
-        jobs_dir: dir.join("jobs").display().to_string(),
-        k: 1,
-        n_concurrent: 1,
-        multipliers: Multipliers::default(),
-        force_build: false,
-        agent: adapter::Agent::job_config(&agent),
-        agent_fingerprint: engine::job::AgentFingerprint::of(&agent),
-        retry: engine::job::RetryPolicy::none(),
-        watchdog_grace: engine::trial::watchdog::DEFAULT_GRACE,
-        allow_container_secrets: false,
-        instruction_suffix: None,
-        invocation: vec!["test".into()],
-        working_dir: None,
-        runner_commit: None,
-        limits: engine::LimitSettings::default(),
-        bridge: None,
+    let settings = {
+        let mut settings = testkit::job_settings(dir, "job", &agent, 1);
+        settings.watchdog_grace = engine::trial::watchdog::DEFAULT_GRACE;
+        settings
     };
     let plan = plan_job(&dataset, &settings);
     let events = Arc::new(Mutex::new(Vec::new()));

@@ -4,12 +4,11 @@
 //! declared artifacts come back with Harbor's manifest.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use adapter::AnyAgent;
-use engine::job::{AgentFingerprint, JobSettings, RetryPolicy, plan_job, run_job};
+use engine::job::{plan_job, run_job};
 use tasks::records::TrialResult;
-use tasks::{Dataset, ExceptionType, Multipliers};
+use tasks::{Dataset, ExceptionType};
 use testkit::{FakeBackend, TaskFixture};
 use tokio_util::sync::CancellationToken;
 
@@ -93,25 +92,7 @@ impl Ran {
 async fn run_one(dir: tempfile::TempDir, dataset: Dataset, agent: &str) -> Ran {
     let backend = FakeBackend::new();
     let agent = AnyAgent::builtin(agent).unwrap();
-    let settings = JobSettings {
-        job_name: "job".into(),
-        jobs_dir: dir.path().join("jobs").display().to_string(),
-        k: 1,
-        n_concurrent: 1,
-        multipliers: Multipliers::default(),
-        force_build: false,
-        agent: adapter::Agent::job_config(&agent),
-        agent_fingerprint: AgentFingerprint::of(&agent),
-        retry: RetryPolicy::none(),
-        watchdog_grace: Duration::from_secs(60),
-        allow_container_secrets: false,
-        instruction_suffix: None,
-        invocation: vec!["test".into()],
-        working_dir: None,
-        runner_commit: None,
-        limits: engine::LimitSettings::default(),
-        bridge: None,
-    };
+    let settings = testkit::job_settings(dir.path(), "job", &agent, 1);
     let plan = plan_job(&dataset, &settings);
     let job_dir = dir.path().join("jobs/job");
     let outcome = run_job(

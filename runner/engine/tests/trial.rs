@@ -9,7 +9,7 @@ use adapter::{AnyAgent, InstalledAgent, InstalledAgentConfig};
 use engine::BackendErrorKind;
 use engine::events::{Event, Phase};
 use engine::job::resume::{ResumeReport, parse_selectors, resume};
-use engine::job::{AgentFingerprint, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
+use engine::job::{JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType, Multipliers};
 use testkit::backend::{Script, Tally, fault};
@@ -91,25 +91,12 @@ impl Default for Options {
 }
 
 fn settings(dir: &Path, options: &Options) -> JobSettings {
-    JobSettings {
-        job_name: "job".into(),
-        jobs_dir: dir.join("jobs").display().to_string(),
-        k: options.k,
-        n_concurrent: 2,
-        multipliers: options.multipliers,
-        force_build: false,
-        agent: adapter::Agent::job_config(&options.agent),
-        agent_fingerprint: AgentFingerprint::of(&options.agent),
-        retry: options.retry.clone(),
-        watchdog_grace: options.grace,
-        allow_container_secrets: false,
-        instruction_suffix: None,
-        invocation: vec!["test".into()],
-        working_dir: None,
-        runner_commit: None,
-        limits: engine::LimitSettings::default(),
-        bridge: None,
-    }
+    let mut settings = testkit::job_settings(dir, "job", &options.agent, options.k);
+    settings.n_concurrent = 2;
+    settings.multipliers = options.multipliers;
+    settings.retry = options.retry.clone();
+    settings.watchdog_grace = options.grace;
+    settings
 }
 
 async fn run(

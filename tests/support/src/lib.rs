@@ -2,18 +2,23 @@
 //! fixtures the agent and verifier tests build on, record fixtures, and file-tree helpers.
 //!
 //! Fakes are for unit tests of logic only: the runner's main paths are tested against the real
-//! Docker engine in the `e2e` crate. [`FakeBackend`] runs the trial state machine with no Docker.
+//! Docker engine in the `e2e` crate. [`FakeBackend`] runs the trial state machine with no Docker;
+//! [`InstantBackend`] does nothing at all, in no time, for measuring the engine itself.
 
 pub mod backend;
 pub mod files;
 pub mod fixtures;
+pub mod instant;
 pub mod records;
 pub mod sandbox;
+pub mod settings;
 pub mod upstream;
 
 pub use backend::FakeBackend;
 pub use fixtures::{TaskFixture, free_port};
+pub use instant::InstantBackend;
 pub use sandbox::FakeSandbox;
+pub use settings::job_settings;
 
 /// Asserts that `text` contains every one of `fragments`, showing it when one is missing.
 pub fn assert_says_all(text: &str, fragments: &[&str]) {

@@ -209,9 +209,20 @@ pub async fn run_job<B: Backend>(
     drop(events);
     let collect = async {
         let mut failure = None;
-        while let Some(event) = receiver.recv().await {
-            on_event(&event);
-            if let Err(e) = recorder.record(&event)
+        let mut tick = tokio::time::interval(recorder::RESULT_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let recorded = tokio::select! {
+                event = receiver.recv() => match event {
+                    Some(event) => {
+                        on_event(&event);
+                        recorder.record(&event)
+                    }
+                    None => break,
+                },
+                _ = tick.tick() => recorder.flush(),
+            };
+            if let Err(e) = recorded
                 && failure.is_none()
             {
                 failure = Some(e);

@@ -1,9 +1,13 @@
 //! The job directory writer: result.json rewritten as trials finish, lock.json as images are
-//! ready, job.log as anything happens. Every record write is atomic and durable. On a resume
+//! ready, job.log as anything happens. Every record write is atomic and durable. result.json
+//! summarises every finished trial, so writing it is O(trials): it is rewritten at most every
+//! [`RESULT_INTERVAL`] (the job's loop flushes a pending change on its tick, and the job's end
+//! always writes it), not on every event, which made a job O(trials²). On a resume
 //! the recorder starts from the trials already complete, so the records describe the whole
 //! job as if it had run in one go.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tasks::TrialOutcome;
@@ -17,8 +21,14 @@ use super::stats::{eval_key, job_stats};
 use crate::backend::ImageInfo;
 use crate::events::Event;
 
+/// The most often result.json is rewritten while trials run.
+pub const RESULT_INTERVAL: Duration = Duration::from_millis(500);
+
 /// Keeps the job's records current on disk.
 pub struct JobRecorder {
+    /// When result.json was last written, and whether it is behind the events since.
+    written_at: Option<Instant>,
+    behind: bool,
     dir: PathBuf,
     result: JobResult,
     lock: JobLock,
@@ -54,6 +64,8 @@ impl JobRecorder {
         };
         let done_before = done.iter().map(|r| r.trial_name.clone()).collect();
         JobRecorder {
+            written_at: None,
+            behind: false,
             dir,
             result,
             lock,
@@ -72,7 +84,7 @@ impl JobRecorder {
             Event::TrialFinished(result) => self.trial_finished((**result).clone()),
             Event::TrialRetrying { .. } => {
                 self.running = self.running.saturating_sub(1);
-                self.write_result()
+                self.update_result()
             }
             Event::ImageReady { task, image, .. } => self.image_ready(task, image),
             Event::Phase { .. }
@@ -86,14 +98,14 @@ impl JobRecorder {
     /// A trial started.
     pub fn trial_started(&mut self) -> std::io::Result<()> {
         self.running += 1;
-        self.write_result()
+        self.update_result()
     }
 
     /// A trial finished.
     pub fn trial_finished(&mut self, result: TrialResult) -> std::io::Result<()> {
         self.running = self.running.saturating_sub(1);
         self.finished.push(result);
-        self.write_result()
+        self.update_result()
     }
 
     /// An image is ready: record it (reference, id, digests, origin) for the task's trials,
@@ -155,7 +167,28 @@ impl JobRecorder {
         write_json_atomic(&self.dir.join("lock.json"), &self.lock)
     }
 
+    /// Writes result.json if a change is pending (the job's loop calls this on its tick).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if self.behind {
+            self.write_result()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Notes a change: written now unless result.json was written less than
+    /// [`RESULT_INTERVAL`] ago (then the next flush or event writes it).
+    fn update_result(&mut self) -> std::io::Result<()> {
+        self.behind = true;
+        match self.written_at {
+            Some(at) if at.elapsed() < RESULT_INTERVAL => Ok(()),
+            _ => self.write_result(),
+        }
+    }
+
     fn write_result(&mut self) -> std::io::Result<()> {
+        self.behind = false;
+        self.written_at = Some(Instant::now());
         let refs: Vec<&TrialResult> = self.finished.iter().collect();
         let mut stats = job_stats(&refs);
         stats.n_running_trials = self.running;

@@ -344,7 +344,7 @@ impl<B: Backend> Trial<B> {
         if let Some(environment) = self.environment.take() {
             let what = environment.describe();
             match tokio::time::timeout(TEARDOWN_TIMEOUT, environment.remove()).await {
-                Ok(Ok(())) => self.log.line(&format!("removed {what}")),
+                Ok(Ok(())) => self.log.line(&format!("removal of {what} requested")),
                 Ok(Err(e)) => self.log.line(&format!(
                     "removing {what} failed: {e}; the job's sweep or the next run reaps it"
                 )),

@@ -1,0 +1,87 @@
+//! `contain wait`: the jail is started early (while the agent runs) and waits here, doing
+//! nothing, until the runner sends the verification order on stdin. The order is the argument
+//! list of `contain verify` plus `--env K=V` pairs, each field ended by a NUL byte and the
+//! whole order by an empty field. End of input before that (the runner went away, or decided
+//! not to verify in this jail) means: do nothing at all.
+
+use super::*;
+
+/// The most bytes an order may hold (arguments and the verifier's environment).
+const MAX_ORDER_BYTES: usize = 1 << 20;
+
+/// What the runner ordered: `verify` arguments and the tests' extra environment.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Order {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Reads one order from `input`; `Ok(None)` when the input ended before one was complete.
+pub(crate) fn read_order(mut input: impl Read) -> io::Result<Option<Order>> {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(end) = find_end(&bytes) {
+            break end;
+        }
+        if bytes.len() > MAX_ORDER_BYTES {
+            return Err(io::Error::other("the order is too long"));
+        }
+        let n = input.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    };
+    let text = std::str::from_utf8(&bytes[..end])
+        .map_err(|_| io::Error::other("the order is not UTF-8"))?;
+    let mut fields = text.split('\0');
+    let mut args = Vec::new();
+    let mut env = Vec::new();
+    while let Some(field) = fields.next() {
+        if field == "--env" {
+            let pair = fields.next().unwrap_or_default();
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| io::Error::other(format!("--env {pair:?} is not K=V")))?;
+            env.push((key.to_owned(), value.to_owned()));
+        } else {
+            args.push(field.to_owned());
+        }
+    }
+    Ok(Some(Order { args, env }))
+}
+
+/// Where the order's fields end: before the empty field that closes it (`\0\0`, or a leading
+/// `\0`), if one has arrived.
+fn find_end(bytes: &[u8]) -> Option<usize> {
+    if bytes.first() == Some(&0) {
+        return Some(0);
+    }
+    bytes.windows(2).position(|w| w == [0, 0])
+}
+
+/// Waits for the order and carries it out as `contain verify` would.
+pub(crate) fn wait_and_verify() -> i32 {
+    match read_order(io::stdin().lock()) {
+        Ok(None) => 0,
+        Ok(Some(order)) => {
+            for (key, value) in &order.env {
+                // SAFETY: the helper is single-threaded here; nothing reads the environment
+                // concurrently.
+                unsafe { std::env::set_var(key, value) };
+            }
+            match Options::parse(&order.args) {
+                Ok(options) => verify(&options),
+                Err(message) => {
+                    eprintln!("contain: {message}");
+                    64
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("contain: reading the order: {e}");
+            64
+        }
+    }
+}
