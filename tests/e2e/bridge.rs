@@ -41,6 +41,15 @@ fn key_scan() -> String {
 /// Per example: a fragment of its instruction, and commands that solve it fast.
 fn solutions() -> Vec<(&'static str, String)> {
     vec![
+        ("Step 1 of 2 (draft)", "echo draft > /app/draft.txt".into()),
+        (
+            "Step 2 of 2 (finalize)",
+            "printf '%s %s\\n' \"$(tr a-z A-Z < /app/draft.txt)\" \"$(cat /app/version.txt)\" > /app/final.txt".into(),
+        ),
+        (
+            "/app/data.txt",
+            "mkdir -p /app/logs && wc -l < /app/data.txt > /app/report.txt && echo 'counted the lines' > /app/logs/run.log".into(),
+        ),
         // First: the separate-verifier instruction also names /app/numbers.txt.
         (
             "/logs/artifacts/sum.txt",
@@ -210,36 +219,54 @@ fn the_model_driven_reference_agent_solves_the_examples_through_the_bridge() {
         .filter(|e| e.as_ref().unwrap().path().join("task.toml").is_file())
         .count();
     assert_eq!(results.len(), tasks * 5);
+    let mut calls_made = 0;
     for (name, result) in &results {
         assert_eq!(reward(result), Some(1.0), "{name}: {result}");
         let agent = &result["agent_result"];
-        // Two turns per trial, each reporting TURN: the bridge's counts, from the upstream.
-        assert_eq!(agent["n_input_tokens"], 2 * TURN.input, "{name}");
-        assert_eq!(agent["n_cache_tokens"], 2 * TURN.cached, "{name}");
-        assert_eq!(agent["n_output_tokens"], 2 * TURN.output, "{name}");
+        // Two turns per agent run, each reporting TURN: the bridge's counts, from the upstream.
+        // The two-step example runs the agent once per step.
+        let steps: Vec<&str> = if name.starts_with("two-step-gate") {
+            vec!["draft", "finalize"]
+        } else {
+            Vec::new()
+        };
+        let turns = 2 * steps.len().max(1) as u64;
+        calls_made += turns as usize;
+        assert_eq!(agent["n_input_tokens"], turns * TURN.input, "{name}");
+        assert_eq!(agent["n_cache_tokens"], turns * TURN.cached, "{name}");
+        assert_eq!(agent["n_output_tokens"], turns * TURN.output, "{name}");
         assert_eq!(agent["metadata"]["llm_bridge"]["models_called"][0], MODEL);
         let trajectory: Value =
             serde_json::from_str(&ran.job.trial_file(name, "agent/trajectory.json")).unwrap();
         let metrics = &trajectory["final_metrics"];
-        assert_eq!(metrics["total_prompt_tokens"], 2 * TURN.input, "{name}");
+        assert_eq!(metrics["total_prompt_tokens"], turns * TURN.input, "{name}");
         assert_eq!(
             metrics["total_completion_tokens"],
-            2 * TURN.output,
+            turns * TURN.output,
             "{name}"
         );
         let records = calls(&ran.job, name);
-        assert_eq!(records.len(), 2, "{name}");
+        assert_eq!(records.len() as u64, turns, "{name}");
         assert!(records.iter().all(|r| r["outcome"] == "ok"), "{name}");
         // The in-container scan found the key in no process env and no file.
         if !name.starts_with("slow-oracle") {
-            let scan = ran.job.trial_file(name, "agent/key-scan.txt");
-            assert!(scan.trim().is_empty(), "{name}: the key is in {scan}");
+            let scans: Vec<String> = if steps.is_empty() {
+                vec!["agent/key-scan.txt".into()]
+            } else {
+                steps
+                    .iter()
+                    .map(|step| format!("steps/{step}/agent/key-scan.txt"))
+                    .collect()
+            };
+            for file in scans {
+                let scan = ran.job.trial_file(name, &file);
+                assert!(scan.trim().is_empty(), "{name}: the key is in {scan}");
+            }
         }
         // The relay is stopped with the bridge, before the verifier: never an agent leftover.
         let leftovers = result["agent_leftover_processes"].to_string();
         assert!(!leftovers.contains("bridge-relay"), "{name}: {leftovers}");
     }
-    let calls_made = 2 * results.len();
     assert_eq!(upstream.seen().len(), calls_made);
     let job_result = ran.job.json("result.json");
     let llm = &job_result["llm_bridge"];

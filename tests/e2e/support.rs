@@ -186,7 +186,12 @@ pub struct Measured {
 }
 
 /// Runs the runner binary with `args`, killing it after `deadline`, and measures its peak RSS
-/// with `wait4` (exactly this child's, unlike `RUSAGE_CHILDREN`, which other tests share).
+/// as the largest `VmHWM` of its `/proc/<pid>/status`, read every 5 ms while it runs. Not
+/// `ru_maxrss`: Linux carries the high-water mark of the mm a process had before `exec` into
+/// it, and a child spawned from this test process (vfork, or fork) starts from the test
+/// process's own RSS, which other tests running in it inflate. `VmHWM` belongs to the mm that
+/// `exec` made, so it is the runner's alone; it is monotonic, so only growth in the last 5 ms
+/// before exit could go unseen.
 // The child is reaped by wait4, which std's `Child` does not know about.
 #[allow(clippy::zombie_processes)]
 pub fn measured(args: &[OsString], deadline: Duration) -> Measured {
@@ -206,7 +211,9 @@ pub fn measured(args: &[OsString], deadline: Duration) -> Measured {
     // SAFETY: rusage is plain data; zero is a valid value of every field.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let mut killed = false;
+    let mut peak_kib = 0u64;
     loop {
+        peak_kib = peak_kib.max(high_water_kib(pid).unwrap_or(0));
         // SAFETY: pid is our own unreaped child; status and usage are valid out-pointers.
         let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         assert!(reaped >= 0, "wait4 failed");
@@ -217,16 +224,23 @@ pub fn measured(args: &[OsString], deadline: Duration) -> Measured {
             child.kill().unwrap();
             killed = true;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
     let elapsed = start.elapsed();
     let code = (!killed && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status));
+    assert!(peak_kib > 0, "no VmHWM was read while the runner ran");
     Measured {
         code,
         stdout: std::fs::read_to_string(out_path).unwrap(),
         stderr: std::fs::read_to_string(err_path).unwrap(),
-        // Linux reports ru_maxrss in KiB.
-        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        peak_rss_mib: peak_kib as f64 / 1024.0,
         elapsed,
     }
+}
+
+/// `VmHWM` of process `pid` in KiB (`None` once it has exited or before it has exec'd).
+fn high_water_kib(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

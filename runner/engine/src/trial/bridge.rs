@@ -120,30 +120,42 @@ impl<B: Backend> Trial<B> {
         Ok(())
     }
 
+    /// Stops the relay in the container (the relay is the runner's, not the agent's): before
+    /// each verification, so it is neither reported as an agent leftover nor a way to the
+    /// bridge while tests run. Best effort: closing revokes the token either way. Does nothing
+    /// without a bridge.
+    pub(super) async fn stop_bridge_relay(&self) {
+        if self.bridge.is_none() {
+            return;
+        }
+        let Ok(sandbox) = self.sandbox() else {
+            return;
+        };
+        let stop = format!(
+            "[ -f {RELAY_PID} ] && kill \"$(cat {RELAY_PID})\" 2>/dev/null; rm -f {RELAY_PID}; true"
+        );
+        let stopped = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            sandbox.exec(ExecRequest::root(stop)),
+        )
+        .await;
+        if !matches!(stopped, Ok(Ok(_))) {
+            self.log
+                .line("LLM bridge: could not stop the relay in the container");
+        }
+    }
+
     /// Stops the relay, revokes the trial's token, writes `agent/llm/usage.json` and puts the
     /// metered totals into `agent_result` (the bridge's counts replace what the agent said of
     /// itself). Safe to call twice; does nothing without a bridge.
     pub(super) async fn close_bridge(&mut self) {
+        if self.bridge.is_none() {
+            return;
+        }
+        self.stop_bridge_relay().await;
         let Some(trial) = self.bridge.take() else {
             return;
         };
-        // The relay is the runner's, not the agent's: stopped before the verifier, so it is
-        // neither reported as an agent leftover nor a way to the (revoked) bridge. Best effort:
-        // the token is revoked below either way.
-        if let Ok(sandbox) = self.sandbox() {
-            let stop = format!(
-                "[ -f {RELAY_PID} ] && kill \"$(cat {RELAY_PID})\" 2>/dev/null; rm -f {RELAY_PID}; true"
-            );
-            let stopped = tokio::time::timeout(
-                std::time::Duration::from_secs(10),
-                sandbox.exec(ExecRequest::root(stop)),
-            )
-            .await;
-            if !matches!(stopped, Ok(Ok(_))) {
-                self.log
-                    .line("LLM bridge: could not stop the relay in the container");
-            }
-        }
         match trial.close().await {
             Ok(usage) => {
                 let context = self

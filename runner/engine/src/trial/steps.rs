@@ -140,6 +140,10 @@ impl<B: Backend> Trial<B> {
             return if infrastructure { Err(failure) } else { Ok(()) };
         }
 
+        if index > 0 {
+            // Stopped for the previous step's verification.
+            self.start_bridge_relay().await?;
+        }
         self.current_step().agent_execution = Some(PhaseTiming::start());
         let turn = AgentTurn {
             instruction: &task.steps[index].instruction,
@@ -172,6 +176,7 @@ impl<B: Backend> Trial<B> {
         self.collect_artifacts_into(&step.artifacts, &artifacts, Convention::Download)
             .await;
 
+        self.stop_bridge_relay().await;
         self.enter(Phase::Verifier);
         self.current_step().verifier = Some(PhaseTiming::start());
         let verified = self
