@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tasks::ExceptionType;
 use tasks::records::{AgentConfig, AgentContext};
@@ -28,6 +28,20 @@ pub struct AgentRun<'a> {
     /// single-step task. Each step is a new `run`, after one `setup`; `trial_dir` is then the
     /// step's own directory (`<trial>/steps/<name>`), so `agent/...` records stay per step.
     pub step: Option<String>,
+}
+
+/// Setup work stops this long before the setup deadline, so the agent (not the runner's
+/// backstop) reports what failed and saves its logs.
+const SETUP_MARGIN: Duration = Duration::from_secs(2);
+
+impl AgentRun<'_> {
+    /// The instant an agent's own setup steps must end by: [`AgentRun::setup_deadline`] less a
+    /// small margin (the deadline itself when it is too close to subtract from).
+    pub fn setup_work_deadline(&self) -> Instant {
+        self.setup_deadline
+            .checked_sub(SETUP_MARGIN)
+            .unwrap_or(self.setup_deadline)
+    }
 }
 
 /// What the agent reports after a run.

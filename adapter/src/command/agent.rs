@@ -3,7 +3,7 @@
 //! aider, mini-swe-agent…) do.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 use tasks::Sandbox;
@@ -15,10 +15,6 @@ use super::template::{self, kwarg_text};
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 use crate::installed::{AgentConfigError, is_env_name, trial_files};
 use crate::secrets::{check_container_env, redact_env};
-
-/// Setup work stops this long before the setup deadline, so the agent (not the runner's
-/// backstop) reports which command was cut off.
-const SETUP_MARGIN: Duration = Duration::from_secs(2);
 
 /// Where agents write logs in the container; the runner collects it into `<trial>/agent/`.
 const LOGS_DIR: &str = "/logs/agent";
@@ -269,10 +265,7 @@ impl Agent for CommandAgent {
         sandbox: &S,
         run: &AgentRun<'_>,
     ) -> Result<Option<String>, AgentError> {
-        let deadline = run
-            .setup_deadline
-            .checked_sub(SETUP_MARGIN)
-            .unwrap_or(run.setup_deadline);
+        let deadline = run.setup_work_deadline();
         self.install(sandbox, run, deadline).await?;
         self.learn_version(sandbox, run).await
     }

@@ -17,10 +17,6 @@ use super::trial_files::{self, fill_placeholders};
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 use crate::secrets::{check_container_env, redact_env};
 
-/// Setup work stops this long before the setup deadline, so the agent (not the runner's
-/// backstop) reports what failed and saves the server log.
-const SETUP_MARGIN: Duration = Duration::from_secs(2);
-
 /// Consecutive failed polls of a live server tolerated before it counts as broken.
 const MAX_POLL_FAILURES: u32 = 5;
 
@@ -196,10 +192,7 @@ impl Agent for InstalledAgent {
         sandbox: &S,
         run: &AgentRun<'_>,
     ) -> Result<Option<String>, AgentError> {
-        let deadline = run
-            .setup_deadline
-            .checked_sub(SETUP_MARGIN)
-            .unwrap_or(run.setup_deadline);
+        let deadline = run.setup_work_deadline();
         self.upload_source(sandbox, run).await?;
         self.install(sandbox, run, deadline).await?;
         let version = self.learn_version(sandbox, run).await?;
