@@ -23,6 +23,9 @@ pub struct ExecRequest {
     pub env: BTreeMap<String, String>,
     /// A deadline after which the command is killed (inside the container, not just abandoned).
     pub timeout: Option<Duration>,
+    /// The runner's own bookkeeping (making directories, probing paths, listing outputs), not
+    /// the task's, agent's or verifier's work: its time counts as the runner's overhead.
+    pub bookkeeping: bool,
 }
 
 impl ExecRequest {
@@ -39,6 +42,15 @@ impl ExecRequest {
     /// do.
     pub fn root(command: impl Into<String>) -> Self {
         Self::new(command).user("root")
+    }
+
+    /// A root command of the runner's own ([`ExecRequest::bookkeeping`]): its time is the
+    /// runner's, never counted as time inside the agent's or verifier's commands.
+    pub fn runner_own(command: impl Into<String>) -> Self {
+        Self {
+            bookkeeping: true,
+            ..Self::root(command)
+        }
     }
 
     /// Runs as `user`.

@@ -275,7 +275,8 @@ impl<S: Sandbox> Run<'_, S> {
     /// Lists the agent's leftover processes with a plain command; a failure is only logged (a
     /// fork bomb may leave no room to start one).
     async fn list_leftovers(&mut self) {
-        let request = ExecRequest::root(leftovers::listing_command()).timeout(LISTING_TIMEOUT);
+        let request =
+            ExecRequest::runner_own(leftovers::listing_command()).timeout(LISTING_TIMEOUT);
         match self.sandbox.exec(request).await {
             Ok(out) if out.success() => {
                 self.notes.leftover_processes = leftovers::parse(&out.stdout);
@@ -366,7 +367,7 @@ impl<S: Sandbox> Run<'_, S> {
     }
 
     async fn root(&mut self, step: &str, command: &str) -> Result<ExecOutput, VerifierError> {
-        let output = self.exec(step, ExecRequest::root(command)).await?;
+        let output = self.exec(step, ExecRequest::runner_own(command)).await?;
         if !output.success() {
             return Err(VerifierErrorKind::Sandbox {
                 task: self.task.name.clone(),

@@ -31,6 +31,23 @@ pub fn pack_file(bytes: &[u8], target: &str, mode: u32) -> std::io::Result<Vec<u
     builder.into_inner()
 }
 
+/// Empty directories at the absolute paths `dirs`, each with `mode`: what a container gets
+/// before it starts, so no exec is needed to make them. Only the leaves are named: the engine
+/// makes missing ancestors 0755 and leaves existing ones as the image has them, as
+/// `mkdir -p` followed by a `chmod` of the leaves would.
+pub fn pack_dirs(dirs: &[String], mode: u32) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for dir in dirs {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        header.set_mode(mode);
+        header.set_mtime(chrono::Utc::now().timestamp().max(0) as u64);
+        builder.append_data(&mut header, dir.trim_matches('/'), std::io::empty())?;
+    }
+    builder.into_inner()
+}
+
 /// The jail's root additions without the tests: the helper at `helper_path` (mode 0755), and
 /// the empty `/.runner/out` and `/.runner/tests`.
 pub fn pack_jail_root(helper: &[u8], helper_path: &str) -> std::io::Result<Vec<u8>> {

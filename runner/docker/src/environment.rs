@@ -16,7 +16,7 @@ use super::jail_warm::{JailSlot, Prepared, prestart};
 use super::labels::{self, Owner};
 use super::network::{self, Attachment};
 use super::removals::Removals;
-use super::{DockerClient, DockerSandbox, gpus, image};
+use super::{DockerClient, DockerError, DockerSandbox, gpus, image, image_defaults};
 
 /// A started trial container and the sandbox over it.
 pub struct DockerEnvironment {
@@ -134,6 +134,7 @@ impl DockerEnvironment {
                 detach_before_start: spec.network_switchable && main.network == NetworkAccess::None,
                 healthcheck: additions.as_ref().and_then(|a| a.healthcheck.clone()),
                 gpus: spec.gpus,
+                writable_dirs: main.writable_dirs.clone(),
                 ..Default::default()
             },
         };
@@ -145,9 +146,11 @@ impl DockerEnvironment {
                 .unwrap_or_else(|| "bridge".into()),
             aliases: container_spec.extra.aliases.clone(),
         }];
-        let container = TrialContainer::start(client, &container_spec, owner)
+        let start_error =
+            |e: DockerError| BackendError::new(BackendErrorKind::Start, e.to_string());
+        let container = TrialContainer::create(client, &container_spec, owner)
             .await
-            .map_err(|e| BackendError::new(BackendErrorKind::Start, e.to_string()))?;
+            .map_err(start_error)?;
         let storage = match (limits.storage_mb, container.storage_quota) {
             (None, _) => StorageEnforcement::None,
             (Some(_), true) => StorageEnforcement::Quota,
@@ -170,11 +173,20 @@ impl DockerEnvironment {
                 Some(limits.memory_swap_mb),
                 Some(limits.pids_limit),
             ),
+            early_tests: spec.first_tests.clone(),
         };
+        // The jail is made while the trial container starts (only its own start must wait
+        // for the trial's): on this engine that takes its create and upload off the path of
+        // a quick agent's verification. A failed trial start drops `started`, and the jail's
+        // preparation then removes what it made.
+        let (started, trial_running) = tokio::sync::oneshot::channel();
         let jail = Arc::new(JailSlot::preparing(tokio::spawn(prepare_jail(
             client.clone(),
             base,
+            trial_running,
         ))));
+        container.start_created(client).await.map_err(start_error)?;
+        let _ = started.send(());
         let sandbox = DockerSandbox::new(
             client.clone(),
             container.id.clone(),
@@ -197,29 +209,35 @@ impl DockerEnvironment {
     }
 }
 
-/// Completes the jail's spec with what it must copy from the running container (its default
-/// user, and its working directory when the task names none), then starts the jail early. A
-/// failed inspection leaves the trial without a jail (recorded as isolation unavailable); a
-/// failed early start leaves the verifier to make a fresh jail.
-async fn prepare_jail(client: DockerClient, mut spec: JailSpec) -> Prepared {
-    let inspected = match client.api().inspect_container(&spec.trial_id, None).await {
-        Ok(inspected) => inspected,
+/// Completes the jail's spec with what the trial container has from its image (its default
+/// user, and its working directory when the task names none), then makes the jail and starts
+/// it once `trial_running` says the trial container runs. A failed inspection leaves the
+/// trial without a jail (recorded as isolation unavailable); a failed early start leaves the
+/// verifier to make a fresh jail.
+async fn prepare_jail(
+    client: DockerClient,
+    mut spec: JailSpec,
+    trial_running: tokio::sync::oneshot::Receiver<()>,
+) -> Prepared {
+    let defaults = match image_defaults::of(&client, &spec.image).await {
+        Ok(defaults) => defaults,
         Err(e) => {
             return Prepared {
                 spec: None,
-                warm: Err(format!("inspecting {}: {e}", spec.trial_name)),
+                warm: Err(format!("inspecting the image of {}: {e}", spec.trial_name)),
             };
         }
     };
-    let config = inspected.config.unwrap_or_default();
-    spec.default_user = config.user.filter(|u| !u.is_empty());
+    spec.default_user = defaults.user;
     if spec.workdir.is_none() {
-        spec.workdir = config.working_dir.filter(|w| !w.is_empty());
+        spec.workdir = defaults.working_dir;
     }
     let warm = if HELPER.is_empty() {
         Err("no helper".to_owned())
     } else {
-        prestart(&client, &spec).await.map_err(|e| e.to_string())
+        prestart(&client, &spec, trial_running)
+            .await
+            .map_err(|e| e.to_string())
     };
     Prepared {
         spec: Some(spec),

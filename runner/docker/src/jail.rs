@@ -8,7 +8,7 @@
 //! downloaded after it stops.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,6 +65,9 @@ pub(crate) struct JailSpec {
     pub labels: HashMap<String, String>,
     /// The trial's limits, applied to the jail too.
     pub limits: HostConfig,
+    /// Tests put into the early jail's root with the helper, before the agent is done (see
+    /// `jail_warm.rs`); a verification of these tests then skips their upload.
+    pub early_tests: Option<PathBuf>,
 }
 
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
@@ -242,12 +245,16 @@ async fn run_warm(
     budget: Arc<DownloadBudget>,
     observer: &ExecObserver,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
-    let tests = request.tests_dir.clone();
-    let tar = tokio::task::spawn_blocking(move || archive::pack_tests(&tests))
-        .await
-        .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
-        .map_err(|e| DockerError::Jail(format!("packing {}: {e}", request.tests_dir.display())))?;
-    archive::upload(client, &warm.id, tar, "the tests into the verifier jail").await?;
+    if warm.tests.as_ref() != Some(&request.tests_dir) {
+        let tests = request.tests_dir.clone();
+        let tar = tokio::task::spawn_blocking(move || archive::pack_tests(&tests))
+            .await
+            .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
+            .map_err(|e| {
+                DockerError::Jail(format!("packing {}: {e}", request.tests_dir.display()))
+            })?;
+        archive::upload(client, &warm.id, tar, "the tests into the verifier jail").await?;
+    }
     let started = Instant::now();
     warm.order(&verify_args(spec, request), &request.env)
         .await?;
@@ -279,7 +286,11 @@ async fn finish_run(
     observer.add_exec_time(elapsed);
     let text = format!("verifier jail ran for {:.3}s\n", elapsed.as_secs_f64());
     (observer.output)("runner", text.as_bytes());
-    relay_logs(client, id, observer).await;
+    // The helper writes to its stderr only when it fails (the tests' own output goes to
+    // test-stdout.txt), so a clean exit spares the logs call.
+    if exit != Some(0) {
+        relay_logs(client, id, observer).await;
+    }
     let Some(exit) = exit else {
         return Ok(IsolatedVerifyOutcome::Ran(IsolatedRun {
             mechanism: MECHANISM.into(),
@@ -463,6 +474,7 @@ mod tests {
             workdir: Some("/app".into()),
             labels: HashMap::new(),
             limits: limits_host_config(Some(1.0), Some(512), Some(512), Some(64)),
+            early_tests: None,
         };
         let request = IsolatedVerifyRequest {
             tests_dir: "/t".into(),

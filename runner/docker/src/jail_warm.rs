@@ -15,6 +15,7 @@
 //! the runner goes away, stdin ends and the helper exits having done nothing.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -32,6 +33,8 @@ use super::{DockerClient, DockerError};
 pub(crate) struct WarmJail {
     /// The jail container's id.
     pub id: String,
+    /// The tests already in its root (uploaded with the helper), if any.
+    pub tests: Option<PathBuf>,
     input: Pin<Box<dyn AsyncWrite + Send>>,
 }
 
@@ -72,10 +75,13 @@ pub(crate) fn encode_order(args: &[String], env: &BTreeMap<String, String>) -> V
 }
 
 /// Creates the jail of `spec`, puts the helper into its fresh root, attaches to its stdin and
-/// starts it. On failure nothing of it is left.
+/// starts it once `trial_running` fires (it joins the trial container's namespaces, so it
+/// cannot start before that container does). On failure, or when the trial container never
+/// starts (`trial_running` dropped), nothing of it is left.
 pub(crate) async fn prestart(
     client: &DockerClient,
     spec: &JailSpec,
+    trial_running: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<WarmJail, DockerError> {
     let name = jail_name(spec);
     let body = ContainerCreateBody {
@@ -99,8 +105,18 @@ pub(crate) async fn prestart(
         .map_err(|e| DockerError::api(format!("creating {name}"), e))?
         .id;
     let started = async {
-        let tar = archive::pack_jail_root(HELPER, HELPER_PATH)
-            .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?;
+        // The tests go with the helper when they are known: the jail's root is out of every
+        // trial process's reach (see above), so they are as safe there now as at the order.
+        let tar = match &spec.early_tests {
+            Some(tests) => {
+                let tests = tests.clone();
+                tokio::task::spawn_blocking(move || archive::pack_jail(HELPER, HELPER_PATH, &tests))
+                    .await
+                    .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
+            }
+            None => archive::pack_jail_root(HELPER, HELPER_PATH),
+        }
+        .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?;
         archive::upload(client, &id, tar, "the verifier helper").await?;
         let attach = AttachContainerOptionsBuilder::default()
             .stdin(true)
@@ -111,6 +127,9 @@ pub(crate) async fn prestart(
             .attach_container(&id, Some(attach))
             .await
             .map_err(|e| DockerError::api(format!("attaching to {name}"), e))?;
+        trial_running
+            .await
+            .map_err(|_| DockerError::Jail(format!("{} did not start", spec.trial_name)))?;
         client
             .api()
             .start_container(&id, None)
@@ -119,7 +138,11 @@ pub(crate) async fn prestart(
         Ok::<_, DockerError>(attached.input)
     };
     match started.await {
-        Ok(input) => Ok(WarmJail { id, input }),
+        Ok(input) => Ok(WarmJail {
+            id,
+            tests: spec.early_tests.clone(),
+            input,
+        }),
         Err(e) => {
             let _ = remove_container(client, &id).await;
             Err(e)

@@ -19,6 +19,7 @@ mod exec;
 mod facts;
 mod gpus;
 mod image;
+mod image_defaults;
 mod jail;
 mod jail_warm;
 mod labels;

@@ -176,6 +176,10 @@ pub struct ServiceSpec {
     pub env: BTreeMap<String, String>,
     /// Host directories mounted into the service (the LLM bridge's socket directory).
     pub mounts: Vec<BindMount>,
+    /// Directories that must exist, writable by every user, when the service starts (the
+    /// main service's `/logs/*`). A backend makes them as part of the start, without a
+    /// command inside the service where it can.
+    pub writable_dirs: Vec<String>,
 }
 
 /// A host directory mounted into a service.
@@ -221,6 +225,10 @@ pub struct EnvironmentSpec {
     /// GPUs the task asks for (`[environment] gpus`); a backend without GPUs refuses the
     /// spec with [`BackendErrorKind::Unsupported`] naming the task and the field.
     pub gpus: u32,
+    /// The tests the first isolated verification will run, when known at the start: a
+    /// backend that prepares its verifier isolation early may put them there while the agent
+    /// runs, where no process of the environment can reach them (Docker's jail root).
+    pub first_tests: Option<PathBuf>,
 }
 
 /// What a backend failure was, so the engine can name it with Harbor's exception types.

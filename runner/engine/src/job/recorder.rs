@@ -69,7 +69,7 @@ impl JobRecorder {
             dir,
             result,
             lock,
-            finished: done,
+            finished: done.into_iter().map(TrialResult::totals_only).collect(),
             running: 0,
             log,
             done_before,
@@ -104,7 +104,7 @@ impl JobRecorder {
     /// A trial finished.
     pub fn trial_finished(&mut self, result: TrialResult) -> std::io::Result<()> {
         self.running = self.running.saturating_sub(1);
-        self.finished.push(result);
+        self.finished.push(result.totals_only());
         self.update_result()
     }
 

@@ -134,10 +134,12 @@ fn manifest_destination(artifacts_dir: &Path, target: &Path) -> String {
 pub enum Convention {
     /// Downloaded with the other artifacts (a step's, since the next step empties it).
     Download,
-    /// Only looked at, for its manifest entry: a single-step trial downloads
-    /// `/logs/artifacts` once, after verification, so what the tests write there is kept too
-    /// (as Harbor's bind-mounted directory keeps it).
-    Probe,
+    /// Left for the trial's end: a single-step trial downloads `/logs/artifacts` once, after
+    /// verification, so what the tests write there is kept too (as Harbor's bind-mounted
+    /// directory keeps it). Its entry says what the host directory holds when the manifest is
+    /// written (`empty` until then) and [`settle_convention`] updates it after that download,
+    /// so no command inside the container is spent on it.
+    Deferred,
 }
 
 /// Collects `specs` from `sandbox` into `artifacts_dir` and writes its `manifest.json`.
@@ -201,27 +203,16 @@ async fn collect_one<S: Sandbox>(
 ) -> Collected {
     let source = spec.source.trim_end_matches('/');
     let source = if source.is_empty() { "/" } else { source };
-    if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Probe {
-        let probe = format!(
-            "[ -n \"$(find {} -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1)\" ]",
-            shell_quote(source)
-        );
-        let out = sandbox
-            .exec(ExecRequest::root(probe).timeout(Duration::from_secs(30)))
-            .await
-            .map_err(|e| ("directory", e.to_string()))?;
-        return Ok(("directory", if out.success() { "ok" } else { "empty" }));
+    if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Deferred {
+        return Ok(("directory", convention_status(target)));
     }
     if is_convention(source) && spec.exclude.is_empty() {
         download(sandbox, source, target)
             .await
             .map_err(|why| ("directory", why))?;
-        let has_contents = std::fs::read_dir(target)
-            .map(|mut entries| entries.any(|e| e.is_ok_and(|e| e.file_name() != MANIFEST)))
-            .unwrap_or(false);
-        return Ok(("directory", if has_contents { "ok" } else { "empty" }));
+        return Ok(("directory", convention_status(target)));
     }
-    let probe = ExecRequest::root(format!("test -d {}", shell_quote(source)))
+    let probe = ExecRequest::runner_own(format!("test -d {}", shell_quote(source)))
         .timeout(Duration::from_secs(30));
     let is_dir = match sandbox.exec(probe).await {
         Ok(out) => out.success(),
@@ -245,7 +236,7 @@ async fn collect_one<S: Sandbox>(
         stage_file_script(source, &name, copy_cap)
     };
     let out = sandbox
-        .exec(ExecRequest::root(stage).timeout(ARTIFACT_TIMEOUT))
+        .exec(ExecRequest::runner_own(stage).timeout(ARTIFACT_TIMEOUT))
         .await
         .map_err(|e| fail(e.to_string()))?;
     let staged = out
@@ -274,11 +265,38 @@ async fn collect_one<S: Sandbox>(
         Ok(()) => download(sandbox, &from, &into).await,
         Err(e) => Err(e.to_string()),
     };
-    let cleanup = ExecRequest::root(format!("rm -rf {}", shell_quote(&staged)))
+    let cleanup = ExecRequest::runner_own(format!("rm -rf {}", shell_quote(&staged)))
         .timeout(Duration::from_secs(60));
     let _ = sandbox.exec(cleanup).await;
     downloaded.map_err(fail)?;
     Ok((kind, "ok"))
+}
+
+/// `ok` when the host directory `dir` holds anything besides the manifest, else `empty`.
+fn convention_status(dir: &Path) -> &'static str {
+    let has_contents = std::fs::read_dir(dir)
+        .map(|mut entries| entries.any(|e| e.is_ok_and(|e| e.file_name() != MANIFEST)))
+        .unwrap_or(false);
+    if has_contents { "ok" } else { "empty" }
+}
+
+/// After the deferred download of the convention directory into `artifacts_dir`: its entry
+/// in `entries` says what arrived, and the manifest is written again.
+pub fn settle_convention(
+    entries: &mut [ManifestEntry],
+    artifacts_dir: &Path,
+    log: &(dyn Fn(&str) + Sync),
+) {
+    let Some(entry) = entries
+        .iter_mut()
+        .find(|e| is_convention(&e.source) && e.destination == "artifacts")
+    else {
+        return;
+    };
+    entry.status = convention_status(artifacts_dir).into();
+    if let Err(e) = tasks::atomic::write_json_atomic(&artifacts_dir.join(MANIFEST), &entries) {
+        log(&format!("cannot write artifacts/{MANIFEST}: {e}"));
+    }
 }
 
 async fn download<S: Sandbox>(sandbox: &S, source: &str, target: &Path) -> Result<(), String> {
@@ -340,7 +358,7 @@ pub async fn upload_artifacts<S: Sandbox>(
         };
         if host.is_dir() {
             let reset = format!("rm -rf {t} && mkdir -p {t}", t = shell_quote(&target));
-            sandbox.exec(ExecRequest::root(reset)).await?;
+            sandbox.exec(ExecRequest::runner_own(reset)).await?;
             sandbox.upload_dir(&host, &target).await?;
         } else if host.is_file() {
             // Staged alone in a directory so the upload streams the file from disk.
@@ -365,14 +383,16 @@ pub async fn upload_artifacts<S: Sandbox>(
 
 impl<B: Backend> Trial<B> {
     /// Collects the task's artifacts and `extra` (a step's) into `artifacts_dir`, with its
-    /// manifest, logging what could not be collected.
+    /// manifest, logging what could not be collected; returns the manifest's entries.
     pub(super) async fn collect_artifacts_into(
         &self,
         extra: &[Artifact],
         artifacts_dir: &Path,
         convention: Convention,
-    ) {
-        let Ok(sandbox) = self.sandbox() else { return };
+    ) -> Vec<ManifestEntry> {
+        let Ok(sandbox) = self.sandbox() else {
+            return Vec::new();
+        };
         let specs = normalized(&self.plan.task.config.artifacts, extra);
         let log = |line: &str| self.log.line(line);
         let entries = collect_artifacts(
@@ -390,12 +410,15 @@ impl<B: Backend> Trial<B> {
             entries.len(),
             artifacts_dir.display()
         ));
+        entries
     }
 
-    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`.
-    pub(super) async fn collect_artifacts(&self) {
+    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`;
+    /// the convention directory's entry is settled by [`Self::collection`] at the end.
+    pub(super) async fn collect_artifacts(&mut self) {
         let dir = self.dir.join("artifacts");
-        self.collect_artifacts_into(&[], &dir, Convention::Probe)
+        self.manifest = self
+            .collect_artifacts_into(&[], &dir, Convention::Deferred)
             .await;
     }
 }

@@ -12,7 +12,7 @@ use crate::backend::{Backend, Environment, EnvironmentSpec, ServiceSpec};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 
-const LOG_DIRS: &str = "/logs/agent /logs/verifier /logs/artifacts";
+const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
 
 impl<B: Backend> Trial<B> {
     /// Prepares the image (shared), starts the environment and makes it ready for the agent.
@@ -84,6 +84,8 @@ impl<B: Backend> Trial<B> {
                 workdir: env_config.workdir.clone(),
                 env: self.plan.env.clone(),
                 mounts: Vec::new(),
+                // Made by the backend as it starts the service (no exec on the trial's path).
+                writable_dirs: LOG_DIRS.iter().map(|d| d.to_string()).collect(),
             },
             sidecars: Vec::new(),
             observer: self.observer.clone(),
@@ -92,6 +94,11 @@ impl<B: Backend> Trial<B> {
             compose_task: Some(self.plan.task.clone()),
             trial_dir: self.dir.clone(),
             gpus: env_config.gpus.unwrap_or(0),
+            // A single-step task's one verification runs the task's tests (in this
+            // environment's jail unless the verifier has an environment of its own).
+            first_tests: (!self.plan.task.is_multi_step()
+                && !super::separate_verifier::is_separate(&self.plan.task))
+            .then(|| self.plan.task.tests_dir()),
         }
     }
 }
@@ -102,9 +109,10 @@ pub(super) async fn prepare_logs<S: Sandbox>(
     kind: ExceptionType,
 ) -> Result<(), TrialFailure> {
     let fail = |message: String| TrialFailure::new(kind.clone(), message);
+    let dirs = LOG_DIRS.join(" ");
     let out = sandbox
-        .exec(ExecRequest::root(format!(
-            "mkdir -p {LOG_DIRS} && chmod 777 {LOG_DIRS}"
+        .exec(ExecRequest::runner_own(format!(
+            "mkdir -p {dirs} && chmod 777 {dirs}"
         )))
         .await
         .map_err(|e| fail(e.to_string()))?;
@@ -117,12 +125,11 @@ pub(super) async fn prepare_logs<S: Sandbox>(
     Ok(())
 }
 
-/// Makes the `/logs` directories writable by any user and, when the task runs a prebuilt
-/// `docker_image` without a Dockerfile, copies `environment/` into the workdir (Harbor uploads
-/// it there because no build step could have copied it in).
+/// When the task runs a prebuilt `docker_image` without a Dockerfile, copies `environment/`
+/// into the workdir (Harbor uploads it there because no build step could have copied it in).
+/// The `/logs` directories already exist: the backend made them as it started the service.
 async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
     let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
-    prepare_logs(sandbox, ExceptionType::EnvironmentStartError).await?;
     let env_dir = task.environment_dir();
     let has_files = std::fs::read_dir(&env_dir)
         .map(|mut d| d.next().is_some())
@@ -139,7 +146,10 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
         Some(dir) => dir.clone(),
         None => {
             let pwd = sandbox
-                .exec(ExecRequest::new("pwd"))
+                .exec(ExecRequest {
+                    bookkeeping: true,
+                    ..ExecRequest::new("pwd")
+                })
                 .await
                 .map_err(|e| fail(e.to_string()))?;
             pwd.stdout.trim().to_owned()

@@ -171,6 +171,9 @@ pub struct Trial<B: Backend> {
     clock: Arc<PhaseClock>,
     limits: TrialLimits,
     bridge: Option<llm_bridge::TrialBridge>,
+    /// The artifacts manifest of a single-step trial, whose convention entry is settled once
+    /// `/logs/artifacts` is downloaded at the end.
+    manifest: Vec<artifacts::ManifestEntry>,
 }
 
 impl<B: Backend> Trial<B> {
@@ -228,6 +231,7 @@ impl<B: Backend> Trial<B> {
             clock: Arc::new(PhaseClock::new()),
             limits,
             bridge: None,
+            manifest: Vec::new(),
         }
     }
 

@@ -93,9 +93,18 @@ impl<B: Backend> Trial<B> {
         self.result.agent_leftover_processes = notes.leftover_processes;
     }
 
-    /// Downloads `/logs/artifacts` into the trial's `artifacts/`.
+    /// Downloads `/logs/artifacts` into the trial's `artifacts/` and settles its entry in
+    /// the manifest the agent phase wrote.
     pub(super) async fn collection(&mut self) {
         self.collect("/logs/artifacts", "artifacts").await;
+        if !self.manifest.is_empty() {
+            let log = |line: &str| self.log.line(line);
+            super::artifacts::settle_convention(
+                &mut self.manifest,
+                &self.dir.join("artifacts"),
+                &log,
+            );
+        }
     }
 
     /// Downloads the environment directory `source` into `<trial>/<target>` within

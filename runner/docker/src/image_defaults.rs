@@ -1,0 +1,44 @@
+//! What a container inherits from its image when the runner sets nothing: the default user
+//! and working directory. The verifier jail copies them from the trial's image; they are
+//! cached per image id, which names the image's content, so an entry is never stale and
+//! every trial after a task's first skips the inspection.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use super::{DockerClient, DockerError};
+
+/// An image's defaults for containers made from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ImageDefaults {
+    /// `USER` of the image; `None` when it sets none (root).
+    pub user: Option<String>,
+    /// `WORKDIR` of the image; `None` when it sets none (`/`).
+    pub working_dir: Option<String>,
+}
+
+fn cache() -> &'static Mutex<HashMap<String, ImageDefaults>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, ImageDefaults>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// The defaults of the image `id`, inspected once per process.
+pub(crate) async fn of(client: &DockerClient, id: &str) -> Result<ImageDefaults, DockerError> {
+    if let Some(known) = cache().lock().ok().and_then(|c| c.get(id).cloned()) {
+        return Ok(known);
+    }
+    let inspected = client
+        .api()
+        .inspect_image(id)
+        .await
+        .map_err(|e| DockerError::api(format!("inspecting image {id}"), e))?;
+    let config = inspected.config.unwrap_or_default();
+    let defaults = ImageDefaults {
+        user: config.user.filter(|u| !u.is_empty()),
+        working_dir: config.working_dir.filter(|w| !w.is_empty()),
+    };
+    if let Ok(mut known) = cache().lock() {
+        known.insert(id.to_owned(), defaults.clone());
+    }
+    Ok(defaults)
+}
