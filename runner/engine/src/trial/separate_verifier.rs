@@ -19,6 +19,7 @@ use super::Trial;
 use super::artifacts::{CONVENTION_DIR, normalized, upload_artifacts};
 use super::phase_network::{self, NetworkPlan, access, verifier_environment};
 use crate::backend::{Backend, Environment, VerifierImage};
+use crate::events::Phase;
 use crate::failure::TrialFailure;
 
 /// The longest uploading the artifacts may take.
@@ -114,6 +115,9 @@ impl<B: Backend> Trial<B> {
                     output(stream, bytes);
                 }
             });
+        // Starting it (a build, maybe) is watched as an environment start, not against the
+        // verifier's deadline.
+        self.enter(Phase::Environment);
         let started = tokio::time::timeout(
             self.timeouts.environment_build,
             self.ctx
@@ -130,6 +134,7 @@ impl<B: Backend> Trial<B> {
                 ),
             )
         })?;
+        self.enter(Phase::Verifier);
         let environment = started?;
         self.log.line(&format!(
             "started the separate verifier environment: {}",
