@@ -9,7 +9,8 @@
 //! fresh `mktemp -d`), copying at most the budget's bytes, then downloaded and removed.
 //!
 //! [`upload_artifacts`] is the way back, for a separate verifier's container: each collected
-//! artifact goes to its declared source path there.
+//! artifact goes from the host to its declared source path there. This is the only way
+//! artifacts reach a verifier; nothing is copied container to container.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -322,13 +323,16 @@ fn stage_dir_script(source: &str, exclude: &[String], cap: u64) -> String {
 /// container), each to its declared source path there (Harbor's `upload_artifacts`); the
 /// convention directory goes to `target_convention` (`/logs/artifacts` on Linux). A
 /// directory replaces what is at its path; a file is written with its parent created.
-/// Artifacts that were not collected are skipped.
+/// Artifacts that were not collected are skipped. Only what [`collect_artifacts`] brought to
+/// the host (regular files and directories, within the download budget) is uploaded, so no
+/// link the agent made can point the upload anywhere. Returns the sources uploaded.
 pub async fn upload_artifacts<S: Sandbox>(
     sandbox: &S,
     specs: &[ArtifactSpec],
     artifacts_dir: &Path,
     target_convention: &str,
-) -> Result<(), tasks::SandboxError> {
+) -> Result<Vec<String>, tasks::SandboxError> {
+    let mut uploaded = Vec::new();
     for spec in specs {
         let Some(host) = host_path(artifacts_dir, spec) else {
             continue;
@@ -339,7 +343,10 @@ pub async fn upload_artifacts<S: Sandbox>(
             spec.source.clone()
         };
         if host.is_dir() {
-            let reset = format!("rm -rf {t} && mkdir -p {t}", t = shell_quote(&target));
+            let reset = format!(
+                "rm -rf {t} && mkdir -p {t} && chmod 777 {t}",
+                t = shell_quote(&target)
+            );
             sandbox.exec(ExecRequest::root(reset)).await?;
             sandbox.upload_dir(&host, &target).await?;
         } else if host.is_file() {
@@ -358,9 +365,12 @@ pub async fn upload_artifacts<S: Sandbox>(
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "/".into());
             sandbox.upload_dir(stage.path(), &parent).await?;
+        } else {
+            continue;
         }
+        uploaded.push(spec.source.clone());
     }
-    Ok(())
+    Ok(uploaded)
 }
 
 impl<B: Backend> Trial<B> {
@@ -392,11 +402,16 @@ impl<B: Backend> Trial<B> {
         ));
     }
 
-    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`.
+    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`
+    /// (`/logs/artifacts` too when a separate verifier needs it uploaded from there).
     pub(super) async fn collect_artifacts(&self) {
         let dir = self.dir.join("artifacts");
-        self.collect_artifacts_into(&[], &dir, Convention::Probe)
-            .await;
+        let convention = if super::separate_verifier::is_separate(&self.plan.task, None) {
+            Convention::Download
+        } else {
+            Convention::Probe
+        };
+        self.collect_artifacts_into(&[], &dir, convention).await;
     }
 }
 

@@ -88,7 +88,9 @@ impl<B: Backend> Trial<B> {
             sidecars: Vec::new(),
             observer: self.observer.clone(),
             limits: self.limits.clone(),
-            network_switchable: plan.agent_environment_switches(),
+            network_switchable: super::phase_network::NetworkPlan::task_switches(
+                &self.plan.task.config,
+            ),
             compose_task: Some(self.plan.task.clone()),
             trial_dir: self.dir.clone(),
             gpus: env_config.gpus.unwrap_or(0),
