@@ -20,8 +20,9 @@ use crate::unsupported;
 enum Expect {
     /// Harbor accepts; the runner runs it.
     Loads,
-    /// Harbor accepts; the runner refuses it naming exactly these features (by key). Multi-step
-    /// tasks with a separate verifier or a phase network_mode are refused (`tasks::unsupported`).
+    /// Harbor accepts; the runner refuses it naming exactly these features (by key): network
+    /// allowlists (Harbor's Docker environment refuses them too) and Windows containers
+    /// (`tasks::unsupported`).
     Refused(&'static [&'static str]),
     /// Harbor rejects; the runner's error contains this text (a field or Harbor's words).
     Fails(&'static str),
@@ -436,27 +437,27 @@ fn test_task_config_network_step_inheritance() {
     config_case(
         "test_step_agent_can_override_task_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n\n[steps.agent]\nnetwork_mode = \"no-network\"\n",
-        Refused(&["multi-step-network-mode"]),
+        Loads,
     );
     config_case(
         "test_step_verifier_inherits_task_policy",
         "\n[verifier]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n",
-        Refused(&["multi-step-network-mode"]),
+        Loads,
     );
     config_case(
         "test_step_verifier_can_override_task_policy",
         "\n[verifier]\nnetwork_mode = \"public\"\n\n[[steps]]\nname = \"one\"\n\n[steps.verifier]\nnetwork_mode = \"no-network\"\n",
-        Refused(&["multi-step-network-mode"]),
+        Loads,
     );
     config_case(
         "test_step_verifier_environment_allow_internet_sets_separate_env_baseline",
         "\n[verifier]\nnetwork_mode = \"no-network\"\n\n[[steps]]\nname = \"one\"\n\n[steps.verifier]\nenvironment_mode = \"separate\"\n\n[steps.verifier.environment]\nallow_internet = true\n",
-        Refused(&["multi-step-separate-verifier", "multi-step-network-mode"]),
+        Loads,
     );
     config_case(
         "test_environment_allow_internet_does_not_create_step_agent_override",
         "\n[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n\n[[steps]]\nname = \"one\"\n",
-        Refused(&["multi-step-network-mode", "allowlist"]),
+        Refused(&["allowlist"]),
     );
 }
 
@@ -593,14 +594,14 @@ fn test_task_config_toml_dict_cases() {
     config_case(
         "test_verifier_environment_round_trips_as_nested_section",
         toml,
-        Loads,
+        Refused(&["windows"]),
     );
     let env = config(toml).unwrap().verifier.environment.unwrap();
     assert_eq!((env.cpus, env.target_os()), (Some(4.0), TaskOs::Windows));
     config_case(
         "test_step_verifier_environment_round_trips",
         "[task]\nname = \"org/example\"\n[[steps]]\nname = \"grade\"\n[steps.verifier]\nenvironment_mode = \"separate\"\n[steps.verifier.environment]\ncpus = 2\n",
-        Refused(&["multi-step-separate-verifier"]),
+        Loads,
     );
     let c = config("[task]\nname = \"org/example\"\n").unwrap();
     assert!(
@@ -775,7 +776,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             step_test,
         ],
-        Refused(&["multi-step-separate-verifier", "windows"]),
+        Refused(&["windows"]),
     );
     task_case(
         "test_windows_shared_step_rejects_missing_test_bat",
@@ -791,7 +792,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             step_test,
         ],
-        Refused(&["multi-step-separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_separate_step_with_dockerfile_only_tests_dir_loads",
@@ -801,7 +802,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             ("steps/grade/tests/Dockerfile", "FROM ubuntu:22.04\n"),
         ],
-        Refused(&["multi-step-separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_task_level_separate_step_does_not_require_host_test",
@@ -813,7 +814,7 @@ fn test_task_validate_steps_verifier_os() {
             DOCKERFILE,
             STEP_INSTRUCTION,
         ],
-        Refused(&["multi-step-separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_step_shared_override_under_task_separate_requires_host_test",
@@ -835,7 +836,7 @@ fn test_task_validate_steps_verifier_os() {
             STEP_INSTRUCTION,
             TEST_SH,
         ],
-        Refused(&["multi-step-separate-verifier"]),
+        Loads,
     );
     task_case(
         "test_mixed_steps_each_validated_against_their_own_verifier_os",
@@ -850,7 +851,7 @@ fn test_task_validate_steps_verifier_os() {
             TEST_SH,
             ("tests/test.bat", "@echo off\r\nexit /b 0\r\n"),
         ],
-        Refused(&["multi-step-separate-verifier"]),
+        Refused(&["windows"]),
     );
 }
 

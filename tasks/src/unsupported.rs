@@ -8,30 +8,24 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::config::{
-    AgentSection, NetworkMode, TaskConfig, TaskOs, VerifierEnvironmentMode, VerifierSection,
-};
+use crate::config::{EnvironmentSection, NetworkMode, TaskConfig, TaskOs};
 
 /// A feature of a task that the runner does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedFeature {
-    /// A multi-step task whose verifier runs in its own environment (task- or step-level):
-    /// steps are verified in the agent's container only.
-    MultiStepSeparateVerifier,
-    /// A multi-step task with a phase `network_mode` (task- or step-level): the network is
-    /// switched around single-step phases only.
-    MultiStepNetworkMode,
     /// `environment/docker-compose.yaml` whose `main` has neither `environment/Dockerfile` nor
     /// `[environment] docker_image` (its image would come from the compose file).
     ComposeMainImage,
     /// `network_mode = "allowlist"` with `allowed_hosts`.
     Allowlist {
-        /// The section declaring it: `environment`, `agent` or `verifier`.
+        /// The section declaring it: `environment`, `agent`, `verifier`,
+        /// `verifier.environment`, or a step's `steps.agent`, `steps.verifier`,
+        /// `steps.verifier.environment`.
         section: &'static str,
     },
     /// `[environment.tpu]`.
     Tpu,
-    /// `[environment] os = "windows"`.
+    /// `os = "windows"` in `[environment]` or in a verifier environment (task- or step-level).
     Windows,
 }
 
@@ -39,8 +33,6 @@ impl UnsupportedFeature {
     /// A stable short name (`multi-step`, `compose`, …) for reports and tests.
     pub fn key(&self) -> &'static str {
         match self {
-            UnsupportedFeature::MultiStepSeparateVerifier => "multi-step-separate-verifier",
-            UnsupportedFeature::MultiStepNetworkMode => "multi-step-network-mode",
             UnsupportedFeature::ComposeMainImage => "compose-main-image",
             UnsupportedFeature::Allowlist { .. } => "allowlist",
             UnsupportedFeature::Tpu => "tpu",
@@ -52,28 +44,20 @@ impl UnsupportedFeature {
 impl fmt::Display for UnsupportedFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UnsupportedFeature::MultiStepSeparateVerifier => write!(
-                f,
-                "multi-step tasks ([[steps]]) with a separate verifier environment are not supported yet"
-            ),
-            UnsupportedFeature::MultiStepNetworkMode => write!(
-                f,
-                "multi-step tasks ([[steps]]) with an [agent] or [verifier] network_mode (task- or step-level) are not supported yet"
-            ),
             UnsupportedFeature::ComposeMainImage => write!(
                 f,
                 "compose environments whose main service takes its image from docker-compose.yaml are not supported yet; add environment/Dockerfile or [environment] docker_image"
             ),
             UnsupportedFeature::Allowlist { section } => write!(
                 f,
-                "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet"
+                "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet (Harbor's Docker environment refuses them too); use \"public\" or \"no-network\""
             ),
             UnsupportedFeature::Tpu => {
                 write!(f, "TPUs ([environment.tpu]) are not supported yet")
             }
             UnsupportedFeature::Windows => write!(
                 f,
-                "Windows containers ([environment] os = \"windows\") are not supported yet"
+                "Windows containers (os = \"windows\" in [environment] or a verifier environment) are not supported yet"
             ),
         }
     }
@@ -83,14 +67,7 @@ impl fmt::Display for UnsupportedFeature {
 pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 
 /// Every detector, in the order features are reported.
-pub const DETECTORS: &[Detector] = &[
-    multi_step_separate_verifier,
-    multi_step_network_mode,
-    compose_main_image,
-    allowlist,
-    tpu,
-    windows,
-];
+pub const DETECTORS: &[Detector] = &[compose_main_image, allowlist, tpu, windows];
 
 /// The features of the task at `task_dir` (with config `config`) that the runner cannot run.
 pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
@@ -98,31 +75,6 @@ pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
         .iter()
         .filter_map(|detector| detector(config, task_dir))
         .collect()
-}
-
-fn multi_step_separate_verifier(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    let separate = |v: &VerifierSection| {
-        v.environment_mode == Some(VerifierEnvironmentMode::Separate)
-            || (v.environment_mode.is_none() && v.environment.is_some())
-    };
-    (!config.steps.is_empty()
-        && (separate(&config.verifier) || config.steps.iter().any(|s| separate(&s.verifier))))
-    .then_some(UnsupportedFeature::MultiStepSeparateVerifier)
-}
-
-fn multi_step_network_mode(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    // Any declared phase mode is refused, even one equal to the environment's: the step loop
-    // never switches networks, so refusing is the only answer that cannot mis-run.
-    let sets_mode = |agent: &AgentSection, verifier: &VerifierSection| {
-        agent.network_mode.is_some() || verifier.network_mode.is_some()
-    };
-    (!config.steps.is_empty()
-        && (sets_mode(&config.agent, &config.verifier)
-            || config
-                .steps
-                .iter()
-                .any(|s| sets_mode(&s.agent, &s.verifier))))
-    .then_some(UnsupportedFeature::MultiStepNetworkMode)
 }
 
 fn compose_main_image(config: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
@@ -136,14 +88,30 @@ fn compose_main_image(config: &TaskConfig, task_dir: &Path) -> Option<Unsupporte
 }
 
 fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    [
+    let env = |e: Option<&EnvironmentSection>| e.map(EnvironmentSection::effective_network);
+    let mut sections = vec![
         ("environment", Some(config.environment.effective_network())),
         ("agent", config.agent.network_mode),
         ("verifier", config.verifier.network_mode),
-    ]
-    .into_iter()
-    .find(|(_, mode)| *mode == Some(NetworkMode::Allowlist))
-    .map(|(section, _)| UnsupportedFeature::Allowlist { section })
+        (
+            "verifier.environment",
+            env(config.verifier.environment.as_deref()),
+        ),
+    ];
+    for step in &config.steps {
+        sections.extend([
+            ("steps.agent", step.agent.network_mode),
+            ("steps.verifier", step.verifier.network_mode),
+            (
+                "steps.verifier.environment",
+                env(step.verifier.environment.as_deref()),
+            ),
+        ]);
+    }
+    sections
+        .into_iter()
+        .find(|(_, mode)| *mode == Some(NetworkMode::Allowlist))
+        .map(|(section, _)| UnsupportedFeature::Allowlist { section })
 }
 
 /// `feature` when the field is declared at all (Harbor acts on any value).
@@ -156,7 +124,13 @@ fn tpu(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
 }
 
 fn windows(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    (config.environment.target_os() == TaskOs::Windows).then_some(UnsupportedFeature::Windows)
+    let verifiers = std::iter::once(&config.verifier)
+        .chain(config.steps.iter().map(|s| &s.verifier))
+        .filter_map(|v| v.environment.as_deref());
+    std::iter::once(&config.environment)
+        .chain(verifiers)
+        .any(|env| env.target_os() == TaskOs::Windows)
+        .then_some(UnsupportedFeature::Windows)
 }
 
 #[cfg(test)]
@@ -182,23 +156,16 @@ mod tests {
                      [agent]\nnetwork_mode = \"no-network\"\n[verifier]\nenvironment_mode = \"shared\"\n";
         assert!(keys(plain).is_empty(), "{:?}", keys(plain));
         assert!(keys("[environment]\nos = \"Linux\"\n").is_empty());
+        // Multi-step tasks run with separate verifiers and phase networks, task- or step-level.
+        let steps = "[agent]\nnetwork_mode = \"no-network\"\n[verifier]\nenvironment_mode = \"separate\"\n\
+                     [[steps]]\nname = \"one\"\n[steps.verifier]\nnetwork_mode = \"public\"\n\
+                     [steps.verifier.environment]\ncpus = 1\n";
+        assert!(keys(steps).is_empty(), "{:?}", keys(steps));
     }
 
     #[test]
     fn each_feature_is_named() {
         let cases = [
-            (
-                "[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"one\"\n",
-                "multi-step-separate-verifier",
-            ),
-            (
-                "[[steps]]\nname = \"one\"\n[steps.verifier.environment]\ncpus = 1\n",
-                "multi-step-separate-verifier",
-            ),
-            (
-                "[[steps]]\nname = \"one\"\n[steps.agent]\nnetwork_mode = \"no-network\"\n",
-                "multi-step-network-mode",
-            ),
             (
                 "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
                 "allowlist",
@@ -211,7 +178,19 @@ mod tests {
                 "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
                 "tpu",
             ),
+            (
+                "[[steps]]\nname = \"one\"\n[steps.agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
+                "allowlist",
+            ),
+            (
+                "[verifier.environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
+                "allowlist",
+            ),
             ("[environment]\nos = \"WINDOWS\"\n", "windows"),
+            (
+                "[[steps]]\nname = \"one\"\n[steps.verifier.environment]\nos = \"windows\"\n",
+                "windows",
+            ),
         ];
         for (toml, key) in cases {
             assert_eq!(keys(toml), [key], "{toml}");

@@ -12,8 +12,9 @@ use crate::support::{
     Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
 };
 
-/// Runs `agent` once on the task at `path` into a fresh jobs dir.
-fn run(path: &Path, agent: &str) -> (tempfile::TempDir, Job) {
+/// Runs `agent` once on the task at `path` into a fresh jobs dir; nothing of the job (no
+/// container, network or volume) may be left.
+pub(crate) fn run(path: &Path, agent: &str) -> (tempfile::TempDir, Job) {
     ensure_base_image();
     let jobs = tempfile::tempdir().unwrap();
     let assert = runner()
@@ -127,7 +128,7 @@ fn the_separate_verifier_sees_the_artifacts_and_not_the_decoy() {
         "{trial_log}"
     );
     assert!(
-        trial_log.contains("artifact /app/report.txt: file copied"),
+        trial_log.contains("artifact /app/report.txt: uploaded to the verifier"),
         "{trial_log}"
     );
     let (_jobs, job) = run(&example("separate-verifier"), "nop");

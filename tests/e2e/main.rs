@@ -13,6 +13,7 @@ mod resume;
 mod run;
 mod scrub;
 mod steering;
+mod step_phases;
 mod steps;
 mod support;
 mod validate;

@@ -34,7 +34,8 @@ fn run_example(task: &str, agent: &str) -> (tempfile::TempDir, Job) {
     (jobs, job)
 }
 
-fn step_summary(result: &serde_json::Value) -> Vec<(String, Option<f64>)> {
+/// Each step's name and reward.
+pub(crate) fn step_summary(result: &serde_json::Value) -> Vec<(String, Option<f64>)> {
     result["step_results"]
         .as_array()
         .expect("step_results")

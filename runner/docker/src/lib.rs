@@ -57,7 +57,7 @@ use std::sync::Arc;
 mod contain_helper;
 
 use bollard::Docker;
-use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink};
+use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink, VerifierImage};
 use tasks::Task;
 
 /// A connected Docker engine.
@@ -149,31 +149,36 @@ impl Backend for DockerBackend {
     async fn start_verifier_environment(
         &self,
         task: &Task,
+        verifier: &VerifierImage,
         spec: &EnvironmentSpec,
         log: &OutputSink,
     ) -> Result<DockerEnvironment, BackendError> {
-        let venv = task
-            .config
-            .verifier
-            .environment
-            .as_deref()
-            .unwrap_or(&task.config.environment);
-        let tests = task.tests_dir();
-        // Harbor builds the verifier's environment from tests/ (its environment_dir) and
-        // prefers the environment config's docker_image, never forcing a build.
-        if venv.docker_image.is_none() && !tests.join("Dockerfile").is_file() {
+        // Harbor builds the verifier's environment from its tests directory (its
+        // environment_dir) and prefers the environment config's docker_image, never forcing
+        // a build.
+        if verifier.docker_image.is_none() && !verifier.context.join("Dockerfile").is_file() {
             return Err(BackendError::new(
                 engine::BackendErrorKind::Build,
                 format!(
-                    "task {}: the separate verifier needs tests/Dockerfile or a docker_image in [verifier.environment]",
-                    task.name
+                    "task {}: the separate verifier needs {}/Dockerfile or a docker_image in its verifier environment",
+                    task.name,
+                    verifier
+                        .context
+                        .strip_prefix(&task.dir)
+                        .unwrap_or(&verifier.context)
+                        .display()
                 ),
             ));
         }
-        let name = format!("{}-verifier", task.short_name());
         let image = self
             .images
-            .ensure_other(task, venv.docker_image.as_deref(), &tests, &name, log)
+            .ensure_other(
+                task,
+                verifier.docker_image.as_deref(),
+                &verifier.context,
+                &verifier.name,
+                log,
+            )
             .await?;
         let mut spec = spec.clone();
         spec.main.image = image.id.clone();

@@ -287,6 +287,18 @@ impl BackendError {
     }
 }
 
+/// What a separate verifier's image is made from (Harbor's verifier environment: its
+/// `environment_dir` and `task_env_config`).
+#[derive(Debug, Clone)]
+pub struct VerifierImage {
+    /// The verifier environment's `docker_image`; preferred over a build when set.
+    pub docker_image: Option<String>,
+    /// The build context: a step's `steps/<name>/tests/` when it exists, else `tests/`.
+    pub context: PathBuf,
+    /// The name a build is tagged with (`<task>-verifier`, `<task>-verifier-<step>`).
+    pub name: String,
+}
+
 /// Runs environments. Docker is one implementation; a Kubernetes one would map an environment
 /// to a pod (see ARCHITECTURE.md).
 pub trait Backend: Send + Sync + 'static {
@@ -310,19 +322,20 @@ pub trait Backend: Send + Sync + 'static {
         spec: &EnvironmentSpec,
     ) -> impl Future<Output = Result<Self::Environment, BackendError>> + Send;
 
-    /// Starts the separate verifier environment of `task` (`[verifier] environment_mode =
-    /// "separate"`): its image (built from `tests/` when `tests/Dockerfile` exists, else the
-    /// verifier environment's `docker_image`, as Harbor builds it from the tests directory),
-    /// then one container from `spec` (whose `main.image` the backend replaces). Nothing of the
+    /// Starts a separate verifier environment of `task` (`[verifier] environment_mode =
+    /// "separate"`, task- or step-level): its image (the verifier environment's
+    /// `docker_image`, else a build of `image.context`, as Harbor builds it from the tests
+    /// directory), then one container from `spec` (whose `main.image` the backend replaces). Nothing of the
     /// agent's environment is shared with it. Backends that cannot refuse with
     /// [`BackendErrorKind::Unsupported`].
     fn start_verifier_environment(
         &self,
         task: &Task,
+        image: &VerifierImage,
         spec: &EnvironmentSpec,
         log: &OutputSink,
     ) -> impl Future<Output = Result<Self::Environment, BackendError>> + Send {
-        let _ = (spec, log);
+        let _ = (image, spec, log);
         let message = format!(
             "task {}: this backend cannot run a separate verifier environment ([verifier] environment_mode = \"separate\")",
             task.name

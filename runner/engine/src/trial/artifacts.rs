@@ -9,7 +9,8 @@
 //! fresh `mktemp -d`), copying at most the budget's bytes, then downloaded and removed.
 //!
 //! [`upload_artifacts`] is the way back, for a separate verifier's container: each collected
-//! artifact goes to its declared source path there.
+//! artifact goes from the host to its declared source path there. This is the only way
+//! artifacts reach a verifier; nothing is copied container to container.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -340,13 +341,16 @@ fn stage_dir_script(source: &str, exclude: &[String], cap: u64) -> String {
 /// container), each to its declared source path there (Harbor's `upload_artifacts`); the
 /// convention directory goes to `target_convention` (`/logs/artifacts` on Linux). A
 /// directory replaces what is at its path; a file is written with its parent created.
-/// Artifacts that were not collected are skipped.
+/// Artifacts that were not collected are skipped. Only what [`collect_artifacts`] brought to
+/// the host (regular files and directories, within the download budget) is uploaded, so no
+/// link the agent made can point the upload anywhere. Returns the sources uploaded.
 pub async fn upload_artifacts<S: Sandbox>(
     sandbox: &S,
     specs: &[ArtifactSpec],
     artifacts_dir: &Path,
     target_convention: &str,
-) -> Result<(), tasks::SandboxError> {
+) -> Result<Vec<String>, tasks::SandboxError> {
+    let mut uploaded = Vec::new();
     for spec in specs {
         let Some(host) = host_path(artifacts_dir, spec) else {
             continue;
@@ -357,7 +361,10 @@ pub async fn upload_artifacts<S: Sandbox>(
             spec.source.clone()
         };
         if host.is_dir() {
-            let reset = format!("rm -rf {t} && mkdir -p {t}", t = shell_quote(&target));
+            let reset = format!(
+                "rm -rf {t} && mkdir -p {t} && chmod 777 {t}",
+                t = shell_quote(&target)
+            );
             sandbox.exec(ExecRequest::runner_own(reset)).await?;
             sandbox.upload_dir(&host, &target).await?;
         } else if host.is_file() {
@@ -376,9 +383,12 @@ pub async fn upload_artifacts<S: Sandbox>(
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "/".into());
             sandbox.upload_dir(stage.path(), &parent).await?;
+        } else {
+            continue;
         }
+        uploaded.push(spec.source.clone());
     }
-    Ok(())
+    Ok(uploaded)
 }
 
 impl<B: Backend> Trial<B> {
@@ -413,13 +423,17 @@ impl<B: Backend> Trial<B> {
         entries
     }
 
-    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`;
-    /// the convention directory's entry is settled by [`Self::collection`] at the end.
+    /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`
+    /// (`/logs/artifacts` too when a separate verifier needs it uploaded from there; else its
+    /// entry is settled by [`Self::collection`] after the final download).
     pub(super) async fn collect_artifacts(&mut self) {
         let dir = self.dir.join("artifacts");
-        self.manifest = self
-            .collect_artifacts_into(&[], &dir, Convention::Deferred)
-            .await;
+        let convention = if super::separate_verifier::is_separate(&self.plan.task, None) {
+            Convention::Download
+        } else {
+            Convention::Deferred
+        };
+        self.manifest = self.collect_artifacts_into(&[], &dir, convention).await;
     }
 }
 

@@ -90,14 +90,16 @@ impl<B: Backend> Trial<B> {
             sidecars: Vec::new(),
             observer: self.observer.clone(),
             limits: self.limits.clone(),
-            network_switchable: plan.agent_environment_switches(),
+            network_switchable: super::phase_network::NetworkPlan::task_switches(
+                &self.plan.task.config,
+            ),
             compose_task: Some(self.plan.task.clone()),
             trial_dir: self.dir.clone(),
             gpus: env_config.gpus.unwrap_or(0),
             // A single-step task's one verification runs the task's tests (in this
             // environment's jail unless the verifier has an environment of its own).
             first_tests: (!self.plan.task.is_multi_step()
-                && !super::separate_verifier::is_separate(&self.plan.task))
+                && !super::separate_verifier::is_separate(&self.plan.task, None))
             .then(|| self.plan.task.tests_dir()),
         }
     }

@@ -1,11 +1,14 @@
-//! Per-phase network policy (Harbor's `trial/network_policy.py`, single-step): each phase runs
-//! under the `[agent]` or `[verifier]` `network_mode` when it declares one, else under its
-//! environment's baseline. Harbor's Docker backend refuses a phase that differs from the
+//! Per-phase network policy (Harbor's `trial/network_policy.py`): each phase runs
+//! under the `[agent]` or `[verifier]` `network_mode` when it declares one (a step's
+//! `[steps.agent]`/`[steps.verifier]` over the task's), else under its environment's
+//! baseline, which is restored after the phase. Harbor's Docker backend refuses a phase that differs from the
 //! baseline; runner switches the running container's networks instead
 //! ([`crate::Environment::set_network`]).
 
 use tasks::ExceptionType;
-use tasks::config::{NetworkMode, TaskConfig, VerifierEnvironmentMode};
+use tasks::config::{
+    EnvironmentSection, NetworkMode, StepConfig, TaskConfig, VerifierEnvironmentMode,
+};
 
 use super::Trial;
 use crate::backend::{Backend, Environment, NetworkAccess};
@@ -30,20 +33,30 @@ impl NetworkPlan {
     /// runs in (the agent's, or the separate verifier's: `[verifier.environment]`, else a copy
     /// of `[environment]`).
     pub fn of(config: &TaskConfig) -> NetworkPlan {
+        Self::resolve(config, None)
+    }
+
+    /// The plan of one step of a multi-step task (Harbor's `_network_plan(step_cfg)`): the
+    /// step's `[steps.agent]`/`[steps.verifier]` `network_mode` over the task's, and the
+    /// step's verifier mode and environment (see [`step_verifier_environment`]).
+    pub fn of_step(config: &TaskConfig, step: &StepConfig) -> NetworkPlan {
+        Self::resolve(config, Some(step))
+    }
+
+    fn resolve(config: &TaskConfig, step: Option<&StepConfig>) -> NetworkPlan {
         let agent_baseline = config.environment.effective_network();
-        let verifier_baseline = (resolved_verifier_mode(config)
-            == VerifierEnvironmentMode::Separate)
-            .then(|| match &config.verifier.environment {
-                Some(env) => env.effective_network(),
-                None => agent_baseline,
-            });
+        let verifier_baseline =
+            verifier_environment(config, step).map(EnvironmentSection::effective_network);
+        let agent_mode = step.and_then(|s| s.agent.network_mode);
+        let verifier_mode = step.and_then(|s| s.verifier.network_mode);
         NetworkPlan {
             agent_baseline,
-            agent_phase: config.agent.network_mode.unwrap_or(agent_baseline),
+            agent_phase: agent_mode
+                .or(config.agent.network_mode)
+                .unwrap_or(agent_baseline),
             verifier_baseline,
-            verifier_phase: config
-                .verifier
-                .network_mode
+            verifier_phase: verifier_mode
+                .or(config.verifier.network_mode)
                 .unwrap_or(verifier_baseline.unwrap_or(agent_baseline)),
         }
     }
@@ -53,6 +66,18 @@ impl NetworkPlan {
         self.agent_phase != self.agent_baseline
             || (self.verifier_baseline.is_none() && self.verifier_phase != self.agent_baseline)
     }
+
+    /// True when the agent's environment of a task changes network in any of its phases (a
+    /// multi-step task's: in any step), so it must start switchable.
+    pub fn task_switches(config: &TaskConfig) -> bool {
+        if config.steps.is_empty() {
+            return Self::of(config).agent_environment_switches();
+        }
+        config
+            .steps
+            .iter()
+            .any(|step| Self::of_step(config, step).agent_environment_switches())
+    }
 }
 
 /// The verifier mode of a single-step task (Harbor's `resolve_task_verifier_mode`).
@@ -61,6 +86,36 @@ pub fn resolved_verifier_mode(config: &TaskConfig) -> VerifierEnvironmentMode {
         .verifier
         .declared_mode()
         .unwrap_or(VerifierEnvironmentMode::Shared)
+}
+
+/// The verifier mode of one step (Harbor's `resolve_step_verifier_mode`): the step's
+/// explicit mode, else separate when it has `[steps.verifier.environment]`, else the task's.
+pub fn resolved_step_verifier_mode(
+    config: &TaskConfig,
+    step: &StepConfig,
+) -> VerifierEnvironmentMode {
+    step.verifier
+        .declared_mode()
+        .unwrap_or_else(|| resolved_verifier_mode(config))
+}
+
+/// The environment the verifier of the task (`step` `None`) or of `step` runs in, `None` in
+/// the shared mode (Harbor's `resolve_effective_verifier_env_config`): the step's
+/// `[steps.verifier.environment]`, else `[verifier.environment]`, else `[environment]`.
+pub fn verifier_environment<'a>(
+    config: &'a TaskConfig,
+    step: Option<&'a StepConfig>,
+) -> Option<&'a EnvironmentSection> {
+    let mode = match step {
+        Some(step) => resolved_step_verifier_mode(config, step),
+        None => resolved_verifier_mode(config),
+    };
+    if mode != VerifierEnvironmentMode::Separate {
+        return None;
+    }
+    step.and_then(|s| s.verifier.environment.as_deref())
+        .or(config.verifier.environment.as_deref())
+        .or(Some(&config.environment))
 }
 
 /// The backend's access for a mode (`allowlist` is refused at load, so it never gets here;
@@ -157,6 +212,48 @@ mod tests {
             plan("[environment]\nallow_internet = false\n[verifier]\nnetwork_mode = \"public\"\n");
         assert_eq!((p.agent_phase, p.verifier_phase), (NoNetwork, Public));
         assert!(p.agent_environment_switches());
+    }
+
+    #[test]
+    fn a_steps_modes_go_over_the_tasks_and_its_verifier_environment_is_its_own() {
+        let config = parse_task_config(
+            std::path::Path::new("task.toml"),
+            "[agent]\nnetwork_mode = \"no-network\"\n[verifier]\nenvironment_mode = \"separate\"\n\
+             [[steps]]\nname = \"a\"\n\
+             [[steps]]\nname = \"b\"\n[steps.agent]\nnetwork_mode = \"public\"\n\
+             [steps.verifier]\nenvironment_mode = \"shared\"\nnetwork_mode = \"no-network\"\n\
+             [[steps]]\nname = \"c\"\n[steps.verifier.environment]\nnetwork_mode = \"no-network\"\n",
+        )
+        .unwrap()
+        .config;
+        let [a, b, c] = [0, 1, 2].map(|i| NetworkPlan::of_step(&config, &config.steps[i]));
+        // a: the task's offline agent; a separate verifier on a copy of [environment].
+        assert_eq!(
+            (a.agent_phase, a.verifier_baseline),
+            (NoNetwork, Some(Public))
+        );
+        assert_eq!(a.verifier_phase, Public);
+        assert!(a.agent_environment_switches());
+        // b: its own online agent; a shared verifier, offline.
+        assert_eq!((b.agent_phase, b.verifier_baseline), (Public, None));
+        assert_eq!(b.verifier_phase, NoNetwork);
+        assert!(b.agent_environment_switches());
+        // c: its own verifier environment's baseline.
+        assert_eq!(
+            (c.verifier_baseline, c.verifier_phase),
+            (Some(NoNetwork), NoNetwork)
+        );
+        assert!(NetworkPlan::task_switches(&config));
+        let still = parse_task_config(
+            std::path::Path::new("task.toml"),
+            "[[steps]]\nname = \"a\"\n[steps.verifier]\nenvironment_mode = \"separate\"\nnetwork_mode = \"no-network\"\n",
+        )
+        .unwrap()
+        .config;
+        assert!(
+            !NetworkPlan::task_switches(&still),
+            "only the separate verifier's container switches"
+        );
     }
 
     #[test]

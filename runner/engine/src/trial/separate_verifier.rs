@@ -1,83 +1,101 @@
 //! The separate verifier (`[verifier] environment_mode = "separate"`, or a
-//! `[verifier.environment]`): the tests run in a container of their own, started from
-//! `tests/Dockerfile` or the verifier environment's `docker_image` (Harbor builds it from the
-//! tests directory), with only the declared artifacts copied in from the agent's container
-//! (`/logs/artifacts` and the task's `artifacts` paths, as Harbor's `upload_artifacts`).
-//! Nothing else of the agent's container reaches it, and its network is its own: the
-//! verifier environment's baseline, switched to `[verifier] network_mode` when that differs.
+//! `[verifier.environment]`; for a multi-step task also `[steps.verifier]`): the tests run in a
+//! container of their own, started from the verifier environment's `docker_image` or built
+//! from its tests directory (a step's `steps/<name>/tests/` when it exists, else `tests/`, as
+//! Harbor's `_verifier_env_build_context`), with only the declared artifacts uploaded from
+//! where they were collected on the host (Harbor's `upload_artifacts`, see
+//! [`super::artifacts::upload_artifacts`]). Nothing else of the agent's container reaches it,
+//! and its network is its own: the verifier environment's baseline, switched to the phase's
+//! `network_mode` when that differs. One container per verification (per step), removed after.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tasks::config::{Artifact, EnvironmentSection, VerifierEnvironmentMode};
-use tasks::{ExceptionType, ExecRequest, Sandbox, Task, shell_quote};
+use tasks::config::{EnvironmentSection, StepConfig};
+use tasks::records::VerifierResult;
+use tasks::{ExceptionType, Task};
 
 use super::Trial;
-use super::phase_network::{self, access, resolved_verifier_mode};
-use super::record::{finish_timing, start_timing};
-use crate::backend::{Backend, Environment};
+use super::artifacts::{CONVENTION_DIR, normalized, upload_artifacts};
+use super::phase_network::{self, NetworkPlan, access, verifier_environment};
+use crate::backend::{Backend, Environment, VerifierImage};
+use crate::events::Phase;
 use crate::failure::TrialFailure;
 
-/// Harbor's artifacts directory, always copied (its `convention_source`).
-const ARTIFACTS_DIR: &str = "/logs/artifacts";
-/// The longest copying the artifacts may take.
+/// The longest uploading the artifacts may take.
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest removing the verifier's container may take (the job's sweep is the backstop).
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// True when `task`'s verifier runs in its own environment.
-pub(super) fn is_separate(task: &Task) -> bool {
-    resolved_verifier_mode(&task.config) == VerifierEnvironmentMode::Separate
+/// True when the verifier of `task` (`step` `None`) or of its step `step` runs in its own
+/// environment.
+pub(super) fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
+    verifier_environment(&task.config, step).is_some()
 }
 
-/// The verifier's environment config: `[verifier.environment]`, else a copy of
-/// `[environment]` (Harbor's `resolve_effective_verifier_env_config`).
-fn verifier_environment(task: &Task) -> &EnvironmentSection {
-    task.config
-        .verifier
-        .environment
-        .as_deref()
-        .unwrap_or(&task.config.environment)
-}
-
-/// The container paths copied from the agent's environment: `/logs/artifacts` first, then
-/// each declared artifact once.
-pub fn artifact_sources(task: &Task) -> Vec<String> {
-    let mut sources = vec![ARTIFACTS_DIR.to_owned()];
-    for artifact in &task.config.artifacts {
-        let source = match artifact {
-            Artifact::Path(path) => path,
-            Artifact::Spec { source, .. } => source,
-        };
-        let trimmed = source.trim_end_matches('/');
-        if !trimmed.is_empty() && !sources.iter().any(|s| s == trimmed) {
-            sources.push(trimmed.to_owned());
-        }
+/// What a separate verifier's image is made from: the environment's `docker_image`, else
+/// a build of the step's tests directory when it has one, else of `tests/`.
+fn verifier_image(task: &Task, venv: &EnvironmentSection, step: Option<&str>) -> VerifierImage {
+    let own = step.map(|name| task.step_dir(name).join("tests"));
+    let (context, name) = match own.filter(|dir| dir.is_dir()) {
+        Some(dir) => (
+            dir,
+            format!(
+                "{}-verifier-{}",
+                task.short_name(),
+                step.unwrap_or_default()
+            ),
+        ),
+        None => (task.tests_dir(), format!("{}-verifier", task.short_name())),
+    };
+    VerifierImage {
+        docker_image: venv.docker_image.clone(),
+        context,
+        name,
     }
-    sources
 }
 
 impl<B: Backend> Trial<B> {
-    /// Starts the verifier's own environment, copies the artifacts in, verifies there and
-    /// removes it, on every path.
-    pub(super) async fn separate_verification(&mut self) -> Result<(), TrialFailure> {
-        let agent = self.sandbox()?;
+    /// Verifies the task (`step` `None`) or step `index` (outputs into `<step_dir>/verifier/`)
+    /// in a verifier environment of its own: starts it, uploads the artifacts collected in
+    /// `artifacts_dir`, verifies within `timeout` and removes it, on every path.
+    pub(super) async fn verify_separately(
+        &mut self,
+        step: Option<(usize, &Path)>,
+        artifacts_dir: &Path,
+        timeout: Duration,
+    ) -> Result<VerifierResult, TrialFailure> {
         let task = self.plan.task.clone();
-        let network = self.network_plan();
+        let step_config = step.map(|(index, _)| &task.config.steps[index]);
+        let Some(venv) = verifier_environment(&task.config, step_config) else {
+            return Err(TrialFailure::new(
+                ExceptionType::RunnerError,
+                "a separate verification of a shared verifier",
+            ));
+        };
+        let network = match step_config {
+            Some(step) => NetworkPlan::of_step(&task.config, step),
+            None => NetworkPlan::of(&task.config),
+        };
         let baseline = network.verifier_baseline.unwrap_or(network.agent_baseline);
-        let venv = verifier_environment(&task);
         let mut spec = self.environment_spec("");
-        spec.trial_name = format!("{}__verifier", self.name());
+        // Harbor's session id: `<trial>__verifier__<key>`, the key being the step's name.
+        spec.trial_name = match step_config {
+            Some(step) => format!("{}__verifier__{}", self.name(), step.name),
+            None => format!("{}__verifier", self.name()),
+        };
         spec.main.name = "verifier".into();
         spec.main.cpus = venv.cpus;
         spec.main.memory_mb = venv.memory_mb.or(Some(self.limits.memory_mb));
         spec.main.network = access(baseline);
         spec.main.workdir = venv.workdir.clone();
-        if task.config.verifier.environment.is_some() {
+        // A copy of [environment] keeps the trial's resolved env; a section of its own has
+        // its own env.
+        if !std::ptr::eq(venv, &task.config.environment) {
             spec.main.env = tasks::template::resolve_env(&venv.env).map_err(|e| {
                 TrialFailure::new(
                     ExceptionType::EnvironmentStartError,
-                    format!("task {}: [verifier.environment] env: {e}", task.name),
+                    format!("task {}: verifier environment env: {e}", task.name),
                 )
             })?;
         }
@@ -87,6 +105,7 @@ impl<B: Backend> Trial<B> {
         spec.compose_task = None;
         spec.network_switchable = network.verifier_phase != baseline;
         spec.gpus = venv.gpus.unwrap_or(0);
+        let image = verifier_image(&task, venv, step_config.map(|s| s.name.as_str()));
 
         // Progress lines are for the live view; trial.log keeps the build's own output.
         let output = self.observer.output.clone();
@@ -96,11 +115,14 @@ impl<B: Backend> Trial<B> {
                     output(stream, bytes);
                 }
             });
+        // Starting it (a build, maybe) is watched as an environment start, not against the
+        // verifier's deadline.
+        self.enter(Phase::Environment);
         let started = tokio::time::timeout(
             self.timeouts.environment_build,
             self.ctx
                 .backend
-                .start_verifier_environment(&task, &spec, &log),
+                .start_verifier_environment(&task, &image, &spec, &log),
         )
         .await
         .map_err(|_| {
@@ -112,14 +134,20 @@ impl<B: Backend> Trial<B> {
                 ),
             )
         })?;
+        self.enter(Phase::Verifier);
         let environment = started?;
         self.log.line(&format!(
             "started the separate verifier environment: {}",
             environment.describe()
         ));
-        let verified = self
-            .verify_in(&environment, &agent, baseline, network.verifier_phase)
-            .await;
+        let place = VerifierPlace {
+            step,
+            artifacts_dir,
+            timeout,
+            baseline,
+            phase: network.verifier_phase,
+        };
+        let verified = self.verify_in(&environment, place).await;
         let what = environment.describe();
         match tokio::time::timeout(REMOVE_TIMEOUT, environment.remove()).await {
             Ok(Ok(())) => self.log.line(&format!("removed {what}")),
@@ -136,131 +164,70 @@ impl<B: Backend> Trial<B> {
     async fn verify_in(
         &mut self,
         environment: &B::Environment,
-        agent: &<B::Environment as Environment>::Sandbox,
-        baseline: tasks::NetworkMode,
-        phase: tasks::NetworkMode,
-    ) -> Result<(), TrialFailure> {
+        place: VerifierPlace<'_>,
+    ) -> Result<VerifierResult, TrialFailure> {
         let verifier = environment.main().clone();
         let task = self.plan.task.clone();
         let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentError, message);
         super::environment::prepare_logs(&verifier, ExceptionType::EnvironmentError).await?;
-        let staging =
-            std::env::temp_dir().join(format!("runner-artifacts-{}", uuid::Uuid::new_v4()));
-        let sources = artifact_sources(&task);
-        let copied = tokio::time::timeout(
+        let step_artifacts = place
+            .step
+            .map_or(&[][..], |(index, _)| &task.config.steps[index].artifacts);
+        let specs = normalized(&task.config.artifacts, step_artifacts);
+        let uploaded = tokio::time::timeout(
             COPY_TIMEOUT,
-            copy_artifacts(agent, &verifier, &sources, &staging),
+            upload_artifacts(&verifier, &specs, place.artifacts_dir, CONVENTION_DIR),
         )
         .await;
-        let _ = std::fs::remove_dir_all(&staging);
-        match copied {
-            Ok(Ok(lines)) => {
-                for line in lines {
-                    self.log.line(&line);
+        match uploaded {
+            Ok(Ok(uploaded)) => {
+                for source in uploaded {
+                    self.log
+                        .line(&format!("artifact {source}: uploaded to the verifier"));
                 }
             }
-            Ok(Err(e)) => return Err(fail(format!("copying the artifacts to the verifier: {e}"))),
+            Ok(Err(e)) => {
+                return Err(fail(format!(
+                    "uploading the artifacts to the verifier: {e}"
+                )));
+            }
             Err(_) => {
                 return Err(fail(format!(
-                    "copying the artifacts to the verifier took longer than {} s",
+                    "uploading the artifacts to the verifier took longer than {} s",
                     COPY_TIMEOUT.as_secs()
                 )));
             }
         }
-        if phase != baseline {
-            phase_network::switch(environment, "verifier", phase).await?;
+        if place.phase != place.baseline {
+            phase_network::switch(environment, "verifier", place.phase).await?;
             self.log.line(&format!(
                 "network for the verifier: {} (its environment's baseline {})",
-                phase.as_str(),
-                baseline.as_str()
+                place.phase.as_str(),
+                place.baseline.as_str()
             ));
         }
-        start_timing(&mut self.result.verifier);
         let deadline = Instant::now()
-            .checked_add(self.timeouts.verifier)
+            .checked_add(place.timeout)
             .unwrap_or_else(Instant::now);
         let mut notes = verifiers::VerifyNotes::default();
-        let verified = verifiers::verify(&verifier, &task, &self.dir, deadline, &mut notes).await;
-        finish_timing(&mut self.result.verifier);
+        let verified = match place.step {
+            None => verifiers::verify(&verifier, &task, &self.dir, deadline, &mut notes).await,
+            Some((index, dir)) => {
+                verifiers::verify_step(&verifier, &task, index, dir, deadline, &mut notes).await
+            }
+        };
         self.record_notes(notes);
-        self.result.verifier_result = Some(verified?.result);
-        Ok(())
+        Ok(verified?.result)
     }
 }
 
-/// Copies each of `sources` that exists from `from` to the same path in `to`, through the host
-/// (`staging`): downloads keep only regular files and directories within the trial's download
-/// budget, so no link the agent made can point the verifier's upload anywhere. A directory
-/// replaces the target directory (Harbor empties it first). Returns lines for `trial.log`.
-async fn copy_artifacts<A: Sandbox, V: Sandbox>(
-    from: &A,
-    to: &V,
-    sources: &[String],
-    staging: &Path,
-) -> Result<Vec<String>, tasks::SandboxError> {
-    let mut lines = Vec::new();
-    for (index, source) in sources.iter().enumerate() {
-        let quoted = shell_quote(source);
-        let kind = from
-            .exec(ExecRequest::root(format!(
-                "if [ -d {quoted} ]; then echo dir; elif [ -f {quoted} ]; then echo file; else echo none; fi"
-            )))
-            .await?;
-        let host = staging.join(index.to_string());
-        match kind.stdout.trim() {
-            "dir" => {
-                from.download_dir(source, &host).await?;
-                to.exec(ExecRequest::root(format!(
-                    "rm -rf {quoted} && mkdir -p {quoted} && chmod 777 {quoted}"
-                )))
-                .await?;
-                to.upload_dir(&host, source).await?;
-                lines.push(format!(
-                    "artifact {source}: directory copied to the verifier"
-                ));
-            }
-            "file" => {
-                // A fresh directory of root's own, so the download names only this file.
-                let made = from
-                    .exec(ExecRequest::root(format!(
-                        "d=$(mktemp -d) && cp -L -- {quoted} \"$d\"/ && echo \"$d\""
-                    )))
-                    .await?;
-                let temp = made.stdout.trim().to_owned();
-                if !made.success() || !temp.starts_with('/') {
-                    lines.push(format!(
-                        "artifact {source}: could not be read ({})",
-                        made.stderr.trim()
-                    ));
-                    continue;
-                }
-                let downloaded = from.download_dir(&temp, &host).await;
-                from.exec(ExecRequest::root(format!("rm -rf {}", shell_quote(&temp))))
-                    .await?;
-                downloaded?;
-                let parent = parent_dir(source);
-                to.upload_dir(&host, &parent).await?;
-                lines.push(format!("artifact {source}: file copied to the verifier"));
-            }
-            _ => lines.push(format!(
-                "artifact {source}: not in the agent's environment, nothing copied"
-            )),
-        }
-    }
-    Ok(lines)
-}
-
-/// The directory holding `path` (`/` for a top-level file).
-fn parent_dir(path: &str) -> String {
-    let parent = PathBuf::from(path)
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    if parent.is_empty() {
-        "/".into()
-    } else {
-        parent
-    }
+/// Where and how one separate verification runs.
+struct VerifierPlace<'a> {
+    step: Option<(usize, &'a Path)>,
+    artifacts_dir: &'a Path,
+    timeout: Duration,
+    baseline: tasks::NetworkMode,
+    phase: tasks::NetworkMode,
 }
 
 #[cfg(test)]
@@ -268,27 +235,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_artifacts_dir_comes_first_and_sources_are_unique() {
+    fn a_steps_own_tests_dir_is_its_verifiers_build_context() {
         let dir = tempfile::tempdir().unwrap();
-        for (path, text) in [
-            ("instruction.md", "x\n"),
-            ("tests/test.sh", "#!/bin/bash\n"),
-            ("environment/Dockerfile", "FROM x\n"),
-            (
-                "task.toml",
-                "artifacts = [\"/app/out.txt\", \"/logs/artifacts/\", {source = \"/app/out.txt\"}, {source = \"/data/\"}]\n",
-            ),
-        ] {
-            let file = dir.path().join(path);
-            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            std::fs::write(file, text).unwrap();
-        }
-        let task = Task::read(dir.path()).unwrap();
-        assert_eq!(
-            artifact_sources(&task),
-            ["/logs/artifacts", "/app/out.txt", "/data"]
+        let write = |rel: &str, text: &str| testkit::files::write(dir.path(), rel, text);
+        write(
+            "task.toml",
+            "[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"a\"\n[[steps]]\nname = \"b\"\n\
+             [steps.verifier.environment]\ndocker_image = \"verifier:1\"\n",
         );
-        assert_eq!(parent_dir("/app/out.txt"), "/app");
-        assert_eq!(parent_dir("/out.txt"), "/");
+        write("environment/Dockerfile", "FROM scratch\n");
+        write("tests/Dockerfile", "FROM scratch\n");
+        write("tests/test.sh", "exit 0\n");
+        for step in ["a", "b"] {
+            write(&format!("steps/{step}/instruction.md"), "Do.\n");
+        }
+        write("steps/b/tests/test.sh", "exit 0\n");
+        let task = Task::load(dir.path()).unwrap();
+        let [a, b] = [&task.config.steps[0], &task.config.steps[1]];
+        assert!(is_separate(&task, Some(a)) && is_separate(&task, Some(b)));
+        let venv_a = verifier_environment(&task.config, Some(a)).unwrap();
+        assert!(std::ptr::eq(venv_a, &task.config.environment));
+        let image_a = verifier_image(&task, venv_a, Some("a"));
+        assert_eq!(image_a.context, task.tests_dir());
+        assert_eq!(image_a.docker_image, None);
+        let venv_b = verifier_environment(&task.config, Some(b)).unwrap();
+        let image_b = verifier_image(&task, venv_b, Some("b"));
+        assert_eq!(image_b.context, task.step_dir("b").join("tests"));
+        assert_eq!(image_b.docker_image.as_deref(), Some("verifier:1"));
+        assert_ne!(image_a.name, image_b.name);
     }
 }

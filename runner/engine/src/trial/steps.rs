@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tasks::config::StepConfig;
-use tasks::records::{ExceptionInfo, PhaseTiming, StepResult};
+use tasks::records::{ExceptionInfo, PhaseTiming, StepResult, VerifierResult};
 use tasks::steps_rewards::{aggregate, stop_after_step};
 use tasks::{ExceptionType, ExecRequest, Sandbox, Task, TimedPhase, shell_quote};
 
@@ -24,6 +24,8 @@ use super::Trial;
 use super::agent::AgentTurn;
 use super::artifacts::Convention;
 use super::healthcheck;
+use super::phase_network::NetworkPlan;
+use super::separate_verifier::is_separate;
 use crate::backend::Backend;
 use crate::events::Phase;
 use crate::failure::TrialFailure;
@@ -144,6 +146,11 @@ impl<B: Backend> Trial<B> {
             // Stopped for the previous step's verification.
             self.start_bridge_relay().await?;
         }
+        // Harbor's `_phase_network_policy`: each phase under its own mode, the baseline
+        // restored after it; the switch costs none of the phase's deadline.
+        let network = NetworkPlan::of_step(&task.config, step);
+        self.switch_network("agent run", network.agent_baseline, network.agent_phase)
+            .await?;
         self.current_step().agent_execution = Some(PhaseTiming::start());
         let turn = AgentTurn {
             instruction: &task.steps[index].instruction,
@@ -154,6 +161,12 @@ impl<B: Backend> Trial<B> {
         };
         let ran = self.agent_turn(turn).await;
         finish(&mut self.current_step().agent_execution);
+        self.switch_network(
+            "rest of the step",
+            network.agent_phase,
+            network.agent_baseline,
+        )
+        .await?;
         let ran = ran?;
         let context = ran.context.or_else(|| {
             ran.failure
@@ -179,9 +192,23 @@ impl<B: Backend> Trial<B> {
         self.stop_bridge_relay().await;
         self.enter(Phase::Verifier);
         self.current_step().verifier = Some(PhaseTiming::start());
-        let verified = self
-            .verify_tests(Some((index, &step_dir)), self.timeouts.verifier)
-            .await;
+        let timeout = self.timeouts.verifier;
+        let verified = if is_separate(task, Some(step)) {
+            self.verify_separately(Some((index, &step_dir)), &artifacts, timeout)
+                .await
+        } else {
+            let shared = self
+                .verify_shared_step(index, &step_dir, &network, timeout)
+                .await;
+            match shared {
+                Ok(verified) => verified,
+                Err(failure) => {
+                    finish(&mut self.current_step().verifier);
+                    record_step_failure(self.current_step(), &failure);
+                    return Err(failure);
+                }
+            }
+        };
         finish(&mut self.current_step().verifier);
         match verified {
             Ok(result) => {
@@ -202,6 +229,25 @@ impl<B: Backend> Trial<B> {
             }
         }
         Ok(())
+    }
+
+    /// Verifies step `index` in the agent's container under the step's verifier network,
+    /// the baseline restored after it. The outer error is a network switch that failed: it
+    /// ends the trial (no phase may run under the wrong policy); the inner result is the
+    /// verification's.
+    async fn verify_shared_step(
+        &mut self,
+        index: usize,
+        step_dir: &std::path::Path,
+        network: &NetworkPlan,
+        timeout: Duration,
+    ) -> Result<Result<VerifierResult, TrialFailure>, TrialFailure> {
+        self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
+            .await?;
+        let verified = self.verify_tests(Some((index, step_dir)), timeout).await;
+        self.switch_network("next step", network.verifier_phase, network.agent_baseline)
+            .await?;
+        Ok(verified)
     }
 
     /// Harbor's `_prepare_step`: the container's log directories emptied, the step's
@@ -227,7 +273,10 @@ impl<B: Backend> Trial<B> {
                 return Ok(());
             };
             let pwd = sandbox
-                .exec(ExecRequest::new("pwd").maybe_user(user))
+                .exec(ExecRequest {
+                    bookkeeping: true,
+                    ..ExecRequest::new("pwd").maybe_user(user)
+                })
                 .await?;
             let container_dir = pwd.stdout.trim().to_owned();
             let container_dir = if container_dir.is_empty() {
@@ -372,7 +421,7 @@ fn span<'a>(timings: impl Iterator<Item = &'a Option<PhaseTiming>>) -> Option<Ph
 /// Runs `command` as root within a minute; a failure is the sandbox's.
 async fn root<S: Sandbox>(sandbox: &S, command: &str, what: &str) -> Result<(), TrialFailure> {
     let out = sandbox
-        .exec(ExecRequest::root(command).timeout(Duration::from_secs(60)))
+        .exec(ExecRequest::runner_own(command).timeout(Duration::from_secs(60)))
         .await?;
     if out.success() {
         Ok(())

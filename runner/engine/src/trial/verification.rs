@@ -21,14 +21,20 @@ impl<B: Backend> Trial<B> {
     /// learnt (exit code, named checks).
     pub(super) async fn verification(&mut self) -> Result<(), TrialFailure> {
         self.enter(Phase::Verifier);
-        if super::separate_verifier::is_separate(&self.plan.task) {
-            return self.separate_verification().await;
-        }
+        let separate = super::separate_verifier::is_separate(&self.plan.task, None);
         let network = self.network_plan();
-        self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
-            .await?;
+        if !separate {
+            self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
+                .await?;
+        }
         start_timing(&mut self.result.verifier);
-        let verified = self.verify_tests(None, self.timeouts.verifier).await;
+        let timeout = self.timeouts.verifier;
+        let verified = if separate {
+            let artifacts = self.dir.join("artifacts");
+            self.verify_separately(None, &artifacts, timeout).await
+        } else {
+            self.verify_tests(None, timeout).await
+        };
         finish_timing(&mut self.result.verifier);
         self.result.verifier_result = Some(verified?);
         Ok(())
