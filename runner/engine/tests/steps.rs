@@ -106,7 +106,10 @@ async fn run_one(dir: tempfile::TempDir, dataset: Dataset, agent: &str) -> Ran {
     )
     .await
     .expect("the job directory is written");
-    let result = outcome.results.into_iter().next().expect("one trial");
+    let result = testkit::records::on_disk(&job_dir, &outcome.results)
+        .into_iter()
+        .next()
+        .expect("one trial");
     let tally = backend.tally();
     Ran {
         trial_dir: job_dir.join(&result.trial_name),

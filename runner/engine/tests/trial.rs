@@ -148,6 +148,9 @@ async fn run_at(
     )
     .await
     .expect("the job directory is written");
+    // The job keeps totals only; the tests look at the whole records it wrote.
+    let mut outcome = outcome;
+    outcome.results = testkit::records::on_disk(&job_dir, &outcome.results);
     (outcome, report)
 }
 

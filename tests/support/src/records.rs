@@ -100,3 +100,16 @@ pub fn with_attempts(mut result: TrialResult, attempts: u32) -> TrialResult {
     result.attempts = Some(attempts);
     result
 }
+
+/// The full records of a finished job's trials, read back from `<job_dir>/<trial>/result.json`
+/// in the order of `kept` (the job outcome's results, which keep only totals in memory).
+pub fn on_disk(job_dir: &std::path::Path, kept: &[TrialResult]) -> Vec<TrialResult> {
+    kept.iter()
+        .map(|result| {
+            let path = job_dir.join(&result.trial_name).join("result.json");
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect()
+}

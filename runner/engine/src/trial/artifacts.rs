@@ -135,11 +135,15 @@ fn manifest_destination(artifacts_dir: &Path, target: &Path) -> String {
 pub enum Convention {
     /// Downloaded with the other artifacts (a step's, since the next step empties it).
     Download,
-    /// Left for the trial's end: a single-step trial downloads `/logs/artifacts` once, after
-    /// verification, so what the tests write there is kept too (as Harbor's bind-mounted
-    /// directory keeps it). Its entry says what the host directory holds when the manifest is
-    /// written (`empty` until then) and [`settle_convention`] updates it after that download,
-    /// so no command inside the container is spent on it.
+    /// Only looked at, for its manifest entry: a single-step trial downloads
+    /// `/logs/artifacts` once, after verification, so what the tests write there is kept too
+    /// (as Harbor's bind-mounted directory keeps it).
+    Probe,
+    /// As `Probe`, for a trial whose only artifact is the convention directory: its entry says
+    /// what the host directory holds when the manifest is written (`empty` until then) and
+    /// [`settle_convention`] updates it after that download, so no command inside the
+    /// container is spent on it. (With other artifacts in the same host directory, only the
+    /// probe can tell what came from `/logs/artifacts`.)
     Deferred,
 }
 
@@ -206,6 +210,17 @@ async fn collect_one<S: Sandbox>(
     let source = if source.is_empty() { "/" } else { source };
     if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Deferred {
         return Ok(("directory", convention_status(target)));
+    }
+    if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Probe {
+        let probe = format!(
+            "[ -n \"$(find {} -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1)\" ]",
+            shell_quote(source)
+        );
+        let out = sandbox
+            .exec(ExecRequest::runner_own(probe).timeout(Duration::from_secs(30)))
+            .await
+            .map_err(|e| ("directory", e.to_string()))?;
+        return Ok(("directory", if out.success() { "ok" } else { "empty" }));
     }
     if is_convention(source) && spec.exclude.is_empty() {
         download(sandbox, source, target)
@@ -281,8 +296,9 @@ fn convention_status(dir: &Path) -> &'static str {
     if has_contents { "ok" } else { "empty" }
 }
 
-/// After the deferred download of the convention directory into `artifacts_dir`: its entry
-/// in `entries` says what arrived, and the manifest is written again.
+/// After the deferred download of the convention directory into `artifacts_dir` (a trial
+/// collected with [`Convention::Deferred`], so nothing else is there): its entry in
+/// `entries` says what arrived, and the manifest is written again.
 pub fn settle_convention(
     entries: &mut [ManifestEntry],
     artifacts_dir: &Path,
@@ -430,10 +446,15 @@ impl<B: Backend> Trial<B> {
         let dir = self.dir.join("artifacts");
         let convention = if super::separate_verifier::is_separate(&self.plan.task, None) {
             Convention::Download
-        } else {
+        } else if self.plan.task.config.artifacts.is_empty() {
             Convention::Deferred
+        } else {
+            Convention::Probe
         };
-        self.manifest = self.collect_artifacts_into(&[], &dir, convention).await;
+        let entries = self.collect_artifacts_into(&[], &dir, convention).await;
+        if convention == Convention::Deferred {
+            self.manifest = entries;
+        }
     }
 }
 

@@ -105,28 +105,6 @@ impl<B: Backend> Trial<B> {
     }
 }
 
-/// Makes the `/logs` directories and lets any user write them; a failure is a `kind`.
-pub(super) async fn prepare_logs<S: Sandbox>(
-    sandbox: &S,
-    kind: ExceptionType,
-) -> Result<(), TrialFailure> {
-    let fail = |message: String| TrialFailure::new(kind.clone(), message);
-    let dirs = LOG_DIRS.join(" ");
-    let out = sandbox
-        .exec(ExecRequest::runner_own(format!(
-            "mkdir -p {dirs} && chmod 777 {dirs}"
-        )))
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    if !out.success() {
-        return Err(fail(format!(
-            "preparing /logs failed: {}",
-            out.stderr.trim()
-        )));
-    }
-    Ok(())
-}
-
 /// When the task runs a prebuilt `docker_image` without a Dockerfile, copies `environment/`
 /// into the workdir (Harbor uploads it there because no build step could have copied it in).
 /// The `/logs` directories already exist: the backend made them as it started the service.

@@ -171,8 +171,9 @@ pub struct Trial<B: Backend> {
     clock: Arc<PhaseClock>,
     limits: TrialLimits,
     bridge: Option<llm_bridge::TrialBridge>,
-    /// The artifacts manifest of a single-step trial, whose convention entry is settled once
-    /// `/logs/artifacts` is downloaded at the end.
+    /// The artifacts manifest of a single-step trial collected with
+    /// [`artifacts::Convention::Deferred`], whose convention entry is settled once
+    /// `/logs/artifacts` is downloaded at the end (empty otherwise).
     manifest: Vec<artifacts::ManifestEntry>,
 }
 

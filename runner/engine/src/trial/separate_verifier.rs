@@ -169,7 +169,7 @@ impl<B: Backend> Trial<B> {
         let verifier = environment.main().clone();
         let task = self.plan.task.clone();
         let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentError, message);
-        super::environment::prepare_logs(&verifier, ExceptionType::EnvironmentError).await?;
+        // Its `/logs` directories were made as it started (`ServiceSpec::writable_dirs`).
         let step_artifacts = place
             .step
             .map_or(&[][..], |(index, _)| &task.config.steps[index].artifacts);
