@@ -9,7 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, start_job_until,
+    workspace_root,
 };
 
 /// Runs `agent` once on the task at `path` into a fresh jobs dir.
@@ -301,43 +302,11 @@ fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
 /// Starts `runner run` on a compose task whose agent sleeps, and returns once the trial's
 /// containers and network exist, with the job id. (A failed start panics the test, which
 /// the test's own runner process outlives only until the trial's deadline.)
-#[allow(clippy::zombie_processes)]
 fn start_sleeping_compose(jobs: &Path, task: &Path) -> (std::process::Child, String) {
-    ensure_base_image();
-    runner(); // builds the binary
-    let child = Command::new(assert_cmd::cargo::cargo_bin("runner"))
-        .args(["run", "--agent", "oracle", "--jobs-dir"])
-        .arg(jobs)
-        .arg("--path")
-        .arg(task)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("runner starts");
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the trial never started"
-        );
-        if let Ok(entries) = std::fs::read_dir(jobs)
-            && let Some(job) = entries.flatten().next()
-            && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
-        {
-            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            if let Some(id) = value["id"].as_str() {
-                let label = format!("runner.job={id}");
-                // The sidecar and the main container: the environment is up.
-                if containers_with_label(&label).len() >= 2
-                    && !objects_with_label("network", &label).is_empty()
-                {
-                    std::thread::sleep(Duration::from_secs(2));
-                    return (child, id.to_owned());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    start_job_until(&[], jobs, task, "the trial never started", |label| {
+        // The sidecar and the main container: the environment is up.
+        containers_with_label(label).len() >= 2 && !objects_with_label("network", label).is_empty()
+    })
 }
 
 fn sleeping_compose_task() -> tempfile::TempDir {
