@@ -84,10 +84,52 @@ impl Multipliers {
         Duration::try_from_secs_f64(base_sec * self.factor(phase)).unwrap_or(Duration::MAX)
     }
 
+    /// The five by Harbor's field names (each also the clap id of its `runner run` flag), in
+    /// Harbor's order: for code that walks all five (config files, validation) instead of
+    /// naming each.
+    pub const FIELDS: [MultiplierField; 5] = [
+        MultiplierField {
+            name: "timeout_multiplier",
+            get: |m| Some(m.global),
+            set: |m, v| m.global = v,
+        },
+        MultiplierField {
+            name: "agent_timeout_multiplier",
+            get: |m| m.agent,
+            set: |m, v| m.agent = Some(v),
+        },
+        MultiplierField {
+            name: "verifier_timeout_multiplier",
+            get: |m| m.verifier,
+            set: |m, v| m.verifier = Some(v),
+        },
+        MultiplierField {
+            name: "agent_setup_timeout_multiplier",
+            get: |m| m.agent_setup,
+            set: |m, v| m.agent_setup = Some(v),
+        },
+        MultiplierField {
+            name: "environment_build_timeout_multiplier",
+            get: |m| m.environment_build,
+            set: |m, v| m.environment_build = Some(v),
+        },
+    ];
+
     /// True when every multiplier has its default (the leaderboard rule).
     pub fn is_default(&self) -> bool {
         *self == Multipliers::default()
     }
+}
+
+/// One field of [`Multipliers`], named as Harbor names it (see [`Multipliers::FIELDS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MultiplierField {
+    /// Harbor's field name, which is also the flag's clap id (`agent_timeout_multiplier`).
+    pub name: &'static str,
+    /// The value; `None` for an unset phase multiplier (the global one is always set).
+    pub get: fn(&Multipliers) -> Option<f64>,
+    /// Sets the value.
+    pub set: fn(&mut Multipliers, f64),
 }
 
 /// Parses a multiplier flag: a finite number in (0, [`MAX_MULTIPLIER`]].
@@ -123,6 +165,21 @@ mod tests {
         );
         assert!(!m.is_default());
         assert!(Multipliers::default().is_default());
+    }
+
+    #[test]
+    fn the_field_table_names_and_reaches_each_recorded_field() {
+        let mut m = Multipliers::default();
+        for (i, field) in Multipliers::FIELDS.iter().enumerate() {
+            (field.set)(&mut m, i as f64 + 2.0);
+        }
+        let recorded = serde_json::to_value(m).unwrap();
+        let recorded = recorded.as_object().unwrap();
+        assert_eq!(recorded.len(), Multipliers::FIELDS.len());
+        for (i, field) in Multipliers::FIELDS.iter().enumerate() {
+            assert_eq!(recorded[field.name], i as f64 + 2.0, "{}", field.name);
+            assert_eq!((field.get)(&m), Some(i as f64 + 2.0), "{}", field.name);
+        }
     }
 
     #[test]
