@@ -53,6 +53,17 @@ impl Default for Multipliers {
     }
 }
 
+/// The [`MultiplierField`] of a phase multiplier: unset until given.
+macro_rules! phase_field {
+    ($name:literal, $field:ident) => {
+        MultiplierField {
+            name: $name,
+            get: |m| m.$field,
+            set: |m, v| m.$field = Some(v),
+        }
+    };
+}
+
 /// The phases a multiplier can scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimedPhase {
@@ -93,26 +104,10 @@ impl Multipliers {
             get: |m| Some(m.global),
             set: |m, v| m.global = v,
         },
-        MultiplierField {
-            name: "agent_timeout_multiplier",
-            get: |m| m.agent,
-            set: |m, v| m.agent = Some(v),
-        },
-        MultiplierField {
-            name: "verifier_timeout_multiplier",
-            get: |m| m.verifier,
-            set: |m, v| m.verifier = Some(v),
-        },
-        MultiplierField {
-            name: "agent_setup_timeout_multiplier",
-            get: |m| m.agent_setup,
-            set: |m, v| m.agent_setup = Some(v),
-        },
-        MultiplierField {
-            name: "environment_build_timeout_multiplier",
-            get: |m| m.environment_build,
-            set: |m, v| m.environment_build = Some(v),
-        },
+        phase_field!("agent_timeout_multiplier", agent),
+        phase_field!("verifier_timeout_multiplier", verifier),
+        phase_field!("agent_setup_timeout_multiplier", agent_setup),
+        phase_field!("environment_build_timeout_multiplier", environment_build),
     ];
 
     /// True when every multiplier has its default (the leaderboard rule).
