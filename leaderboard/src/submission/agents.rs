@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::Rule;
 use super::job::Job;
-use super::report::Violation;
+use super::report::{Violation, trials_named};
 use super::trial::{AgentIdentity, TrialFacts};
 
 /// Violations of `agent_config_match` over all trials.
@@ -31,8 +31,7 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
         .map(|((job_index, agent), names)| {
             let job = &jobs[job_index];
             let model = agent.model.as_deref().unwrap_or("(no model)");
-            let example = names.first().copied().unwrap_or_default();
-            let trials = if names.len() == 1 { format!("trial {example}") } else { format!("{} trials, e.g. {example},", names.len()) };
+            let trials = trials_named(&names);
             let message = if let Some(i) = job.agents.iter().position(|a| a.name.is_none()) {
                 format!(
                     "{trials} ran agent `{}` with model `{model}`, but the job config's agents[{i}].name is null: \

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::Rule;
 use super::job::Job;
-use super::report::Violation;
+use super::report::{Violation, trials_named};
 use super::trial::TrialFacts;
 
 /// The models one job declared and called.
@@ -75,11 +75,7 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
         .map(|((i, model), names)| {
             let job = &jobs[i];
             let declared: Vec<&str> = declared(job).into_iter().collect();
-            let trials = if names.len() == 1 {
-                format!("trial {}", names[0])
-            } else {
-                format!("{} trials, e.g. {},", names.len(), names[0])
-            };
+            let trials = trials_named(&names);
             Violation::new(
                 Rule::DeclaredModelsOnly,
                 Some(format!("{}/config.json", job.display)),

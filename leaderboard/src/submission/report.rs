@@ -37,6 +37,16 @@ impl Violation {
     }
 }
 
+/// The trials a violation is about, as its message starts: `trial NAME` for one, else `N
+/// trials, e.g. FIRST,`.
+pub(crate) fn trials_named(names: &[&str]) -> String {
+    let example = names.first().copied().unwrap_or_default();
+    match names.len() {
+        1 => format!("trial {example}"),
+        n => format!("{n} trials, e.g. {example},"),
+    }
+}
+
 /// Whether a rule held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -158,6 +158,16 @@ fn scripted_backend(edit: impl FnOnce(&mut Script)) -> FakeBackend {
     backend
 }
 
+/// A backend whose first `n` environment starts fail with `message`.
+fn failing_starts(n: usize, message: &str) -> FakeBackend {
+    scripted_backend(|s| {
+        for _ in 0..n {
+            s.start_faults
+                .push_back(fault(BackendErrorKind::Start, message));
+        }
+    })
+}
+
 fn fixture(solve_sleep: f64, test_sh: &str, toml: &str) -> (tempfile::TempDir, Dataset) {
     let dir = tempfile::tempdir().unwrap();
     let dataset = task(dir.path(), solve_sleep, test_sh, toml);
@@ -252,10 +262,7 @@ async fn a_failed_build_fails_every_trial_of_the_task_once_and_starts_nothing() 
 #[tokio::test]
 async fn a_failed_start_is_an_environment_start_error() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = scripted_backend(|s| {
-        s.start_faults
-            .push_back(fault(BackendErrorKind::Start, "no space left on device"))
-    });
+    let backend = failing_starts(1, "no space left on device");
     let run = run(dir, dataset, backend, Options::default()).await;
     assert_eq!(run.exception(), Some(ExceptionType::EnvironmentStartError));
     assert!(run.only().agent_setup.is_none());
@@ -444,11 +451,7 @@ fn quick_retries(max_retries: u32) -> RetryPolicy {
 #[tokio::test]
 async fn a_start_failure_on_the_first_attempt_is_retried_and_scored_with_the_attempt_kept() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
-        s.start_faults
-            .push_back(fault(BackendErrorKind::Start, "the engine said 500"))
-    });
+    let backend = failing_starts(1, "the engine said 500");
     let options = Options {
         retry: quick_retries(2),
         ..Options::default()
@@ -505,13 +508,7 @@ async fn an_agent_timeout_is_not_retried() {
 #[tokio::test]
 async fn a_retried_infra_error_that_persists_ends_as_infra_error_after_every_retry() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
-        for _ in 0..3 {
-            s.start_faults
-                .push_back(fault(BackendErrorKind::Start, "still broken"));
-        }
-    });
+    let backend = failing_starts(3, "still broken");
     let options = Options {
         retry: quick_retries(2),
         ..Options::default()
@@ -634,11 +631,7 @@ async fn resume_keeps_complete_trials_byte_for_byte_and_reruns_partial_ones() {
 #[tokio::test]
 async fn retry_failed_reruns_trials_of_that_family_and_keeps_the_old_attempt() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
-        s.start_faults
-            .push_back(fault(BackendErrorKind::Start, "no space left on device"))
-    });
+    let backend = failing_starts(1, "no space left on device");
     let (outcome, _) = run_at(dir.path(), &dataset, &backend, Options::default()).await;
     assert_eq!(outcome.coverage.infra_error, 1);
     let name = outcome.results[0].trial_name.clone();
