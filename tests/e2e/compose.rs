@@ -118,17 +118,15 @@ fn the_compose_example_queries_its_sidecar_and_keeps_its_log() {
 #[test]
 fn the_separate_verifier_sees_the_artifacts_and_not_the_decoy() {
     oracle_scores_and_nop_does_not("separate-verifier", |job, trial| {
-        let stdout = job.trial_file(trial, "verifier/test-stdout.txt");
         assert_says_all(
-            &stdout,
+            &job.trial_file(trial, "verifier/test-stdout.txt"),
             &[
                 "PASSED test_outputs.py::test_the_decoy_did_not",
                 "PASSED test_outputs.py::test_this_is_not_the_agents_image",
             ],
         );
-        let trial_log = job.trial_file(trial, "trial.log");
         assert_says_all(
-            &trial_log,
+            &job.trial_file(trial, "trial.log"),
             &[
                 "separate verifier environment",
                 "artifact /app/report.txt: file copied",
@@ -140,9 +138,8 @@ fn the_separate_verifier_sees_the_artifacts_and_not_the_decoy() {
 #[test]
 fn the_agent_runs_offline_and_the_verifier_online_in_one_container() {
     oracle_scores_and_nop_does_not("agent-offline", |job, trial| {
-        let trial_log = job.trial_file(trial, "trial.log");
         assert_says_all(
-            &trial_log,
+            &job.trial_file(trial, "trial.log"),
             &["network public -> no-network for the agent run"],
         );
     });
@@ -217,7 +214,7 @@ fn an_offline_agent_cannot_reach_its_sidecar_and_the_online_verifier_can() {
 }
 
 /// A copy of the compose example with `edit` applied to its files, in a temp dir.
-fn edited_example(edit: impl Fn(&Path)) -> tempfile::TempDir {
+fn edited_example(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new("cp")
         .arg("-r")
@@ -237,15 +234,18 @@ fn edit_file(task: &Path, rel: &str, edit: impl FnOnce(String) -> String) {
     std::fs::write(path, edit(text)).unwrap();
 }
 
+/// A copy of the compose example with its docker-compose.yaml rewritten through `edit`.
+fn edited_compose_file(edit: impl FnOnce(String) -> String) -> tempfile::TempDir {
+    edited_example(|task| edit_file(task, "environment/docker-compose.yaml", edit))
+}
+
 #[test]
 fn a_compose_key_runner_cannot_run_is_refused_by_name() {
-    let dir = edited_example(|task| {
-        edit_file(task, "environment/docker-compose.yaml", |text| {
-            text.replace(
-                "    expose:\n",
-                "    ports:\n      - \"8080:8080\"\n    expose:\n",
-            )
-        });
+    let dir = edited_compose_file(|text| {
+        text.replace(
+            "    expose:\n",
+            "    ports:\n      - \"8080:8080\"\n    expose:\n",
+        )
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
     let (_, message) = start_error(&job);
@@ -257,11 +257,9 @@ fn a_compose_key_runner_cannot_run_is_refused_by_name() {
 
 #[test]
 fn a_sidecar_that_never_gets_healthy_fails_the_start_and_leaves_nothing() {
-    let dir = edited_example(|task| {
-        edit_file(task, "environment/docker-compose.yaml", |text| {
-            text.replace("('127.0.0.1', 8080)", "('127.0.0.1', 9)")
-                .replace("retries: 30", "retries: 2")
-        });
+    let dir = edited_compose_file(|text| {
+        text.replace("('127.0.0.1', 8080)", "('127.0.0.1', 9)")
+            .replace("retries: 30", "retries: 2")
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
     let (name, message) = start_error(&job);
