@@ -441,21 +441,22 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Retries of infrastructure errors, with a backoff short enough for a unit test.
-fn quick_retries(max_retries: u32) -> RetryPolicy {
+/// Options that retry infrastructure errors up to `max_retries` times, with a backoff short
+/// enough for a unit test.
+fn quick_retries(max_retries: u32) -> Options {
     let mut policy = RetryPolicy::new(max_retries, &[], None).unwrap();
     policy.min_wait = Duration::from_millis(10);
-    policy
+    Options {
+        retry: policy,
+        ..Options::default()
+    }
 }
 
 #[tokio::test]
 async fn a_start_failure_on_the_first_attempt_is_retried_and_scored_with_the_attempt_kept() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
     let backend = failing_starts(1, "the engine said 500");
-    let options = Options {
-        retry: quick_retries(2),
-        ..Options::default()
-    };
+    let options = quick_retries(2);
     let run = run(dir, dataset, backend, options).await;
     let result = run.only();
     assert_eq!(result.reward(), Some(1.0));
@@ -487,10 +488,7 @@ async fn a_start_failure_on_the_first_attempt_is_retried_and_scored_with_the_att
 #[tokio::test]
 async fn an_agent_timeout_is_not_retried() {
     let (dir, dataset) = fixture(30.0, REWARD_IF_DONE, "[agent]\ntimeout_sec = 1.0");
-    let options = Options {
-        retry: quick_retries(2),
-        ..Options::default()
-    };
+    let options = quick_retries(2);
     let run = run(dir, dataset, FakeBackend::new(), options).await;
     assert_eq!(run.exception(), Some(ExceptionType::AgentTimeoutError));
     let result = run.only();
@@ -509,10 +507,7 @@ async fn an_agent_timeout_is_not_retried() {
 async fn a_retried_infra_error_that_persists_ends_as_infra_error_after_every_retry() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
     let backend = failing_starts(3, "still broken");
-    let options = Options {
-        retry: quick_retries(2),
-        ..Options::default()
-    };
+    let options = quick_retries(2);
     let run = run(dir, dataset, backend, options).await;
     let result = run.only();
     assert_eq!(result.attempts, Some(3));
