@@ -67,26 +67,21 @@ time_runner() {
     end=$(now)
     echo "$end - $start" | bc
 }
-time_docker() {
-    local copy start end
-    copy=$(fresh "d$1-$$")
+# `docker build` of each task: $1 the round, $2 the copy's prefix, $3 DOCKER_BUILDKIT (1 BuildKit;
+# 0 the legacy builder, whose chatter on stderr is dropped).
+time_docker_build() {
+    local copy start end err=/dev/stderr
+    [ "$3" = 0 ] && err=/dev/null
+    copy=$(fresh "$2$1-$$")
     start=$(now)
     for t in "${tasks[@]}"; do
-        DOCKER_BUILDKIT=1 "$cli" build -q -t "runner-bench-docker-$t:$1-$$" "$copy/$t/environment" >/dev/null
+        DOCKER_BUILDKIT=$3 "$cli" build -q -t "runner-bench-docker-$t:$1-$$" "$copy/$t/environment" >/dev/null 2>>"$err"
     done
     end=$(now)
     echo "$end - $start" | bc
 }
-time_legacy() {
-    local copy start end
-    copy=$(fresh "l$1-$$")
-    start=$(now)
-    for t in "${tasks[@]}"; do
-        DOCKER_BUILDKIT=0 "$cli" build -q -t "runner-bench-docker-$t:$1-$$" "$copy/$t/environment" >/dev/null 2>&1
-    done
-    end=$(now)
-    echo "$end - $start" | bc
-}
+time_docker() { time_docker_build "$1" d 1; }
+time_legacy() { time_docker_build "$1" l 0; }
 cleanup() {
     # Only this run's images: the docker builds' tags and the runner builds in its ledger.
     docker images --format '{{.Repository}}:{{.Tag}}' | grep -E "^runner-bench-docker-.*:[0-9]+-$$\$" |

@@ -53,6 +53,17 @@ impl Default for Multipliers {
     }
 }
 
+/// The [`MultiplierField`] of a phase multiplier: unset until given.
+macro_rules! phase_field {
+    ($name:literal, $field:ident) => {
+        MultiplierField {
+            name: $name,
+            get: |m| m.$field,
+            set: |m, v| m.$field = Some(v),
+        }
+    };
+}
+
 /// The phases a multiplier can scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimedPhase {
@@ -84,10 +95,36 @@ impl Multipliers {
         Duration::try_from_secs_f64(base_sec * self.factor(phase)).unwrap_or(Duration::MAX)
     }
 
+    /// The five by Harbor's field names (each also the clap id of its `runner run` flag), in
+    /// Harbor's order: for code that walks all five (config files, validation) instead of
+    /// naming each.
+    pub const FIELDS: [MultiplierField; 5] = [
+        MultiplierField {
+            name: "timeout_multiplier",
+            get: |m| Some(m.global),
+            set: |m, v| m.global = v,
+        },
+        phase_field!("agent_timeout_multiplier", agent),
+        phase_field!("verifier_timeout_multiplier", verifier),
+        phase_field!("agent_setup_timeout_multiplier", agent_setup),
+        phase_field!("environment_build_timeout_multiplier", environment_build),
+    ];
+
     /// True when every multiplier has its default (the leaderboard rule).
     pub fn is_default(&self) -> bool {
         *self == Multipliers::default()
     }
+}
+
+/// One field of [`Multipliers`], named as Harbor names it (see [`Multipliers::FIELDS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MultiplierField {
+    /// Harbor's field name, which is also the flag's clap id (`agent_timeout_multiplier`).
+    pub name: &'static str,
+    /// The value; `None` for an unset phase multiplier (the global one is always set).
+    pub get: fn(&Multipliers) -> Option<f64>,
+    /// Sets the value.
+    pub set: fn(&mut Multipliers, f64),
 }
 
 /// Parses a multiplier flag: a finite number in (0, [`MAX_MULTIPLIER`]].
@@ -123,6 +160,21 @@ mod tests {
         );
         assert!(!m.is_default());
         assert!(Multipliers::default().is_default());
+    }
+
+    #[test]
+    fn the_field_table_names_and_reaches_each_recorded_field() {
+        let mut m = Multipliers::default();
+        for (i, field) in Multipliers::FIELDS.iter().enumerate() {
+            (field.set)(&mut m, i as f64 + 2.0);
+        }
+        let recorded = serde_json::to_value(m).unwrap();
+        let recorded = recorded.as_object().unwrap();
+        assert_eq!(recorded.len(), Multipliers::FIELDS.len());
+        for (i, field) in Multipliers::FIELDS.iter().enumerate() {
+            assert_eq!(recorded[field.name], i as f64 + 2.0, "{}", field.name);
+            assert_eq!((field.get)(&m), Some(i as f64 + 2.0), "{}", field.name);
+        }
     }
 
     #[test]

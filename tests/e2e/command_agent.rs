@@ -192,26 +192,17 @@ fn config_and_flag_mistakes_are_refused_naming_the_field_or_flag() {
         "name = \"x\"\n[run]\ncommand = \"run {kwargs.limit} {model}\"\n",
     );
     let jobs = dir.path().join("jobs");
-    let (code, stderr) = run(&jobs, "tasks/examples/hello-file", &config, &["-m", "a/b"]);
+    let with_flags = |flags: &[&str]| run(&jobs, "tasks/examples/hello-file", &config, flags);
+    let (code, stderr) = with_flags(&["-m", "a/b"]);
     assert_eq!(code, 2, "bad input");
     assert!(
         stderr.contains("`run.command`") && stderr.contains("--ak limit=VALUE"),
         "{stderr}"
     );
-    let (code, stderr) = run(
-        &jobs,
-        "tasks/examples/hello-file",
-        &config,
-        &["--ak", "limit=1"],
-    );
+    let (code, stderr) = with_flags(&["--ak", "limit=1"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("-m/--model"), "{stderr}");
-    let (code, stderr) = run(
-        &jobs,
-        "tasks/examples/hello-file",
-        &config,
-        &["--ak", "no-dash=1"],
-    );
+    let (code, stderr) = with_flags(&["--ak", "no-dash=1"]);
     assert_eq!(code, 2);
     assert!(
         stderr.contains("--ak/--agent-kwarg \"no-dash\""),

@@ -8,8 +8,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use testkit::assert_says_all;
+
 use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, start_job_until,
+    workspace_root,
 };
 
 /// Runs `agent` once on the task at `path` into a fresh jobs dir; nothing of the job (no
@@ -93,59 +96,54 @@ fn scored(job: &Job, want: f64) -> String {
     name
 }
 
+/// Runs the example `name` with the oracle, which must score 1 and pass `check` on its job and
+/// trial, then with nop, which must score 0.
+fn oracle_scores_and_nop_does_not(name: &str, check: impl FnOnce(&Job, &str)) {
+    let (_jobs, job) = run(&example(name), "oracle");
+    let trial = scored(&job, 1.0);
+    check(&job, &trial);
+    let (_jobs, job) = run(&example(name), "nop");
+    scored(&job, 0.0);
+}
+
 #[test]
 fn the_compose_example_queries_its_sidecar_and_keeps_its_log() {
-    let (_jobs, job) = run(&example("compose-sidecar"), "oracle");
-    let trial = scored(&job, 1.0);
-    let log = job.trial_file(&trial, "sidecars/keeper.log");
-    assert!(log.contains("GET /token"), "{log}");
-    let trial_log = job.trial_file(&trial, "trial.log");
-    assert!(
-        trial_log.contains("started compose service keeper"),
-        "{trial_log}"
-    );
-    let (_jobs, job) = run(&example("compose-sidecar"), "nop");
-    scored(&job, 0.0);
+    oracle_scores_and_nop_does_not("compose-sidecar", |job, trial| {
+        let log = job.trial_file(trial, "sidecars/keeper.log");
+        assert!(log.contains("GET /token"), "{log}");
+        let trial_log = job.trial_file(trial, "trial.log");
+        assert_says_all(&trial_log, &["started compose service keeper"]);
+    });
 }
 
 #[test]
 fn the_separate_verifier_sees_the_artifacts_and_not_the_decoy() {
-    let (_jobs, job) = run(&example("separate-verifier"), "oracle");
-    let trial = scored(&job, 1.0);
-    let stdout = job.trial_file(&trial, "verifier/test-stdout.txt");
-    for check in [
-        "test_the_decoy_did_not",
-        "test_this_is_not_the_agents_image",
-    ] {
-        assert!(
-            stdout.contains(&format!("PASSED test_outputs.py::{check}")),
-            "{stdout}"
+    oracle_scores_and_nop_does_not("separate-verifier", |job, trial| {
+        assert_says_all(
+            &job.trial_file(trial, "verifier/test-stdout.txt"),
+            &[
+                "PASSED test_outputs.py::test_the_decoy_did_not",
+                "PASSED test_outputs.py::test_this_is_not_the_agents_image",
+            ],
         );
-    }
-    let trial_log = job.trial_file(&trial, "trial.log");
-    assert!(
-        trial_log.contains("separate verifier environment"),
-        "{trial_log}"
-    );
-    assert!(
-        trial_log.contains("artifact /app/report.txt: uploaded to the verifier"),
-        "{trial_log}"
-    );
-    let (_jobs, job) = run(&example("separate-verifier"), "nop");
-    scored(&job, 0.0);
+        assert_says_all(
+            &job.trial_file(trial, "trial.log"),
+            &[
+                "separate verifier environment",
+                "artifact /app/report.txt: uploaded to the verifier",
+            ],
+        );
+    });
 }
 
 #[test]
 fn the_agent_runs_offline_and_the_verifier_online_in_one_container() {
-    let (_jobs, job) = run(&example("agent-offline"), "oracle");
-    let trial = scored(&job, 1.0);
-    let trial_log = job.trial_file(&trial, "trial.log");
-    assert!(
-        trial_log.contains("network public -> no-network for the agent run"),
-        "{trial_log}"
-    );
-    let (_jobs, job) = run(&example("agent-offline"), "nop");
-    scored(&job, 0.0);
+    oracle_scores_and_nop_does_not("agent-offline", |job, trial| {
+        assert_says_all(
+            &job.trial_file(trial, "trial.log"),
+            &["network public -> no-network for the agent run"],
+        );
+    });
 }
 
 /// Run offline, the agent's solution: the sidecar must be out of reach (no interface, no
@@ -198,12 +196,10 @@ if __name__ == "__main__":
 #[test]
 fn an_offline_agent_cannot_reach_its_sidecar_and_the_online_verifier_can() {
     let dir = edited_example(|task| {
-        let path = task.join("task.toml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let text = text
-            .replace("[agent]\n", "[agent]\nnetwork_mode = \"no-network\"\n")
-            .replace("[verifier]\n", "[verifier]\nnetwork_mode = \"public\"\n");
-        std::fs::write(path, text).unwrap();
+        edit_file(task, "task.toml", |text| {
+            text.replace("[agent]\n", "[agent]\nnetwork_mode = \"no-network\"\n")
+                .replace("[verifier]\n", "[verifier]\nnetwork_mode = \"public\"\n")
+        });
         std::fs::write(task.join("solution/solve.sh"), OFFLINE_SOLVE).unwrap();
         std::fs::write(task.join("tests/test_outputs.py"), ONLINE_TESTS).unwrap();
     });
@@ -219,7 +215,7 @@ fn an_offline_agent_cannot_reach_its_sidecar_and_the_online_verifier_can() {
 }
 
 /// A copy of the compose example with `edit` applied to its files, in a temp dir.
-fn edited_example(edit: impl Fn(&Path)) -> tempfile::TempDir {
+fn edited_example(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new("cp")
         .arg("-r")
@@ -232,16 +228,25 @@ fn edited_example(edit: impl Fn(&Path)) -> tempfile::TempDir {
     dir
 }
 
+/// Rewrites the file `rel` of the task at `task` through `edit`.
+fn edit_file(task: &Path, rel: &str, edit: impl FnOnce(String) -> String) {
+    let path = task.join(rel);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(path, edit(text)).unwrap();
+}
+
+/// A copy of the compose example with its docker-compose.yaml rewritten through `edit`.
+fn edited_compose_file(edit: impl FnOnce(String) -> String) -> tempfile::TempDir {
+    edited_example(|task| edit_file(task, "environment/docker-compose.yaml", edit))
+}
+
 #[test]
 fn a_compose_key_runner_cannot_run_is_refused_by_name() {
-    let dir = edited_example(|task| {
-        let path = task.join("environment/docker-compose.yaml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let text = text.replace(
+    let dir = edited_compose_file(|text| {
+        text.replace(
             "    expose:\n",
             "    ports:\n      - \"8080:8080\"\n    expose:\n",
-        );
-        std::fs::write(path, text).unwrap();
+        )
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
     let (_, message) = start_error(&job);
@@ -253,13 +258,9 @@ fn a_compose_key_runner_cannot_run_is_refused_by_name() {
 
 #[test]
 fn a_sidecar_that_never_gets_healthy_fails_the_start_and_leaves_nothing() {
-    let dir = edited_example(|task| {
-        let path = task.join("environment/docker-compose.yaml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let text = text
-            .replace("('127.0.0.1', 8080)", "('127.0.0.1', 9)")
-            .replace("retries: 30", "retries: 2");
-        std::fs::write(path, text).unwrap();
+    let dir = edited_compose_file(|text| {
+        text.replace("('127.0.0.1', 8080)", "('127.0.0.1', 9)")
+            .replace("retries: 30", "retries: 2")
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
     let (name, message) = start_error(&job);
@@ -280,9 +281,9 @@ fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
     let runtimes = String::from_utf8_lossy(&info.stdout).to_string();
     let dir = edited_example(|task| {
         std::fs::remove_file(task.join("environment/docker-compose.yaml")).unwrap();
-        let path = task.join("task.toml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(path, text.replace("cpus = 1\n", "cpus = 1\ngpus = 1\n")).unwrap();
+        edit_file(task, "task.toml", |text| {
+            text.replace("cpus = 1\n", "cpus = 1\ngpus = 1\n")
+        });
     });
     let (_jobs, job) = run(&dir.path().join("task"), "oracle");
     if runtimes.contains("nvidia") {
@@ -302,43 +303,11 @@ fn a_gpu_task_is_refused_naming_the_task_and_the_field_without_gpus() {
 /// Starts `runner run` on a compose task whose agent sleeps, and returns once the trial's
 /// containers and network exist, with the job id. (A failed start panics the test, which
 /// the test's own runner process outlives only until the trial's deadline.)
-#[allow(clippy::zombie_processes)]
 fn start_sleeping_compose(jobs: &Path, task: &Path) -> (std::process::Child, String) {
-    ensure_base_image();
-    runner(); // builds the binary
-    let child = Command::new(assert_cmd::cargo::cargo_bin("runner"))
-        .args(["run", "--agent", "oracle", "--jobs-dir"])
-        .arg(jobs)
-        .arg("--path")
-        .arg(task)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("runner starts");
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the trial never started"
-        );
-        if let Ok(entries) = std::fs::read_dir(jobs)
-            && let Some(job) = entries.flatten().next()
-            && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
-        {
-            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            if let Some(id) = value["id"].as_str() {
-                let label = format!("runner.job={id}");
-                // The sidecar and the main container: the environment is up.
-                if containers_with_label(&label).len() >= 2
-                    && !objects_with_label("network", &label).is_empty()
-                {
-                    std::thread::sleep(Duration::from_secs(2));
-                    return (child, id.to_owned());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    start_job_until(&[], jobs, task, "the trial never started", |label| {
+        // The sidecar and the main container: the environment is up.
+        containers_with_label(label).len() >= 2 && !objects_with_label("network", label).is_empty()
+    })
 }
 
 fn sleeping_compose_task() -> tempfile::TempDir {

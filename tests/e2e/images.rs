@@ -78,6 +78,16 @@ impl Run {
             .1
     }
 
+    /// The exception message of `task`'s trial, which must have ended in `exception_type`.
+    fn failure_of(&self, task: &str, exception_type: &str) -> String {
+        let result = self.result_of(task);
+        assert_eq!(exception(&result).as_deref(), Some(exception_type));
+        result["exception_info"]["exception_message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// What the trial of `task` found in `/marker`.
     fn marker_of(&self, task: &str) -> String {
         self.verifier_file(task, "marker.txt")
@@ -277,11 +287,7 @@ fn registry_credentials_come_from_the_docker_config_or_a_helper() {
     let anonymous = tempfile::tempdir().unwrap();
     let refused = run(&dataset, &[("DOCKER_CONFIG", anonymous.path())], &[]);
     assert_eq!(refused.code, 3, "{}", refused.stderr);
-    let result = refused.result_of("images/private");
-    assert_eq!(exception(&result).as_deref(), Some("ImagePullError"));
-    let message = result["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let message = refused.failure_of("images/private", "ImagePullError");
     assert!(
         message.contains(&image) && message.contains("1 attempt"),
         "a refused login names the image and is not retried: {message}"
@@ -368,11 +374,7 @@ fn a_missing_image_is_an_image_pull_error_and_other_tasks_run() {
     task(&dataset, "built", None, Some(&marker_dockerfile(&marker)));
     let run = run(&dataset, &[], &[]);
     assert_eq!(run.code, 3, "a trial without reward: {}", run.stderr);
-    let failed = run.result_of("images/missing");
-    assert_eq!(exception(&failed).as_deref(), Some("ImagePullError"));
-    let message = failed["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let message = run.failure_of("images/missing", "ImagePullError");
     assert!(
         message.contains(&missing) && message.contains("not found"),
         "names the image and the registry's answer: {message}"
@@ -443,14 +445,7 @@ fn a_failed_build_shows_its_last_lines_and_a_full_disk_refuses_to_build() {
     );
     let run_broken = run(&dataset, &[], &[]);
     assert_eq!(run_broken.code, 3);
-    let result = run_broken.result_of("images/broken");
-    assert_eq!(
-        exception(&result).as_deref(),
-        Some("SandboxBuildFailedError")
-    );
-    let message = result["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let message = run_broken.failure_of("images/broken", "SandboxBuildFailedError");
     assert!(
         message.contains("last lines of the build output")
             && message.contains(&format!("last-{clue}")),
@@ -470,11 +465,7 @@ fn a_failed_build_shows_its_last_lines_and_a_full_disk_refuses_to_build() {
     );
     let refused = run(&full, &[], &["--min-free-disk-mb", "1000000000000"]);
     assert_eq!(refused.code, 3);
-    let result = refused.result_of("images/roomy");
-    assert_eq!(exception(&result).as_deref(), Some("DiskSpaceError"));
-    let message = result["exception_info"]["exception_message"]
-        .as_str()
-        .unwrap();
+    let message = refused.failure_of("images/roomy", "DiskSpaceError");
     assert!(
         message.contains("watermark") && message.contains("building the image"),
         "{message}"

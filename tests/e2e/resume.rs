@@ -31,6 +31,21 @@ fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
 
+/// A test's temporary root and its logs dir, the base image ensured.
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    ensure_base_image();
+    let root = tempfile::tempdir().unwrap();
+    let logs = logs_dir(root.path());
+    (root, logs)
+}
+
+/// `<root>/logs`, created, for [`spawn`]'s output files.
+fn logs_dir(root: &Path) -> PathBuf {
+    let logs = root.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    logs
+}
+
 /// Waits for `child` to exit within `limit`; returns its code and what it printed.
 fn finish(mut child: Child, logs: &Path, n: usize, limit: Duration) -> (i32, String) {
     let deadline = Instant::now() + limit;
@@ -124,10 +139,7 @@ fn check_after_kill(job: &Path, seen: &mut BTreeMap<String, Vec<u8>>, moment: &s
 
 #[test]
 fn kill_9_at_three_moments_then_resume_finishes_a_k5_job_with_every_record_kept() {
-    ensure_base_image();
-    let root = tempfile::tempdir().unwrap();
-    let logs = root.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
+    let (root, logs) = scratch();
     let jobs = root.path().join("jobs");
     let job = jobs.join("kill9");
     let mut flags = os(&["run", "--path"]);
@@ -356,8 +368,7 @@ fn raising_k_adds_only_the_missing_trials_and_a_real_start_failure_is_retried() 
     assert!(created.status.success(), "{created:?}");
     let squatter = Squatter(name);
 
-    let logs = root.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
+    let logs = logs_dir(root.path());
     let mut args = os(&["run", "--agent", "oracle", "--path"]);
     args.push(workspace_root().join("tests/fixtures/tasks/quick").into());
     args.extend(os(&[
@@ -398,10 +409,7 @@ fn raising_k_adds_only_the_missing_trials_and_a_real_start_failure_is_retried() 
 
 #[test]
 fn a_paused_runner_records_the_pause_and_retries_the_timeout_it_caused() {
-    ensure_base_image();
-    let root = tempfile::tempdir().unwrap();
-    let logs = root.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
+    let (root, logs) = scratch();
     let job = root.path().join("paused");
     let mut args = os(&["run", "--agent", "oracle", "--path"]);
     args.push(workspace_root().join("tasks/examples/slow-oracle").into());

@@ -2,11 +2,12 @@
 //! tasks, Ctrl-C cleanup and reaping of a killed runner's containers.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+    Job, containers_with_label, ensure_base_image, exception, reward, runner, start_job_until,
+    workspace_root,
 };
 
 /// Runs `agent` `k` times on the tasks at `tasks` (relative to the workspace root) into a fresh
@@ -232,44 +233,14 @@ fn malformed_task_error_names_file_and_field() {
 }
 
 /// Starts `runner run` on the sleepy fixture and waits until its trial container exists.
-// The caller waits on the child; only a failed assertion here leaves it to the test's end.
-#[allow(clippy::zombie_processes)]
 fn start_sleepy(jobs: &Path) -> (Child, String) {
-    ensure_base_image();
-    runner(); // builds the binary
-    let bin = assert_cmd::cargo::cargo_bin("runner");
-    let child = Command::new(bin)
-        .args(["run", "--agent", "oracle", "--k", "1", "--jobs-dir"])
-        .arg(jobs)
-        .arg("--path")
-        .arg(workspace_root().join("tests/fixtures/tasks/sleepy"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("runner starts");
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the sleepy trial never started its container"
-        );
-        if let Ok(entries) = std::fs::read_dir(jobs)
-            && let Some(job) = entries.flatten().next()
-            && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
-        {
-            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            if let Some(id) = value["id"].as_str() {
-                let label = format!("runner.job={id}");
-                let running = containers_with_label(&label);
-                if !running.is_empty() {
-                    // Let the agent phase begin.
-                    std::thread::sleep(Duration::from_secs(2));
-                    return (child, id.to_owned());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    start_job_until(
+        &["--k", "1"],
+        jobs,
+        &workspace_root().join("tests/fixtures/tasks/sleepy"),
+        "the sleepy trial never started its container",
+        |label| !containers_with_label(label).is_empty(),
+    )
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {

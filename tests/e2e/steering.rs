@@ -44,6 +44,20 @@ fn stderr_of(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// `runner run <args…> --jobs-dir <jobs> --path tasks/examples`, given `secs` to finish.
+fn run_on_examples(args: &[&str], jobs: &Path, secs: u64) -> std::process::Output {
+    runner()
+        .arg("run")
+        .args(args)
+        .arg("--jobs-dir")
+        .arg(jobs)
+        .arg("--path")
+        .arg(examples())
+        .timeout(Duration::from_secs(secs))
+        .output()
+        .unwrap()
+}
+
 /// `runner run -c <first>/config.json` into a sibling job `again`, which must plan the same
 /// trials: the same names and the same identities.
 fn run_again(first: &Job) -> Job {
@@ -68,24 +82,30 @@ fn run_again(first: &Job) -> Job {
 fn selection_then_the_jobs_own_config_runs_the_same_trials_again() {
     ensure_base_image();
     let jobs = tempfile::tempdir().unwrap();
-    let output = runner()
-        .args(["run", "--agent", "oracle", "-k", "2", "--job-name", "first"])
-        .args([
+    let output = run_on_examples(
+        &[
+            "--agent",
+            "oracle",
+            "-k",
+            "2",
+            "--job-name",
+            "first",
             "-i",
             "examples/hello-*",
             "-i",
             "no-net*",
             "-i",
             "multi-reward",
-        ])
-        .args(["-x", "*multi*", "--progress", "lines", "--format", "json"])
-        .arg("--jobs-dir")
-        .arg(jobs.path())
-        .arg("--path")
-        .arg(examples())
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
+            "-x",
+            "*multi*",
+            "--progress",
+            "lines",
+            "--format",
+            "json",
+        ],
+        jobs.path(),
+        600,
+    );
     let stderr = stderr_of(&output);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     // --format json: the summary document on stdout, nothing else.
@@ -225,15 +245,7 @@ fn toml_and_yaml_configs_with_env_and_flags_over_them() {
 fn a_pattern_that_matches_nothing_is_refused_naming_the_flag() {
     let jobs = tempfile::tempdir().unwrap();
     for (flag, pattern) in [("-i", "hello-fiel"), ("-x", "nonexistent-*")] {
-        let output = runner()
-            .args(["run", "--agent", "nop", flag, pattern])
-            .arg("--jobs-dir")
-            .arg(jobs.path())
-            .arg("--path")
-            .arg(examples())
-            .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap();
+        let output = run_on_examples(&["--agent", "nop", flag, pattern], jobs.path(), 60);
         let stderr = stderr_of(&output);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         let long = if flag == "-i" {
@@ -292,25 +304,20 @@ fn an_installed_agents_job_config_runs_the_same_agent_again() {
     ensure_base_image();
     let jobs = tempfile::tempdir().unwrap();
     let agent = workspace_root().join("adapter/agents/reference/agent.toml");
-    let output = runner()
-        .args([
-            "run",
+    let output = run_on_examples(
+        &[
             "-i",
             "hello-file",
             "--job-name",
             "first",
             "--progress",
             "none",
-        ])
-        .arg("--agent-config")
-        .arg(&agent)
-        .arg("--jobs-dir")
-        .arg(jobs.path())
-        .arg("--path")
-        .arg(examples())
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
+            "--agent-config",
+            agent.to_str().unwrap(),
+        ],
+        jobs.path(),
+        600,
+    );
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     let first = Job {
         dir: jobs.path().join("first"),

@@ -170,13 +170,17 @@ fn reference_agent_with_plans(dir: &std::path::Path) -> std::path::PathBuf {
     config
 }
 
-/// Runs the installed agent `config` once on the task at `rel` (relative to the workspace).
-fn run_installed(config: &std::path::Path, rel: &str) -> (tempfile::TempDir, Job) {
+/// Runs the reference agent with its plans (see [`reference_agent_with_plans`]) once on the task
+/// at `rel` (relative to the workspace); the job must score, and its trial end without an
+/// exception. The jobs dir, the job, and the trial's name and result.
+fn run_installed(rel: &str) -> (tempfile::TempDir, Job, String, serde_json::Value) {
+    let agent = tempfile::tempdir().unwrap();
+    let config = reference_agent_with_plans(agent.path());
     let jobs = tempfile::tempdir().unwrap();
     ensure_base_image();
     let output = runner()
         .args(["run", "--k", "1", "--agent-config"])
-        .arg(config)
+        .arg(&config)
         .arg("--jobs-dir")
         .arg(jobs.path())
         .arg("--path")
@@ -187,36 +191,34 @@ fn run_installed(config: &std::path::Path, rel: &str) -> (tempfile::TempDir, Job
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(output.status.code(), Some(0), "{rel}: scored");
     let job = Job::single_in(jobs.path());
-    (jobs, job)
+    let (name, result) = job.trial_results().remove(0);
+    assert_eq!(exception(&result), None, "{}", result["exception_info"]);
+    (jobs, job, name, result)
 }
 
 #[test]
 fn an_installed_agent_gets_each_steps_instruction_and_the_trial_one_joined_trajectory() {
-    let agent = tempfile::tempdir().unwrap();
-    let config = reference_agent_with_plans(agent.path());
-    let (_jobs, job) = run_installed(&config, "tasks/examples/two-step-gate");
-    let (name, result) = &job.trial_results()[0];
-    assert_eq!(exception(result), None, "{}", result["exception_info"]);
+    let (_jobs, job, name, result) = run_installed("tasks/examples/two-step-gate");
     assert_eq!(
-        step_summary(result),
+        step_summary(&result),
         [
             ("draft".to_owned(), Some(1.0)),
             ("finalize".to_owned(), Some(1.0))
         ]
     );
     for (step, says) in [("draft", "Step 1 of 2"), ("finalize", "Step 2 of 2")] {
-        let sent = job.trial_file(name, &format!("steps/{step}/agent/instruction.txt"));
+        let sent = job.trial_file(&name, &format!("steps/{step}/agent/instruction.txt"));
         assert!(sent.contains(says), "{step}: {sent}");
         let own = job
             .dir
-            .join(name)
+            .join(&name)
             .join(format!("steps/{step}/agent/trajectory.json"));
         assert!(
             tasks::atif::validate_file(&own).unwrap().is_empty(),
             "{step}"
         );
     }
-    let joined = job.dir.join(name).join("agent/trajectory.json");
+    let joined = job.dir.join(&name).join("agent/trajectory.json");
     assert!(tasks::atif::validate_file(&joined).unwrap().is_empty());
     let joined: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(joined).unwrap()).unwrap();
@@ -231,13 +233,9 @@ fn an_installed_agent_gets_each_steps_instruction_and_the_trial_one_joined_traje
 
 #[test]
 fn the_tasks_skills_and_mcp_servers_reach_an_installed_agent() {
-    let agent = tempfile::tempdir().unwrap();
-    let config = reference_agent_with_plans(agent.path());
-    let (_jobs, job) = run_installed(&config, "tests/fixtures/tasks/skills-mcp");
-    let (_, result) = &job.trial_results()[0];
-    assert_eq!(exception(result), None, "{}", result["exception_info"]);
+    let (_jobs, _job, _, result) = run_installed("tests/fixtures/tasks/skills-mcp");
     assert_eq!(
-        reward(result),
+        reward(&result),
         Some(1.0),
         "the agent saw the skill and both server shapes"
     );

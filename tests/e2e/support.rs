@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -72,6 +72,52 @@ pub fn exited(output: &Output, code: i32) -> (String, String) {
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
     (stdout, stderr)
+}
+
+/// Starts `runner run --agent oracle <args…> --jobs-dir <jobs> --path <task>` in the background
+/// (output discarded) and returns once the job has recorded its id and `up` holds for the
+/// job's container label `runner.job=<id>`, two seconds later so the agent phase has begun:
+/// the child, which the caller waits on, and the job id. `never` is the failure message when
+/// five minutes pass first.
+// The caller waits on the child; only a failed assertion here leaves it to the test's end.
+#[allow(clippy::zombie_processes)]
+pub fn start_job_until(
+    args: &[&str],
+    jobs: &Path,
+    task: &Path,
+    never: &str,
+    up: impl Fn(&str) -> bool,
+) -> (Child, String) {
+    ensure_base_image();
+    runner(); // builds the binary
+    let child = Command::new(assert_cmd::cargo::cargo_bin("runner"))
+        .args(["run", "--agent", "oracle"])
+        .args(args)
+        .arg("--jobs-dir")
+        .arg(jobs)
+        .arg("--path")
+        .arg(task)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner starts");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(Instant::now() < deadline, "{never}");
+        if let Ok(entries) = std::fs::read_dir(jobs)
+            && let Some(job) = entries.flatten().next()
+            && let Ok(text) = std::fs::read_to_string(job.path().join("result.json"))
+        {
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if let Some(id) = value["id"].as_str()
+                && up(&format!("runner.job={id}"))
+            {
+                std::thread::sleep(Duration::from_secs(2));
+                return (child, id.to_owned());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Runs `git args…` in `repo` as a fixed test identity (no signing) and returns its trimmed

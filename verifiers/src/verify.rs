@@ -160,13 +160,7 @@ impl<S: Sandbox> Run<'_, S> {
             }
             .into());
         }
-        std::fs::create_dir_all(&self.host_dir).map_err(|e| {
-            VerifierErrorKind::DownloadVerifierDir {
-                task: task.clone(),
-                target: self.host_dir.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        std::fs::create_dir_all(&self.host_dir).map_err(|e| self.download_failed(e))?;
         let user = self.user.clone();
         let request = IsolatedVerifyRequest {
             tests_dir: tests_dir.clone(),
@@ -325,21 +319,11 @@ impl<S: Sandbox> Run<'_, S> {
             )
             .await?;
         }
-        std::fs::create_dir_all(&self.host_dir).map_err(|e| {
-            VerifierErrorKind::DownloadVerifierDir {
-                task: task.clone(),
-                target: self.host_dir.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        std::fs::create_dir_all(&self.host_dir).map_err(|e| self.download_failed(e))?;
         self.sandbox
             .download_dir(VERIFIER_DIR, &self.host_dir)
             .await
-            .map_err(|e| VerifierErrorKind::DownloadVerifierDir {
-                task: task.clone(),
-                target: self.host_dir.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| self.download_failed(e))?;
         if let Some((name, refusal)) = verdict.reward_refusal {
             return Err(VerifierErrorKind::RewardFileUnsafe {
                 path: PathBuf::from(VERIFIER_DIR).join(name),
@@ -364,6 +348,15 @@ impl<S: Sandbox> Run<'_, S> {
         let mut partial = VerifierResult::default();
         fill_checks(&mut partial, &self.host_dir);
         error.with_partial(partial)
+    }
+
+    /// The host side of `/logs/verifier` could not be made or filled: the one error for both.
+    fn download_failed(&self, error: impl std::fmt::Display) -> VerifierErrorKind {
+        VerifierErrorKind::DownloadVerifierDir {
+            task: self.task.name.clone(),
+            target: self.host_dir.clone(),
+            message: error.to_string(),
+        }
     }
 
     async fn root(&mut self, step: &str, command: &str) -> Result<ExecOutput, VerifierError> {

@@ -21,10 +21,7 @@ pub struct Secret {
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Secret")
-            .field("name", &self.name)
-            .field("origin", &self.origin)
-            .finish_non_exhaustive()
+        debug_without_value(f, "Secret", &self.name, &self.origin)
     }
 }
 
@@ -57,11 +54,21 @@ pub(crate) struct Candidate {
 
 impl fmt::Debug for Candidate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Candidate")
-            .field("name", &self.name)
-            .field("origin", &self.origin)
-            .finish_non_exhaustive()
+        debug_without_value(f, "Candidate", &self.name, &self.origin)
     }
+}
+
+/// The `Debug` of a named secret, which shows its name and origin and never its value.
+fn debug_without_value(
+    f: &mut fmt::Formatter<'_>,
+    kind: &str,
+    name: &str,
+    origin: &str,
+) -> fmt::Result {
+    f.debug_struct(kind)
+        .field("name", &name)
+        .field("origin", &origin)
+        .finish_non_exhaustive()
 }
 
 impl SecretSetBuilder {

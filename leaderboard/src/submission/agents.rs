@@ -2,37 +2,27 @@
 //! `agents[]` (docs/harbor-format.md §6.2 item 4, "Valid source_filter"). Reported once per job and agent,
 //! with the trial count, so a 10k-trial job does not print 10k lines.
 
-use std::collections::BTreeMap;
-
 use super::Rule;
 use super::job::Job;
-use super::report::Violation;
-use super::trial::{AgentIdentity, TrialFacts};
+use super::report::{Violation, trials_by_offence, trials_named};
+use super::trial::TrialFacts;
 
 /// Violations of `agent_config_match` over all trials.
 pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
-    let mut unmatched: BTreeMap<(usize, &AgentIdentity), Vec<&str>> = BTreeMap::new();
-    for trial in trials {
-        let Some(agent) = &trial.agent else { continue };
-        let job = &jobs[trial.job];
-        let matched = job
+    let unmatched = trials_by_offence(trials, |trial| {
+        let agent = trial.agent.as_ref()?;
+        let matched = jobs[trial.job]
             .agents
             .iter()
             .any(|a| a.name.as_deref() == Some(agent.name.as_str()) && a.model == agent.model);
-        if !matched {
-            unmatched
-                .entry((trial.job, agent))
-                .or_default()
-                .push(&trial.name);
-        }
-    }
+        (!matched).then_some(agent)
+    });
     unmatched
         .into_iter()
         .map(|((job_index, agent), names)| {
             let job = &jobs[job_index];
             let model = agent.model.as_deref().unwrap_or("(no model)");
-            let example = names.first().copied().unwrap_or_default();
-            let trials = if names.len() == 1 { format!("trial {example}") } else { format!("{} trials, e.g. {example},", names.len()) };
+            let trials = trials_named(&names);
             let message = if let Some(i) = job.agents.iter().position(|a| a.name.is_none()) {
                 format!(
                     "{trials} ran agent `{}` with model `{model}`, but the job config's agents[{i}].name is null: \

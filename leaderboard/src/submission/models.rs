@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::Rule;
 use super::job::Job;
-use super::report::Violation;
+use super::report::{Violation, trials_by_offence, trials_named};
 use super::trial::TrialFacts;
 
 /// The models one job declared and called.
@@ -57,29 +57,21 @@ fn declared(job: &Job) -> BTreeSet<&str> {
 
 /// Violations of `declared_models_only`: one per job and undeclared model.
 pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
-    let mut offending: BTreeMap<(usize, &str), Vec<&str>> = BTreeMap::new();
-    for trial in trials {
-        let Some(models) = &trial.models_called else {
-            continue;
-        };
+    let offending = trials_by_offence(trials, |trial| {
         let allowed = declared(&jobs[trial.job]);
-        for model in models.iter().filter(|m| !allowed.contains(m.as_str())) {
-            offending
-                .entry((trial.job, model))
-                .or_default()
-                .push(&trial.name);
-        }
-    }
+        let models = trial.models_called.as_deref().unwrap_or_default();
+        models
+            .iter()
+            .map(String::as_str)
+            .filter(|m| !allowed.contains(m))
+            .collect::<Vec<_>>()
+    });
     offending
         .into_iter()
         .map(|((i, model), names)| {
             let job = &jobs[i];
             let declared: Vec<&str> = declared(job).into_iter().collect();
-            let trials = if names.len() == 1 {
-                format!("trial {}", names[0])
-            } else {
-                format!("{} trials, e.g. {},", names.len(), names[0])
-            };
+            let trials = trials_named(&names);
             Violation::new(
                 Rule::DeclaredModelsOnly,
                 Some(format!("{}/config.json", job.display)),

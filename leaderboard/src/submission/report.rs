@@ -7,6 +7,7 @@ use serde::Serialize;
 pub use stats::Interval;
 
 use super::Rule;
+use super::trial::TrialFacts;
 
 /// The `schema` value of the JSON report; bumped on incompatible changes.
 pub const REPORT_SCHEMA: &str = "runner.validate-submission/v1";
@@ -34,6 +35,35 @@ impl Violation {
             line: None,
             message: message.into(),
         }
+    }
+}
+
+/// Trial names grouped by job (its index) and offence: `offences` gives what is wrong with one
+/// trial, so a rule can report once per job and offence, with the trial count, instead of once
+/// per trial.
+pub(crate) fn trials_by_offence<'t, K: Ord, I: IntoIterator<Item = K>>(
+    trials: &'t [TrialFacts],
+    offences: impl Fn(&'t TrialFacts) -> I,
+) -> BTreeMap<(usize, K), Vec<&'t str>> {
+    let mut grouped: BTreeMap<(usize, K), Vec<&'t str>> = BTreeMap::new();
+    for trial in trials {
+        for offence in offences(trial) {
+            grouped
+                .entry((trial.job, offence))
+                .or_default()
+                .push(&trial.name);
+        }
+    }
+    grouped
+}
+
+/// The trials a violation is about, as its message starts: `trial NAME` for one, else `N
+/// trials, e.g. FIRST,`.
+pub(crate) fn trials_named(names: &[&str]) -> String {
+    let example = names.first().copied().unwrap_or_default();
+    match names.len() {
+        1 => format!("trial {example}"),
+        n => format!("{n} trials, e.g. {example},"),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use serde_json::Value;
+use tasks::records::str_at;
 
 use super::overrides::overrides;
 use super::report::Violation;
@@ -62,13 +63,6 @@ fn has_rewards(result: &Value) -> bool {
         .and_then(|v| v.get("rewards"))
         .and_then(Value::as_object)
         .is_some_and(|r| !r.is_empty())
-}
-
-fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
 }
 
 /// The agent identity of `agent_info`; a provider of `unknown` is no provider (as the

@@ -161,6 +161,16 @@ fn scripted_backend(edit: impl FnOnce(&mut Script)) -> FakeBackend {
     backend
 }
 
+/// A backend whose first `n` environment starts fail with `message`.
+fn failing_starts(n: usize, message: &str) -> FakeBackend {
+    scripted_backend(|s| {
+        for _ in 0..n {
+            s.start_faults
+                .push_back(fault(BackendErrorKind::Start, message));
+        }
+    })
+}
+
 fn fixture(solve_sleep: f64, test_sh: &str, toml: &str) -> (tempfile::TempDir, Dataset) {
     let dir = tempfile::tempdir().unwrap();
     let dataset = task(dir.path(), solve_sleep, test_sh, toml);
@@ -255,10 +265,7 @@ async fn a_failed_build_fails_every_trial_of_the_task_once_and_starts_nothing() 
 #[tokio::test]
 async fn a_failed_start_is_an_environment_start_error() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = scripted_backend(|s| {
-        s.start_faults
-            .push_back(fault(BackendErrorKind::Start, "no space left on device"))
-    });
+    let backend = failing_starts(1, "no space left on device");
     let run = run(dir, dataset, backend, Options::default()).await;
     assert_eq!(run.exception(), Some(ExceptionType::EnvironmentStartError));
     assert!(run.only().agent_setup.is_none());
@@ -437,25 +444,22 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Retries of infrastructure errors, with a backoff short enough for a unit test.
-fn quick_retries(max_retries: u32) -> RetryPolicy {
+/// Options that retry infrastructure errors up to `max_retries` times, with a backoff short
+/// enough for a unit test.
+fn quick_retries(max_retries: u32) -> Options {
     let mut policy = RetryPolicy::new(max_retries, &[], None).unwrap();
     policy.min_wait = Duration::from_millis(10);
-    policy
+    Options {
+        retry: policy,
+        ..Options::default()
+    }
 }
 
 #[tokio::test]
 async fn a_start_failure_on_the_first_attempt_is_retried_and_scored_with_the_attempt_kept() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
-        s.start_faults
-            .push_back(fault(BackendErrorKind::Start, "the engine said 500"))
-    });
-    let options = Options {
-        retry: quick_retries(2),
-        ..Options::default()
-    };
+    let backend = failing_starts(1, "the engine said 500");
+    let options = quick_retries(2);
     let run = run(dir, dataset, backend, options).await;
     let result = run.only();
     assert_eq!(result.reward(), Some(1.0));
@@ -487,10 +491,7 @@ async fn a_start_failure_on_the_first_attempt_is_retried_and_scored_with_the_att
 #[tokio::test]
 async fn an_agent_timeout_is_not_retried() {
     let (dir, dataset) = fixture(30.0, REWARD_IF_DONE, "[agent]\ntimeout_sec = 1.0");
-    let options = Options {
-        retry: quick_retries(2),
-        ..Options::default()
-    };
+    let options = quick_retries(2);
     let run = run(dir, dataset, FakeBackend::new(), options).await;
     assert_eq!(run.exception(), Some(ExceptionType::AgentTimeoutError));
     let result = run.only();
@@ -508,17 +509,8 @@ async fn an_agent_timeout_is_not_retried() {
 #[tokio::test]
 async fn a_retried_infra_error_that_persists_ends_as_infra_error_after_every_retry() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
-        for _ in 0..3 {
-            s.start_faults
-                .push_back(fault(BackendErrorKind::Start, "still broken"));
-        }
-    });
-    let options = Options {
-        retry: quick_retries(2),
-        ..Options::default()
-    };
+    let backend = failing_starts(3, "still broken");
+    let options = quick_retries(2);
     let run = run(dir, dataset, backend, options).await;
     let result = run.only();
     assert_eq!(result.attempts, Some(3));
@@ -637,11 +629,7 @@ async fn resume_keeps_complete_trials_byte_for_byte_and_reruns_partial_ones() {
 #[tokio::test]
 async fn retry_failed_reruns_trials_of_that_family_and_keeps_the_old_attempt() {
     let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
-    let backend = FakeBackend::new();
-    backend.script(|s| {
-        s.start_faults
-            .push_back(fault(BackendErrorKind::Start, "no space left on device"))
-    });
+    let backend = failing_starts(1, "no space left on device");
     let (outcome, _) = run_at(dir.path(), &dataset, &backend, Options::default()).await;
     assert_eq!(outcome.coverage.infra_error, 1);
     let name = outcome.results[0].trial_name.clone();

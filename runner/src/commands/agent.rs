@@ -155,29 +155,27 @@ mod tests {
             name: Some(name),
             ..AgentChoice::default()
         };
+        let refused = |choice: AgentChoice| choose(&choice).unwrap_err();
         assert!(choose(&named("oracle")).is_ok());
         let env = ["A=1".to_owned()];
-        let err = choose(&AgentChoice {
+        let err = refused(AgentChoice {
             agent_env: &env,
             ..named("nop")
-        })
-        .unwrap_err();
+        });
         assert!(err.message.starts_with("--agent-env"), "{err}");
         let kwargs = ["x=1".to_owned()];
-        let err = choose(&AgentChoice {
+        let err = refused(AgentChoice {
             agent_kwargs: &kwargs,
             ..named("nop")
-        })
-        .unwrap_err();
+        });
         assert!(err.message.starts_with("--ak/--agent-kwarg"), "{err}");
-        let err = choose(&named("claude")).unwrap_err();
+        let err = refused(named("claude"));
         assert!(err.message.contains("oracle, nop"), "{err}");
         let bad = ["1x=2".to_owned()];
-        let err = choose(&AgentChoice {
+        let err = refused(AgentChoice {
             agent_kwargs: &bad,
             ..named("oracle")
-        })
-        .unwrap_err();
+        });
         assert!(err.message.contains("\"1x\""), "{err}");
     }
 

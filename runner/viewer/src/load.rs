@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
+use tasks::records::str_at;
 
 use crate::ViewerError;
 use crate::files::{self, Json};
@@ -154,13 +155,6 @@ pub struct Job {
     pub trials: Vec<Trial>,
     /// What could not be read at the job level.
     pub problems: Vec<String>,
-}
-
-fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
 }
 
 /// Parses Harbor's timestamps: RFC 3339 with an offset, or naive local time (Harbor 0.13

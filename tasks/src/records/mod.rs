@@ -25,3 +25,12 @@ pub use trial_result::{
     AgentContext, AgentInfo, ExceptionInfo, ModelInfo, NamedCheck, PauseRecord, PhaseTiming,
     StepResult, TrialResult, VerifierResult,
 };
+
+/// The non-empty string at `pointer` in a record read as JSON: how readers of foreign job dirs
+/// (any Harbor version, other tools) look a field up, an empty string counting as absent.
+pub fn str_at<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v str> {
+    value
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_str)
+        .filter(|s| !s.is_empty())
+}

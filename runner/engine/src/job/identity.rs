@@ -124,6 +124,9 @@ fn canonical(value: &Value) -> String {
     serde_json::to_string(&sorted(value)).expect("JSON values serialise")
 }
 
+/// A field the resume check compares: its name in the message, and how to read it as JSON.
+type Compared<T> = (&'static str, fn(&T) -> Value);
+
 /// What differs between the identity of an existing trial (`old`, from its config.json) and
 /// the planned trial of the same task and index (`new`), one line per field, for the message
 /// that refuses a resume.
@@ -134,45 +137,29 @@ pub fn identity_differences(old: &TrialConfig, new: &TrialConfig) -> Vec<String>
             out.push(format!("{path}: {was} in the job, {now} now"));
         }
     };
-    field(
-        "task ref",
-        value(&old.task.reference),
-        value(&new.task.reference),
-    );
-    field("agent", value(&old.agent), value(&new.agent));
-    field(
-        "environment",
-        environment_without_force_build(old),
-        environment_without_force_build(new),
-    );
-    field("verifier", value(&old.verifier), value(&new.verifier));
-    field(
-        "multipliers",
-        value(&old.multipliers),
-        value(&new.multipliers),
-    );
+    let config_fields: [Compared<TrialConfig>; 5] = [
+        ("task ref", |c| value(&c.task.reference)),
+        ("agent", |c| value(&c.agent)),
+        ("environment", environment_without_force_build),
+        ("verifier", |c| value(&c.verifier)),
+        ("multipliers", |c| value(&c.multipliers)),
+    ];
+    for (name, of) in config_fields {
+        field(name, of(old), of(new));
+    }
     match (&old.identity, &new.identity) {
         (Some(a), Some(b)) => {
-            field(
-                "agent version",
-                value(&a.agent_version),
-                value(&b.agent_version),
-            );
-            field(
-                "agent source (uploaded tar)",
-                value(&a.agent_source),
-                value(&b.agent_source),
-            );
-            field(
-                "instruction suffix",
-                value(&a.instruction_suffix),
-                value(&b.instruction_suffix),
-            );
-            field(
-                "the task's resolved [environment].env",
-                value(&a.task_env),
-                value(&b.task_env),
-            );
+            let identity_fields: [Compared<TrialIdentity>; 4] = [
+                ("agent version", |i| value(&i.agent_version)),
+                ("agent source (uploaded tar)", |i| value(&i.agent_source)),
+                ("instruction suffix", |i| value(&i.instruction_suffix)),
+                ("the task's resolved [environment].env", |i| {
+                    value(&i.task_env)
+                }),
+            ];
+            for (name, of) in identity_fields {
+                field(name, of(a), of(b));
+            }
         }
         (None, _) => out.push(
             "the trial records no identity (written by another tool or an older runner)".into(),

@@ -8,6 +8,7 @@
 //! value a runner job records), else it is refused by name; an unknown field is refused by
 //! name. Nothing is silently ignored, so a config never half-runs.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -21,16 +22,9 @@ pub struct FileSettings {
     pub jobs_dir: Option<PathBuf>,
     /// `n_attempts` (--k).
     pub k: Option<u32>,
-    /// `timeout_multiplier`.
-    pub timeout_multiplier: Option<f64>,
-    /// `agent_timeout_multiplier`.
-    pub agent_timeout_multiplier: Option<f64>,
-    /// `verifier_timeout_multiplier`.
-    pub verifier_timeout_multiplier: Option<f64>,
-    /// `agent_setup_timeout_multiplier`.
-    pub agent_setup_timeout_multiplier: Option<f64>,
-    /// `environment_build_timeout_multiplier`.
-    pub environment_build_timeout_multiplier: Option<f64>,
+    /// The timeout multipliers the file sets, by Harbor's field name (one of
+    /// [`tasks::Multipliers::FIELDS`]).
+    pub multipliers: BTreeMap<&'static str, f64>,
     /// `n_concurrent_trials` (--n-concurrent).
     pub n_concurrent: Option<u32>,
     /// `quiet` (--quiet).
@@ -211,12 +205,7 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         job_name: root.typed("job_name", "a string")?,
         jobs_dir: root.typed("jobs_dir", "a path")?,
         k: root.typed("n_attempts", "a whole number")?,
-        timeout_multiplier: root.typed("timeout_multiplier", "a number")?,
-        agent_timeout_multiplier: root.typed("agent_timeout_multiplier", "a number")?,
-        verifier_timeout_multiplier: root.typed("verifier_timeout_multiplier", "a number")?,
-        agent_setup_timeout_multiplier: root.typed("agent_setup_timeout_multiplier", "a number")?,
-        environment_build_timeout_multiplier: root
-            .typed("environment_build_timeout_multiplier", "a number")?,
+        multipliers: read_multipliers(&mut root)?,
         n_concurrent: root.typed("n_concurrent_trials", "a whole number")?,
         quiet: root.typed("quiet", "true or false")?,
         allow_container_secrets: root.typed("allow_container_secrets", "true or false")?,
@@ -260,6 +249,16 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
     read_sources(datasets.as_ref(), tasks.as_ref(), &mut s)?;
     root.finish()?;
     Ok(s)
+}
+
+fn read_multipliers(root: &mut Section) -> Result<BTreeMap<&'static str, f64>, String> {
+    let mut multipliers = BTreeMap::new();
+    for field in tasks::Multipliers::FIELDS {
+        if let Some(value) = root.typed(field.name, "a number")? {
+            multipliers.insert(field.name, value);
+        }
+    }
+    Ok(multipliers)
 }
 
 fn read_retry(retry: &Value, s: &mut FileSettings) -> Result<(), String> {
@@ -438,7 +437,7 @@ mod tests {
         let expected = FileSettings {
             k: Some(3),
             n_concurrent: Some(2),
-            timeout_multiplier: Some(1.5),
+            multipliers: BTreeMap::from([("timeout_multiplier", 1.5)]),
             agent: Some("oracle".into()),
             path: Some("tasks/examples".into()),
             include: Some(vec!["hello-*".into()]),
@@ -497,7 +496,7 @@ mod tests {
         );
         assert_eq!(s.path, Some(PathBuf::from("/d")));
         assert_eq!(s.include, Some(vec!["a*".to_owned()]));
-        assert_eq!(s.timeout_multiplier, Some(1.0));
+        assert_eq!(s.multipliers.get("timeout_multiplier"), Some(&1.0));
         assert_eq!(s.force_build, Some(false));
         assert_eq!(s.agent_config, Some(PathBuf::from("/agents/a.toml")));
     }

@@ -166,18 +166,11 @@ fn check_values(args: &RunArgs, file: &std::path::Path) -> Result<(), CliError> 
     if args.steering.selection.n_tasks == Some(0) {
         return bad("datasets[0].n_tasks", "must be at least 1".into());
     }
-    let m = &args.multipliers;
-    for (field, value) in [
-        ("timeout_multiplier", Some(m.global)),
-        ("agent_timeout_multiplier", m.agent),
-        ("verifier_timeout_multiplier", m.verifier),
-        ("agent_setup_timeout_multiplier", m.agent_setup),
-        ("environment_build_timeout_multiplier", m.environment_build),
-    ] {
-        if let Some(v) = value
+    for field in tasks::Multipliers::FIELDS {
+        if let Some(v) = (field.get)(&args.multipliers)
             && let Err(why) = tasks::multipliers::parse_multiplier(&v.to_string())
         {
-            return bad(field, why);
+            return bad(field.name, why);
         }
     }
     Ok(())
@@ -201,11 +194,13 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
     fill!("jobs_dir", s.jobs_dir => args.jobs_dir);
     fill!("k", s.k => args.k);
     fill!("n_concurrent", s.n_concurrent => args.n_concurrent);
-    fill!("timeout_multiplier", s.timeout_multiplier => args.multipliers.global);
-    fill!("agent_timeout_multiplier", s.agent_timeout_multiplier.map(Some) => args.multipliers.agent);
-    fill!("verifier_timeout_multiplier", s.verifier_timeout_multiplier.map(Some) => args.multipliers.verifier);
-    fill!("agent_setup_timeout_multiplier", s.agent_setup_timeout_multiplier.map(Some) => args.multipliers.agent_setup);
-    fill!("environment_build_timeout_multiplier", s.environment_build_timeout_multiplier.map(Some) => args.multipliers.environment_build);
+    for field in tasks::Multipliers::FIELDS {
+        if free(field.name)
+            && let Some(&v) = s.multipliers.get(field.name)
+        {
+            (field.set)(&mut args.multipliers, v);
+        }
+    }
     fill!("max_retries", s.max_retries => args.max_retries);
     fill!("retry_include", s.retry_include => args.retry_include);
     fill!("retry_exclude", s.retry_exclude.map(Some) => args.retry_exclude);
@@ -256,7 +251,7 @@ mod tests {
                 include: Some(vec!["b*".into()]),
                 exclude: Some(vec!["c".into()]),
                 agent: Some("nop".into()),
-                timeout_multiplier: Some(2.0),
+                multipliers: [("timeout_multiplier", 2.0)].into(),
                 ..FileSettings::default()
             },
         );
