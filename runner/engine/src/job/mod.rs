@@ -183,8 +183,7 @@ pub async fn run_job<B: Backend>(
                 let ctx = ctx.clone();
                 let policy = policy.clone();
                 running.spawn(async move {
-                    let _permit = permit;
-                    retrying::run_with_retries(ctx, trial, &policy).await
+                    retrying::run_with_retries(ctx, trial, &policy, permit).await
                 });
             }
             while let Some(joined) = running.join_next().await {
