@@ -325,8 +325,14 @@ fn what_the_agent_and_the_tests_leave_in_logs_artifacts_is_kept() {
     assert_eq!(code, 0);
     let (name, result) = &job.trial_results()[0];
     assert_eq!(reward(result), Some(1.0), "{}", result["exception_info"]);
-    assert_eq!(job.trial_file(name, "artifacts/agent.txt"), "from the agent\n");
-    assert_eq!(job.trial_file(name, "artifacts/tests.txt"), "from the tests\n");
+    assert_eq!(
+        job.trial_file(name, "artifacts/agent.txt"),
+        "from the agent\n"
+    );
+    assert_eq!(
+        job.trial_file(name, "artifacts/tests.txt"),
+        "from the tests\n"
+    );
     let manifest: serde_json::Value =
         serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
     assert_eq!(

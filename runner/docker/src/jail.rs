@@ -73,17 +73,20 @@ pub(crate) struct JailSpec {
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
 /// early for this trial, if there is one (see `jail_warm.rs`): its helper gets the order and
 /// the tests start at once. A warm jail that is gone (the agent killed it) is replaced by a
-/// fresh one, made as before. The jail's removal is left to `removals`.
+/// fresh one, made as before. The jail's removal is left to `trial.removals`.
 pub(crate) async fn verify(
     client: &DockerClient,
     spec: &JailSpec,
     warm: Option<WarmJail>,
     request: &IsolatedVerifyRequest,
-    budget: Arc<DownloadBudget>,
-    observer: &ExecObserver,
-    removals: &Removals,
+    trial: TrialSide<'_>,
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
+    let TrialSide {
+        budget,
+        observer,
+        removals,
+    } = trial;
     if HELPER.is_empty() {
         return Ok(IsolatedVerifyOutcome::Unavailable(
             "this runner was built without the static verifier helper (no libc.a at build time)"
@@ -239,6 +242,14 @@ async fn run_jail(
         )));
     }
     finish_run(client, id, request, budget, observer, started, tests_done).await
+}
+
+/// What of the trial's sandbox a verification uses: the verifier outputs' download budget,
+/// the observer of its commands, and where removals go.
+pub(crate) struct TrialSide<'a> {
+    pub budget: Arc<DownloadBudget>,
+    pub observer: &'a ExecObserver,
+    pub removals: &'a Removals,
 }
 
 /// Told once the jail has exited (its tests are over), so what must wait for them (the

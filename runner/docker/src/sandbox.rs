@@ -221,9 +221,11 @@ impl Sandbox for DockerSandbox {
             &spec,
             warm,
             &request,
-            self.verifier_budget.clone(),
-            &self.observer,
-            &self.removals,
+            jail::TrialSide {
+                budget: self.verifier_budget.clone(),
+                observer: &self.observer,
+                removals: &self.removals,
+            },
             request.then_download.is_some().then_some(tests_done),
         );
         // Once the tests are over, the trial's directory comes back beside the jail's results.
