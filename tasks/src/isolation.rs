@@ -25,6 +25,10 @@ pub struct IsolatedVerifyRequest {
     /// The host directory that receives the private `/logs/verifier` (regular files and
     /// directories only, within the trial's download cap).
     pub output_dir: PathBuf,
+    /// A directory of the environment to bring back (to the host path) once the tests are
+    /// done, while the run's own results come back: the trial's `/logs/artifacts`, whose end
+    /// of trial download so costs no round trip of its own. `None` leaves it to the caller.
+    pub then_download: Option<(String, PathBuf)>,
 }
 
 /// What an isolated run did.
@@ -53,4 +57,6 @@ pub struct IsolatedRun {
     pub skipped: Vec<String>,
     /// Files cut at the output cap.
     pub truncated: Vec<String>,
+    /// True when the request's `then_download` was brought back.
+    pub then_downloaded: bool,
 }

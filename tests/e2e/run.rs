@@ -315,3 +315,37 @@ fn a_prebuilt_image_gets_its_environment_files_in_the_workdir() {
         result["exception_info"]
     );
 }
+
+/// `/logs/artifacts` is downloaded once, after the tests (with the verifier jail's results),
+/// so what the agent and what the tests left there are both kept, and its manifest entry is
+/// settled then: `ok` when anything came, `empty` when nothing did.
+#[test]
+fn what_the_agent_and_the_tests_leave_in_logs_artifacts_is_kept() {
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/artifacts-by-tests", "oracle", 1);
+    assert_eq!(code, 0);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(reward(result), Some(1.0), "{}", result["exception_info"]);
+    assert_eq!(
+        job.trial_file(name, "artifacts/agent.txt"),
+        "from the agent\n"
+    );
+    assert_eq!(
+        job.trial_file(name, "artifacts/tests.txt"),
+        "from the tests\n"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
+    assert_eq!(
+        manifest,
+        serde_json::json!([
+            {"source": "/logs/artifacts", "destination": "artifacts", "type": "directory", "status": "ok"},
+        ])
+    );
+    assert_eq!(result["verifier_isolation"]["isolated"], true);
+
+    let (_jobs, job, _) = run_job("tests/fixtures/tasks/quick", "nop", 1);
+    let (name, _) = &job.trial_results()[0];
+    let manifest: serde_json::Value =
+        serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
+    assert_eq!(manifest[0]["status"], "empty", "{manifest}");
+}

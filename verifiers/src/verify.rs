@@ -61,6 +61,11 @@ pub struct VerifyNotes {
     pub leftover_processes: Vec<LeftoverProcess>,
     /// Verifier outputs that were not copied (links, FIFOs) or were cut at the cap.
     pub refused_outputs: Vec<String>,
+    /// Set by the caller: an environment directory to bring back to the host once the tests
+    /// are done, with an isolated run's results (`IsolatedVerifyRequest::then_download`).
+    pub then_download: Option<(String, PathBuf)>,
+    /// True when the isolated run brought `then_download` back (else it is the caller's).
+    pub then_downloaded: bool,
 }
 
 /// Verifies one trial: runs `/tests/test.sh` as the `[verifier]` user with `[verifier].env`,
@@ -169,6 +174,7 @@ impl<S: Sandbox> Run<'_, S> {
             env: self.env.clone(),
             timeout: deadline.saturating_duration_since(Instant::now()),
             output_dir: self.host_dir.clone(),
+            then_download: self.notes.then_download.clone(),
         };
         let started = Instant::now();
         let isolated = self.sandbox.verify_isolated(request).await;
@@ -243,6 +249,7 @@ impl<S: Sandbox> Run<'_, S> {
             detail: run.mechanism.clone(),
         });
         self.notes.leftover_processes = run.leftover_processes;
+        self.notes.then_downloaded = run.then_downloaded;
         self.notes.refused_outputs = run.skipped.into_iter().chain(run.truncated).collect();
         let mut partial = VerifierResult {
             test_exit_code: run.exit_code,

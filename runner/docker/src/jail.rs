@@ -73,16 +73,20 @@ pub(crate) struct JailSpec {
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
 /// early for this trial, if there is one (see `jail_warm.rs`): its helper gets the order and
 /// the tests start at once. A warm jail that is gone (the agent killed it) is replaced by a
-/// fresh one, made as before. The jail's removal is left to `removals`.
+/// fresh one, made as before. The jail's removal is left to `trial.removals`.
 pub(crate) async fn verify(
     client: &DockerClient,
     spec: &JailSpec,
     warm: Option<WarmJail>,
     request: &IsolatedVerifyRequest,
-    budget: Arc<DownloadBudget>,
-    observer: &ExecObserver,
-    removals: &Removals,
+    trial: TrialSide<'_>,
+    tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
+    let TrialSide {
+        budget,
+        observer,
+        removals,
+    } = trial;
     if HELPER.is_empty() {
         return Ok(IsolatedVerifyOutcome::Unavailable(
             "this runner was built without the static verifier helper (no libc.a at build time)"
@@ -91,7 +95,10 @@ pub(crate) async fn verify(
     }
     if let Some(mut warm) = warm {
         if is_running(client, &warm.id).await? {
-            let outcome = run_warm(client, spec, &mut warm, request, budget, observer).await;
+            let outcome = run_warm(
+                client, spec, &mut warm, request, budget, observer, tests_done,
+            )
+            .await;
             remove_later(client, removals, observer, warm.id);
             return outcome;
         }
@@ -119,7 +126,7 @@ pub(crate) async fn verify(
             )));
         }
     };
-    let outcome = run_jail(client, &created.id, request, budget, observer).await;
+    let outcome = run_jail(client, &created.id, request, budget, observer, tests_done).await;
     remove_later(client, removals, observer, created.id);
     outcome
 }
@@ -220,6 +227,7 @@ async fn run_jail(
     request: &IsolatedVerifyRequest,
     budget: Arc<DownloadBudget>,
     observer: &ExecObserver,
+    tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
     let tests = request.tests_dir.clone();
     let tar = tokio::task::spawn_blocking(move || archive::pack_jail(HELPER, HELPER_PATH, &tests))
@@ -233,8 +241,21 @@ async fn run_jail(
             "the verifier jail did not start: {e}"
         )));
     }
-    finish_run(client, id, request, budget, observer, started).await
+    finish_run(client, id, request, budget, observer, started, tests_done).await
 }
+
+/// What of the trial's sandbox a verification uses: the verifier outputs' download budget,
+/// the observer of its commands, and where removals go.
+pub(crate) struct TrialSide<'a> {
+    pub budget: Arc<DownloadBudget>,
+    pub observer: &'a ExecObserver,
+    pub removals: &'a Removals,
+}
+
+/// Told once the jail has exited (its tests are over), so what must wait for them (the
+/// trial's `/logs/artifacts`) comes back while the jail's results do; dropped unsent when the
+/// jail did not run to its end.
+pub(crate) type TestsDone = Option<tokio::sync::oneshot::Sender<()>>;
 
 /// A warm jail: the tests go into its (running) root, then the order starts them.
 async fn run_warm(
@@ -244,6 +265,7 @@ async fn run_warm(
     request: &IsolatedVerifyRequest,
     budget: Arc<DownloadBudget>,
     observer: &ExecObserver,
+    tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
     if warm.tests.as_ref() != Some(&request.tests_dir) {
         let tests = request.tests_dir.clone();
@@ -258,7 +280,10 @@ async fn run_warm(
     let started = Instant::now();
     warm.order(&verify_args(spec, request), &request.env)
         .await?;
-    finish_run(client, &warm.id, request, budget, observer, started).await
+    finish_run(
+        client, &warm.id, request, budget, observer, started, tests_done,
+    )
+    .await
 }
 
 /// Waits for a started jail (its run counts as time inside the verifier's command), relays
@@ -270,6 +295,7 @@ async fn finish_run(
     budget: Arc<DownloadBudget>,
     observer: &ExecObserver,
     started: Instant,
+    tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
     let backstop = request.timeout + KILL_GRACE + HOST_BACKSTOP;
     let exit = match tokio::time::timeout(backstop, wait_exit(client, id)).await {
@@ -284,6 +310,11 @@ async fn finish_run(
     };
     let elapsed = started.elapsed();
     observer.add_exec_time(elapsed);
+    if exit.is_some()
+        && let Some(done) = tests_done
+    {
+        let _ = done.send(());
+    }
     let text = format!("verifier jail ran for {:.3}s\n", elapsed.as_secs_f64());
     (observer.output)("runner", text.as_bytes());
     // The helper writes to its stderr only when it fails (the tests' own output goes to
@@ -316,6 +347,8 @@ async fn finish_run(
             leftover_processes: LeftoverProcess::parse_listing(&fetched.processes),
             skipped: status.skipped,
             truncated: status.truncated,
+            // The sandbox sets it when it brought the request's directory back.
+            then_downloaded: false,
         })),
         2 => Ok(IsolatedVerifyOutcome::Unavailable(
             status
@@ -483,6 +516,7 @@ mod tests {
             env: [("B".to_owned(), "2".to_owned())].into(),
             timeout: Duration::from_secs(30),
             output_dir: "/o".into(),
+            then_download: None,
         };
         let body = jail_body(&spec, &request);
         let host = body.host_config.unwrap();

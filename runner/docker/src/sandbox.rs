@@ -215,16 +215,31 @@ impl Sandbox for DockerSandbox {
             }
             None => None,
         };
-        jail::verify(
+        let (tests_done, tests_over) = tokio::sync::oneshot::channel();
+        let verified = jail::verify(
             &self.client,
             &spec,
             warm,
             &request,
-            self.verifier_budget.clone(),
-            &self.observer,
-            &self.removals,
-        )
-        .await
-        .map_err(|e| SandboxError::new("run the verifier jail", e))
+            jail::TrialSide {
+                budget: self.verifier_budget.clone(),
+                observer: &self.observer,
+                removals: &self.removals,
+            },
+            request.then_download.is_some().then_some(tests_done),
+        );
+        // Once the tests are over, the trial's directory comes back beside the jail's results.
+        let brought_back = async {
+            match (&request.then_download, tests_over.await) {
+                (Some((source, target)), Ok(())) => self.download_dir(source, target).await.is_ok(),
+                _ => false,
+            }
+        };
+        let (verified, brought_back) = tokio::join!(verified, brought_back);
+        let mut outcome = verified.map_err(|e| SandboxError::new("run the verifier jail", e))?;
+        if let IsolatedVerifyOutcome::Ran(run) = &mut outcome {
+            run.then_downloaded = brought_back;
+        }
+        Ok(outcome)
     }
 }

@@ -49,6 +49,8 @@ pub struct MainAdditions {
 /// The running sidecars, network and volumes of one trial.
 #[derive(Debug, Clone)]
 pub struct ComposeRun {
+    /// What every container, network and volume of this run is named after (job and trial).
+    prefix: String,
     network: String,
     volumes: Vec<String>,
     sidecars: Vec<(String, String)>,
@@ -86,14 +88,12 @@ impl ComposeRun {
         );
         let mut run = ComposeRun {
             network: format!("{prefix}-net"),
+            prefix,
             volumes: Vec::new(),
             sidecars: Vec::new(),
             logs_dir: spec.trial_dir.join("sidecars"),
         };
-        match run
-            .bring_up(client, images, task, spec, owner, &file, &prefix)
-            .await
-        {
+        match run.bring_up(client, images, task, spec, owner, &file).await {
             Ok(main) => Ok((run, main)),
             Err(e) => {
                 // The sidecars' logs say why a service never became ready.
@@ -103,7 +103,6 @@ impl ComposeRun {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn bring_up(
         &mut self,
         client: &DockerClient,
@@ -112,8 +111,8 @@ impl ComposeRun {
         spec: &EnvironmentSpec,
         owner: &Owner,
         file: &ComposeFile,
-        prefix: &str,
     ) -> Result<MainAdditions, BackendError> {
+        let prefix = self.prefix.clone();
         let mut labels = labels::for_job(&spec.job_id, owner);
         labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
         labels.insert(labels::TASK.to_owned(), spec.task_name.clone());

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tasks::TrialOutcome;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::attempts::{ATTEMPTS_DIR, retire};
 use super::retry::{RetryPolicy, jitter};
@@ -15,10 +16,14 @@ use crate::events::Event;
 use crate::trial::{JobContext, TrialPlan, run_trial, write_result};
 
 /// Runs `plan` until an attempt is final; returns the runner's overhead over all attempts.
+/// `slot` is the trial's place among the job's concurrent environments: held through its
+/// attempts and backoffs, and given up once the final attempt's environment is gone, before
+/// its record is written, so the next trial starts while the record is made durable.
 pub(super) async fn run_with_retries<B: Backend>(
     ctx: Arc<JobContext<B>>,
     plan: TrialPlan,
     policy: &RetryPolicy,
+    slot: OwnedSemaphorePermit,
 ) -> Duration {
     let mut attempt = plan.first_attempt.max(1);
     let mut retries = 0;
@@ -77,6 +82,7 @@ pub(super) async fn run_with_retries<B: Backend>(
                 ))),
             }
         }
+        drop(slot);
         match write_result(&dir, &result) {
             Ok(()) => ctx.emit(Event::TrialFinished(Box::new(result))),
             Err(e) => ctx.emit(Event::Warning(format!(

@@ -175,6 +175,9 @@ pub struct Trial<B: Backend> {
     /// [`artifacts::Convention::Deferred`], whose convention entry is settled once
     /// `/logs/artifacts` is downloaded at the end (empty otherwise).
     manifest: Vec<artifacts::ManifestEntry>,
+    /// True when the verification brought `/logs/artifacts` back after the tests (the end of
+    /// trial download is then done).
+    artifacts_collected: bool,
 }
 
 impl<B: Backend> Trial<B> {
@@ -233,6 +236,7 @@ impl<B: Backend> Trial<B> {
             limits,
             bridge: None,
             manifest: Vec::new(),
+            artifacts_collected: false,
         }
     }
 

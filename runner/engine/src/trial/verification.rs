@@ -55,7 +55,14 @@ impl<B: Backend> Trial<B> {
         let mut notes = verifiers::VerifyNotes::default();
         let task = &self.plan.task;
         let verified = match step {
-            None => verifiers::verify(&sandbox, task, &self.dir, deadline, &mut notes).await,
+            None => {
+                // The end-of-trial download of /logs/artifacts rides along with the results.
+                notes.then_download = Some((
+                    super::artifacts::CONVENTION_DIR.to_owned(),
+                    self.dir.join("artifacts"),
+                ));
+                verifiers::verify(&sandbox, task, &self.dir, deadline, &mut notes).await
+            }
             Some((index, dir)) => {
                 verifiers::verify_step(&sandbox, task, index, dir, deadline, &mut notes).await
             }
@@ -95,14 +102,17 @@ impl<B: Backend> Trial<B> {
             self.log
                 .line(&format!("verifier output not kept whole: {refused}"));
         }
+        self.artifacts_collected = notes.then_downloaded;
         self.result.verifier_isolation = notes.isolation;
         self.result.agent_leftover_processes = notes.leftover_processes;
     }
 
-    /// Downloads `/logs/artifacts` into the trial's `artifacts/` and settles its entry in
-    /// the manifest the agent phase wrote.
+    /// Downloads `/logs/artifacts` into the trial's `artifacts/` (unless the verification
+    /// brought it back already) and settles its entry in the manifest the agent phase wrote.
     pub(super) async fn collection(&mut self) {
-        self.collect("/logs/artifacts", "artifacts").await;
+        if !self.artifacts_collected {
+            self.collect("/logs/artifacts", "artifacts").await;
+        }
         if !self.manifest.is_empty() {
             let log = |line: &str| self.log.line(line);
             super::artifacts::settle_convention(
