@@ -241,14 +241,26 @@ pub struct PauseRecord {
 impl TrialResult {
     /// What a job keeps in memory of a finished trial for its totals and end summary: names,
     /// agent and model, rewards, exception type and message, token counts and cost, outcome,
-    /// attempts and timings. The rest (checks, steps, traceback, agent metadata, leftover
-    /// processes, the config's limits and identity) is on disk in the trial's result.json, so
+    /// attempts and timings. The rest (its config, checks, steps, traceback, agent metadata,
+    /// leftover processes) is on disk in the trial's result.json, so
     /// a job's memory per trial stays small however much each trial recorded.
     pub fn totals_only(mut self) -> TrialResult {
         self.trial_uri = String::new();
         self.task_id = serde_json::Value::Null;
+        // The config is on disk twice (config.json and result.json); totals never read it.
+        self.config.task = Default::default();
+        self.config.trials_dir = String::new();
+        self.config.agent = Default::default();
+        self.config.verifier = Default::default();
+        let environment = &mut self.config.environment;
+        environment.env = Default::default();
+        environment.kwargs = Default::default();
+        environment.mounts = None;
+        environment.extra_docker_compose = Vec::new();
+        environment.extra_allowed_hosts = Vec::new();
         self.config.artifacts = Vec::new();
         self.config.extra_instruction_paths = Vec::new();
+        self.config.job_id = String::new();
         self.config.limits = None;
         self.config.identity = None;
         self.agent_result = self.agent_result.map(|context| AgentContext {

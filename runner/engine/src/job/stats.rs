@@ -146,6 +146,47 @@ mod tests {
     }
 
     #[test]
+    fn the_totals_a_job_keeps_give_the_same_stats_as_the_whole_records() {
+        let mut with_tokens = trial("c1", "c", Some(0.5), None);
+        with_tokens.agent_result = Some(tasks::records::AgentContext {
+            n_input_tokens: Some(120),
+            n_output_tokens: Some(30),
+            cost_usd: Some(0.25),
+            metadata: Some(serde_json::Map::from_iter([(
+                "big".into(),
+                "x".repeat(4096).into(),
+            )])),
+            ..Default::default()
+        });
+        let whole = [
+            trial("a1", "a", Some(1.0), None),
+            trial("a2", "a", Some(0.0), Some("AgentTimeoutError")),
+            trial("b1", "b", None, Some("CancelledError")),
+            with_tokens,
+        ];
+        let kept: Vec<TrialResult> = whole
+            .iter()
+            .cloned()
+            .map(TrialResult::totals_only)
+            .collect();
+        let stats = |results: &[TrialResult]| {
+            let refs: Vec<&TrialResult> = results.iter().collect();
+            serde_json::to_value(job_stats(&refs)).unwrap()
+        };
+        assert_eq!(stats(&kept), stats(&whole));
+        for (kept, whole) in kept.iter().zip(&whole) {
+            assert_eq!(kept.reward(), whole.reward());
+            assert_eq!(kept.outcome(), whole.outcome());
+            assert_eq!(eval_key(kept), eval_key(whole));
+        }
+        assert!(kept[3].agent_result.as_ref().unwrap().metadata.is_none());
+        assert!(
+            kept[0].config.agent.name.is_none(),
+            "the config stays on disk"
+        );
+    }
+
+    #[test]
     fn reward_labels_match_python_floats() {
         assert_eq!(reward_label(1.0), "1.0");
         assert_eq!(reward_label(0.0), "0.0");
