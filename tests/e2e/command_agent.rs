@@ -2,13 +2,17 @@
 //! `--ak` kwargs reach the command, its output is captured into `agent/command/`, the trace
 //! it names is collected and converted (mini-swe-agent's format to ATIF, token counts into
 //! `agent_result`), the agent deadline kills it, config mistakes are refused by field, and
-//! mini-swe-agent from the package index solves an example through the LLM bridge against the
-//! scripted upstream, its trajectory counting exactly the script's tokens.
+//! mini-swe-agent from the package index, in its default tool-calling mode, solves an example
+//! through the LLM bridge against the scripted upstream, its trajectory counting exactly the
+//! script's tokens.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage};
+use serde_json::Value;
+use testkit::upstream::{
+    ANTHROPIC_KEY, Dialect, OPENAI_KEY, Script, ScriptedUpstream, Usage, solutions,
+};
 
 use crate::installed::run;
 use crate::support::{
@@ -230,27 +234,16 @@ const TURN: Usage = Usage {
 };
 const MODEL: &str = "openai/gpt-scripted";
 
-/// mini-swe-agent's text-based protocol: one `mswea_bash_command` block per turn, and the
-/// completion word to finish.
-fn mini_swe_script() -> Script {
-    Script::new().when(
-        "/app/hello.txt",
-        vec![
-            Reply::with_usage(
-                "THOUGHT: I write the greeting.\n\n```mswea_bash_command\necho 'Hello, world!' > /app/hello.txt\n```",
-                TURN,
-            ),
-            Reply::with_usage(
-                "THOUGHT: Done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
-                TURN,
-            ),
-        ],
-    )
-}
-
 #[test]
-fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() {
-    let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, mini_swe_script());
+fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_through_the_bridge() {
+    // mini's default config (`mini`, litellm with its `bash` tool): every scripted answer is a
+    // tool call, the last one its submit command.
+    let (fragment, commands) = solutions()
+        .into_iter()
+        .find(|(fragment, _)| *fragment == "/app/hello.txt")
+        .unwrap();
+    let script = Script::new().when(fragment, Dialect::MiniToolCalls.replies(&commands, TURN));
+    let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, script);
     let dir = tempfile::tempdir().unwrap();
     let llm = dir.path().join("llm.toml");
     std::fs::write(
@@ -274,12 +267,6 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() 
         .arg("-a")
         .arg(&config)
         .args(["-m", MODEL, "--llm-config", &llm_arg])
-        .args([
-            "--ak",
-            "config=mini_textbased",
-            "--ak",
-            "model_class=litellm_textbased",
-        ])
         // The install (about 750 MB from the index) may be slow on a busy machine.
         .args(["--agent-setup-timeout-multiplier", "3"])
         // Importing litellm alone can take tens of seconds on a loaded machine.
@@ -315,6 +302,21 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() 
     let seen = upstream.seen();
     assert_eq!(seen.len(), 2, "two model calls");
     assert!(seen.iter().all(|s| s.body["model"] == "gpt-scripted"));
+    // mini offered its bash tool, and answered the first call with the tool's result.
+    assert_eq!(seen[0].body["tools"][0]["function"]["name"], "bash");
+    let answered = seen[1].body["messages"].as_array().unwrap();
+    assert!(
+        answered.iter().any(|m| m["role"] == "tool"),
+        "{answered:?}"
+    );
+    // The ATIF steps hold the tool calls.
+    let steps = trajectory["steps"].as_array().unwrap();
+    let calls: Vec<&Value> = steps
+        .iter()
+        .filter_map(|s| s["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), 2, "{trajectory}");
     // The upstream key went nowhere near the job dir.
     let leaked = std::process::Command::new("grep")
         .args(["-rlF", OPENAI_KEY])
