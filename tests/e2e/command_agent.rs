@@ -305,10 +305,7 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_throu
     // mini offered its bash tool, and answered the first call with the tool's result.
     assert_eq!(seen[0].body["tools"][0]["function"]["name"], "bash");
     let answered = seen[1].body["messages"].as_array().unwrap();
-    assert!(
-        answered.iter().any(|m| m["role"] == "tool"),
-        "{answered:?}"
-    );
+    assert!(answered.iter().any(|m| m["role"] == "tool"), "{answered:?}");
     // The ATIF steps hold the tool calls.
     let steps = trajectory["steps"].as_array().unwrap();
     let calls: Vec<&Value> = steps

@@ -678,13 +678,17 @@ async fn tool_call_answers_pass_through_metered_and_recorded_with_keys_redacted(
     let args: Value =
         serde_json::from_str(tool_call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert!(
-        args["command"].as_str().unwrap().starts_with("echo [REDACTED] x"),
+        args["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo [REDACTED] x"),
         "{args}"
     );
     chat_body["stream"] = json!(true);
     let streamed = call_text(&trial, CHAT_ROUTE, chat_body).await;
     assert!(
-        streamed.contains("\"tool_calls\"") && streamed.contains("\"finish_reason\":\"tool_calls\""),
+        streamed.contains("\"tool_calls\"")
+            && streamed.contains("\"finish_reason\":\"tool_calls\""),
         "{streamed}"
     );
     let messages = json!({"model": "claude-scripted", "max_tokens": 64,

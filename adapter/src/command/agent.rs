@@ -86,7 +86,10 @@ impl CommandAgent {
                 }
             }
         }
-        let model = options.model.or_else(|| config.model_name.clone());
+        let model = options
+            .model
+            .or_else(|| config.model_name.clone())
+            .or_else(|| config.models.first().cloned());
         let mut job_values = BTreeMap::from([("logs_dir".to_owned(), LOGS_DIR.to_owned())]);
         if let Some(model) = &model {
             job_values.insert("model".into(), model.clone());
@@ -243,6 +246,10 @@ impl Agent for CommandAgent {
 
     fn model_name(&self) -> Option<String> {
         self.model.clone()
+    }
+
+    fn declared_models(&self) -> Vec<String> {
+        self.config.models.clone()
     }
 
     /// Name, model, kwargs (Harbor's `agent.kwargs`), and env with sensitive values redacted.

@@ -70,6 +70,11 @@ pub struct CommandAgentConfig {
     /// The default `provider/model` when `-m/--model` is not given.
     #[serde(default)]
     pub model_name: Option<String>,
+    /// Every model the agent may call (`provider/model`), for agents that call more than one
+    /// or whose users pick one: `-m` must then be one of them, and without `-m` all of them
+    /// are declared to the LLM bridge and recorded in the job config.
+    #[serde(default)]
+    pub models: Vec<String>,
     /// Default agent kwargs (`{kwargs.NAME}`); `--ak NAME=VALUE` overrides them. Recorded in
     /// the job config as Harbor's `agent.kwargs`.
     #[serde(default)]
@@ -163,8 +168,12 @@ impl CommandAgentConfig {
     }
 
     fn check(&self) -> Result<(), (String, String)> {
-        check_identity(&self.name, &self.version, &self.version_command)
-            .map_err(|(key, message)| (key.to_owned(), message))?;
+        check_identity(
+            &self.name,
+            (&self.version, &self.version_command),
+            (&self.model_name, &self.models),
+        )
+        .map_err(|(key, message)| (key.to_owned(), message))?;
         if self.run.command.trim().is_empty() {
             return Err(("run.command".into(), "must not be empty".into()));
         }
@@ -339,6 +348,14 @@ command = "my-agent --model {model} --task-file {instruction_file}"
                     "version = \"1\"\nversion_command = \"v\"",
                 ),
                 "`version_command`",
+            ),
+            (
+                MINIMAL.replace("version = \"1.0\"", "models = [\"a/x\", \"a/x\"]"),
+                "`models`: \"a/x\" is listed twice",
+            ),
+            (
+                MINIMAL.replace("version = \"1.0\"", "models = [\"a/x\"]\nmodel_name = \"a/y\""),
+                "`model_name`: \"a/y\" is not among `models`",
             ),
             ("[run\n".to_owned(), "(syntax)"),
         ];

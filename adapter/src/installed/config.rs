@@ -62,6 +62,11 @@ pub struct InstalledAgentConfig {
     /// `provider/model`, recorded in the job config.
     #[serde(default)]
     pub model_name: Option<String>,
+    /// Every model the agent may call (`provider/model`), for agents that call more than one
+    /// or whose users pick one: `-m` must then be one of them, and without `-m` all of them
+    /// are declared to the LLM bridge and recorded in the job config.
+    #[serde(default)]
+    pub models: Vec<String>,
     /// Free-form agent kwargs (e.g. `reasoning_effort`), recorded in the job config.
     #[serde(default)]
     pub kwargs: serde_json::Map<String, serde_json::Value>,
@@ -265,7 +270,11 @@ impl InstalledAgentConfig {
     }
 
     fn check(&self) -> Result<(), (&'static str, String)> {
-        check_identity(&self.name, &self.version, &self.version_command)?;
+        check_identity(
+            &self.name,
+            (&self.version, &self.version_command),
+            (&self.model_name, &self.models),
+        )?;
         if self.server.port == 0 {
             return Err((
                 "server.port",
@@ -397,12 +406,13 @@ pub(crate) fn deserialize_toml<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The checks every agent config shares: a name usable in paths and records, and at most one
-/// way of learning the version.
+/// The checks every agent config shares: a name usable in paths and records, at most one way
+/// of learning the version (`version`, `version_command`), and declared models
+/// (`model_name`, `models`) of the form `provider/model`, the default among the list.
 pub(crate) fn check_identity(
     name: &str,
-    version: &Option<String>,
-    version_command: &Option<String>,
+    (version, version_command): (&Option<String>, &Option<String>),
+    (model_name, models): (&Option<String>, &[String]),
 ) -> Result<(), (&'static str, String)> {
     let name_ok = !name.is_empty()
         && name
@@ -418,6 +428,29 @@ pub(crate) fn check_identity(
         return Err((
             "version_command",
             "give either `version` or `version_command`, not both".into(),
+        ));
+    }
+    for (i, model) in models.iter().enumerate() {
+        if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
+            return Err((
+                "models",
+                format!("{model:?} is not a model name; write provider/model"),
+            ));
+        }
+        if models[..i].contains(model) {
+            return Err(("models", format!("{model:?} is listed twice")));
+        }
+    }
+    if let Some(model) = model_name
+        .as_ref()
+        .filter(|m| !models.is_empty() && !models.contains(m))
+    {
+        return Err((
+            "model_name",
+            format!(
+                "{model:?} is not among `models` ({}); the default model must be one the agent may call",
+                models.join(", ")
+            ),
         ));
     }
     Ok(())

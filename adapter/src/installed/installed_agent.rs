@@ -169,14 +169,21 @@ impl Agent for InstalledAgent {
     }
 
     fn model_name(&self) -> Option<String> {
-        self.config.model_name.clone()
+        self.config
+            .model_name
+            .clone()
+            .or_else(|| self.config.models.first().cloned())
+    }
+
+    fn declared_models(&self) -> Vec<String> {
+        self.config.models.clone()
     }
 
     /// Name, model, kwargs, and env with sensitive values redacted.
     fn job_config(&self) -> AgentConfig {
         AgentConfig {
             name: Some(self.config.name.clone()),
-            model_name: self.config.model_name.clone(),
+            model_name: self.model_name(),
             kwargs: self.config.kwargs.clone(),
             env: redact_env(&self.container_env),
             ..Default::default()

@@ -81,7 +81,10 @@ fn main() -> ExitCode {
     // What the runner needs, in a form `eval` or a shell can take.
     println!("export OPENAI_BASE_URL={}", upstream.openai_base_url());
     println!("export OPENAI_API_KEY={}", args.key);
-    println!("export ANTHROPIC_BASE_URL={}", upstream.anthropic_base_url());
+    println!(
+        "export ANTHROPIC_BASE_URL={}",
+        upstream.anthropic_base_url()
+    );
     println!("export ANTHROPIC_API_KEY={}", args.key);
     eprintln!(
         "scripted-upstream: serving the examples' conversations ({}) on {}; Ctrl-C stops it",

@@ -129,8 +129,7 @@ impl ScriptedUpstream {
     /// Starts it with `script` on a thread and runtime of its own: for sync tests (the
     /// end-to-end tests run the `runner` binary as a child process).
     pub fn spawn(openai_key: &str, anthropic_key: &str, script: Script) -> ScriptedUpstream {
-        Self::spawn_at("127.0.0.1:0", openai_key, anthropic_key, script)
-            .expect("bind 127.0.0.1")
+        Self::spawn_at("127.0.0.1:0", openai_key, anthropic_key, script).expect("bind 127.0.0.1")
     }
 
     /// [`ScriptedUpstream::spawn`] listening on `addr` (e.g. `127.0.0.1:4190`), for the

@@ -136,8 +136,10 @@ pub(super) fn chat(call: Call) -> Response {
                 .tool_calls
                 .iter()
                 .enumerate()
-                .map(|(i, t)| json!({"id": call.tool_id("call", i), "type": "function",
-                                     "function": {"name": t.name, "arguments": t.arguments_text()}}))
+                .map(|(i, t)| {
+                    json!({"id": call.tool_id("call", i), "type": "function",
+                                     "function": {"name": t.name, "arguments": t.arguments_text()}})
+                })
                 .collect();
         }
         return json_response(
@@ -227,10 +229,7 @@ pub(super) fn responses(call: Call) -> Response {
         })
     };
     if !call.streamed() {
-        return json_response(
-            StatusCode::OK,
-            &response("completed", json!(items), usage),
-        );
+        return json_response(StatusCode::OK, &response("completed", json!(items), usage));
     }
     let mut events: Vec<(&str, Value)> = vec![(
         "response.created",
@@ -297,9 +296,7 @@ pub(super) fn messages(call: Call) -> Response {
         "tool_use"
     };
     // The text block first (index 0), then one tool_use block per call.
-    let tool_use = |i: usize, t: &ToolCall, input: &Value| {
-        json!({"type": "tool_use", "id": call.tool_id("toolu", i), "name": t.name, "input": input})
-    };
+    let tool_use = |i: usize, t: &ToolCall, input: &Value| json!({"type": "tool_use", "id": call.tool_id("toolu", i), "name": t.name, "input": input});
     if !call.streamed() {
         let content: Vec<Value> = std::iter::once(json!({"type": "text", "text": call.reply}))
             .chain(
