@@ -254,7 +254,9 @@ mod tests {
         let prefixed = route(Endpoint::Responses, "openai/gpt-a").unwrap();
         assert_eq!(prefixed.upstream_model, "gpt-a");
         assert_eq!(
-            route(Endpoint::ChatCompletions, "gpt-a").unwrap().upstream_model,
+            route(Endpoint::ChatCompletions, "gpt-a")
+                .unwrap()
+                .upstream_model,
             "gpt-a"
         );
         assert_eq!(route(Endpoint::Messages, "claude-b").unwrap().provider, 1);

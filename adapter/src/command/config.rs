@@ -354,7 +354,10 @@ command = "my-agent --model {model} --task-file {instruction_file}"
                 "`models`: \"a/x\" is listed twice",
             ),
             (
-                MINIMAL.replace("version = \"1.0\"", "models = [\"a/x\"]\nmodel_name = \"a/y\""),
+                MINIMAL.replace(
+                    "version = \"1.0\"",
+                    "models = [\"a/x\"]\nmodel_name = \"a/y\"",
+                ),
                 "`model_name`: \"a/y\" is not among `models`",
             ),
             ("[run\n".to_owned(), "(syntax)"),
