@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use testkit::upstream::{
-    ANTHROPIC_KEY, Dialect, OPENAI_KEY, Script, ScriptedUpstream, Usage, solutions,
+    ANTHROPIC_KEY, Dialect, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage, solutions,
 };
 
 use crate::installed::run;
@@ -234,15 +234,10 @@ const TURN: Usage = Usage {
 };
 const MODEL: &str = "openai/gpt-scripted";
 
-#[test]
-fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_through_the_bridge() {
-    // mini's default config (`mini`, litellm with its `bash` tool): every scripted answer is a
-    // tool call, the last one its submit command.
-    let (fragment, commands) = solutions()
-        .into_iter()
-        .find(|(fragment, _)| *fragment == "/app/hello.txt")
-        .unwrap();
-    let script = Script::new().when(fragment, Dialect::MiniToolCalls.replies(&commands, TURN));
+/// `runner run` of the shipped agent config `adapter/agents/<agent>/agent.toml` on hello-file
+/// through the bridge to a scripted upstream answering from `script`; returns the upstream, the
+/// job (which must have exited 0) and the temp dir holding it.
+fn run_shipped(agent: &str, script: Script) -> (ScriptedUpstream, Job, tempfile::TempDir) {
     let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, script);
     let dir = tempfile::tempdir().unwrap();
     let llm = dir.path().join("llm.toml");
@@ -256,7 +251,7 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_throu
     .unwrap();
     let jobs = dir.path().join("jobs");
     ensure_base_image();
-    let config = workspace_root().join("adapter/agents/mini-swe-agent/agent.toml");
+    let config = workspace_root().join(format!("adapter/agents/{agent}/agent.toml"));
     let llm_arg = llm.display().to_string();
     let output = runner()
         .env("OPENAI_API_KEY", OPENAI_KEY)
@@ -267,7 +262,7 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_throu
         .arg("-a")
         .arg(&config)
         .args(["-m", MODEL, "--llm-config", &llm_arg])
-        // The install (about 750 MB from the index) may be slow on a busy machine.
+        // The install (600-700 MB from the index) may be slow on a busy machine.
         .args(["--agent-setup-timeout-multiplier", "3"])
         // Importing litellm alone can take tens of seconds on a loaded machine.
         .args(["--agent-timeout-multiplier", "3"])
@@ -278,6 +273,19 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_throu
     eprintln!("{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let job = Job::single_in(&jobs);
+    (upstream, job, dir)
+}
+
+#[test]
+fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_through_the_bridge() {
+    // mini's default config (`mini`, litellm with its `bash` tool): every scripted answer is a
+    // tool call, the last one its submit command.
+    let (fragment, commands) = solutions()
+        .into_iter()
+        .find(|(fragment, _)| *fragment == "/app/hello.txt")
+        .unwrap();
+    let script = Script::new().when(fragment, Dialect::MiniToolCalls.replies(&commands, TURN));
+    let (upstream, job, _dir) = run_shipped("mini-swe-agent", script);
     let (name, result) = &job.trial_results()[0];
     assert_eq!(exception(result), None, "{result}");
     assert_eq!(reward(result), Some(1.0), "{result}");
@@ -324,5 +332,33 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_throu
         leaked.stdout.is_empty(),
         "the key is in {}",
         String::from_utf8_lossy(&leaked.stdout)
+    );
+}
+
+#[test]
+fn aider_from_the_package_index_solves_an_example_through_the_bridge() {
+    // aider's `whole` edit format: the file's path, then its whole content in a fence.
+    let script = Script::new().when(
+        "/app/hello.txt",
+        vec![Reply::with_usage(
+            "hello.txt\n```\nHello, world!\n```\n",
+            TURN,
+        )],
+    );
+    let (upstream, job, _dir) = run_shipped("aider", script);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{result}");
+    assert_eq!(reward(result), Some(1.0), "{result}");
+    assert_eq!(result["agent_info"]["version"], "0.86.2");
+    // aider keeps no trajectory; the bridge's metering is the trial's token count.
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1, "one message, one model call");
+    assert_eq!(seen[0].body["model"], "gpt-scripted");
+    let agent = &result["agent_result"];
+    assert_eq!(agent["n_input_tokens"], TURN.input, "{agent}");
+    assert_eq!(agent["n_output_tokens"], TURN.output, "{agent}");
+    assert!(
+        job.trial_file(name, "agent/traces/chat-history.md")
+            .contains("Hello, world!")
     );
 }
