@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::template;
 use crate::installed::{
     AgentConfigError, InstalledAgentConfig, TracesSection, check_identity, deserialize_toml,
-    is_env_name,
+    is_env_name, read_config,
 };
 
 /// Placeholders every command may use.
@@ -32,11 +32,7 @@ pub enum AgentConfigFile {
 impl AgentConfigFile {
     /// Loads and checks `path`, whichever kind it is.
     pub fn load(path: &Path) -> Result<Self, AgentConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
-            file: path.into(),
-            source,
-        })?;
-        Self::parse(path, &text)
+        Self::parse(path, &read_config(path)?)
     }
 
     /// Parses config text; `path` names the file in messages and resolves relative paths.
@@ -54,34 +50,12 @@ impl AgentConfigFile {
     }
 }
 
+crate::file_agent::agent_config_struct! {
 /// A command-style agent: install commands, then one command per trial that gets the
 /// instruction and runs to the end (or is killed at the agent deadline).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CommandAgentConfig {
-    /// Recorded as the job's `agents[].name` and each trial's `agent_info.name`.
-    pub name: String,
-    /// The agent's version, when known before setup.
-    #[serde(default)]
-    pub version: Option<String>,
-    /// A command run after install whose first non-empty stdout line is the version.
-    #[serde(default)]
-    pub version_command: Option<String>,
-    /// The default `provider/model` when `-m/--model` is not given.
-    #[serde(default)]
-    pub model_name: Option<String>,
-    /// Every model the agent may call (`provider/model`), for agents that call more than one
-    /// or whose users pick one: `-m` must then be one of them, and without `-m` all of them
-    /// are declared to the LLM bridge and recorded in the job config.
-    #[serde(default)]
-    pub models: Vec<String>,
-    /// Default agent kwargs (`{kwargs.NAME}`); `--ak NAME=VALUE` overrides them. Recorded in
-    /// the job config as Harbor's `agent.kwargs`.
-    #[serde(default)]
-    pub kwargs: serde_json::Map<String, serde_json::Value>,
-    /// Text appended verbatim to every instruction; recorded in the job config.
-    #[serde(default)]
-    pub instruction_suffix: Option<String>,
     /// Install commands.
     #[serde(default)]
     pub install: CommandInstallSection,
@@ -99,6 +73,7 @@ pub struct CommandAgentConfig {
     /// The config file, for messages.
     #[serde(skip)]
     pub config_file: PathBuf,
+}
 }
 
 /// `[install]` of a command-style agent.

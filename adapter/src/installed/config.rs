@@ -47,33 +47,11 @@ pub enum AgentConfigError {
     },
 }
 
+crate::file_agent::agent_config_struct! {
 /// The whole config file.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct InstalledAgentConfig {
-    /// Recorded as the job's `agents[].name` and each trial's `agent_info.name`.
-    pub name: String,
-    /// The agent's version, when known before setup.
-    #[serde(default)]
-    pub version: Option<String>,
-    /// A command run in the container after install whose trimmed stdout is the version.
-    #[serde(default)]
-    pub version_command: Option<String>,
-    /// `provider/model`, recorded in the job config.
-    #[serde(default)]
-    pub model_name: Option<String>,
-    /// Every model the agent may call (`provider/model`), for agents that call more than one
-    /// or whose users pick one: `-m` must then be one of them, and without `-m` all of them
-    /// are declared to the LLM bridge and recorded in the job config.
-    #[serde(default)]
-    pub models: Vec<String>,
-    /// Free-form agent kwargs (e.g. `reasoning_effort`), recorded in the job config.
-    #[serde(default)]
-    pub kwargs: serde_json::Map<String, serde_json::Value>,
-    /// Text appended verbatim to every instruction (include leading newlines if wanted);
-    /// recorded in the job config.
-    #[serde(default)]
-    pub instruction_suffix: Option<String>,
     /// Where the source is and where it goes.
     pub source: SourceSection,
     /// Install commands.
@@ -108,6 +86,7 @@ pub struct InstalledAgentConfig {
     /// The config file itself, for error messages.
     #[serde(skip)]
     pub config_file: PathBuf,
+}
 }
 
 /// `[source]`.
@@ -246,11 +225,7 @@ pub struct TrajectorySection {
 impl InstalledAgentConfig {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Self, AgentConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
-            file: path.into(),
-            source,
-        })?;
-        Self::parse(path, &text)
+        Self::parse(path, &read_config(path)?)
     }
 
     /// Parses config text; `path` is used for messages and to resolve `source.dir`.
@@ -403,6 +378,14 @@ pub(crate) fn deserialize_toml<T: serde::de::DeserializeOwned>(
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let key = e.path().to_string();
         invalid(key, e.into_inner().message().trim().to_owned())
+    })
+}
+
+/// An agent config file's text.
+pub(crate) fn read_config(path: &Path) -> Result<String, AgentConfigError> {
+    std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
+        file: path.into(),
+        source,
     })
 }
 
