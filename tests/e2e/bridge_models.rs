@@ -10,24 +10,18 @@ use std::time::Duration;
 use serde_json::Value;
 use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Script, ScriptedUpstream};
 
-use crate::support::{Job, ensure_base_image, exception, reward, runner, workspace_root};
+use crate::support::{Job, ensure_base_image, exception, reward, run_hello_file, workspace_root};
 
 /// A `runner run` of `config` on hello-file with every provider variable of the runner's own
 /// environment removed and the engine pointed at a socket that does not exist, so reaching the
 /// engine would be an error of its own.
 fn run_without_keys(jobs: &Path, config: &Path, extra: &[&str]) -> (i32, String) {
-    let output = runner()
+    let output = run_hello_file(jobs, config)
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("ANTHROPIC_BASE_URL")
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .args(["run", "--jobs-dir"])
-        .arg(jobs)
-        .arg("--path")
-        .arg(workspace_root().join("tasks/examples/hello-file"))
-        .arg("-a")
-        .arg(config)
         .args(extra)
         .timeout(Duration::from_secs(120))
         .output()
@@ -122,15 +116,9 @@ fn an_agent_configs_models_bound_m_and_are_what_the_bridge_allows() {
     // Without -m both listed models are declared; a third is refused by the bridge.
     ensure_base_image();
     let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, Script::new());
-    let output = runner()
+    let output = run_hello_file(&jobs, &config)
         .env("OPENAI_API_KEY", OPENAI_KEY)
         .env("OPENAI_BASE_URL", upstream.openai_base_url())
-        .args(["run", "--jobs-dir"])
-        .arg(&jobs)
-        .arg("--path")
-        .arg(workspace_root().join("tasks/examples/hello-file"))
-        .arg("-a")
-        .arg(&config)
         .timeout(Duration::from_secs(600))
         .output()
         .unwrap();

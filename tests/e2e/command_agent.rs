@@ -16,7 +16,8 @@ use testkit::upstream::{
 
 use crate::installed::run;
 use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+    Job, containers_with_label, ensure_base_image, exception, reward, run_hello_file,
+    workspace_root,
 };
 
 /// Writes `text` as `agent.toml` in `dir`; returns its path.
@@ -253,14 +254,8 @@ fn run_shipped(agent: &str, script: Script) -> (ScriptedUpstream, Job, tempfile:
     ensure_base_image();
     let config = workspace_root().join(format!("adapter/agents/{agent}/agent.toml"));
     let llm_arg = llm.display().to_string();
-    let output = runner()
+    let output = run_hello_file(&jobs, &config)
         .env("OPENAI_API_KEY", OPENAI_KEY)
-        .args(["run", "--jobs-dir"])
-        .arg(&jobs)
-        .arg("--path")
-        .arg(workspace_root().join("tasks/examples/hello-file"))
-        .arg("-a")
-        .arg(&config)
         .args(["-m", MODEL, "--llm-config", &llm_arg])
         // The install (600-700 MB from the index) may be slow on a busy machine.
         .args(["--agent-setup-timeout-multiplier", "3"])
