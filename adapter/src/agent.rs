@@ -142,6 +142,12 @@ pub trait Agent: Send + Sync {
         None
     }
 
+    /// The models the agent's config lists as the ones it may call (`models`); empty when it
+    /// lists none (then `-m` or [`Agent::model_name`] declares the model).
+    fn declared_models(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The job config's `agents[]` entry for this agent (name, model, and whatever else the
     /// agent records: kwargs, redacted env).
     fn job_config(&self) -> AgentConfig {

@@ -75,6 +75,10 @@ impl Agent for AnyAgent {
         dispatch!(self, agent => agent.model_name())
     }
 
+    fn declared_models(&self) -> Vec<String> {
+        dispatch!(self, agent => agent.declared_models())
+    }
+
     fn job_config(&self) -> AgentConfig {
         dispatch!(self, agent => agent.job_config())
     }

@@ -4,6 +4,7 @@
 mod agent;
 mod any;
 pub mod command;
+mod file_agent;
 pub mod installed;
 mod nop;
 mod oracle;

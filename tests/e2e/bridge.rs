@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage};
+use testkit::upstream::{
+    ANTHROPIC_KEY, Dialect, OPENAI_KEY, Script, ScriptedUpstream, Usage, solutions,
+};
 
 use crate::support::{Job, ensure_base_image, exception, reward, runner, workspace_root};
 
@@ -38,48 +40,6 @@ fn key_scan() -> String {
     )
 }
 
-/// Per example: a fragment of its instruction, and commands that solve it fast.
-fn solutions() -> Vec<(&'static str, String)> {
-    vec![
-        ("Step 1 of 2 (draft)", "echo draft > /app/draft.txt".into()),
-        (
-            "Step 2 of 2 (finalize)",
-            "printf '%s %s\\n' \"$(tr a-z A-Z < /app/draft.txt)\" \"$(cat /app/version.txt)\" > /app/final.txt".into(),
-        ),
-        (
-            "/app/data.txt",
-            "mkdir -p /app/logs && wc -l < /app/data.txt > /app/report.txt && echo 'counted the lines' > /app/logs/run.log".into(),
-        ),
-        // First: the separate-verifier instruction also names /app/numbers.txt.
-        (
-            "/logs/artifacts/sum.txt",
-            "mkdir -p /logs/artifacts && python3 -c 'print(sum(int(l) for l in open(\"/app/numbers.txt\") if l.strip()))' > /logs/artifacts/sum.txt && echo 'summed /app/numbers.txt with python3' > /app/report.txt".into(),
-        ),
-        (
-            "GET /token",
-            "python3 -c 'import http.client; c = http.client.HTTPConnection(\"keeper\", 8080, timeout=10); c.request(\"GET\", \"/token\"); print(c.getresponse().read().decode(), end=\"\")' > /app/token.txt".into(),
-        ),
-        (
-            "/app/interfaces.txt",
-            "ls /sys/class/net | sort > /app/interfaces.txt && cat /proc/net/route > /app/routes.txt".into(),
-        ),
-        (
-            "/app/hello.txt",
-            "echo 'Hello, world!' > /app/hello.txt".into(),
-        ),
-        (
-            "/app/numbers.txt",
-            "python3 -c 'print(sum(int(l) for l in open(\"/app/numbers.txt\") if l.strip()))' > /app/sum.txt".into(),
-        ),
-        ("result.txt", "id -un > result.txt".into()),
-        ("/app/answer.txt", "echo done > /app/answer.txt".into()),
-        (
-            "/app/orders.csv",
-            "python3 - <<'PY'\nimport csv, json\nrows = list(csv.DictReader(open('/app/orders.csv', newline='')))\njson.dump({'orders': len(rows), 'total_quantity': sum(int(r['quantity']) for r in rows), 'revenue': round(sum(int(r['quantity']) * float(r['unit_price']) for r in rows), 2)}, open('/app/report.json', 'w'))\nPY".into(),
-        ),
-    ]
-}
-
 /// The example whose agent timeout (5 s) leaves no time for the key scan.
 const FIVE_SECONDS: &str = "/app/answer.txt";
 
@@ -95,13 +55,7 @@ fn script() -> Script {
             };
             script.when(
                 fragment,
-                vec![
-                    Reply::with_usage(
-                        format!("I will do it.\n```bash\n{commands}\n{scan}\n```"),
-                        TURN,
-                    ),
-                    Reply::with_usage("Done.", TURN),
-                ],
+                Dialect::BashBlock.replies(&format!("{commands}\n{scan}"), TURN),
             )
         })
 }

@@ -2,17 +2,22 @@
 //! `--ak` kwargs reach the command, its output is captured into `agent/command/`, the trace
 //! it names is collected and converted (mini-swe-agent's format to ATIF, token counts into
 //! `agent_result`), the agent deadline kills it, config mistakes are refused by field, and
-//! mini-swe-agent from the package index solves an example through the LLM bridge against the
-//! scripted upstream, its trajectory counting exactly the script's tokens.
+//! mini-swe-agent from the package index, in its default tool-calling mode, solves an example
+//! through the LLM bridge against the scripted upstream, its trajectory counting exactly the
+//! script's tokens.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage};
+use serde_json::Value;
+use testkit::upstream::{
+    ANTHROPIC_KEY, Dialect, OPENAI_KEY, Reply, Script, ScriptedUpstream, Usage, solutions,
+};
 
 use crate::installed::run;
 use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, reward, runner, workspace_root,
+    Job, containers_with_label, ensure_base_image, exception, reward, run_hello_file,
+    workspace_root,
 };
 
 /// Writes `text` as `agent.toml` in `dir`; returns its path.
@@ -230,27 +235,11 @@ const TURN: Usage = Usage {
 };
 const MODEL: &str = "openai/gpt-scripted";
 
-/// mini-swe-agent's text-based protocol: one `mswea_bash_command` block per turn, and the
-/// completion word to finish.
-fn mini_swe_script() -> Script {
-    Script::new().when(
-        "/app/hello.txt",
-        vec![
-            Reply::with_usage(
-                "THOUGHT: I write the greeting.\n\n```mswea_bash_command\necho 'Hello, world!' > /app/hello.txt\n```",
-                TURN,
-            ),
-            Reply::with_usage(
-                "THOUGHT: Done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
-                TURN,
-            ),
-        ],
-    )
-}
-
-#[test]
-fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() {
-    let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, mini_swe_script());
+/// `runner run` of the shipped agent config `adapter/agents/<agent>/agent.toml` on hello-file
+/// through the bridge to a scripted upstream answering from `script`; returns the upstream, the
+/// job (which must have exited 0) and the temp dir holding it.
+fn run_shipped(agent: &str, script: Script) -> (ScriptedUpstream, Job, tempfile::TempDir) {
+    let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, script);
     let dir = tempfile::tempdir().unwrap();
     let llm = dir.path().join("llm.toml");
     std::fs::write(
@@ -263,24 +252,12 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() 
     .unwrap();
     let jobs = dir.path().join("jobs");
     ensure_base_image();
-    let config = workspace_root().join("adapter/agents/mini-swe-agent/agent.toml");
+    let config = workspace_root().join(format!("adapter/agents/{agent}/agent.toml"));
     let llm_arg = llm.display().to_string();
-    let output = runner()
+    let output = run_hello_file(&jobs, &config)
         .env("OPENAI_API_KEY", OPENAI_KEY)
-        .args(["run", "--jobs-dir"])
-        .arg(&jobs)
-        .arg("--path")
-        .arg(workspace_root().join("tasks/examples/hello-file"))
-        .arg("-a")
-        .arg(&config)
         .args(["-m", MODEL, "--llm-config", &llm_arg])
-        .args([
-            "--ak",
-            "config=mini_textbased",
-            "--ak",
-            "model_class=litellm_textbased",
-        ])
-        // The install (about 750 MB from the index) may be slow on a busy machine.
+        // The install (600-700 MB from the index) may be slow on a busy machine.
         .args(["--agent-setup-timeout-multiplier", "3"])
         // Importing litellm alone can take tens of seconds on a loaded machine.
         .args(["--agent-timeout-multiplier", "3"])
@@ -291,6 +268,19 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() 
     eprintln!("{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let job = Job::single_in(&jobs);
+    (upstream, job, dir)
+}
+
+#[test]
+fn mini_swe_agent_from_the_package_index_solves_an_example_with_tool_calls_through_the_bridge() {
+    // mini's default config (`mini`, litellm with its `bash` tool): every scripted answer is a
+    // tool call, the last one its submit command.
+    let (fragment, commands) = solutions()
+        .into_iter()
+        .find(|(fragment, _)| *fragment == "/app/hello.txt")
+        .unwrap();
+    let script = Script::new().when(fragment, Dialect::MiniToolCalls.replies(&commands, TURN));
+    let (upstream, job, _dir) = run_shipped("mini-swe-agent", script);
     let (name, result) = &job.trial_results()[0];
     assert_eq!(exception(result), None, "{result}");
     assert_eq!(reward(result), Some(1.0), "{result}");
@@ -315,6 +305,18 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() 
     let seen = upstream.seen();
     assert_eq!(seen.len(), 2, "two model calls");
     assert!(seen.iter().all(|s| s.body["model"] == "gpt-scripted"));
+    // mini offered its bash tool, and answered the first call with the tool's result.
+    assert_eq!(seen[0].body["tools"][0]["function"]["name"], "bash");
+    let answered = seen[1].body["messages"].as_array().unwrap();
+    assert!(answered.iter().any(|m| m["role"] == "tool"), "{answered:?}");
+    // The ATIF steps hold the tool calls.
+    let steps = trajectory["steps"].as_array().unwrap();
+    let calls: Vec<&Value> = steps
+        .iter()
+        .filter_map(|s| s["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), 2, "{trajectory}");
     // The upstream key went nowhere near the job dir.
     let leaked = std::process::Command::new("grep")
         .args(["-rlF", OPENAI_KEY])
@@ -325,5 +327,33 @@ fn mini_swe_agent_from_the_package_index_solves_an_example_through_the_bridge() 
         leaked.stdout.is_empty(),
         "the key is in {}",
         String::from_utf8_lossy(&leaked.stdout)
+    );
+}
+
+#[test]
+fn aider_from_the_package_index_solves_an_example_through_the_bridge() {
+    // aider's `whole` edit format: the file's path, then its whole content in a fence.
+    let script = Script::new().when(
+        "/app/hello.txt",
+        vec![Reply::with_usage(
+            "hello.txt\n```\nHello, world!\n```\n",
+            TURN,
+        )],
+    );
+    let (upstream, job, _dir) = run_shipped("aider", script);
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{result}");
+    assert_eq!(reward(result), Some(1.0), "{result}");
+    assert_eq!(result["agent_info"]["version"], "0.86.2");
+    // aider keeps no trajectory; the bridge's metering is the trial's token count.
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1, "one message, one model call");
+    assert_eq!(seen[0].body["model"], "gpt-scripted");
+    let agent = &result["agent_result"];
+    assert_eq!(agent["n_input_tokens"], TURN.input, "{agent}");
+    assert_eq!(agent["n_output_tokens"], TURN.output, "{agent}");
+    assert!(
+        job.trial_file(name, "agent/traces/chat-history.md")
+            .contains("Hello, world!")
     );
 }

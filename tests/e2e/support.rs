@@ -29,6 +29,20 @@ pub fn runner() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("runner").expect("the runner binary is built")
 }
 
+/// `runner run` of `tasks/examples/hello-file` with the agent config `config`, jobs in
+/// `jobs`; the caller adds flags and env and runs it.
+pub fn run_hello_file(jobs: &Path, config: &Path) -> assert_cmd::Command {
+    let mut command = runner();
+    command
+        .args(["run", "--jobs-dir"])
+        .arg(jobs)
+        .arg("--path")
+        .arg(workspace_root().join("tasks/examples/hello-file"))
+        .arg("-a")
+        .arg(config);
+    command
+}
+
 /// Makes sure the examples' base image exists (the project's own offline script).
 pub fn ensure_base_image() {
     static BASE: Once = Once::new();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
-use crate::error::{BridgeError, io_error};
+use crate::error::{BridgeError, ModelKeyError, io_error};
 use crate::policy::{ModelPolicy, budget_refusal};
 use crate::prices::PriceTable;
 use crate::record::TrialRecorder;
@@ -341,10 +341,13 @@ impl Bridge {
         })
     }
 
-    /// Refuses a grant whose declared models need a provider the runner has no key for.
-    fn check_keys(&self, grant: &TrialGrant) -> Result<(), BridgeError> {
+    /// Checks that every one of `models` has a provider the runner holds a key for (a
+    /// qualified name's own provider; a bare or foreign-prefixed name the first provider of
+    /// either API). `runner run` calls it before planning, so a missing key is one clear
+    /// error rather than a failure per trial; [`Bridge::start_trial`] checks again.
+    pub fn check_models(&self, models: &[String]) -> Result<(), ModelKeyError> {
         let providers = &self.job.providers;
-        for model in &grant.allowed_models {
+        for model in models {
             let qualified = model
                 .split_once('/')
                 .and_then(|(prefix, _)| providers.iter().position(|p| p.name == prefix));
@@ -357,20 +360,40 @@ impl Bridge {
                     .collect(),
             };
             let Some(&first) = candidates.first() else {
-                return Err(BridgeError::BadGrant {
-                    trial: grant.trial_name.clone(),
-                    reason: format!("model '{model}' is declared but no provider is configured"),
+                return Err(ModelKeyError::NoProvider {
+                    model: model.clone(),
                 });
             };
             if candidates.iter().all(|&i| self.job.keys[i].is_none()) {
-                return Err(BridgeError::MissingKey {
-                    trial: grant.trial_name.clone(),
+                return Err(ModelKeyError::MissingKey {
                     model: model.clone(),
                     provider: providers[first].name.clone(),
-                    source_desc: providers[first].key.to_string(),
+                    key: providers[first].key.clone(),
                 });
             }
         }
         Ok(())
+    }
+
+    /// Refuses a grant whose declared models need a provider the runner has no key for.
+    fn check_keys(&self, grant: &TrialGrant) -> Result<(), BridgeError> {
+        let trial = grant.trial_name.clone();
+        self.check_models(&grant.allowed_models)
+            .map_err(|missing| match missing {
+                ModelKeyError::NoProvider { .. } => BridgeError::BadGrant {
+                    trial,
+                    reason: missing.to_string(),
+                },
+                ModelKeyError::MissingKey {
+                    model,
+                    provider,
+                    key,
+                } => BridgeError::MissingKey {
+                    trial,
+                    model,
+                    provider,
+                    source_desc: key.to_string(),
+                },
+            })
     }
 }

@@ -307,12 +307,17 @@ pub(crate) async fn handle_call(
     };
     call.price = trial.job.prices.price_for(&route.declared, &model).copied();
 
-    let forwarded =
-        if endpoint == Endpoint::ChatCompletions && stream && force_stream_usage(&mut json) {
-            Bytes::from(serde_json::to_vec(&json).unwrap_or_else(|_| request.to_vec()))
-        } else {
-            request
-        };
+    let renamed = route.upstream_model != model;
+    if renamed {
+        json["model"] = Value::String(route.upstream_model.clone());
+    }
+    let usage_forced =
+        endpoint == Endpoint::ChatCompletions && stream && force_stream_usage(&mut json);
+    let forwarded = if renamed || usage_forced {
+        Bytes::from(serde_json::to_vec(&json).unwrap_or_else(|_| request.to_vec()))
+    } else {
+        request
+    };
     let outgoing = match upstream_headers(&headers, provider.api, &key.0) {
         Ok(outgoing) => outgoing,
         Err(message) => return call.refuse(api, Refusal::Internal, message),

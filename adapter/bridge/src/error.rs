@@ -59,6 +59,29 @@ pub enum BridgeError {
     },
 }
 
+/// A declared model the bridge could not serve (see [`crate::Bridge::check_models`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelKeyError {
+    /// No provider is configured at all for it.
+    #[error("model '{model}' is declared but no provider is configured")]
+    NoProvider {
+        /// The declared model.
+        model: String,
+    },
+    /// Its provider has no key: the variable is unset.
+    #[error(
+        "model '{model}' needs provider '{provider}', but the runner has no key for it (set {key})"
+    )]
+    MissingKey {
+        /// The declared model.
+        model: String,
+        /// The provider that would serve it.
+        provider: String,
+        /// Where the key is looked for.
+        key: crate::config::KeySource,
+    },
+}
+
 /// Wraps an I/O error with what was being done.
 pub(crate) fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BridgeError {
     let what = what.into();

@@ -60,7 +60,7 @@ pub mod wire_error;
 pub use bridge::{Bridge, CONTAINER_BRIDGE_DIR, DEFAULT_RELAY_PORT, SOCKET_FILE_NAME, TrialGrant};
 pub use config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
 pub use config_file::{LlmConfigError, LlmConfigFile};
-pub use error::BridgeError;
+pub use error::{BridgeError, ModelKeyError};
 pub use prices::{ModelPrice, PriceTable, PriceTableError};
 pub use record::{CallRecord, Outcome};
 pub use relay::{RELAY_BINARY, RELAY_FILE_NAME};

@@ -35,6 +35,9 @@ pub struct Route {
     pub declared: String,
     /// Index into the bridge's providers.
     pub provider: usize,
+    /// The model name the provider knows: a request for `provider/model` goes upstream as
+    /// `model` (the provider would not know its own prefix); any other name as requested.
+    pub upstream_model: String,
 }
 
 /// Why a request's model was refused.
@@ -146,6 +149,7 @@ impl ModelPolicy {
                     return Ok(Route {
                         declared: model.declared.clone(),
                         provider: index,
+                        upstream_model: model.name.clone(),
                     });
                 }
                 Some(_) => {}
@@ -154,6 +158,7 @@ impl ModelPolicy {
                         Some(index) => Ok(Route {
                             declared: model.declared.clone(),
                             provider: index,
+                            upstream_model: requested.to_owned(),
                         }),
                         None => Err(ModelRefusal::NoProvider {
                             requested: requested.to_owned(),
@@ -244,6 +249,15 @@ mod tests {
         assert_eq!(
             route(Endpoint::Responses, "openai/gpt-a").unwrap().declared,
             "openai/gpt-a"
+        );
+        // The provider's own prefix is not sent upstream; a foreign one is part of the name.
+        let prefixed = route(Endpoint::Responses, "openai/gpt-a").unwrap();
+        assert_eq!(prefixed.upstream_model, "gpt-a");
+        assert_eq!(
+            route(Endpoint::ChatCompletions, "gpt-a")
+                .unwrap()
+                .upstream_model,
+            "gpt-a"
         );
         assert_eq!(route(Endpoint::Messages, "claude-b").unwrap().provider, 1);
         assert_eq!(

@@ -29,7 +29,12 @@ async fn fixture() -> Fixture {
 impl Fixture {
     /// A bridge over a fresh scripted upstream, its config changed by `tweak` first.
     async fn with(tweak: impl FnOnce(&mut BridgeConfig)) -> Fixture {
-        let upstream = ScriptedUpstream::start(OPENAI_KEY, ANTHROPIC_KEY).await;
+        Fixture::scripted(upstream::Script::new(), tweak).await
+    }
+
+    /// A bridge over a fresh scripted upstream answering from `script`.
+    async fn scripted(script: upstream::Script, tweak: impl FnOnce(&mut BridgeConfig)) -> Fixture {
+        let upstream = ScriptedUpstream::start_with(OPENAI_KEY, ANTHROPIC_KEY, script).await;
         let dir = tempfile::tempdir().unwrap();
         let mut config = support::config_for(&upstream, dir.path());
         tweak(&mut config);
@@ -642,4 +647,97 @@ async fn calls_beyond_the_per_trial_limit_wait_for_a_slot() {
         started.elapsed()
     );
     assert_eq!(trial.close().await.unwrap().n_calls, 2);
+}
+
+#[tokio::test]
+async fn tool_call_answers_pass_through_metered_and_recorded_with_keys_redacted() {
+    // The upstream echoes its own key inside the tool call's arguments (early in them, so a
+    // stream carries it in one delta): the agent and the records get it redacted.
+    let arguments = json!({"command": format!("echo {OPENAI_KEY} {}", "x".repeat(200))});
+    let usage = upstream::Usage {
+        input: 50,
+        cached: 10,
+        cache_write: 4,
+        output: 9,
+    };
+    let script = upstream::Script::new().when(
+        "USE_A_TOOL",
+        vec![upstream::Reply::tool_call("Running it.", "bash", arguments).reporting(usage)],
+    );
+    let f = Fixture::scripted(script, |_| {}).await;
+    let trial = f.trial("t-tools", &[GPT, CLAUDE], Budget::UNLIMITED).await;
+    let token = trial.token().to_owned();
+    let tools = json!([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]);
+    let mut chat_body = chat("gpt-scripted", "USE_A_TOOL", false);
+    chat_body["tools"] = tools;
+    let whole = call_json(&trial, CHAT_ROUTE, chat_body.clone()).await;
+    let choice = &whole["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{whole}");
+    let tool_call = &choice["message"]["tool_calls"][0];
+    assert_eq!(tool_call["function"]["name"], "bash");
+    let args: Value =
+        serde_json::from_str(tool_call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(
+        args["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo [REDACTED] x"),
+        "{args}"
+    );
+    chat_body["stream"] = json!(true);
+    let streamed = call_text(&trial, CHAT_ROUTE, chat_body).await;
+    assert!(
+        streamed.contains("\"tool_calls\"")
+            && streamed.contains("\"finish_reason\":\"tool_calls\""),
+        "{streamed}"
+    );
+    let messages = json!({"model": "claude-scripted", "max_tokens": 64,
+                          "messages": [{"role": "user", "content": "USE_A_TOOL"}]});
+    let whole = call_json(&trial, "/v1/messages", messages.clone()).await;
+    assert_eq!(whole["stop_reason"], "tool_use", "{whole}");
+    assert_eq!(whole["content"][1]["type"], "tool_use");
+    assert_eq!(whole["content"][1]["name"], "bash");
+    let mut streaming = messages;
+    streaming["stream"] = json!(true);
+    let streamed = call_text(&trial, "/v1/messages", streaming).await;
+    assert!(
+        streamed.contains("input_json_delta") && streamed.contains("\"stop_reason\":\"tool_use\""),
+        "{streamed}"
+    );
+    let responses = json!({"model": "gpt-scripted", "input": "USE_A_TOOL", "stream": true});
+    let streamed = call_text(&trial, "/v1/responses", responses).await;
+    assert!(
+        streamed.contains("response.function_call_arguments.delta"),
+        "{streamed}"
+    );
+    assert!(!streamed.contains(OPENAI_KEY), "the key reached the agent");
+
+    let trial_dir = f.dir.path().join("t-tools");
+    let total = trial.close().await.unwrap();
+    let records = calls(&trial_dir);
+    assert_eq!(records.len(), 5);
+    for record in &records {
+        assert_eq!(record["outcome"], "ok", "{record}");
+        assert_eq!(
+            record["usage"],
+            json!({"n_input_tokens": 50, "n_cache_tokens": 10,
+                   "n_cache_write_tokens": if record["endpoint"] == "messages" { 4 } else { 0 },
+                   "n_output_tokens": 9}),
+            "{record}"
+        );
+        let body = std::fs::read_to_string(
+            trial_dir
+                .join("agent/llm")
+                .join(record["response_body"].as_str().unwrap()),
+        )
+        .unwrap();
+        assert!(
+            body.contains("bash") && body.contains("[REDACTED]"),
+            "the recorded answer lost its tool call: {body}"
+        );
+    }
+    assert_eq!(total.n_calls, 5);
+    assert_eq!(total.n_input_tokens, 5 * 50);
+    assert_eq!(total.n_output_tokens, 5 * 9);
+    assert_no_secrets_under(&trial_dir, &[OPENAI_KEY, ANTHROPIC_KEY, &token]);
 }

@@ -7,14 +7,13 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 use tasks::Sandbox;
-use tasks::records::AgentConfig;
 
 use super::config::CommandAgentConfig;
 use super::host_index::{CONTAINER_CA_BUNDLE, HostPackageIndex};
 use super::template::{self, kwarg_text};
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 use crate::installed::{AgentConfigError, is_env_name, trial_files};
-use crate::secrets::{check_container_env, redact_env};
+use crate::secrets::check_container_env;
 
 /// Where agents write logs in the container; the runner collects it into `<trial>/agent/`.
 const LOGS_DIR: &str = "/logs/agent";
@@ -86,7 +85,10 @@ impl CommandAgent {
                 }
             }
         }
-        let model = options.model.or_else(|| config.model_name.clone());
+        let model = options
+            .model
+            .or_else(|| config.model_name.clone())
+            .or_else(|| config.models.first().cloned());
         let mut job_values = BTreeMap::from([("logs_dir".to_owned(), LOGS_DIR.to_owned())]);
         if let Some(model) = &model {
             job_values.insert("model".into(), model.clone());
@@ -206,20 +208,6 @@ impl CommandAgent {
         .await
     }
 
-    async fn learn_version<S: Sandbox>(
-        &self,
-        sandbox: &S,
-        run: &AgentRun<'_>,
-    ) -> Result<Option<String>, AgentError> {
-        let Some(command) = &self.config.version_command else {
-            return Ok(None);
-        };
-        let command = self.fill(command, &BTreeMap::new())?;
-        trial_files::learn_version(sandbox, &command, self.user(run), &self.container_env, None)
-            .await
-            .map(Some)
-    }
-
     /// The user the commands of the run run as.
     pub(super) fn user<'a>(&'a self, run: &'a AgentRun<'_>) -> Option<&'a str> {
         self.config.run.user.as_deref().or(run.user.as_deref())
@@ -230,35 +218,7 @@ impl CommandAgent {
 pub(super) const RUN_VALUES: &[&str] = &["instruction_file", "workdir", "agent_timeout_sec"];
 
 impl Agent for CommandAgent {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    fn version(&self) -> String {
-        self.config
-            .version
-            .clone()
-            .unwrap_or_else(|| "unknown".into())
-    }
-
-    fn model_name(&self) -> Option<String> {
-        self.model.clone()
-    }
-
-    /// Name, model, kwargs (Harbor's `agent.kwargs`), and env with sensitive values redacted.
-    fn job_config(&self) -> AgentConfig {
-        AgentConfig {
-            name: Some(self.config.name.clone()),
-            model_name: self.model.clone(),
-            kwargs: self.kwargs.clone(),
-            env: redact_env(&self.container_env),
-            ..Default::default()
-        }
-    }
-
-    fn instruction_suffix(&self) -> Option<&str> {
-        self.config.instruction_suffix.as_deref()
-    }
+    crate::file_agent::identity_methods!();
 
     async fn setup<S: Sandbox>(
         &self,
@@ -267,7 +227,13 @@ impl Agent for CommandAgent {
     ) -> Result<Option<String>, AgentError> {
         let deadline = run.setup_work_deadline();
         self.install(sandbox, run, deadline).await?;
-        self.learn_version(sandbox, run).await
+        let version = self.config.version_command.as_deref();
+        let version = version
+            .map(|c| self.fill(c, &BTreeMap::new()))
+            .transpose()?;
+        let user = self.user(run);
+        trial_files::learn_version(sandbox, version.as_deref(), user, &self.container_env, None)
+            .await
     }
 
     async fn run<S: Sandbox>(

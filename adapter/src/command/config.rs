@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::template;
 use crate::installed::{
     AgentConfigError, InstalledAgentConfig, TracesSection, check_identity, deserialize_toml,
-    is_env_name,
+    is_env_name, read_config,
 };
 
 /// Placeholders every command may use.
@@ -32,11 +32,7 @@ pub enum AgentConfigFile {
 impl AgentConfigFile {
     /// Loads and checks `path`, whichever kind it is.
     pub fn load(path: &Path) -> Result<Self, AgentConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
-            file: path.into(),
-            source,
-        })?;
-        Self::parse(path, &text)
+        Self::parse(path, &read_config(path)?)
     }
 
     /// Parses config text; `path` names the file in messages and resolves relative paths.
@@ -54,29 +50,12 @@ impl AgentConfigFile {
     }
 }
 
+crate::file_agent::agent_config_struct! {
 /// A command-style agent: install commands, then one command per trial that gets the
 /// instruction and runs to the end (or is killed at the agent deadline).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CommandAgentConfig {
-    /// Recorded as the job's `agents[].name` and each trial's `agent_info.name`.
-    pub name: String,
-    /// The agent's version, when known before setup.
-    #[serde(default)]
-    pub version: Option<String>,
-    /// A command run after install whose first non-empty stdout line is the version.
-    #[serde(default)]
-    pub version_command: Option<String>,
-    /// The default `provider/model` when `-m/--model` is not given.
-    #[serde(default)]
-    pub model_name: Option<String>,
-    /// Default agent kwargs (`{kwargs.NAME}`); `--ak NAME=VALUE` overrides them. Recorded in
-    /// the job config as Harbor's `agent.kwargs`.
-    #[serde(default)]
-    pub kwargs: serde_json::Map<String, serde_json::Value>,
-    /// Text appended verbatim to every instruction; recorded in the job config.
-    #[serde(default)]
-    pub instruction_suffix: Option<String>,
     /// Install commands.
     #[serde(default)]
     pub install: CommandInstallSection,
@@ -94,6 +73,7 @@ pub struct CommandAgentConfig {
     /// The config file, for messages.
     #[serde(skip)]
     pub config_file: PathBuf,
+}
 }
 
 /// `[install]` of a command-style agent.
@@ -163,8 +143,12 @@ impl CommandAgentConfig {
     }
 
     fn check(&self) -> Result<(), (String, String)> {
-        check_identity(&self.name, &self.version, &self.version_command)
-            .map_err(|(key, message)| (key.to_owned(), message))?;
+        check_identity(
+            &self.name,
+            (&self.version, &self.version_command),
+            (&self.model_name, &self.models),
+        )
+        .map_err(|(key, message)| (key.to_owned(), message))?;
         if self.run.command.trim().is_empty() {
             return Err(("run.command".into(), "must not be empty".into()));
         }
@@ -339,6 +323,17 @@ command = "my-agent --model {model} --task-file {instruction_file}"
                     "version = \"1\"\nversion_command = \"v\"",
                 ),
                 "`version_command`",
+            ),
+            (
+                MINIMAL.replace("version = \"1.0\"", "models = [\"a/x\", \"a/x\"]"),
+                "`models`: \"a/x\" is listed twice",
+            ),
+            (
+                MINIMAL.replace(
+                    "version = \"1.0\"",
+                    "models = [\"a/x\"]\nmodel_name = \"a/y\"",
+                ),
+                "`model_name`: \"a/y\" is not among `models`",
             ),
             ("[run\n".to_owned(), "(syntax)"),
         ];

@@ -47,28 +47,11 @@ pub enum AgentConfigError {
     },
 }
 
+crate::file_agent::agent_config_struct! {
 /// The whole config file.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct InstalledAgentConfig {
-    /// Recorded as the job's `agents[].name` and each trial's `agent_info.name`.
-    pub name: String,
-    /// The agent's version, when known before setup.
-    #[serde(default)]
-    pub version: Option<String>,
-    /// A command run in the container after install whose trimmed stdout is the version.
-    #[serde(default)]
-    pub version_command: Option<String>,
-    /// `provider/model`, recorded in the job config.
-    #[serde(default)]
-    pub model_name: Option<String>,
-    /// Free-form agent kwargs (e.g. `reasoning_effort`), recorded in the job config.
-    #[serde(default)]
-    pub kwargs: serde_json::Map<String, serde_json::Value>,
-    /// Text appended verbatim to every instruction (include leading newlines if wanted);
-    /// recorded in the job config.
-    #[serde(default)]
-    pub instruction_suffix: Option<String>,
     /// Where the source is and where it goes.
     pub source: SourceSection,
     /// Install commands.
@@ -103,6 +86,7 @@ pub struct InstalledAgentConfig {
     /// The config file itself, for error messages.
     #[serde(skip)]
     pub config_file: PathBuf,
+}
 }
 
 /// `[source]`.
@@ -241,11 +225,7 @@ pub struct TrajectorySection {
 impl InstalledAgentConfig {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Self, AgentConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
-            file: path.into(),
-            source,
-        })?;
-        Self::parse(path, &text)
+        Self::parse(path, &read_config(path)?)
     }
 
     /// Parses config text; `path` is used for messages and to resolve `source.dir`.
@@ -265,7 +245,11 @@ impl InstalledAgentConfig {
     }
 
     fn check(&self) -> Result<(), (&'static str, String)> {
-        check_identity(&self.name, &self.version, &self.version_command)?;
+        check_identity(
+            &self.name,
+            (&self.version, &self.version_command),
+            (&self.model_name, &self.models),
+        )?;
         if self.server.port == 0 {
             return Err((
                 "server.port",
@@ -397,12 +381,21 @@ pub(crate) fn deserialize_toml<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The checks every agent config shares: a name usable in paths and records, and at most one
-/// way of learning the version.
+/// An agent config file's text.
+pub(crate) fn read_config(path: &Path) -> Result<String, AgentConfigError> {
+    std::fs::read_to_string(path).map_err(|source| AgentConfigError::Read {
+        file: path.into(),
+        source,
+    })
+}
+
+/// The checks every agent config shares: a name usable in paths and records, at most one way
+/// of learning the version (`version`, `version_command`), and declared models
+/// (`model_name`, `models`) of the form `provider/model`, the default among the list.
 pub(crate) fn check_identity(
     name: &str,
-    version: &Option<String>,
-    version_command: &Option<String>,
+    (version, version_command): (&Option<String>, &Option<String>),
+    (model_name, models): (&Option<String>, &[String]),
 ) -> Result<(), (&'static str, String)> {
     let name_ok = !name.is_empty()
         && name
@@ -418,6 +411,29 @@ pub(crate) fn check_identity(
         return Err((
             "version_command",
             "give either `version` or `version_command`, not both".into(),
+        ));
+    }
+    for (i, model) in models.iter().enumerate() {
+        if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
+            return Err((
+                "models",
+                format!("{model:?} is not a model name; write provider/model"),
+            ));
+        }
+        if models[..i].contains(model) {
+            return Err(("models", format!("{model:?} is listed twice")));
+        }
+    }
+    if let Some(model) = model_name
+        .as_ref()
+        .filter(|m| !models.is_empty() && !models.contains(m))
+    {
+        return Err((
+            "model_name",
+            format!(
+                "{model:?} is not among `models` ({}); the default model must be one the agent may call",
+                models.join(", ")
+            ),
         ));
     }
     Ok(())

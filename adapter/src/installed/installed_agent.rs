@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tasks::Sandbox;
-use tasks::records::AgentConfig;
 
 use super::config::{AgentConfigError, InstalledAgentConfig, is_env_name};
 use super::server::{self, ServerPaths};
@@ -15,7 +14,7 @@ use super::task_extras;
 use super::transport::{InContainerHttp, TransportError};
 use super::trial_files::{self, fill_placeholders};
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
-use crate::secrets::{check_container_env, redact_env};
+use crate::secrets::check_container_env;
 
 /// Consecutive failed polls of a live server tolerated before it counts as broken.
 const MAX_POLL_FAILURES: u32 = 5;
@@ -29,6 +28,10 @@ use drive::PollOutcome;
 #[derive(Debug, Clone)]
 pub struct InstalledAgent {
     config: InstalledAgentConfig,
+    /// The config's `model_name`, else the first of its `models`.
+    model: Option<String>,
+    /// The config's kwargs (installed agents take no `--ak`).
+    kwargs: serde_json::Map<String, serde_json::Value>,
     container_env: BTreeMap<String, String>,
     allow_container_secrets: bool,
     source: Arc<provenance::PackagedSource>,
@@ -75,6 +78,11 @@ impl InstalledAgent {
         let source = provenance::package_source(&options)
             .map_err(|source| AgentConfigError::Source { file, source })?;
         Ok(Self {
+            model: config
+                .model_name
+                .clone()
+                .or_else(|| config.models.first().cloned()),
+            kwargs: config.kwargs.clone(),
             config,
             container_env,
             allow_container_secrets,
@@ -157,35 +165,7 @@ impl InstalledAgent {
 }
 
 impl Agent for InstalledAgent {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    fn version(&self) -> String {
-        self.config
-            .version
-            .clone()
-            .unwrap_or_else(|| "unknown".into())
-    }
-
-    fn model_name(&self) -> Option<String> {
-        self.config.model_name.clone()
-    }
-
-    /// Name, model, kwargs, and env with sensitive values redacted.
-    fn job_config(&self) -> AgentConfig {
-        AgentConfig {
-            name: Some(self.config.name.clone()),
-            model_name: self.config.model_name.clone(),
-            kwargs: self.config.kwargs.clone(),
-            env: redact_env(&self.container_env),
-            ..Default::default()
-        }
-    }
-
-    fn instruction_suffix(&self) -> Option<&str> {
-        self.config.instruction_suffix.as_deref()
-    }
+    crate::file_agent::identity_methods!();
 
     async fn setup<S: Sandbox>(
         &self,

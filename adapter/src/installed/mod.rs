@@ -14,5 +14,5 @@ pub use config::{
     AgentConfigError, ApiSection, InstallSection, InstalledAgentConfig, ServerSection,
     SourceSection, TracesSection, TrajectoryFormat, TrajectorySection,
 };
-pub(crate) use config::{check_identity, deserialize_toml};
+pub(crate) use config::{check_identity, deserialize_toml, read_config};
 pub use installed_agent::InstalledAgent;

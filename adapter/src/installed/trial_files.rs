@@ -157,14 +157,17 @@ pub async fn run_install_commands<S: Sandbox>(
 }
 
 /// Runs a `version_command` (already filled in) as `user`; its first non-empty stdout line is
-/// the version. Failing or printing nothing fails setup.
+/// the version. Failing or printing nothing fails setup; no command is no version.
 pub async fn learn_version<S: Sandbox>(
     sandbox: &S,
-    command: &str,
+    command: Option<&str>,
     user: Option<&str>,
     env: &BTreeMap<String, String>,
     cwd: Option<&str>,
-) -> Result<String, AgentError> {
+) -> Result<Option<String>, AgentError> {
+    let Some(command) = command else {
+        return Ok(None);
+    };
     let mut request = ExecRequest::new(command)
         .maybe_user(user)
         .envs(env)
@@ -178,7 +181,7 @@ pub async fn learn_version<S: Sandbox>(
         .find(|l| !l.is_empty())
         .map(str::to_owned);
     match version {
-        Some(version) if out.success() => Ok(version),
+        Some(version) if out.success() => Ok(Some(version)),
         _ => Err(AgentError::new(
             AgentErrorKind::SetupFailed,
             format!(

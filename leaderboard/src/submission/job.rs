@@ -17,6 +17,9 @@ pub struct JobAgent {
     pub name: Option<String>,
     /// `model_name`, `provider/name`.
     pub model: Option<String>,
+    /// Runner-only `models`: every model the LLM bridge let its trials call (empty for jobs
+    /// without a bridge and for Harbor's).
+    pub models: Vec<String>,
 }
 
 /// A loaded job dir.
@@ -138,6 +141,16 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
                         .get("model_name")
                         .and_then(Value::as_str)
                         .map(str::to_owned),
+                    models: a
+                        .get("models")
+                        .and_then(Value::as_array)
+                        .map(|models| {
+                            models
+                                .iter()
+                                .filter_map(|m| m.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 })
                 .collect()
         })

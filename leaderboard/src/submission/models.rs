@@ -1,7 +1,8 @@
 //! `declared_models_only` and the models each job actually called: a job run through runner's
 //! LLM bridge records, per trial, the declared models that were called
 //! (`agent_result.metadata.llm_bridge.models_called`); a trial that called a model its job
-//! does not declare (`agents[].model_name`) is flagged, once per job and model, so a
+//! does not declare (`agents[].model_name`, and runner's `agents[].models`, the list the
+//! bridge allowed) is flagged, once per job and model, so a
 //! "single-model" claim is checked rather than trusted.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +19,7 @@ use super::trial::TrialFacts;
 pub struct JobModels {
     /// The job dir as given.
     pub job: String,
-    /// `agents[].model_name` of the job config.
+    /// `agents[].model_name` and `agents[].models` of the job config.
     pub declared: Vec<String>,
     /// Models its trials called through the bridge (the union over trials).
     pub called: Vec<String>,
@@ -51,7 +52,8 @@ pub fn per_job(jobs: &[Job], trials: &[TrialFacts]) -> Vec<JobModels> {
 fn declared(job: &Job) -> BTreeSet<&str> {
     job.agents
         .iter()
-        .filter_map(|a| a.model.as_deref())
+        .flat_map(|a| a.model.iter().chain(&a.models))
+        .map(String::as_str)
         .collect()
 }
 
@@ -76,7 +78,7 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
                 Rule::DeclaredModelsOnly,
                 Some(format!("{}/config.json", job.display)),
                 format!(
-                    "{trials} called model `{model}`, which the job does not declare (agents[].model_name: {}); \
+                    "{trials} called model `{model}`, which the job does not declare (agents[].model_name and models: {}); \
                      a submission's trials may call only its declared model",
                     if declared.is_empty() { "none".to_owned() } else { declared.join(", ") }
                 ),

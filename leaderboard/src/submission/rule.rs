@@ -93,7 +93,7 @@ impl Rule {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"
             }
             Rule::DeclaredModelsOnly => {
-                "every model a trial called through the LLM bridge is one its job declares (agents[].model_name)"
+                "every model a trial called through the LLM bridge is one its job declares (agents[].model_name or models)"
             }
             Rule::NoContainerSecrets => "no job opted in to passing credentials into containers",
             Rule::NoProviderKeys => {

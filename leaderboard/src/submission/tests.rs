@@ -599,3 +599,24 @@ fn a_trial_that_called_an_undeclared_model_is_flagged() {
         ["anthropic/claude-opus-4-6", "openai/gpt-4.1-mini"]
     );
 }
+
+#[test]
+fn every_model_the_bridge_allowed_counts_as_declared() {
+    // runner records the bridge's whole list as agents[].models (model_name is its first).
+    let scratch = Scratch::new();
+    scratch.edit_json("config.json", |c| {
+        c["agents"][0]["models"] =
+            json!(["anthropic/claude-opus-4-6", "anthropic/claude-haiku-4-5"]);
+    });
+    metered(
+        &scratch,
+        0,
+        &["anthropic/claude-opus-4-6", "anthropic/claude-haiku-4-5"],
+    );
+    let report = scratch.validate();
+    assert!(report.valid, "{}", render::text(&report));
+    metered(&scratch, 1, &["openai/gpt-4.1-mini"]);
+    let violations = only_failure(&scratch.validate(), Rule::DeclaredModelsOnly);
+    assert_all_said(&violations, &["called model `openai/gpt-4.1-mini`"]);
+    assert_says(&violations[0], "anthropic/claude-haiku-4-5");
+}

@@ -54,6 +54,11 @@ pub struct AgentConfig {
     pub env: BTreeMap<String, String>,
     /// MCP servers (unused).
     pub mcp_servers: Vec<serde_json::Value>,
+    /// Runner-only: every model the agent was allowed to call through the LLM bridge
+    /// (`model_name` is the first); absent when no bridge ran. `validate-submission`'s
+    /// `declared_models_only` accepts calls of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 /// Harbor's `EnvironmentConfig`.

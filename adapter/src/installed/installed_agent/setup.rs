@@ -123,19 +123,15 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
         sandbox: &S,
         run: &AgentRun<'_>,
     ) -> Result<Option<String>, AgentError> {
-        let Some(command) = &self.config.version_command else {
-            return Ok(None);
-        };
-        let cwd = self.config.install_path();
+        let command = self.config.version_command.as_deref();
         trial_files::learn_version(
             sandbox,
-            &self.fill(command, None),
+            command.map(|c| self.fill(c, None)).as_deref(),
             run.user.as_deref(),
             &self.env_with(None),
-            Some(&cwd),
+            Some(&self.config.install_path()),
         )
         .await
-        .map(Some)
     }
 
     pub(super) async fn start_server<S: Sandbox>(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use adapter::Agent;
 use engine::job::llm::{budget_stop_sentence, usage_line};
 use engine::trial::JobBridge;
-use llm_bridge::{Bridge, KeySource, LlmConfigFile};
+use llm_bridge::{Bridge, KeySource, LlmConfigFile, ModelKeyError};
 use tasks::records::JobLlmUsage;
 
 use crate::exit::CliError;
@@ -47,26 +47,60 @@ impl LlmArgs {
         self.models.first().cloned()
     }
 
-    /// The job's bridge: `None` for built-in agents and for installed agents run without
-    /// `-m` and `--llm-config`. The declared models are `-m`'s, else the agent config's
-    /// `model_name`.
+    /// The models the job declares: `-m`'s, which must each be among the agent config's
+    /// `models` when it lists any; else the config's `models`; else its `model_name`.
+    /// `config_file` names the agent config in errors.
+    pub fn declared_models(
+        &self,
+        agent: &adapter::AnyAgent,
+        config_file: Option<&Path>,
+    ) -> Result<Vec<String>, CliError> {
+        let listed = agent.declared_models();
+        if self.models.is_empty() {
+            return Ok(if listed.is_empty() {
+                agent.model_name().into_iter().collect()
+            } else {
+                listed
+            });
+        }
+        if let Some(model) = self
+            .models
+            .iter()
+            .find(|m| !listed.is_empty() && !listed.contains(m))
+        {
+            let file = config_file.map_or("the agent config".to_owned(), |f| {
+                format!("the agent config {}", f.display())
+            });
+            return Err(CliError::bad_input(format!(
+                "-m/--model {model}: {file} lists the models its agent may call (`models` = [{}]) and this is not one of them; give -m with one of those, or add it to `models`",
+                listed.join(", ")
+            )));
+        }
+        Ok(self.models.clone())
+    }
+
+    /// The job's bridge: `None` for built-in agents and for installed agents that declare no
+    /// model list and run without `-m` and `--llm-config`. Every declared model (see
+    /// [`LlmArgs::declared_models`]) must have a provider with a key, checked here, before
+    /// any trial is planned.
     pub fn job_bridge(
         &self,
         agent: &adapter::AnyAgent,
+        config_file: Option<&Path>,
         installed: bool,
         allow_container_secrets: bool,
     ) -> Result<Option<JobBridge>, CliError> {
-        if !installed || (self.models.is_empty() && self.llm_config.is_none()) {
+        if !installed {
             return Ok(None);
         }
-        let models = if self.models.is_empty() {
-            agent.model_name().into_iter().collect()
-        } else {
-            self.models.clone()
-        };
+        let models = self.declared_models(agent, config_file)?;
+        let listed = !agent.declared_models().is_empty();
+        if self.models.is_empty() && !listed && self.llm_config.is_none() {
+            return Ok(None);
+        }
         if models.is_empty() {
             return Err(CliError::bad_input(
-                "--llm-config: no model is declared; give -m PROVIDER/MODEL or set model_name in the agent config",
+                "--llm-config: no model is declared; give -m PROVIDER/MODEL or set model_name or models in the agent config",
             ));
         }
         let mut config = match &self.llm_config {
@@ -107,12 +141,49 @@ impl LlmArgs {
         job.max_cost_usd = cost.or(job.max_cost_usd);
         let bridge = Bridge::new(config.bridge)
             .map_err(|e| CliError::bad_input(format!("the LLM bridge cannot start: {e}")))?;
+        if let Err(missing) = bridge.check_models(&models) {
+            return Err(CliError::bad_input(self.missing_key_message(&missing)));
+        }
         Ok(Some(JobBridge {
             bridge,
             models,
             trial_budget: config.trial_budget,
             allow_container_secrets,
         }))
+    }
+
+    /// What to do about a declared model the runner cannot serve, naming the model, where it
+    /// was declared, the provider, the key's variable or file, and the flags that fix it.
+    fn missing_key_message(&self, missing: &ModelKeyError) -> String {
+        let origin = |model: &str| {
+            if self.models.iter().any(|m| m == model) {
+                format!("-m/--model {model}")
+            } else {
+                format!("model {model} (declared by the agent config)")
+            }
+        };
+        match missing {
+            ModelKeyError::NoProvider { model } => format!(
+                "{}: no provider is configured to serve it; add a [[providers]] entry to --llm-config",
+                origin(model)
+            ),
+            ModelKeyError::MissingKey {
+                model,
+                provider,
+                key,
+            } => {
+                let fix = match key {
+                    KeySource::Env(name) => format!(
+                        "{name} is not set in the runner's environment; export {name} (the runner keeps it; it never enters a container)"
+                    ),
+                    KeySource::File(path) => format!("the key file {} is unusable", path.display()),
+                };
+                format!(
+                    "{}: the runner has no key for provider '{provider}': {fix}, or give --llm-key-file {provider}=FILE, or set key_env/key_file for '{provider}' in --llm-config",
+                    origin(model)
+                )
+            }
+        }
     }
 }
 

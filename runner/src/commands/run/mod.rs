@@ -215,6 +215,23 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             dataset.dir.display()
         )));
     }
+    // Before the job dir exists: a model without a key is refused leaving nothing behind.
+    // Agents from a config file (installed or command-style, by -a or --agent-config) call
+    // models; the built-in ones do not.
+    let from_config = matches!(
+        agent,
+        adapter::AnyAgent::Installed(_) | adapter::AnyAgent::Command(_)
+    );
+    let config_file = args
+        .agent_config
+        .as_deref()
+        .or(args.agent.as_deref().map(Path::new));
+    let bridge = args.llm.job_bridge(
+        &agent,
+        config_file,
+        from_config,
+        args.allow_container_secrets,
+    )?;
     let (jobs_dir, job_name, job_dir) = match &args.resume {
         Some(dir) => existing_job_dir(dir)?,
         None => {
@@ -235,17 +252,11 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
                 .map(|d| d.display().to_string()),
         )
     });
-    // Agents from a config file (installed or command-style, by -a or --agent-config) call
-    // models; the built-in ones do not.
-    let from_config = matches!(
-        agent,
-        adapter::AnyAgent::Installed(_) | adapter::AnyAgent::Command(_)
-    );
-    let bridge = args
-        .llm
-        .job_bridge(&agent, from_config, args.allow_container_secrets)?;
     let mut agent_config = agent.job_config();
     agent_config.model_name = args.llm.model_name().or(agent_config.model_name);
+    if let Some(bridge) = &bridge {
+        agent_config.models = bridge.models.clone();
+    }
     let settings = JobSettings {
         job_name,
         jobs_dir: jobs_dir.display().to_string(),

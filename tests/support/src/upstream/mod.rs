@@ -1,7 +1,9 @@
 //! A scripted OpenAI/Anthropic-shaped upstream on 127.0.0.1 for the bridge's tests and the
 //! end-to-end tests: canned completions with usage on `/v1/chat/completions`, `/v1/responses`
 //! and `/v1/messages`, streamed (SSE) or not, failures on demand, and a [`Script`] of replies
-//! (per conversation, recognised by its text, or in arrival order).
+//! (per conversation, recognised by its text, or in arrival order). Replies may make tool calls
+//! ([`Reply::tool_call`]): OpenAI `tool_calls`, responses `function_call` items and Anthropic
+//! `tool_use` blocks, streamed as the providers stream them.
 //!
 //! ```no_run
 //! use testkit::upstream::{Reply, Script, ScriptedUpstream, OPENAI_KEY, ANTHROPIC_KEY};
@@ -19,10 +21,12 @@
 //!
 //! Requests with a wrong key get 401. Every request is remembered ([`ScriptedUpstream::seen`]).
 
+mod examples;
 mod script;
 mod wire;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -33,7 +37,8 @@ use axum::routing::post;
 use bytes::Bytes;
 use serde_json::Value;
 
-pub use script::{Reply, Script, Usage};
+pub use examples::{Dialect, examples_script, solutions};
+pub use script::{Reply, Script, ToolCall, Usage};
 
 /// The completion text of an unscripted call.
 pub const REPLY: &str = "Hello from the scripted upstream.";
@@ -79,6 +84,8 @@ struct Shared {
     anthropic_key: String,
     script: Arc<Script>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Numbers the answers, so tool call ids differ between calls.
+    calls: Arc<AtomicU64>,
 }
 
 /// The running upstream; dropping it stops it.
@@ -122,10 +129,21 @@ impl ScriptedUpstream {
     /// Starts it with `script` on a thread and runtime of its own: for sync tests (the
     /// end-to-end tests run the `runner` binary as a child process).
     pub fn spawn(openai_key: &str, anthropic_key: &str, script: Script) -> ScriptedUpstream {
+        Self::spawn_at("127.0.0.1:0", openai_key, anthropic_key, script).expect("bind 127.0.0.1")
+    }
+
+    /// [`ScriptedUpstream::spawn`] listening on `addr` (e.g. `127.0.0.1:4190`), for the
+    /// `scripted-upstream` binary; fails when the address is taken.
+    pub fn spawn_at(
+        addr: &str,
+        openai_key: &str,
+        anthropic_key: &str,
+        script: Script,
+    ) -> std::io::Result<ScriptedUpstream> {
         let (shared, seen) = shared(openai_key, anthropic_key, script);
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        let addr = listener.local_addr().expect("local address");
-        listener.set_nonblocking(true).expect("non-blocking");
+        let listener = std::net::TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -141,11 +159,11 @@ impl ScriptedUpstream {
                 }
             });
         });
-        ScriptedUpstream {
+        Ok(ScriptedUpstream {
             addr,
             seen,
             stop: Stop::Thread(Some(stop)),
-        }
+        })
     }
 
     /// The base URL for an OpenAI SDK or the bridge's OpenAI provider (`http://…/v1`).
@@ -188,6 +206,7 @@ fn shared(
         anthropic_key: anthropic_key.to_owned(),
         script: Arc::new(script),
         seen: seen.clone(),
+        calls: Arc::new(AtomicU64::new(1)),
     };
     (shared, seen)
 }
@@ -300,6 +319,8 @@ fn intake(
         request: body,
         text,
         reply,
+        tool_calls: scripted.tool_calls,
+        number: shared.calls.fetch_add(1, Ordering::Relaxed),
         usage,
     })
 }

@@ -22,11 +22,25 @@ impl Usage {
     }
 }
 
+/// A tool call a reply makes: an OpenAI `tool_calls` entry (a `function_call` item on
+/// `/v1/responses`) or an Anthropic `tool_use` block, with the same name and arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The tool's name, e.g. `bash`.
+    pub name: String,
+    /// Its arguments (a JSON object): sent as a JSON string to OpenAI clients, as `input` to
+    /// Anthropic ones.
+    pub arguments: Value,
+}
+
 /// One canned answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
-    /// The completion text.
+    /// The completion text (may be empty when the reply makes tool calls).
     pub text: String,
+    /// Tool calls after the text; with any, the answer's finish reason is the provider's "tool
+    /// calls" one (`tool_calls`, `tool_use`).
+    pub tool_calls: Vec<ToolCall>,
     /// The usage reported with it; `None` means the endpoint's default
     /// ([`super::CHAT_USAGE`], [`super::RESPONSES_USAGE`], [`super::MESSAGES_USAGE`]).
     pub usage: Option<Usage>,
@@ -39,17 +53,34 @@ impl Reply {
     pub fn text(text: impl Into<String>) -> Reply {
         Reply {
             text: text.into(),
+            tool_calls: Vec::new(),
             usage: None,
             fail: None,
         }
     }
 
-    /// A reply with `text` reporting `usage`.
-    pub fn with_usage(text: impl Into<String>, usage: Usage) -> Reply {
+    /// A reply with `text` and one call of tool `name` with `arguments` (a JSON object).
+    pub fn tool_call(text: impl Into<String>, name: impl Into<String>, arguments: Value) -> Reply {
         Reply {
-            usage: Some(usage),
+            tool_calls: vec![ToolCall {
+                name: name.into(),
+                arguments,
+            }],
             ..Reply::text(text)
         }
+    }
+
+    /// This reply reporting `usage` instead of the endpoint's default.
+    pub fn reporting(self, usage: Usage) -> Reply {
+        Reply {
+            usage: Some(usage),
+            ..self
+        }
+    }
+
+    /// A reply with `text` reporting `usage`.
+    pub fn with_usage(text: impl Into<String>, usage: Usage) -> Reply {
+        Reply::text(text).reporting(usage)
     }
 
     /// A provider-shaped error with `status` (e.g. 500, 429).

@@ -9,7 +9,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::script::Usage;
+use super::script::{ToolCall, Usage};
 
 /// A request that passed intake, with what to answer.
 pub(super) struct Call {
@@ -19,6 +19,10 @@ pub(super) struct Call {
     pub text: String,
     /// The completion text to answer with.
     pub reply: String,
+    /// The tool calls to make after the text.
+    pub tool_calls: Vec<ToolCall>,
+    /// This answer's number on the upstream: tool call ids carry it, so they differ per call.
+    pub number: u64,
     /// The usage to report.
     pub usage: Usage,
     /// The model asked for, echoed in the answer.
@@ -29,6 +33,28 @@ impl Call {
     fn streamed(&self) -> bool {
         self.request["stream"] == Value::Bool(true)
     }
+
+    /// The id of tool call `i` of this answer, with the provider's prefix (`call`, `toolu`).
+    fn tool_id(&self, prefix: &str, i: usize) -> String {
+        format!("{prefix}_scripted{}x{i}", self.number)
+    }
+}
+
+impl ToolCall {
+    /// The arguments as OpenAI sends them: a JSON string.
+    fn arguments_text(&self) -> String {
+        self.arguments.to_string()
+    }
+}
+
+/// `text` in two pieces (at a char boundary near the middle), as streams split arguments.
+fn halves(text: &str) -> [&str; 2] {
+    let mut mid = text.len() / 2;
+    while !text.is_char_boundary(mid) {
+        mid += 1;
+    }
+    let (a, b) = text.split_at(mid);
+    [a, b]
 }
 
 /// A provider-shaped error.
@@ -98,12 +124,29 @@ pub(super) fn chat(call: Call) -> Response {
         "prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output,
         "prompt_tokens_details": {"cached_tokens": cached},
     });
+    let finish = if call.tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     if !call.streamed() {
+        let mut message = json!({"role": "assistant", "content": call.reply});
+        if !call.tool_calls.is_empty() {
+            message["tool_calls"] = call
+                .tool_calls
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    json!({"id": call.tool_id("call", i), "type": "function",
+                                     "function": {"name": t.name, "arguments": t.arguments_text()}})
+                })
+                .collect();
+        }
         return json_response(
             StatusCode::OK,
             &json!({
                 "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1, "model": call.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": call.reply}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": usage,
             }),
         );
@@ -124,7 +167,20 @@ pub(super) fn chat(call: Call) -> Response {
             .iter()
             .map(|w| chunk(json!({"content": w}), Value::Null)),
     );
-    events.push(chunk(json!({}), json!("stop")));
+    for (i, t) in call.tool_calls.iter().enumerate() {
+        events.push(chunk(
+            json!({"tool_calls": [{"index": i, "id": call.tool_id("call", i), "type": "function",
+                                   "function": {"name": t.name, "arguments": ""}}]}),
+            Value::Null,
+        ));
+        for piece in halves(&t.arguments_text()) {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                Value::Null,
+            ));
+        }
+    }
+    events.push(chunk(json!({}), json!(finish)));
     if call.request["stream_options"]["include_usage"] == Value::Bool(true) {
         events.push(format!(
             "data: {}\n\n",
@@ -153,6 +209,19 @@ pub(super) fn responses(call: Call) -> Response {
         "type": "message", "id": "msg_scripted", "status": "completed", "role": "assistant",
         "content": [{"type": "output_text", "text": call.reply, "annotations": []}],
     });
+    let function_call = |i: usize, t: &ToolCall, arguments: &str, status: &str| {
+        json!({"type": "function_call", "id": call.tool_id("fc", i), "call_id": call.tool_id("call", i),
+               "name": t.name, "arguments": arguments, "status": status})
+    };
+    // The message first (its text may be empty), then one item per tool call.
+    let items: Vec<Value> = std::iter::once(message)
+        .chain(
+            call.tool_calls
+                .iter()
+                .enumerate()
+                .map(|(i, t)| function_call(i, t, &t.arguments_text(), "completed")),
+        )
+        .collect();
     let response = |status: &str, output_items: Value, usage: Value| {
         json!({
             "id": "resp_scripted", "object": "response", "created_at": 1, "status": status, "model": call.model,
@@ -160,35 +229,53 @@ pub(super) fn responses(call: Call) -> Response {
         })
     };
     if !call.streamed() {
-        return json_response(
-            StatusCode::OK,
-            &response("completed", json!([message]), usage),
-        );
+        return json_response(StatusCode::OK, &response("completed", json!(items), usage));
     }
-    let event = |kind: &str, seq: usize, data: Value| {
-        let mut data = data;
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(seq);
-        format!("event: {kind}\ndata: {data}\n\n")
-    };
-    let mut events = vec![event(
+    let mut events: Vec<(&str, Value)> = vec![(
         "response.created",
-        0,
         json!({"response": response("in_progress", json!([]), Value::Null)}),
     )];
-    for (i, w) in words(&call.reply).iter().enumerate() {
-        events.push(event(
+    for w in words(&call.reply) {
+        events.push((
             "response.output_text.delta",
-            i + 1,
             json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "delta": w, "logprobs": []}),
         ));
     }
-    let n = events.len();
-    events.push(event(
+    for (i, t) in call.tool_calls.iter().enumerate() {
+        let (index, item_id) = (i + 1, call.tool_id("fc", i));
+        let arguments = t.arguments_text();
+        events.push((
+            "response.output_item.added",
+            json!({"output_index": index, "item": function_call(i, t, "", "in_progress")}),
+        ));
+        for piece in halves(&arguments) {
+            events.push((
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": piece}),
+            ));
+        }
+        events.push((
+            "response.function_call_arguments.done",
+            json!({"item_id": item_id, "output_index": index, "arguments": arguments}),
+        ));
+        events.push((
+            "response.output_item.done",
+            json!({"output_index": index, "item": items[index]}),
+        ));
+    }
+    events.push((
         "response.completed",
-        n,
-        json!({"response": response("completed", json!([message]), usage)}),
+        json!({"response": response("completed", json!(items), usage)}),
     ));
+    let events = events
+        .into_iter()
+        .enumerate()
+        .map(|(seq, (kind, mut data))| {
+            data["type"] = json!(kind);
+            data["sequence_number"] = json!(seq);
+            format!("event: {kind}\ndata: {data}\n\n")
+        })
+        .collect();
     sse(events, &call.text)
 }
 
@@ -203,12 +290,27 @@ pub(super) fn messages(call: Call) -> Response {
     let fresh = input.saturating_sub(cache_read + cache_write);
     let usage = json!({"input_tokens": fresh, "cache_read_input_tokens": cache_read,
                        "cache_creation_input_tokens": cache_write, "output_tokens": output});
+    let stop = if call.tool_calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    // The text block first (index 0), then one tool_use block per call.
+    let tool_use = |i: usize, t: &ToolCall, input: &Value| json!({"type": "tool_use", "id": call.tool_id("toolu", i), "name": t.name, "input": input});
     if !call.streamed() {
+        let content: Vec<Value> = std::iter::once(json!({"type": "text", "text": call.reply}))
+            .chain(
+                call.tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| tool_use(i, t, &t.arguments)),
+            )
+            .collect();
         return json_response(
             StatusCode::OK,
             &json!({
                 "id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
-                "content": [{"type": "text", "text": call.reply}], "stop_reason": "end_turn", "stop_sequence": null,
+                "content": content, "stop_reason": stop, "stop_sequence": null,
                 "usage": usage,
             }),
         );
@@ -237,9 +339,23 @@ pub(super) fn messages(call: Call) -> Response {
         ));
     }
     events.push(event("content_block_stop", json!({"index": 0})));
+    for (i, t) in call.tool_calls.iter().enumerate() {
+        let index = i + 1;
+        events.push(event(
+            "content_block_start",
+            json!({"index": index, "content_block": tool_use(i, t, &json!({}))}),
+        ));
+        for piece in halves(&t.arguments_text()) {
+            events.push(event(
+                "content_block_delta",
+                json!({"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}),
+            ));
+        }
+        events.push(event("content_block_stop", json!({"index": index})));
+    }
     events.push(event(
         "message_delta",
-        json!({"delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": output}}),
+        json!({"delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": output}}),
     ));
     events.push(event("message_stop", json!({})));
     sse(events, &call.text)
