@@ -116,7 +116,8 @@ pub async fn run_install_commands<S: Sandbox>(
     cwd: Option<&str>,
     deadline: Instant,
 ) -> Result<(), AgentError> {
-    for (index, command) in commands.iter().enumerate() {
+    for (index, full) in commands.iter().enumerate() {
+        let command = brief(full);
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Err(AgentError::new(
@@ -126,7 +127,7 @@ pub async fn run_install_commands<S: Sandbox>(
                 ),
             ));
         }
-        let mut request = ExecRequest::root(format!("set -o pipefail; {command}"))
+        let mut request = ExecRequest::root(format!("set -o pipefail; {full}"))
             .envs(env)
             .timeout(remaining);
         request.cwd = cwd.map(str::to_owned);
@@ -134,7 +135,7 @@ pub async fn run_install_commands<S: Sandbox>(
             .env
             .insert("DEBIAN_FRONTEND".into(), "noninteractive".into());
         let out = sandbox.exec(request).await?;
-        save_command(trial_dir, index, command, &out)?;
+        save_command(trial_dir, index, full, &out)?;
         if out.timed_out {
             return Err(AgentError::new(
                 AgentErrorKind::SetupTimeout,
@@ -154,6 +155,20 @@ pub async fn run_install_commands<S: Sandbox>(
         }
     }
     Ok(())
+}
+
+/// How a failure message names an install command: its first non-blank line, trimmed and cut
+/// at 80 characters, with `…` when there is more (the whole command is in
+/// `agent/setup/command-<i>/command.txt`).
+fn brief(command: &str) -> String {
+    const MOST: usize = 80;
+    let mut lines = command.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let mut text: String = first.chars().take(MOST).collect();
+    if text.len() < first.len() || lines.next().is_some() {
+        text.push('…');
+    }
+    text
 }
 
 /// Runs a `version_command` (already filled in) as `user`; its first non-empty stdout line is
@@ -234,6 +249,20 @@ pub fn fill_placeholders(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_names_an_install_command_by_its_first_line() {
+        assert_eq!(brief("pip install x"), "pip install x");
+        assert_eq!(
+            brief(
+                "\n    if ! python3 -c 'import ensurepip'; then\n      apt-get install -y python3-venv\n    fi\n"
+            ),
+            "if ! python3 -c 'import ensurepip'; then…"
+        );
+        let long = "x".repeat(100);
+        assert_eq!(brief(&long), format!("{}…", "x".repeat(80)));
+        assert_eq!(brief("  \n "), "");
+    }
 
     #[test]
     fn placeholders() {
