@@ -82,11 +82,7 @@ pub(crate) async fn verify(
     trial: TrialSide<'_>,
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
-    let TrialSide {
-        budget,
-        observer,
-        removals,
-    } = trial;
+    let (observer, removals) = (trial.observer, trial.removals);
     if HELPER.is_empty() {
         return Ok(IsolatedVerifyOutcome::Unavailable(
             "this runner was built without the static verifier helper (no libc.a at build time)"
@@ -95,10 +91,7 @@ pub(crate) async fn verify(
     }
     if let Some(mut warm) = warm {
         if is_running(client, &warm.id).await? {
-            let outcome = run_warm(
-                client, spec, &mut warm, request, budget, observer, tests_done,
-            )
-            .await;
+            let outcome = run_warm(client, spec, &mut warm, request, &trial, tests_done).await;
             remove_later(client, removals, observer, warm.id);
             return outcome;
         }
@@ -126,7 +119,7 @@ pub(crate) async fn verify(
             )));
         }
     };
-    let outcome = run_jail(client, &created.id, request, budget, observer, tests_done).await;
+    let outcome = run_jail(client, &created.id, request, &trial, tests_done).await;
     remove_later(client, removals, observer, created.id);
     outcome
 }
@@ -225,15 +218,13 @@ async fn run_jail(
     client: &DockerClient,
     id: &str,
     request: &IsolatedVerifyRequest,
-    budget: Arc<DownloadBudget>,
-    observer: &ExecObserver,
+    trial: &TrialSide<'_>,
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
-    let tests = request.tests_dir.clone();
-    let tar = tokio::task::spawn_blocking(move || archive::pack_jail(HELPER, HELPER_PATH, &tests))
-        .await
-        .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
-        .map_err(|e| DockerError::Jail(format!("packing {}: {e}", request.tests_dir.display())))?;
+    let tar = pack_off_thread(&request.tests_dir, |tests| {
+        archive::pack_jail(HELPER, HELPER_PATH, tests)
+    })
+    .await?;
     archive::upload(client, id, tar, "the verifier jail").await?;
     let started = Instant::now();
     if let Err(e) = client.api().start_container(id, None).await {
@@ -241,7 +232,20 @@ async fn run_jail(
             "the verifier jail did not start: {e}"
         )));
     }
-    finish_run(client, id, request, budget, observer, started, tests_done).await
+    finish_run(client, id, request, trial, started, tests_done).await
+}
+
+/// Packs what `pack` makes of the tests at `tests` on a blocking thread (a big tests tree
+/// must not hold up the runtime).
+pub(crate) async fn pack_off_thread(
+    tests: &Path,
+    pack: fn(&Path) -> std::io::Result<Vec<u8>>,
+) -> Result<Vec<u8>, DockerError> {
+    let dir = tests.to_path_buf();
+    tokio::task::spawn_blocking(move || pack(&dir))
+        .await
+        .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
+        .map_err(|e| DockerError::Jail(format!("packing {}: {e}", tests.display())))
 }
 
 /// What of the trial's sandbox a verification uses: the verifier outputs' download budget,
@@ -263,27 +267,18 @@ async fn run_warm(
     spec: &JailSpec,
     warm: &mut WarmJail,
     request: &IsolatedVerifyRequest,
-    budget: Arc<DownloadBudget>,
-    observer: &ExecObserver,
+    trial: &TrialSide<'_>,
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
-    if warm.tests.as_ref() != Some(&request.tests_dir) {
-        let tests = request.tests_dir.clone();
-        let tar = tokio::task::spawn_blocking(move || archive::pack_tests(&tests))
-            .await
-            .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
-            .map_err(|e| {
-                DockerError::Jail(format!("packing {}: {e}", request.tests_dir.display()))
-            })?;
+    // The warm jail was made from `spec`: its early tests are already in its root.
+    if spec.early_tests.as_ref() != Some(&request.tests_dir) {
+        let tar = pack_off_thread(&request.tests_dir, archive::pack_tests).await?;
         archive::upload(client, &warm.id, tar, "the tests into the verifier jail").await?;
     }
     let started = Instant::now();
     warm.order(&verify_args(spec, request), &request.env)
         .await?;
-    finish_run(
-        client, &warm.id, request, budget, observer, started, tests_done,
-    )
-    .await
+    finish_run(client, &warm.id, request, trial, started, tests_done).await
 }
 
 /// Waits for a started jail (its run counts as time inside the verifier's command), relays
@@ -292,11 +287,11 @@ async fn finish_run(
     client: &DockerClient,
     id: &str,
     request: &IsolatedVerifyRequest,
-    budget: Arc<DownloadBudget>,
-    observer: &ExecObserver,
+    trial: &TrialSide<'_>,
     started: Instant,
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
+    let (budget, observer) = (&trial.budget, trial.observer);
     let backstop = request.timeout + KILL_GRACE + HOST_BACKSTOP;
     let exit = match tokio::time::timeout(backstop, wait_exit(client, id)).await {
         Ok(exit) => Some(exit?),

@@ -15,7 +15,6 @@
 //! the runner goes away, stdin ends and the helper exits having done nothing.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -26,15 +25,13 @@ use tokio::task::JoinHandle;
 
 use super::archive;
 use super::container::remove_container;
-use super::jail::{HELPER, HELPER_PATH, JailSpec, jail_host_config, jail_name};
+use super::jail::{HELPER, HELPER_PATH, JailSpec, jail_host_config, jail_name, pack_off_thread};
 use super::{DockerClient, DockerError};
 
 /// A started jail whose helper waits for its order.
 pub(crate) struct WarmJail {
     /// The jail container's id.
     pub id: String,
-    /// The tests already in its root (uploaded with the helper), if any.
-    pub tests: Option<PathBuf>,
     input: Pin<Box<dyn AsyncWrite + Send>>,
 }
 
@@ -109,14 +106,14 @@ pub(crate) async fn prestart(
         // trial process's reach (see above), so they are as safe there now as at the order.
         let tar = match &spec.early_tests {
             Some(tests) => {
-                let tests = tests.clone();
-                tokio::task::spawn_blocking(move || archive::pack_jail(HELPER, HELPER_PATH, &tests))
-                    .await
-                    .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
+                pack_off_thread(tests, |tests| {
+                    archive::pack_jail(HELPER, HELPER_PATH, tests)
+                })
+                .await?
             }
-            None => archive::pack_jail_root(HELPER, HELPER_PATH),
-        }
-        .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?;
+            None => archive::pack_jail_root(HELPER, HELPER_PATH)
+                .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?,
+        };
         archive::upload(client, &id, tar, "the verifier helper").await?;
         let attach = AttachContainerOptionsBuilder::default()
             .stdin(true)
@@ -138,11 +135,7 @@ pub(crate) async fn prestart(
         Ok::<_, DockerError>(attached.input)
     };
     match started.await {
-        Ok(input) => Ok(WarmJail {
-            id,
-            tests: spec.early_tests.clone(),
-            input,
-        }),
+        Ok(input) => Ok(WarmJail { id, input }),
         Err(e) => {
             let _ = remove_container(client, &id).await;
             Err(e)
