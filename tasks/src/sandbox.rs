@@ -44,13 +44,16 @@ impl ExecRequest {
         Self::new(command).user("root")
     }
 
-    /// A root command of the runner's own ([`ExecRequest::bookkeeping`]): its time is the
+    /// A root command of the runner's own (the `bookkeeping` field): its time is the
     /// runner's, never counted as time inside the agent's or verifier's commands.
     pub fn runner_own(command: impl Into<String>) -> Self {
-        Self {
-            bookkeeping: true,
-            ..Self::root(command)
-        }
+        Self::root(command).bookkeeping()
+    }
+
+    /// Marks the command as the runner's own bookkeeping (see the field).
+    pub fn bookkeeping(mut self) -> Self {
+        self.bookkeeping = true;
+        self
     }
 
     /// Runs as `user`.

@@ -126,10 +126,7 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
         Some(dir) => dir.clone(),
         None => {
             let pwd = sandbox
-                .exec(ExecRequest {
-                    bookkeeping: true,
-                    ..ExecRequest::new("pwd")
-                })
+                .exec(ExecRequest::new("pwd").bookkeeping())
                 .await
                 .map_err(|e| fail(e.to_string()))?;
             pwd.stdout.trim().to_owned()

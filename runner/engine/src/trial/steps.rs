@@ -273,10 +273,7 @@ impl<B: Backend> Trial<B> {
                 return Ok(());
             };
             let pwd = sandbox
-                .exec(ExecRequest {
-                    bookkeeping: true,
-                    ..ExecRequest::new("pwd").maybe_user(user)
-                })
+                .exec(ExecRequest::new("pwd").maybe_user(user).bookkeeping())
                 .await?;
             let container_dir = pwd.stdout.trim().to_owned();
             let container_dir = if container_dir.is_empty() {
