@@ -26,7 +26,15 @@ fn each_step_is_verified_apart_with_its_artifacts_and_without_the_decoys() {
     assert_eq!(step_summary(result), both_steps(["one", "two"]));
     assert_eq!(reward(result), Some(1.0));
     for (step, checks) in [
-        ("one", &["verifier_image", "no_decoy", "step_artifact"][..]),
+        (
+            "one",
+            &[
+                "verifier_image",
+                "no_decoy",
+                "step_artifact",
+                "tests_from_image",
+            ][..],
+        ),
         (
             "two",
             &[

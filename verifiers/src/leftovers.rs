@@ -2,8 +2,8 @@
 //! sandboxes that cannot run the verifier isolated (an isolated run lists them itself).
 //!
 //! The script uses only bash builtins, so listing forks nothing that would list itself, and it
-//! leaves out PID 1, the container's keep-alive (`sh -c sleep infinity` and its `sleep`) and
-//! itself.
+//! leaves out PID 1, the container's keep-alive (`sh -c sleep infinity` and its `sleep`),
+//! zombies (exited, waiting to be reaped: they run nothing) and itself.
 
 use tasks::records::LeftoverProcess;
 
@@ -19,8 +19,9 @@ n=0; more=0
 for d in /proc/[0-9]*; do
   pid=${{d#/proc/}}
   if [ "$pid" = 1 ] || [ "$pid" = "$$" ] || [ "$pid" = "$PPID" ]; then continue; fi
-  ppid=; uid=
-  {{ while read -r k v _; do case $k in PPid:) ppid=$v;; Uid:) uid=$v;; esac; done < "$d/status"; }} 2>/dev/null || continue
+  ppid=; uid=; state=
+  {{ while read -r k v _; do case $k in PPid:) ppid=$v;; Uid:) uid=$v;; State:) state=$v;; esac; done < "$d/status"; }} 2>/dev/null || continue
+  if [ "$state" = Z ]; then continue; fi
   argv=(); {{ mapfile -d '' -t argv < "$d/cmdline"; }} 2>/dev/null
   cmd="${{argv[*]}}"
   if [ "$ppid" = 1 ] && [ "$cmd" = "sh -c sleep infinity" ]; then continue; fi
@@ -53,6 +54,11 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
+        // Until the child has exec'd, its /proc entry still shows the test binary.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        while !std::fs::read(&cmdline).is_ok_and(|c| c.starts_with(b"sleep\0")) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let out = std::process::Command::new("bash")
             .arg("-c")
             .arg(listing_command())
@@ -72,6 +78,29 @@ mod tests {
                 .iter()
                 .all(|p| !p.command.contains("declare -A names")),
             "the listing lists itself: {listed:?}"
+        );
+    }
+
+    #[test]
+    fn a_zombie_is_not_a_leftover() {
+        // `true` exits at once and stays a zombie until it is waited for.
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        let status = format!("/proc/{}/status", zombie.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&status).is_ok_and(|s| s.contains("State:\tZ")) {
+            assert!(std::time::Instant::now() < deadline, "no zombie");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(listing_command())
+            .output()
+            .unwrap();
+        let listed = parse(&String::from_utf8_lossy(&out.stdout));
+        let _ = zombie.wait();
+        assert!(
+            listed.iter().all(|p| p.pid != zombie.id()),
+            "the zombie is listed: {listed:?}"
         );
     }
 }

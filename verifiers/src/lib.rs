@@ -14,4 +14,6 @@ mod verify;
 
 pub use error::{Refusal, VerifierError, VerifierErrorKind};
 pub use reward::{REWARD_FILE_LIMIT, Rewards, read_rewards};
-pub use verify::{TESTS_DIR, VerifierOutcome, VerifyNotes, verify, verify_step};
+pub use verify::{
+    TESTS_DIR, VerifierOutcome, VerifyNotes, verify, verify_step, verify_with_image_tests,
+};

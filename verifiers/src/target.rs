@@ -26,6 +26,9 @@ pub(crate) struct Target {
     pub user: Option<String>,
     /// Where `/logs/verifier` comes back on the host.
     pub host_dir: PathBuf,
+    /// True when the verifier's image owns `/tests` and nothing is uploaded (`tests_dir` is
+    /// then unused): Harbor's separate verifier (`skip_tests_upload`).
+    pub tests_in_image: bool,
 }
 
 impl Target {
@@ -37,6 +40,32 @@ impl Target {
             env: env_of(task, &task.config.verifier.env)?,
             user: task.config.verifier.user.as_ref().map(|u| u.as_exec_user()),
             host_dir: trial_dir.join("verifier"),
+            tests_in_image: false,
+        })
+    }
+
+    /// The tests the verifier's image holds at `/tests` (Harbor runs a separate verifier's
+    /// `/tests/test.sh` from its image and uploads nothing), with the env and user of the task
+    /// (`step` `None`, outputs into `<out_dir>/verifier/`) or of step `step`.
+    pub fn in_image(
+        task: &Task,
+        step: Option<usize>,
+        out_dir: &Path,
+    ) -> Result<Target, VerifierError> {
+        let (env, user) = match step {
+            None => (
+                task.config.verifier.env.clone(),
+                task.config.verifier.user.as_ref().map(|u| u.as_exec_user()),
+            ),
+            Some(index) => step_env_and_user(task, index),
+        };
+        Ok(Target {
+            tests_dir: PathBuf::new(),
+            _merged: None,
+            env: env_of(task, &env)?,
+            user,
+            host_dir: out_dir.join("verifier"),
+            tests_in_image: true,
         })
     }
 
@@ -44,8 +73,7 @@ impl Target {
     /// over the task's, and its user, else the task's.
     pub fn step(task: &Task, index: usize, step_dir: &Path) -> Result<Target, VerifierError> {
         let step = &task.config.steps[index];
-        let mut env = task.config.verifier.env.clone();
-        env.extend(step.verifier.env.clone());
+        let (env, user) = step_env_and_user(task, index);
         let dirs = task.step_tests_dirs(&step.name);
         let (tests_dir, merged) = match dirs.as_slice() {
             [only] => (only.clone(), None),
@@ -57,20 +85,30 @@ impl Target {
                 (merged.path().to_path_buf(), Some(merged))
             }
         };
-        let user = step
-            .verifier
-            .user
-            .as_ref()
-            .or(task.config.verifier.user.as_ref())
-            .map(|u| u.as_exec_user());
         Ok(Target {
             tests_dir,
             _merged: merged,
             env: env_of(task, &env)?,
             user,
             host_dir: step_dir.join("verifier"),
+            tests_in_image: false,
         })
     }
+}
+
+/// Step `index`'s verifier env (its `[steps.verifier].env` over the task's `[verifier].env`,
+/// unresolved) and user (its own, else the task's).
+fn step_env_and_user(task: &Task, index: usize) -> (BTreeMap<String, String>, Option<String>) {
+    let step = &task.config.steps[index];
+    let mut env = task.config.verifier.env.clone();
+    env.extend(step.verifier.env.clone());
+    let user = step
+        .verifier
+        .user
+        .as_ref()
+        .or(task.config.verifier.user.as_ref())
+        .map(|u| u.as_exec_user());
+    (env, user)
 }
 
 fn env_of(

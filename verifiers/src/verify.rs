@@ -29,14 +29,18 @@ const HOST_GRACE: Duration = Duration::from_secs(30);
 /// How long listing the agent's leftover processes may take.
 const LISTING_TIMEOUT: Duration = Duration::from_secs(20);
 
-// Runs as root before the upload. /tests is emptied so nothing the agent planted there (say a
-// `json.py` that shadows the stdlib for a Python test) survives; stale reward and check files
-// are removed so an agent cannot pre-write its own reward; a /logs/verifier that is not a real
-// directory (e.g. a symlink the agent made) is replaced.
-const PREPARE: &str = "rm -rf /tests; d=/logs/verifier; \
+// Runs as root before the tests (after `rm -rf /tests` when they are uploaded: nothing the
+// agent planted there, say a `json.py` that shadows the stdlib for a Python test, survives).
+// Stale reward and check files are removed so an agent cannot pre-write its own reward; a
+// /logs/verifier that is not a real directory (e.g. a symlink the agent made) is replaced.
+const PREPARE_LOGS: &str = "d=/logs/verifier; \
     if [ -L \"$d\" ] || { [ -e \"$d\" ] && [ ! -d \"$d\" ]; }; then rm -rf -- \"$d\"; fi; \
     mkdir -p \"$d\" && rm -rf -- \"$d/reward.json\" \"$d/reward.txt\" \"$d/ctrf.json\" \"$d/test-stdout.txt\" \
     && chmod 777 \"$d\"";
+
+/// Finds the verifier image's own test script and makes it executable; exit 3 when it has none.
+const IMAGE_TESTS: &str =
+    "[ -f /tests/test.sh ] || exit 3; [ -x /tests/test.sh ] || chmod +x /tests/test.sh";
 
 const RUN_TESTS: &str = "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1";
 
@@ -101,6 +105,23 @@ pub async fn verify_step<S: Sandbox>(
     verify_target(sandbox, task, target, deadline, notes).await
 }
 
+/// Verifies in a separate verifier environment whose image owns `/tests`, as Harbor does
+/// (`skip_tests_upload`): nothing is uploaded and the image's `/tests/test.sh` runs with the
+/// env and user of the task (`step` `None`, outputs into `<out_dir>/verifier/`) or of step
+/// `step` (outputs into `<step_dir>/verifier/`). No jail and no listing of leftovers: the agent
+/// never ran in this container. An image without `/tests/test.sh` is an `AddTestsDirError`.
+pub async fn verify_with_image_tests<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    step: Option<usize>,
+    out_dir: &Path,
+    deadline: Instant,
+    notes: &mut VerifyNotes,
+) -> Result<VerifierOutcome, VerifierError> {
+    let target = Target::in_image(task, step, out_dir)?;
+    verify_target(sandbox, task, target, deadline, notes).await
+}
+
 async fn verify_target<S: Sandbox>(
     sandbox: &S,
     task: &Task,
@@ -115,6 +136,7 @@ async fn verify_target<S: Sandbox>(
         host_dir: target.host_dir.clone(),
         env: target.env.clone(),
         tests_dir: target.tests_dir.clone(),
+        tests_in_image: target.tests_in_image,
         user: target.user.clone(),
         budget,
         exec_time: Duration::ZERO,
@@ -144,6 +166,8 @@ struct Run<'a, S> {
     host_dir: PathBuf,
     env: BTreeMap<String, String>,
     tests_dir: PathBuf,
+    /// The verifier's image owns `/tests`: nothing is uploaded (see [`verify_with_image_tests`]).
+    tests_in_image: bool,
     user: Option<String>,
     /// The whole verifier budget, for the timeout message.
     budget: Duration,
@@ -153,6 +177,9 @@ struct Run<'a, S> {
 
 impl<S: Sandbox> Run<'_, S> {
     async fn execute(&mut self, deadline: Instant) -> Result<VerifierOutcome, VerifierError> {
+        if self.tests_in_image {
+            return self.execute_image_tests(deadline).await;
+        }
         let task = self.task.name.clone();
         let tests_dir = self.tests_dir.clone();
         if !tests_dir.join("test.sh").is_file() {
@@ -194,7 +221,8 @@ impl<S: Sandbox> Run<'_, S> {
                 self.list_leftovers().await;
             }
         }
-        self.root("prepare /tests and /logs/verifier", PREPARE)
+        let prepare = format!("rm -rf {TESTS_DIR}; {PREPARE_LOGS}");
+        self.root("prepare /tests and /logs/verifier", &prepare)
             .await?;
         self.sandbox
             .upload_dir(&tests_dir, TESTS_DIR)
@@ -205,7 +233,54 @@ impl<S: Sandbox> Run<'_, S> {
             })?;
         self.root("chmod +x /tests/test.sh", "chmod +x /tests/test.sh")
             .await?;
+        self.run_tests(deadline).await
+    }
 
+    /// Runs the image's own `/tests/test.sh` in a container the agent never ran in.
+    async fn execute_image_tests(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<VerifierOutcome, VerifierError> {
+        self.notes.isolation = Some(VerifierIsolation {
+            isolated: true,
+            detail: "separate verifier environment: a container of its own, running the tests \
+                     its image holds"
+                .into(),
+        });
+        std::fs::create_dir_all(&self.host_dir).map_err(|e| self.download_failed(e))?;
+        self.root("prepare /logs/verifier", PREPARE_LOGS).await?;
+        let found = self
+            .exec("find /tests/test.sh", ExecRequest::runner_own(IMAGE_TESTS))
+            .await?;
+        match found.exit_code {
+            Some(0) => {}
+            Some(3) => {
+                return Err(VerifierErrorKind::AddTestsDir {
+                    task: self.task.name.clone(),
+                    message: "the separate verifier's image has no /tests/test.sh: its tests \
+                              are the image's own (as in Harbor), so its tests/Dockerfile must \
+                              COPY them to /tests"
+                        .into(),
+                }
+                .into());
+            }
+            code => {
+                return Err(VerifierErrorKind::Sandbox {
+                    task: self.task.name.clone(),
+                    step: "chmod +x /tests/test.sh".into(),
+                    message: format!("exit code {code:?}: {}", found.stderr.trim()),
+                }
+                .into());
+            }
+        }
+        self.run_tests(deadline).await
+    }
+
+    /// Runs `/tests/test.sh` as the verifier's user by `deadline`, then brings
+    /// `/logs/verifier` back safely and reads the rewards and checks.
+    async fn run_tests(&mut self, deadline: Instant) -> Result<VerifierOutcome, VerifierError> {
+        let task = self.task.name.clone();
+        let user = self.user.clone();
         let remaining = deadline.saturating_duration_since(Instant::now());
         let request = ExecRequest::new(RUN_TESTS)
             .maybe_user(user.as_deref())

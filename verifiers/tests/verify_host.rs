@@ -291,3 +291,58 @@ async fn deadline_kills_the_tests_and_salvages_their_output() {
     assert_eq!(stdout.trim(), "started");
     assert!(!f.host_verifier_file("reward.txt").exists());
 }
+
+impl Fixture {
+    /// Verifies as a separate verifier does: with the tests the "image" holds at `/tests`.
+    async fn verify_with_image_tests(
+        &self,
+    ) -> Result<verifiers::VerifierOutcome, verifiers::VerifierError> {
+        let mut notes = verifiers::VerifyNotes::default();
+        let outcome = verifiers::verify_with_image_tests(
+            &self.sandbox,
+            &self.task,
+            None,
+            &self.trial_dir,
+            Instant::now() + SECOND_TRY,
+            &mut notes,
+        )
+        .await;
+        if outcome.is_ok() {
+            assert!(notes.isolation.expect("recorded").isolated);
+        }
+        outcome
+    }
+}
+
+#[tokio::test]
+async fn a_separate_verifier_runs_its_images_tests_and_uploads_none() {
+    let f = fixture(r#"echo 0 > "/logs/verifier/reward.txt""#, "");
+    let tests = f.sandbox.path("/tests");
+    std::fs::create_dir_all(&tests).unwrap();
+    // Not executable, as a COPY may leave it: the verifier makes it so.
+    std::fs::write(
+        tests.join("test.sh"),
+        "#!/bin/bash\ncat /tests/helper.txt 2>&1; echo 1 > /logs/verifier/reward.txt\n",
+    )
+    .unwrap();
+    let outcome = f.verify_with_image_tests().await.unwrap();
+    assert_eq!(
+        outcome.result.rewards,
+        Some(BTreeMap::from([("reward".into(), 1.0)])),
+        "the image's test.sh ran, not the task's"
+    );
+    let stdout = std::fs::read_to_string(f.host_verifier_file("test-stdout.txt")).unwrap();
+    assert!(
+        stdout.contains("No such file"),
+        "the task's tests/ was not uploaded: {stdout}"
+    );
+}
+
+#[tokio::test]
+async fn a_separate_verifier_image_without_tests_is_an_add_tests_dir_error() {
+    let f = fixture(r#"echo 1 > "/logs/verifier/reward.txt""#, "");
+    let err = f.verify_with_image_tests().await.unwrap_err();
+    assert_eq!(err.exception_type(), "AddTestsDirError");
+    assert!(err.to_string().contains("COPY them to /tests"), "{err}");
+    assert!(!f.sandbox.path("/tests/test.sh").exists());
+}

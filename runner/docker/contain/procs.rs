@@ -56,6 +56,9 @@ pub(crate) fn list_processes(passwd: &str) -> Vec<Process> {
         let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
             continue;
         };
+        if is_zombie(&status) {
+            continue;
+        }
         let ppid: u32 = parse_status_field(&status, "PPid:")
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
@@ -94,6 +97,13 @@ pub(crate) fn list_processes(passwd: &str) -> Vec<Process> {
         });
     }
     listed
+}
+
+/// Whether a process has exited and only waits to be reaped: it runs nothing and can change
+/// nothing the tests read, so it is no leftover (a relay stopped a moment ago is one of these
+/// until init reaps it).
+pub(crate) fn is_zombie(status: &str) -> bool {
+    parse_status_field(status, "State:").is_some_and(|state| state.starts_with('Z'))
 }
 
 /// The container's own keep-alive: `sh -c sleep infinity` under init, and its `sleep`.

@@ -3,7 +3,7 @@
 use super::accounts::{resolve_user, user_name};
 use super::copy::{Budget, copy_tree};
 use super::mounts::is_mount_point;
-use super::procs::{Process, command_line, is_keepalive};
+use super::procs::{Process, command_line, is_keepalive, is_zombie};
 use super::*;
 
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\n\
@@ -78,6 +78,8 @@ fn the_keepalive_is_not_listed_but_a_lookalike_elsewhere_is() {
         std::slice::from_ref(&keepalive)
     ));
     assert!(!is_keepalive(40, "sleep infinity", &[keepalive]));
+    assert!(is_zombie("Name:\tbridge-relay\nState:\tZ (zombie)\n"));
+    assert!(!is_zombie("Name:\tsleep\nState:\tS (sleeping)\n"));
     assert_eq!(user_name(65534, PASSWD), "nobody");
     assert_eq!(user_name(5, PASSWD), "5");
     let long = vec![b'x'; 1000];

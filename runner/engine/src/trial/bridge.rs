@@ -92,7 +92,7 @@ impl<B: Backend> Trial<B> {
         );
         let wait = quote(trial.relay_wait_command(RELAY_WAIT_MS));
         let started = sandbox
-            .exec(ExecRequest::root(serve))
+            .exec(ExecRequest::runner_own(serve))
             .await
             .map_err(|e| bridge_failure(format!("starting the LLM bridge relay: {e}")))?;
         if !started.success() {
@@ -102,7 +102,7 @@ impl<B: Backend> Trial<B> {
             )));
         }
         let waited = sandbox
-            .exec(ExecRequest::root(format!(
+            .exec(ExecRequest::runner_own(format!(
                 "{wait} || {{ cat {RELAY_LOG} >&2; exit 1; }}"
             )))
             .await
@@ -131,12 +131,20 @@ impl<B: Backend> Trial<B> {
         let Ok(sandbox) = self.sandbox() else {
             return;
         };
+        // A TERM is only a request: the listing of leftovers runs next, so wait (2 s at most)
+        // until the relay is gone or a zombie, then KILL whatever still runs.
         let stop = format!(
-            "[ -f {RELAY_PID} ] && kill \"$(cat {RELAY_PID})\" 2>/dev/null; rm -f {RELAY_PID}; true"
+            r#"p=$(cat {RELAY_PID} 2>/dev/null); rm -f {RELAY_PID}
+[ -n "$p" ] || exit 0
+kill "$p" 2>/dev/null
+running() {{ case "$(cat /proc/$p/status 2>/dev/null)" in ""|*"(zombie)"*) return 1;; esac; }}
+i=0; while running && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done
+if running; then kill -9 "$p" 2>/dev/null; fi
+true"#
         );
         let stopped = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            sandbox.exec(ExecRequest::root(stop)),
+            sandbox.exec(ExecRequest::runner_own(stop)),
         )
         .await;
         if !matches!(stopped, Ok(Ok(_))) {

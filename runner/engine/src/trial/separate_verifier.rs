@@ -2,7 +2,8 @@
 //! `[verifier.environment]`; for a multi-step task also `[steps.verifier]`): the tests run in a
 //! container of their own, started from the verifier environment's `docker_image` or built
 //! from its tests directory (a step's `steps/<name>/tests/` when it exists, else `tests/`, as
-//! Harbor's `_verifier_env_build_context`), with only the declared artifacts uploaded from
+//! Harbor's `_verifier_env_build_context`) — the tests it runs are its image's own `/tests`,
+//! never uploaded (Harbor's `skip_tests_upload`) — with only the declared artifacts uploaded from
 //! where they were collected on the host (Harbor's `upload_artifacts`, see
 //! [`super::artifacts::upload_artifacts`]). Nothing else of the agent's container reaches it,
 //! and its network is its own: the verifier environment's baseline, switched to the phase's
@@ -210,12 +211,15 @@ impl<B: Backend> Trial<B> {
             .checked_add(place.timeout)
             .unwrap_or_else(Instant::now);
         let mut notes = verifiers::VerifyNotes::default();
-        let verified = match place.step {
-            None => verifiers::verify(&verifier, &task, &self.dir, deadline, &mut notes).await,
-            Some((index, dir)) => {
-                verifiers::verify_step(&verifier, &task, index, dir, deadline, &mut notes).await
-            }
+        // The image owns /tests, as in Harbor: nothing of the task's tests is uploaded.
+        let (step, out_dir) = match place.step {
+            None => (None, self.dir.as_path()),
+            Some((index, dir)) => (Some(index), dir),
         };
+        let verified = verifiers::verify_with_image_tests(
+            &verifier, &task, step, out_dir, deadline, &mut notes,
+        )
+        .await;
         self.record_notes(notes);
         Ok(verified?.result)
     }
