@@ -22,6 +22,8 @@ pub enum Rule {
     SameTaskImage,
     /// Every rewarded trial has a valid ATIF trajectory.
     PassingTrialTrajectories,
+    /// No trial's tests ran where the agent's leftovers could reach them.
+    VerifierIsolated,
     /// Every model a trial called through the LLM bridge is one its job declares.
     DeclaredModelsOnly,
     /// No job let credentials into containers.
@@ -34,7 +36,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 12] = [
+    pub const ALL: [Rule; 13] = [
         Rule::NoJobOverrides,
         Rule::NoTrialOverrides,
         Rule::TrialResultsComplete,
@@ -43,6 +45,7 @@ impl Rule {
         Rule::CorrectTaskVersions,
         Rule::SameTaskImage,
         Rule::PassingTrialTrajectories,
+        Rule::VerifierIsolated,
         Rule::DeclaredModelsOnly,
         Rule::NoContainerSecrets,
         Rule::NoProviderKeys,
@@ -60,6 +63,7 @@ impl Rule {
             Rule::CorrectTaskVersions => "correct_task_versions",
             Rule::SameTaskImage => "same_task_image",
             Rule::PassingTrialTrajectories => "passing_trial_trajectories",
+            Rule::VerifierIsolated => "verifier_isolated",
             Rule::DeclaredModelsOnly => "declared_models_only",
             Rule::NoContainerSecrets => "no_container_secrets",
             Rule::NoProviderKeys => "no_provider_keys",
@@ -91,6 +95,9 @@ impl Rule {
             }
             Rule::PassingTrialTrajectories => {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"
+            }
+            Rule::VerifierIsolated => {
+                "no trial's tests ran unisolated from what the agent left (runner's verifier_isolation.isolated: false; records that do not say, as Harbor's, pass)"
             }
             Rule::DeclaredModelsOnly => {
                 "every model a trial called through the LLM bridge is one its job declares (agents[].model_name or models)"

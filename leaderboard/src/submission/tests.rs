@@ -620,3 +620,21 @@ fn every_model_the_bridge_allowed_counts_as_declared() {
     assert_all_said(&violations, &["called model `openai/gpt-4.1-mini`"]);
     assert_says(&violations[0], "anthropic/claude-haiku-4-5");
 }
+
+#[test]
+fn a_trial_verified_without_isolation_fails_and_one_that_does_not_say_passes() {
+    let s = Scratch::new();
+    // The fixture is Harbor's: no verifier_isolation at all, and valid.
+    assert!(s.validate().valid, "{}", render::text(&s.validate()));
+    s.edit_json(&format!("{}/result.json", TRIALS[0]), |r| {
+        r["verifier_isolation"] = json!({"isolated": true, "detail": "jail"});
+    });
+    s.edit_json(&format!("{}/result.json", TRIALS[1]), |r| {
+        r["verifier_isolation"] =
+            json!({"isolated": false, "detail": "the sandbox cannot run the verifier isolated"});
+    });
+    let v = only_failure(&s.validate(), Rule::VerifierIsolated);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].file.as_deref().unwrap().contains(TRIALS[1]), "{v:?}");
+    assert_says(&v[0], "cannot run the verifier isolated");
+}

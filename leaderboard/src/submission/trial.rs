@@ -57,6 +57,17 @@ pub fn reward_of(result: &Value) -> Option<f64> {
         .or_else(|| value.as_bool().map(|b| if b { 1.0 } else { 0.0 }))
 }
 
+/// Runner's record that the tests ran unisolated (`verifier_isolation.isolated: false`), with
+/// its reason; `None` when isolated or not said (Harbor writes no such field).
+fn unisolated_verifier(result: &Value) -> Option<String> {
+    let isolation = result.get("verifier_isolation")?;
+    (isolation.get("isolated")?.as_bool()? == false).then(|| {
+        str_at(isolation, "/detail")
+            .unwrap_or("no reason recorded")
+            .to_owned()
+    })
+}
+
 fn has_rewards(result: &Value) -> bool {
     result
         .get("verifier_result")
@@ -331,6 +342,15 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                 Rule::TrialResultsComplete,
                 Some(result_file.clone()),
                 "finished_at is missing: the trial never finished; resume the job to complete it",
+            ));
+        }
+        if let Some(detail) = unisolated_verifier(result) {
+            violations.push(Violation::new(
+                Rule::VerifierIsolated,
+                Some(result_file.clone()),
+                format!(
+                    "the verifier ran in the agent's sandbox without isolation ({detail}): the agent's leftovers could change what the tests read; re-run where runner can isolate the verifier"
+                ),
             ));
         }
         if facts.exception_type.is_none() && !has_rewards(result) {
