@@ -8,6 +8,11 @@
 # (apk, curl, a CUDA toolkit) or the internet fail for that reason, not runner's; the table in
 # the issue note says which.
 #
+# Many of Harbor's examples reach the internet on purpose (the network-policy matrix probes
+# example.com, hello-world's tests fetch uv from astral.sh, some builds pull from ghcr.io). On a
+# machine whose traffic must stay on loopback those tasks are skipped, each named with the hosts
+# its files contain; HARBOR_EXAMPLES_ONLINE=1 runs them too, where internet access is allowed.
+#
 # Usage: scripts/harbor-examples.sh HARBOR_REPO [OUT_DIR]
 #   HARBOR_REPO  a Harbor checkout, or a bare git directory (its HEAD is read)
 #   OUT_DIR      where the tasks and job directories go (default: a new temporary directory)
@@ -42,6 +47,14 @@ printf '%-55s %s\n' task outcome
 find "$out/src" -name task.toml -printf '%h\n' | sort | while read -r task; do
     rel=${task#"$out/src/tasks/"}
     name=${rel//\//-}
+    if [ "${HARBOR_EXAMPLES_ONLINE:-0}" != 1 ]; then
+        hosts=$(grep -rhoP 'https?://(?!(localhost|127\.0\.0\.1|0\.0\.0\.0)[:/])[A-Za-z0-9-]+\.[A-Za-z0-9.-]+|^FROM [a-z0-9-]+\.[a-z0-9.-]+(?=[:/])|--from=[a-z0-9-]+\.[a-z0-9.-]+(?=[:/])' \
+            "$task" 2>/dev/null | sed 's#^.*[/ =]##' | sort -u | tr '\n' ' ' || true)
+        if [ -n "$hosts" ]; then
+            printf '%-55s skipped: its files reach %s(HARBOR_EXAMPLES_ONLINE=1 runs it)\n' "$rel" "$hosts"
+            continue
+        fi
+    fi
     if ! "$runner" run --path "$task" --agent oracle --k 1 --jobs-dir "$out/jobs" \
         --job-name "$name" >"$out/jobs/$name.out" 2>&1; then
         :
