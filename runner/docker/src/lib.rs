@@ -8,6 +8,7 @@
 mod archive;
 mod auth;
 mod base_images;
+mod build_spec;
 mod buildkit;
 mod buildkit_status;
 mod compose;
@@ -175,7 +176,7 @@ impl Backend for DockerBackend {
             .ensure_other(
                 task,
                 verifier.docker_image.as_deref(),
-                &verifier.context,
+                &build_spec::BuildSpec::context(verifier.context.clone()),
                 &verifier.name,
                 log,
             )
