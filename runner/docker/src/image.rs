@@ -95,48 +95,16 @@ impl ImageService {
         force_build: bool,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
-        match super::compose::main_image(task, force_build)? {
-            MainImage::Task => {}
-            MainImage::Build(spec) => {
-                log(
-                    "runner",
-                    format!(
-                        "main's image: services.main.build of environment/docker-compose.yaml ({})\n",
-                        spec.describe(&task.environment_dir())
-                    )
-                    .as_bytes(),
-                );
-                return Ok(self
-                    .build(task, &spec, task.short_name(), force_build, log)
-                    .await?);
-            }
-            MainImage::Prebuilt { image, fallback } => {
-                log(
-                    "runner",
-                    format!(
-                        "main's image: {image} (services.main of environment/docker-compose.yaml)\n"
-                    )
-                    .as_bytes(),
-                );
-                let pulled = self.prebuilt(task, &image, log).await;
-                return match (pulled, fallback) {
-                    (Err(e), Some(spec)) => {
-                        // Compose, given `image` and `build`, builds when the pull fails.
-                        log(
-                            "runner",
-                            format!(
-                                "{e}; building services.main.build instead ({})\n",
-                                spec.describe(&task.environment_dir())
-                            )
-                            .as_bytes(),
-                        );
-                        Ok(self
-                            .build(task, &spec, task.short_name(), force_build, log)
-                            .await?)
-                    }
-                    (outcome, _) => outcome,
-                };
-            }
+        if let Some(image) = self
+            .compose_main(
+                task,
+                super::compose::main_image(task, force_build)?,
+                force_build,
+                log,
+            )
+            .await
+        {
+            return image;
         }
         match image_source(task, force_build) {
             ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
@@ -149,6 +117,46 @@ impl ImageService {
                     log,
                 )
                 .await?),
+        }
+    }
+
+    /// Main's image when the compose file decides it (`None`: the task's own image).
+    async fn compose_main(
+        &self,
+        task: &Task,
+        main: MainImage,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> Option<Result<ImageInfo, BackendError>> {
+        let env_dir = task.environment_dir();
+        let from_file = "environment/docker-compose.yaml";
+        let say = |text: String| log("runner", text.as_bytes());
+        match main {
+            MainImage::Task => None,
+            MainImage::Build(spec) => {
+                say(format!(
+                    "main's image: services.main.build of {from_file} ({})\n",
+                    spec.describe(&env_dir)
+                ));
+                let built = self.build(task, &spec, task.short_name(), force_build, log);
+                Some(built.await.map_err(BackendError::from))
+            }
+            MainImage::Prebuilt { image, fallback } => {
+                say(format!(
+                    "main's image: {image} (services.main of {from_file})\n"
+                ));
+                let pulled = self.prebuilt(task, &image, log).await;
+                let (Err(e), Some(spec)) = (&pulled, fallback) else {
+                    return Some(pulled);
+                };
+                // Compose, given `image` and `build`, builds when the image cannot be pulled.
+                say(format!(
+                    "{e}; building services.main.build instead ({})\n",
+                    spec.describe(&env_dir)
+                ));
+                let built = self.build(task, &spec, task.short_name(), force_build, log);
+                Some(built.await.map_err(BackendError::from))
+            }
         }
     }
 
@@ -390,7 +398,7 @@ impl ImageService {
         path: &std::path::Path,
         log: &OutputSink,
     ) -> Result<(), DockerError> {
-        let text = std::fs::read_to_string(&path).map_err(|source| DockerError::Io {
+        let text = std::fs::read_to_string(path).map_err(|source| DockerError::Io {
             operation: format!("reading {}", path.display()),
             source,
         })?;
