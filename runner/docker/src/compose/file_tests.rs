@@ -389,6 +389,11 @@ mod merge {
         };
         assert_eq!(image, "img:1");
         assert_eq!(fallback.unwrap().context, env_dir(&t).join("main"));
+        // Restating Harbor's build file over a prebuilt task without Dockerfile: never built.
+        assert_eq!(
+            resolve(&t, prebuilt(), build(context_dir(&t), None), None).unwrap(),
+            MainImage::Task
+        );
     }
 
     #[test]

@@ -76,7 +76,10 @@ pub(crate) fn resolve(
     };
     match source {
         ImageSource::Prebuilt(default) => {
-            let fallback = build.as_ref().map(spec).transpose()?;
+            // Compose only builds when the image can be neither found nor pulled, so a build
+            // that could not run (a restated `${CONTEXT_DIR}` of a task without Dockerfile)
+            // is no error unless it is needed; then the pull's error says why.
+            let fallback = build.as_ref().and_then(|b| spec(b).ok());
             let image = image
                 .map(|i| i.trim().to_owned())
                 .filter(|i| !i.is_empty())
