@@ -1,8 +1,9 @@
 //! One compose service, as far as runner runs it: `build` (a context directory, its
-//! Dockerfile, build arguments and target stage), `image`, `command`, `entrypoint`, `environment`, `depends_on` (with
-//! conditions), `healthcheck`, named `volumes`, `working_dir`, `user`; `expose` and `restart`
-//! are read and have no effect (services share the trial network, and a trial is too short
-//! for restarts to matter). Any other key is refused by serde, by name.
+//! Dockerfile, build arguments and target stage), `image`, `command`, `entrypoint`,
+//! `environment`, `depends_on` (with conditions), `healthcheck`, named `volumes`,
+//! `working_dir`, `user`; `expose` and `restart` are read and have no effect (services share
+//! the trial network, and a trial is too short for restarts to matter). Any other key is
+//! refused by serde, by name.
 
 use std::collections::BTreeMap;
 use std::path::Path;
