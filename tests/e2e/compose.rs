@@ -395,3 +395,30 @@ fn a_compose_task_without_any_image_for_main_fails_naming_the_file_and_what_to_a
         "{name}: {message}"
     );
 }
+
+#[test]
+fn the_compose_files_main_image_replaces_the_tasks_docker_image() {
+    // Harbor's prebuilt file gives main `image: ${PREBUILT_IMAGE_NAME}`; the task file's wins.
+    // The task's own docker_image exists nowhere: pulling it would fail the trial.
+    let dir = edited_example(|task| {
+        std::fs::remove_file(task.join("environment/Dockerfile")).unwrap();
+        edit_file(task, "task.toml", |text| {
+            text.replace(
+                "workdir = \"/app\"",
+                "workdir = \"/app\"\ndocker_image = \"runner-absent-image:never\"",
+            )
+        });
+        edit_file(task, "environment/docker-compose.yaml", |text| {
+            text.replace("  main:\n", "  main:\n    image: runner-base:bookworm-py\n")
+        });
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let trial = scored(&job, 1.0);
+    assert_says_all(
+        &job.trial_file(&trial, "trial.log"),
+        &[
+            "main's image: runner-base:bookworm-py (services.main of environment/docker-compose.yaml)",
+            "image runner-base:bookworm-py (reused",
+        ],
+    );
+}
