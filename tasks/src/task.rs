@@ -71,7 +71,8 @@ impl Task {
             });
         }
         layout::check(&dir, &toml_path, &parsed.config)?;
-        // A compose task may get its main image from the compose file; it is refused by name below.
+        // A compose task may get its main image from the compose file's `services.main`
+        // (Harbor's compose merge); the backend resolves it, and refuses a file that gives none.
         let compose = env_dir.join("docker-compose.yaml").exists();
         if !compose
             && !env_dir.join("Dockerfile").is_file()
@@ -186,26 +187,17 @@ mod tests {
     }
 
     #[test]
-    fn a_compose_only_task_is_refused_by_name_not_for_a_missing_image() {
+    fn a_compose_only_task_loads_for_its_compose_file_to_name_the_image() {
         let dir = task_dir(&[
             ("task.toml", "[task]\nname = \"org/compose\"\n"),
             ("instruction.md", "Query the sidecar.\n"),
             ("tests/test.sh", "exit 0\n"),
             (
                 "environment/docker-compose.yaml",
-                "services:\n  main:\n    image: alpine\n",
+                "services:\n  main:\n    build:\n      context: ./main\n",
             ),
         ]);
-        let root = dir.path();
-        let err = Task::load(root).unwrap_err().to_string();
-        assert!(
-            err.starts_with("task org/compose (")
-                && err.contains(
-                    "compose environments whose main service takes its image from docker-compose.yaml are not supported yet"
-                ),
-            "{err}"
-        );
-        let task = Task::read(root).unwrap();
-        assert_eq!(task.unsupported, [UnsupportedFeature::ComposeMainImage]);
+        let task = Task::load(dir.path()).unwrap();
+        assert!(task.unsupported.is_empty(), "{:?}", task.unsupported);
     }
 }

@@ -13,9 +13,6 @@ use crate::config::{EnvironmentSection, NetworkMode, TaskConfig, TaskOs};
 /// A feature of a task that the runner does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedFeature {
-    /// `environment/docker-compose.yaml` whose `main` has neither `environment/Dockerfile` nor
-    /// `[environment] docker_image` (its image would come from the compose file).
-    ComposeMainImage,
     /// `network_mode = "allowlist"` with `allowed_hosts`.
     Allowlist {
         /// The section declaring it: `environment`, `agent`, `verifier`,
@@ -33,7 +30,6 @@ impl UnsupportedFeature {
     /// A stable short name (`multi-step`, `compose`, …) for reports and tests.
     pub fn key(&self) -> &'static str {
         match self {
-            UnsupportedFeature::ComposeMainImage => "compose-main-image",
             UnsupportedFeature::Allowlist { .. } => "allowlist",
             UnsupportedFeature::Tpu => "tpu",
             UnsupportedFeature::Windows => "windows",
@@ -44,10 +40,6 @@ impl UnsupportedFeature {
 impl fmt::Display for UnsupportedFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UnsupportedFeature::ComposeMainImage => write!(
-                f,
-                "compose environments whose main service takes its image from docker-compose.yaml are not supported yet; add environment/Dockerfile or [environment] docker_image"
-            ),
             UnsupportedFeature::Allowlist { section } => write!(
                 f,
                 "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet (Harbor's Docker environment refuses them too); use \"public\" or \"no-network\""
@@ -67,7 +59,7 @@ impl fmt::Display for UnsupportedFeature {
 pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 
 /// Every detector, in the order features are reported.
-pub const DETECTORS: &[Detector] = &[compose_main_image, allowlist, tpu, windows];
+pub const DETECTORS: &[Detector] = &[allowlist, tpu, windows];
 
 /// The features of the task at `task_dir` (with config `config`) that the runner cannot run.
 pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
@@ -75,16 +67,6 @@ pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
         .iter()
         .filter_map(|detector| detector(config, task_dir))
         .collect()
-}
-
-fn compose_main_image(config: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
-    // Harbor's Docker backend switches to compose exactly when this file exists; runner makes
-    // `main` from the task's own image and the file's other services as sidecars.
-    let env = task_dir.join("environment");
-    (env.join("docker-compose.yaml").exists()
-        && !env.join("Dockerfile").exists()
-        && config.environment.docker_image.is_none())
-    .then_some(UnsupportedFeature::ComposeMainImage)
 }
 
 fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {

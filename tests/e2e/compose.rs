@@ -355,3 +355,70 @@ fn a_later_run_reaps_the_compose_objects_of_a_killed_runner() {
         "the next run reaped the dead runner's containers, network and volume"
     );
 }
+
+#[test]
+fn mains_image_is_built_from_the_compose_files_build_and_runs_as_its_user_and_workdir() {
+    let task = workspace_root().join("tests/fixtures/tasks/compose-main-build");
+    let (_jobs, job) = run(&task, "oracle");
+    let trial = scored(&job, 1.0);
+    assert_says_all(
+        &job.trial_file(&trial, "trial.log"),
+        &[
+            "main's image: services.main.build of environment/docker-compose.yaml (context environment/, dockerfile main.Dockerfile, args MARKER)",
+            "image runner-task-compose-main-build:",
+        ],
+    );
+    // The second job finds the image by its content: no build on its path.
+    let (_jobs, job) = run(&task, "nop");
+    let trial = scored(&job, 0.0);
+    let log = job.trial_file(&trial, "trial.log");
+    assert!(
+        log.contains("reused") && !log.contains("building runner-task-compose-main-build"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_compose_task_without_any_image_for_main_fails_naming_the_file_and_what_to_add() {
+    let dir = edited_example(|task| {
+        std::fs::remove_file(task.join("environment/Dockerfile")).unwrap();
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let (name, result) = only_trial(&job);
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("task examples/compose-sidecar")
+            && message.contains("environment/docker-compose.yaml: services.main has no image")
+            && message.contains("add environment/Dockerfile, [environment] docker_image"),
+        "{name}: {message}"
+    );
+}
+
+#[test]
+fn the_compose_files_main_image_replaces_the_tasks_docker_image() {
+    // Harbor's prebuilt file gives main `image: ${PREBUILT_IMAGE_NAME}`; the task file's wins.
+    // The task's own docker_image exists nowhere: pulling it would fail the trial.
+    let dir = edited_example(|task| {
+        std::fs::remove_file(task.join("environment/Dockerfile")).unwrap();
+        edit_file(task, "task.toml", |text| {
+            text.replace(
+                "workdir = \"/app\"",
+                "workdir = \"/app\"\ndocker_image = \"runner-absent-image:never\"",
+            )
+        });
+        edit_file(task, "environment/docker-compose.yaml", |text| {
+            text.replace("  main:\n", "  main:\n    image: runner-base:bookworm-py\n")
+        });
+    });
+    let (_jobs, job) = run(&dir.path().join("task"), "oracle");
+    let trial = scored(&job, 1.0);
+    assert_says_all(
+        &job.trial_file(&trial, "trial.log"),
+        &[
+            "main's image: runner-base:bookworm-py (services.main of environment/docker-compose.yaml)",
+            "image runner-base:bookworm-py (reused",
+        ],
+    );
+}

@@ -33,8 +33,14 @@ pub struct BuildRequest<'a> {
     pub tag: &'a str,
     /// Labels on the image.
     pub labels: &'a HashMap<&'a str, &'a str>,
-    /// The context as a tar, with `Dockerfile` at its root (shared: a retry sends it again).
+    /// The context as a tar (shared: a retry sends it again).
     pub context: bytes::Bytes,
+    /// The Dockerfile's path inside the context (`Dockerfile` unless compose names another).
+    pub dockerfile: &'a str,
+    /// `--build-arg`s (compose `build.args`).
+    pub build_args: &'a std::collections::BTreeMap<String, String>,
+    /// The stage to build (compose `build.target`); the last stage when `None`.
+    pub target: Option<&'a str>,
 }
 
 /// BuildKit's error when a build needed a client session: its base image needs registry
@@ -99,12 +105,19 @@ pub async fn build(
     };
     let mut tail = Tail::default();
     let labels = serde_json::to_string(request.labels).expect("string map");
-    let query = [
+    let mut query = vec![
         ("t", request.tag.to_owned()),
-        ("dockerfile", "Dockerfile".to_owned()),
+        ("dockerfile", request.dockerfile.to_owned()),
         ("version", "2".to_owned()),
         ("labels", labels),
     ];
+    if !request.build_args.is_empty() {
+        let args = serde_json::to_string(request.build_args).expect("string map");
+        query.push(("buildargs", args));
+    }
+    if let Some(target) = request.target {
+        query.push(("target", target.to_owned()));
+    }
     let query = serde_urlencoded::to_string(&query).expect("plain pairs");
     let response = endpoint
         .post(

@@ -97,6 +97,12 @@ impl DockerEnvironment {
     ) -> Result<DockerEnvironment, BackendError> {
         let main = &spec.main;
         let limits = &spec.limits;
+        // The task's workdir wins over the compose file's, as Harbor's exec passes `-w` for it.
+        let workdir = main
+            .workdir
+            .clone()
+            .or_else(|| additions.as_ref().and_then(|a| a.working_dir.clone()));
+        let user = additions.as_ref().and_then(|a| a.user.clone());
         let container_spec = ContainerSpec {
             name: format!(
                 "runner-{}-{}",
@@ -113,7 +119,7 @@ impl DockerEnvironment {
             pids_limit: Some(limits.pids_limit),
             storage_quota_mb: limits.storage_mb,
             network: main.network == NetworkAccess::Public,
-            workdir: main.workdir.clone(),
+            workdir: workdir.clone(),
             env: main_env(main, additions.as_ref()),
             // The trial's host mounts (the LLM bridge's socket), then the compose volumes.
             binds: main
@@ -133,6 +139,9 @@ impl DockerEnvironment {
                     .unwrap_or_default(),
                 detach_before_start: spec.network_switchable && main.network == NetworkAccess::None,
                 healthcheck: additions.as_ref().and_then(|a| a.healthcheck.clone()),
+                cmd: additions.as_ref().and_then(|a| a.cmd.clone()),
+                entrypoint: additions.as_ref().and_then(|a| a.entrypoint.clone()),
+                user: user.clone(),
                 gpus: spec.gpus,
                 writable_dirs: main.writable_dirs.clone(),
                 ..Default::default()
@@ -164,8 +173,9 @@ impl DockerEnvironment {
             trial_name: container.name.clone(),
             image: main.image.clone(),
             env: container_spec.env.clone(),
-            default_user: None,
-            workdir: main.workdir.clone(),
+            // The compose `user` is the container's, so the tests' default too.
+            default_user: user,
+            workdir: workdir.clone(),
             labels: jail_labels,
             limits: limits_host_config(
                 main.cpus,
@@ -190,7 +200,7 @@ impl DockerEnvironment {
         let sandbox = DockerSandbox::new(
             client.clone(),
             container.id.clone(),
-            main.workdir.clone(),
+            workdir,
             spec.observer.clone(),
             limits.download_cap_bytes,
             removals.clone(),
@@ -210,7 +220,8 @@ impl DockerEnvironment {
 }
 
 /// Completes the jail's spec with what the trial container has from its image (its default
-/// user, and its working directory when the task names none), then makes the jail and starts
+/// user when the compose file names none, and its working directory when neither the task
+/// nor the compose file names one), then makes the jail and starts
 /// it once `trial_running` says the trial container runs. A failed inspection leaves the
 /// trial without a jail (recorded as isolation unavailable); a failed early start leaves the
 /// verifier to make a fresh jail.
@@ -228,7 +239,9 @@ async fn prepare_jail(
             };
         }
     };
-    spec.default_user = defaults.user;
+    if spec.default_user.is_none() {
+        spec.default_user = defaults.user;
+    }
     if spec.workdir.is_none() {
         spec.workdir = defaults.working_dir;
     }

@@ -13,13 +13,14 @@ use std::time::Instant;
 use bollard::auth::DockerCredentials;
 use bollard::models::ImageInspect;
 use engine::{BackendError, ImageInfo, ImageOrigin, ImageSource, OutputSink, image_source};
-use sha2::{Digest, Sha256};
 use tasks::Task;
 use tokio::sync::OnceCell;
 
 use super::auth::{DockerConfig, config_path};
 use super::base_images::base_images;
+pub use super::build_spec::BuildSpec;
 use super::buildkit::{BuildFailure, BuildRequest, NEEDS_SESSION, build};
+use super::compose::MainImage;
 use super::engine_http::Endpoint;
 use super::facts::{EngineFacts, check_disk};
 use super::labels::{MANAGED, TASK};
@@ -84,19 +85,33 @@ impl ImageService {
         }
     }
 
-    /// Makes the image of `task` available (see the module doc).
+    /// Makes the image of `task` available (see the module doc). A compose task's
+    /// `services.main` may change where it comes from (`compose::main_image`, Harbor's merge of
+    /// its build or prebuilt file with the task's): a build of the context and Dockerfile the
+    /// task file names, or another prebuilt image.
     pub async fn ensure(
         &self,
         task: &Task,
         force_build: bool,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
+        if let Some(image) = self
+            .compose_main(
+                task,
+                super::compose::main_image(task, force_build)?,
+                force_build,
+                log,
+            )
+            .await
+        {
+            return image;
+        }
         match image_source(task, force_build) {
             ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
             ImageSource::Build => Ok(self
                 .build(
                     task,
-                    &task.environment_dir(),
+                    &BuildSpec::context(task.environment_dir()),
                     task.short_name(),
                     force_build,
                     log,
@@ -105,20 +120,60 @@ impl ImageService {
         }
     }
 
-    /// An image other than the task's own: the prebuilt `docker_image` when given, else a
-    /// build of `context_dir` tagged `runner-task-<name>:<sha16>` (a compose sidecar's build,
-    /// the separate verifier's `tests/`). Builds are reused by content like the task's.
+    /// Main's image when the compose file decides it (`None`: the task's own image).
+    async fn compose_main(
+        &self,
+        task: &Task,
+        main: MainImage,
+        force_build: bool,
+        log: &OutputSink,
+    ) -> Option<Result<ImageInfo, BackendError>> {
+        let env_dir = task.environment_dir();
+        let from_file = "environment/docker-compose.yaml";
+        let say = |text: String| log("runner", text.as_bytes());
+        match main {
+            MainImage::Task => None,
+            MainImage::Build(spec) => {
+                say(format!(
+                    "main's image: services.main.build of {from_file} ({})\n",
+                    spec.describe(&env_dir)
+                ));
+                let built = self.build(task, &spec, task.short_name(), force_build, log);
+                Some(built.await.map_err(BackendError::from))
+            }
+            MainImage::Prebuilt { image, fallback } => {
+                say(format!(
+                    "main's image: {image} (services.main of {from_file})\n"
+                ));
+                let pulled = self.prebuilt(task, &image, log).await;
+                let (Err(e), Some(spec)) = (&pulled, fallback) else {
+                    return Some(pulled);
+                };
+                // Compose, given `image` and `build`, builds when the image cannot be pulled.
+                say(format!(
+                    "{e}; building services.main.build instead ({})\n",
+                    spec.describe(&env_dir)
+                ));
+                let built = self.build(task, &spec, task.short_name(), force_build, log);
+                Some(built.await.map_err(BackendError::from))
+            }
+        }
+    }
+
+    /// An image other than the task's own: the prebuilt `docker_image` when given, else the
+    /// build `spec` tagged `runner-task-<name>:<sha16>` (a compose sidecar's build, the
+    /// separate verifier's `tests/`). Builds are reused by content like the task's.
     pub async fn ensure_other(
         &self,
         task: &Task,
         docker_image: Option<&str>,
-        context_dir: &std::path::Path,
+        spec: &BuildSpec,
         name: &str,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
         match docker_image.map(str::trim).filter(|i| !i.is_empty()) {
             Some(image) => self.prebuilt(task, image, log).await,
-            None => Ok(self.build(task, context_dir, name, false, log).await?),
+            None => Ok(self.build(task, spec, name, false, log).await?),
         }
     }
 
@@ -257,26 +312,23 @@ impl ImageService {
         Ok(found.map(|auth| auth.for_engine(&server)))
     }
 
-    /// Builds `environment/` with BuildKit under its content-addressed tag, or reuses that tag
-    /// unless the build is forced. A forced build still uses BuildKit's cache, as Harbor's
+    /// Builds `spec` with BuildKit under its content-addressed tag, or reuses that tag unless
+    /// the build is forced. A forced build still uses BuildKit's cache, as Harbor's
     /// `--force-build` (`docker compose build`) does; it always runs, so the lock says `built`.
     async fn build(
         &self,
         task: &Task,
-        env_dir: &std::path::Path,
+        spec: &BuildSpec,
         name: &str,
         force_build: bool,
         log: &OutputSink,
     ) -> Result<ImageInfo, DockerError> {
+        let env_dir = spec.context.as_path();
         let context = provenance::build_context(env_dir).map_err(|e| DockerError::Build {
             task: task.name.clone(),
             message: format!("packing {} as a build context: {e}", env_dir.display()),
         })?;
-        let tag = format!(
-            "runner-task-{}:{}",
-            sanitize(name),
-            &hex::encode(Sha256::digest(&context))[..16]
-        );
+        let tag = format!("runner-task-{}:{}", sanitize(name), spec.digest(&context));
         let facts = self.facts().await?.clone();
         if !force_build && let Some(found) = inspect(&self.client, &tag).await? {
             self.record_use(&tag, &found, None, log).await;
@@ -306,6 +358,9 @@ impl ImageService {
             tag: &tag,
             labels: &labels,
             context: context.clone(),
+            dockerfile: &spec.dockerfile,
+            build_args: &spec.args,
+            target: spec.target.as_deref(),
         };
         let failed = |failure: BuildFailure| DockerError::Build {
             task: task.name.clone(),
@@ -314,7 +369,8 @@ impl ImageService {
         match build(&endpoint, request(), log).await {
             Ok(()) => {}
             Err(failure) if failure.error.contains(NEEDS_SESSION) => {
-                self.pull_bases(task, env_dir, log).await?;
+                self.pull_bases(task, &env_dir.join(&spec.dockerfile), log)
+                    .await?;
                 build(&endpoint, request(), log).await.map_err(failed)?;
             }
             Err(failure) => return Err(failed(failure)),
@@ -334,16 +390,15 @@ impl ImageService {
         Ok(image_info(&tag, found, ImageOrigin::Built, &facts))
     }
 
-    /// Pulls the literal base images of the task's Dockerfile with the Docker config's
+    /// Pulls the literal base images of the Dockerfile at `path` with the Docker config's
     /// credentials, for a build whose base BuildKit could not fetch without a session.
     async fn pull_bases(
         &self,
         task: &Task,
-        env_dir: &std::path::Path,
+        path: &std::path::Path,
         log: &OutputSink,
     ) -> Result<(), DockerError> {
-        let path = env_dir.join("Dockerfile");
-        let text = std::fs::read_to_string(&path).map_err(|source| DockerError::Io {
+        let text = std::fs::read_to_string(path).map_err(|source| DockerError::Io {
             operation: format!("reading {}", path.display()),
             source,
         })?;

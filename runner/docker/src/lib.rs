@@ -1,13 +1,15 @@
 //! The Docker backend, through bollard: images, containers, exec, file transfer, reaping.
 //!
 //! Everything the runner asks of the engine lives here. [`DockerBackend`] implements the
-//! engine's `Backend`: task images pulled or built once per job ([`ImageService`]), one
-//! container per trial environment (sidecars are refused until compose environments land),
-//! driven through [`DockerSandbox`].
+//! engine's `Backend`: task images pulled or built once per job ([`ImageService`]; a compose
+//! task's `services.main` may name the build or image), one main container per trial
+//! environment with a compose task's sidecars on a network of its own, driven through
+//! [`DockerSandbox`].
 
 mod archive;
 mod auth;
 mod base_images;
+mod build_spec;
 mod buildkit;
 mod buildkit_status;
 mod compose;
@@ -175,7 +177,7 @@ impl Backend for DockerBackend {
             .ensure_other(
                 task,
                 verifier.docker_image.as_deref(),
-                &verifier.context,
+                &build_spec::BuildSpec::context(verifier.context.clone()),
                 &verifier.name,
                 log,
             )

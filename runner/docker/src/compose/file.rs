@@ -2,10 +2,12 @@
 //! interpolated in every string value, then read into typed services. Only what runner can
 //! run faithfully is accepted; any other key is refused by name, never ignored.
 //!
-//! Harbor runs `docker compose -f <base> -f <build|prebuilt> -f <task file>`: the base and
-//! build/prebuilt files define only `main` (its image and `sleep infinity`), which runner
-//! makes itself from the task's prepared image, so the task file's `main` may add
-//! `depends_on`, `environment`, `volumes` and `healthcheck` to it, but not replace its image.
+//! Harbor runs `docker compose -f <build|prebuilt> -f <task file>`: the build or prebuilt
+//! file defines only `main` (its build or image and `sh -c "sleep infinity"`), and the task
+//! file may override any of it. Main's `build` and `image` decide its image, which is
+//! prepared before the trial (`main_image.rs`); its `command`, `entrypoint`, `user` and
+//! `working_dir` go to the main container; it may add `depends_on`, `environment`,
+//! `volumes` and `healthcheck`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,7 +15,7 @@ use saphyr::{LoadableYamlNode, Scalar, Yaml};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::service::ServiceDef;
+use super::service::{Build, ServiceDef};
 
 /// Harbor's name for the agent's service.
 pub const MAIN_SERVICE: &str = "main";
@@ -42,18 +44,62 @@ impl ComposeError {
 /// itself ignores `version`. `x-*` extension fields are ignored.
 const TOP_LEVEL: &[&str] = &["services", "volumes", "version", "name"];
 
-/// Parses `text` with `vars` for interpolation.
-pub fn parse(text: &str, vars: &BTreeMap<String, String>) -> Result<ComposeFile, ComposeError> {
+/// The file's top-level mapping.
+fn load(text: &str) -> Result<serde_json::Map<String, Value>, ComposeError> {
     let docs = Yaml::load_from_str(text).map_err(|e| ComposeError::new(e.to_string()))?;
     let root = match docs.first() {
         Some(doc) => to_json(doc)?,
         None => Value::Null,
     };
-    let Value::Object(mut root) = root else {
+    let Value::Object(root) = root else {
         return Err(ComposeError::new(
             "the file must be a mapping with `services`",
         ));
     };
+    Ok(root)
+}
+
+/// `services.main.build` and `services.main.image` alone, interpolated with `vars`: what
+/// main's image needs before a trial exists (the rest of the file is read at its start).
+pub fn main_image_keys(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<(Option<Build>, Option<String>), ComposeError> {
+    let mut root = load(text)?;
+    let Some(Value::Object(mut main)) = root
+        .remove("services")
+        .and_then(|mut s| s.get_mut(MAIN_SERVICE).map(Value::take))
+    else {
+        return Ok((None, None));
+    };
+    let mut read = |key: &str| -> Result<Option<Value>, ComposeError> {
+        let Some(mut value) = main.remove(key) else {
+            return Ok(None);
+        };
+        interpolate(&mut value, vars)
+            .map_err(|e| ComposeError::new(format!("services.main.{key}: {}", e.0)))?;
+        Ok(Some(value))
+    };
+    let build = read("build")?
+        .map(|v| {
+            Build::deserialize(v).map_err(|e| ComposeError::new(format!("services.main: {e}")))
+        })
+        .transpose()?;
+    let image = match read("image")? {
+        None | Some(Value::Null) => None,
+        Some(Value::String(image)) => Some(image),
+        Some(other) => {
+            return Err(ComposeError::new(format!(
+                "services.main.image: expected a string, found {other}"
+            )));
+        }
+    };
+    Ok((build, image))
+}
+
+/// Parses `text` with `vars` for interpolation.
+pub fn parse(text: &str, vars: &BTreeMap<String, String>) -> Result<ComposeFile, ComposeError> {
+    let mut root = load(text)?;
     for key in root.keys() {
         if !TOP_LEVEL.contains(&key.as_str()) && !key.starts_with("x-") {
             return Err(ComposeError::new(format!(
@@ -125,7 +171,7 @@ impl ComposeFile {
         Ok(())
     }
 
-    /// References between services and volumes resolve, and `main` replaces nothing runner makes.
+    /// References between services and volumes resolve and `depends_on` has no cycle.
     fn check(&self) -> Result<(), ComposeError> {
         for (name, service) in &self.services {
             for (dependency, _) in service.dependencies() {
@@ -145,22 +191,6 @@ impl ComposeFile {
                     return Err(ComposeError::new(format!(
                         "services.{name}: volume {:?} is not declared under the top-level `volumes`",
                         volume.name
-                    )));
-                }
-            }
-        }
-        if let Some(main) = self.services.get(MAIN_SERVICE) {
-            for (key, set) in [
-                ("image", main.image.is_some()),
-                ("build", main.build.is_some()),
-                ("command", main.command.is_some()),
-                ("entrypoint", main.entrypoint.is_some()),
-                ("user", main.user.is_some()),
-                ("working_dir", main.working_dir.is_some()),
-            ] {
-                if set {
-                    return Err(ComposeError::new(format!(
-                        "services.main.{key}: runner makes the main service from environment/Dockerfile or [environment] docker_image (and [environment] workdir); remove {key} from the compose file"
                     )));
                 }
             }

@@ -9,10 +9,12 @@
 
 mod file;
 mod logs;
+mod main_image;
 mod service;
 mod wait;
 
 pub use file::{ComposeError, ComposeFile, MAIN_SERVICE, parse};
+pub use main_image::{MainImage, main_image};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -44,6 +46,17 @@ pub struct MainAdditions {
     pub binds: Vec<String>,
     /// `healthcheck:` of `services.main`.
     pub healthcheck: Option<bollard::models::HealthConfig>,
+    /// `command:` of `services.main` (Harbor's default is `sh -c "sleep infinity"`, as
+    /// runner's).
+    pub cmd: Option<Vec<String>>,
+    /// `entrypoint:` of `services.main`.
+    pub entrypoint: Option<Vec<String>>,
+    /// `user:` of `services.main`: the container's user, so every exec and the verifier
+    /// without a user of their own run as it.
+    pub user: Option<String>,
+    /// `working_dir:` of `services.main`: the default directory when the task names no
+    /// `[environment] workdir` (Harbor's exec passes `-w` only for that).
+    pub working_dir: Option<String>,
 }
 
 /// The running sidecars, network and volumes of one trial.
@@ -160,10 +173,7 @@ impl ComposeRun {
                     .healthcheck
                     .as_ref()
                     .map(|h| h.config().unwrap_or_default()),
-                user: service.user.as_ref().map(|u| match u {
-                    service::StringOrInt::Text(t) => t.clone(),
-                    service::StringOrInt::Int(i) => i.to_string(),
-                }),
+                user: service.user.as_ref().map(service::StringOrInt::text),
                 image_cmd: true,
                 no_init: true,
                 labels: HashMap::from([(labels::SERVICE.to_owned(), name.clone())]),
@@ -214,6 +224,10 @@ impl ComposeRun {
                 .healthcheck
                 .as_ref()
                 .map(|h| h.config().unwrap_or_default()),
+            cmd: main.command.as_ref().map(|c| c.argv()),
+            entrypoint: main.entrypoint.as_ref().map(|c| c.argv()),
+            user: main.user.as_ref().map(service::StringOrInt::text),
+            working_dir: main.working_dir.clone().filter(|w| !w.is_empty()),
         })
     }
 
@@ -279,8 +293,8 @@ impl ComposeRun {
     }
 }
 
-/// A sidecar's image: its `build` context (under `environment/`, which it must not leave)
-/// through the image service's BuildKit path, else its `image`.
+/// A sidecar's image: its `build` (context and Dockerfile under `environment/`, which they
+/// must not leave) through the image service's BuildKit path, else its `image`.
 async fn sidecar_image(
     images: &ImageService,
     task: &Task,
@@ -291,40 +305,44 @@ async fn sidecar_image(
 ) -> Result<engine::ImageInfo, BackendError> {
     match &service.build {
         Some(build) => {
-            let context = env_dir.join(build.context());
-            let inside = context
-                .canonicalize()
-                .ok()
-                .zip(env_dir.canonicalize().ok())
-                .is_some_and(|(c, e)| c.starts_with(e));
-            if !inside || !context.join("Dockerfile").is_file() {
-                return Err(BackendError::new(
+            let spec = build.spec(env_dir).map_err(|e| {
+                BackendError::new(
                     BackendErrorKind::Build,
-                    format!(
-                        "task {}: compose service {name}: build context {:?} must be a directory inside environment/ with a Dockerfile",
-                        task.name,
-                        build.context()
-                    ),
-                ));
-            }
+                    format!("task {}: compose service {name}: {e}", task.name),
+                )
+            })?;
             let tag_name = format!("{}-{name}", task.short_name());
-            images
-                .ensure_other(task, None, &context, &tag_name, log)
-                .await
+            images.ensure_other(task, None, &spec, &tag_name, log).await
         }
         None => {
+            let spec = crate::build_spec::BuildSpec::context(env_dir.to_owned());
             images
-                .ensure_other(task, service.image.as_deref(), env_dir, name, log)
+                .ensure_other(task, service.image.as_deref(), &spec, name, log)
                 .await
         }
     }
 }
 
 /// Harbor's compose variables (`ComposeInfraEnvVars`) over the task's resolved
-/// `[environment].env`; the infrastructure's win on a clash, as in Harbor. The host's own
-/// environment is not offered (it may hold credentials).
+/// `[environment].env` and the trial's limits.
 fn variables(task: &Task, spec: &EnvironmentSpec) -> BTreeMap<String, String> {
-    let mut vars = spec.main.env.clone();
+    infra_variables(
+        task,
+        spec.main.env.clone(),
+        spec.main.cpus,
+        spec.main.memory_mb,
+    )
+}
+
+/// Harbor's compose variables (`ComposeInfraEnvVars`) over `env`; the infrastructure's win
+/// on a clash, as in Harbor. The host's own environment is not offered (it may hold
+/// credentials).
+fn infra_variables(
+    task: &Task,
+    mut vars: BTreeMap<String, String>,
+    cpus: Option<f64>,
+    memory_mb: Option<u64>,
+) -> BTreeMap<String, String> {
     let env_dir = task.environment_dir();
     let context = env_dir.canonicalize().unwrap_or(env_dir);
     vars.insert("CONTEXT_DIR".into(), context.display().to_string());
@@ -335,10 +353,10 @@ fn variables(task: &Task, spec: &EnvironmentSpec) -> BTreeMap<String, String> {
     if let Some(image) = &task.config.environment.docker_image {
         vars.insert("PREBUILT_IMAGE_NAME".into(), image.clone());
     }
-    if let Some(cpus) = spec.main.cpus {
+    if let Some(cpus) = cpus {
         vars.insert("CPUS".into(), format!("{}", cpus.ceil() as i64));
     }
-    if let Some(memory) = spec.main.memory_mb {
+    if let Some(memory) = memory_mb {
         vars.insert("MEMORY".into(), format!("{memory}M"));
     }
     vars

@@ -1,10 +1,12 @@
-//! One compose service, as far as runner runs it: `build` (a context directory with its
-//! `Dockerfile`), `image`, `command`, `entrypoint`, `environment`, `depends_on` (with
-//! conditions), `healthcheck`, named `volumes`, `working_dir`, `user`; `expose` and `restart`
-//! are read and have no effect (services share the trial network, and a trial is too short
-//! for restarts to matter). Any other key is refused by serde, by name.
+//! One compose service, as far as runner runs it: `build` (a context directory, its
+//! Dockerfile, build arguments and target stage), `image`, `command`, `entrypoint`,
+//! `environment`, `depends_on` (with conditions), `healthcheck`, named `volumes`,
+//! `working_dir`, `user`; `expose` and `restart` are read and have no effect (services share
+//! the trial network, and a trial is too short for restarts to matter). Any other key is
+//! refused by serde, by name.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use bollard::models::HealthConfig;
@@ -12,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::file::ComposeError;
+use crate::build_spec::{BuildSpec, DOCKERFILE};
 
 /// A service definition.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -46,28 +49,106 @@ pub struct ServiceDef {
     pub restart: Option<String>,
 }
 
-/// `build: ./dir` or `build: {context: ./dir, dockerfile: Dockerfile}`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum Build {
-    /// The context directory.
-    Context(String),
-    /// The long form.
-    Spec {
-        /// The context directory.
-        context: Option<String>,
-        /// The Dockerfile's name inside the context (only `Dockerfile` is supported).
-        dockerfile: Option<String>,
-    },
+/// `build: ./dir` or `build: {context: ./dir, dockerfile: Dockerfile, args: {…}, target: t}`;
+/// any other key of the long form is refused by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Build {
+    /// The context directory, relative to `environment/` (or absolute, as `${CONTEXT_DIR}`
+    /// gives it); `environment/` itself when unset.
+    pub context: Option<String>,
+    /// The Dockerfile's path relative to the context; `Dockerfile` when unset.
+    pub dockerfile: Option<String>,
+    /// Build arguments (a key without a value is left out: it would come from the host).
+    pub args: BTreeMap<String, String>,
+    /// The stage to build.
+    pub target: Option<String>,
+}
+
+/// The long form of `build:`, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildMap {
+    context: Option<String>,
+    dockerfile: Option<String>,
+    args: Option<Environment>,
+    target: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Build {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match Value::deserialize(deserializer)? {
+            Value::String(context) => Ok(Build {
+                context: Some(context),
+                ..Build::default()
+            }),
+            map @ Value::Object(_) => {
+                let map: BuildMap = serde_json::from_value(map)
+                    .map_err(|e| D::Error::custom(format!("build: {e}")))?;
+                Ok(Build {
+                    context: map.context,
+                    dockerfile: map.dockerfile,
+                    args: map
+                        .args
+                        .map(|a| a.pairs())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect(),
+                    target: map.target,
+                })
+            }
+            _ => Err(D::Error::custom(
+                "build: expected a context path or a mapping with context, dockerfile, args, target",
+            )),
+        }
+    }
 }
 
 impl Build {
-    /// The context directory, relative to `environment/` (`.` when unset).
+    /// The context directory as written, relative to `environment/` (`.` when unset).
     pub fn context(&self) -> &str {
-        match self {
-            Build::Context(c) => c,
-            Build::Spec { context, .. } => context.as_deref().unwrap_or("."),
-        }
+        self.context.as_deref().unwrap_or(".")
+    }
+
+    /// The build, checked: the context is a directory inside `env_dir` (the compose file's
+    /// directory, which the task carries whole) and the Dockerfile a file inside the context.
+    pub fn spec(&self, env_dir: &Path) -> Result<BuildSpec, String> {
+        let inside = |path: &Path, root: &Path| {
+            path.canonicalize()
+                .ok()
+                .zip(root.canonicalize().ok())
+                .filter(|(p, r)| p.starts_with(r))
+                .map(|(p, _)| p)
+        };
+        let context = inside(&env_dir.join(self.context()), env_dir)
+            .filter(|c| c.is_dir())
+            .ok_or_else(|| {
+                format!(
+                    "build.context {:?} must be a directory inside environment/",
+                    self.context()
+                )
+            })?;
+        let dockerfile = self.dockerfile.as_deref().unwrap_or(DOCKERFILE);
+        let file = inside(&context.join(dockerfile), &context)
+            .filter(|f| f.is_file())
+            .ok_or_else(|| {
+                format!(
+                    "build.dockerfile {dockerfile:?} must be a file inside the build context {:?}",
+                    self.context()
+                )
+            })?;
+        let relative = file.strip_prefix(&context).unwrap_or(&file);
+        let dockerfile = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        Ok(BuildSpec {
+            context,
+            dockerfile,
+            args: self.args.clone(),
+            target: self.target.clone(),
+        })
     }
 }
 
@@ -101,6 +182,16 @@ pub enum StringOrInt {
     Int(i64),
 }
 
+impl StringOrInt {
+    /// The value as the engine takes it.
+    pub fn text(&self) -> String {
+        match self {
+            StringOrInt::Text(t) => t.clone(),
+            StringOrInt::Int(i) => i.to_string(),
+        }
+    }
+}
+
 /// `environment:` as a mapping or a list of `KEY=VALUE`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
@@ -109,6 +200,32 @@ pub enum Environment {
     Map(BTreeMap<String, Option<Value>>),
     /// `["KEY=value"]`.
     List(Vec<String>),
+}
+
+impl Environment {
+    /// The `KEY=VALUE` pairs; a key without a value is left out.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        match self {
+            Environment::Map(map) => map
+                .iter()
+                .filter_map(|(k, v)| {
+                    let value = match v.as_ref()? {
+                        Value::String(s) => s.clone(),
+                        Value::Null => return None,
+                        other => other.to_string(),
+                    };
+                    Some((k.clone(), value))
+                })
+                .collect(),
+            Environment::List(items) => items
+                .iter()
+                .filter_map(|item| {
+                    let (k, v) = item.split_once('=')?;
+                    Some((k.to_owned(), v.to_owned()))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// `depends_on:` as a list of names or a mapping with conditions.
@@ -200,16 +317,6 @@ impl ServiceDef {
         if name != super::file::MAIN_SERVICE && self.build.is_none() && self.image.is_none() {
             return Err(at("build: a sidecar needs `build` or `image`".into()));
         }
-        if let Some(Build::Spec {
-            dockerfile: Some(file),
-            ..
-        }) = &self.build
-            && file != "Dockerfile"
-        {
-            return Err(at(format!(
-                "build.dockerfile: only the context's `Dockerfile` is supported (found {file:?})"
-            )));
-        }
         if let Some(check) = &self.healthcheck {
             check
                 .config()
@@ -237,27 +344,10 @@ impl ServiceDef {
     /// `KEY=VALUE` pairs of `environment` (a key without a value is left out, as compose
     /// leaves it to the host, which runner never passes through).
     pub fn env(&self) -> Vec<(String, String)> {
-        match &self.environment {
-            None => Vec::new(),
-            Some(Environment::Map(map)) => map
-                .iter()
-                .filter_map(|(k, v)| {
-                    let value = match v.as_ref()? {
-                        Value::String(s) => s.clone(),
-                        Value::Null => return None,
-                        other => other.to_string(),
-                    };
-                    Some((k.clone(), value))
-                })
-                .collect(),
-            Some(Environment::List(items)) => items
-                .iter()
-                .filter_map(|item| {
-                    let (k, v) = item.split_once('=')?;
-                    Some((k.to_owned(), v.to_owned()))
-                })
-                .collect(),
-        }
+        self.environment
+            .as_ref()
+            .map(Environment::pairs)
+            .unwrap_or_default()
     }
 
     /// The service's volume mounts; host paths and anonymous volumes are refused.
