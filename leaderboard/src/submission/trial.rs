@@ -61,7 +61,7 @@ pub fn reward_of(result: &Value) -> Option<f64> {
 /// its reason; `None` when isolated or not said (Harbor writes no such field).
 fn unisolated_verifier(result: &Value) -> Option<String> {
     let isolation = result.get("verifier_isolation")?;
-    (isolation.get("isolated")?.as_bool()? == false).then(|| {
+    (!isolation.get("isolated")?.as_bool()?).then(|| {
         str_at(isolation, "/detail")
             .unwrap_or("no reason recorded")
             .to_owned()
