@@ -349,3 +349,27 @@ fn what_the_agent_and_the_tests_leave_in_logs_artifacts_is_kept() {
         serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
     assert_eq!(manifest[0]["status"], "empty", "{manifest}");
 }
+
+/// The verifier jail is started early and waits for its order in the trial's PID namespace,
+/// where the agent can see and kill it. Whether it still runs is learnt from the engine's wait
+/// asked for at its start (no inspection before the order): a killed jail is noticed, and
+/// the tests run in a fresh one, isolated, with their honest reward.
+#[test]
+fn an_agent_that_kills_the_waiting_verifier_jail_is_verified_in_a_fresh_one() {
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-waiting-jail", "oracle", 1);
+    let (name, result) = &job.trial_results()[0];
+    let log = job.trial_file(name, "trial.log");
+    assert_eq!(code, 0, "{}\n{log}", result["exception_info"]);
+    assert_eq!(
+        reward(result),
+        Some(1.0),
+        "the oracle killed the waiting jail and the tests ran: {log}"
+    );
+    assert!(
+        log.contains(
+            "the verifier jail started early is not running any more; starting a fresh one"
+        ),
+        "{log}"
+    );
+    assert_eq!(result["verifier_isolation"]["isolated"], true, "{log}");
+}

@@ -73,8 +73,9 @@ pub struct ContainerExtra {
     pub gpus: u32,
     /// Labels beyond job, trial, task and owner (the compose service).
     pub labels: HashMap<String, String>,
-    /// Directories made (mode 0777) between create and start, by one upload: cheaper than an
-    /// exec after the start, which takes three round trips.
+    /// Directories made (mode 0777) by one upload once the container runs
+    /// ([`TrialContainer::make_writable_dirs`]): cheaper than an exec, which takes three round
+    /// trips, and off the path of the container's start.
     pub writable_dirs: Vec<String>,
 }
 
@@ -98,12 +99,15 @@ impl TrialContainer {
     ) -> Result<TrialContainer, DockerError> {
         let container = Self::create(client, spec, owner).await?;
         container.start_created(client).await?;
+        container
+            .make_writable_dirs(client, &spec.extra.writable_dirs)
+            .await?;
         Ok(container)
     }
 
     /// Creates the container described by `spec`, ready to start: its network detached when
-    /// it must start with loopback only, its `writable_dirs` made. On failure nothing of it
-    /// is left.
+    /// it must start with loopback only. On failure nothing of it is left. Its
+    /// `writable_dirs` are for [`TrialContainer::make_writable_dirs`] once it runs.
     pub async fn create(
         client: &DockerClient,
         spec: &ContainerSpec,
@@ -218,13 +222,27 @@ impl TrialContainer {
                 return Err(e);
             }
         }
-        if !extra.writable_dirs.is_empty()
-            && let Err(e) = make_dirs(client, &container.id, &extra.writable_dirs).await
-        {
-            let _ = container.remove(client).await;
+        Ok(container)
+    }
+
+    /// Makes `dirs` (the spec's `writable_dirs`) in the running container by one upload, as
+    /// empty world-writable directories; on failure the container is removed. Done after the
+    /// start, not between create and start: what waits for the start (the verifier jail's own
+    /// start) then does not wait for this upload too, and nothing runs in the container
+    /// before the caller's next step.
+    pub async fn make_writable_dirs(
+        &self,
+        client: &DockerClient,
+        dirs: &[String],
+    ) -> Result<(), DockerError> {
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = make_dirs(client, &self.id, dirs).await {
+            let _ = self.remove(client).await;
             return Err(e);
         }
-        Ok(container)
+        Ok(())
     }
 
     /// Starts the container [`Self::create`] made; on failure it is removed.
@@ -245,7 +263,7 @@ impl TrialContainer {
     }
 }
 
-/// Uploads `dirs` as empty world-writable directories into the created container `id`.
+/// Uploads `dirs` as empty world-writable directories into the container `id`.
 async fn make_dirs(client: &DockerClient, id: &str, dirs: &[String]) -> Result<(), DockerError> {
     let tar = super::archive::pack_dirs(dirs, 0o777).map_err(|source| DockerError::Io {
         operation: format!("packing {}", dirs.join(" ")),

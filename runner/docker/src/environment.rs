@@ -197,6 +197,18 @@ impl DockerEnvironment {
         ))));
         container.start_created(client).await.map_err(start_error)?;
         let _ = started.send(());
+        // The jail starts now; the `/logs` directories go in beside its start, not before the
+        // trial's (no process of the trial runs until the agent phase, after this).
+        if let Err(e) = container
+            .make_writable_dirs(client, &container_spec.extra.writable_dirs)
+            .await
+        {
+            // The trial container is gone; so must be the jail that joined it.
+            if let Some(unused) = jail.unused().await {
+                let _ = remove_container(client, &unused).await;
+            }
+            return Err(start_error(e));
+        }
         let sandbox = DockerSandbox::new(
             client.clone(),
             container.id.clone(),

@@ -90,9 +90,10 @@ pub(crate) async fn verify(
         ));
     }
     if let Some(mut warm) = warm {
-        if is_running(client, &warm.id).await? {
+        // The engine's wait, asked for at the jail's start, says whether it still runs.
+        if !warm.has_exited() {
             let outcome = run_warm(client, spec, &mut warm, request, &trial, tests_done).await;
-            remove_later(client, removals, observer, warm.id);
+            remove_later(client, removals, observer, warm.id.clone());
             return outcome;
         }
         (observer.output)(
@@ -232,7 +233,8 @@ async fn run_jail(
             "the verifier jail did not start: {e}"
         )));
     }
-    finish_run(client, id, request, trial, started, tests_done).await
+    let exit = wait_exit(client, id);
+    finish_run(client, id, request, trial, (started, exit), tests_done).await
 }
 
 /// Packs what `pack` makes of the tests at `tests` on a blocking thread (a big tests tree
@@ -278,22 +280,24 @@ async fn run_warm(
     let started = Instant::now();
     warm.order(&verify_args(spec, request), &request.env)
         .await?;
-    finish_run(client, &warm.id, request, trial, started, tests_done).await
+    let id = warm.id.clone();
+    let exit = warm.exit_code();
+    finish_run(client, &id, request, trial, (started, exit), tests_done).await
 }
 
-/// Waits for a started jail (its run counts as time inside the verifier's command), relays
-/// its messages and brings its results back.
+/// Waits for a started jail (its run, from `started` to `exit`, counts as time inside the
+/// verifier's command), relays its messages and brings its results back.
 async fn finish_run(
     client: &DockerClient,
     id: &str,
     request: &IsolatedVerifyRequest,
     trial: &TrialSide<'_>,
-    started: Instant,
+    (started, exit): (Instant, impl Future<Output = Result<i64, DockerError>>),
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
     let (budget, observer) = (&trial.budget, trial.observer);
     let backstop = request.timeout + KILL_GRACE + HOST_BACKSTOP;
-    let exit = match tokio::time::timeout(backstop, wait_exit(client, id)).await {
+    let exit = match tokio::time::timeout(backstop, exit).await {
         Ok(exit) => Some(exit?),
         Err(_) => {
             let kill = KillContainerOptionsBuilder::default()
@@ -360,7 +364,7 @@ async fn finish_run(
 }
 
 /// The jail's exit code (bollard reports a non-zero one as an error carrying it).
-async fn wait_exit(client: &DockerClient, id: &str) -> Result<i64, DockerError> {
+pub(crate) async fn wait_exit(client: &DockerClient, id: &str) -> Result<i64, DockerError> {
     let mut waiting = client.api().wait_container(id, None);
     match waiting.next().await {
         Some(Ok(response)) => Ok(response.status_code),

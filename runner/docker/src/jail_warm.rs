@@ -33,9 +33,39 @@ pub(crate) struct WarmJail {
     /// The jail container's id.
     pub id: String,
     input: Pin<Box<dyn AsyncWrite + Send>>,
+    /// The engine's wait for the jail's exit, asked for right after its start: it tells the
+    /// verification whether the jail still runs without an inspection (a round trip on the
+    /// trial's path), and it is already waiting when the tests end.
+    exit: Option<JoinHandle<Result<i64, DockerError>>>,
+}
+
+impl Drop for WarmJail {
+    fn drop(&mut self) {
+        if let Some(exit) = self.exit.take() {
+            exit.abort();
+        }
+    }
 }
 
 impl WarmJail {
+    /// True when the engine has reported the jail's exit (the agent killed its helper, or
+    /// the engine stopped it), or the wait itself failed: the jail cannot take the order.
+    pub fn has_exited(&self) -> bool {
+        self.exit.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// The jail's exit code, once it exits (see [`WarmJail::exit`]).
+    pub async fn exit_code(&mut self) -> Result<i64, DockerError> {
+        match self.exit.take() {
+            Some(exit) => exit
+                .await
+                .map_err(|e| DockerError::Jail(format!("waiting for the verifier jail: {e}")))?,
+            None => Err(DockerError::Jail(
+                "the verifier jail's exit was already taken".into(),
+            )),
+        }
+    }
+
     /// Sends the order: `contain verify` with `args`, the tests' extra environment `env`.
     pub async fn order(
         &mut self,
@@ -132,10 +162,18 @@ pub(crate) async fn prestart(
             .start_container(&id, None)
             .await
             .map_err(|e| DockerError::api(format!("starting {name}"), e))?;
-        Ok::<_, DockerError>(attached.input)
+        let exit = tokio::spawn({
+            let (client, id) = (client.clone(), id.clone());
+            async move { super::jail::wait_exit(&client, &id).await }
+        });
+        Ok::<_, DockerError>((attached.input, exit))
     };
     match started.await {
-        Ok(input) => Ok(WarmJail { id, input }),
+        Ok((input, exit)) => Ok(WarmJail {
+            id,
+            input,
+            exit: Some(exit),
+        }),
         Err(e) => {
             let _ = remove_container(client, &id).await;
             Err(e)
@@ -192,7 +230,7 @@ impl JailSlot {
     /// At teardown: the started jail no verification took, so it can be removed.
     pub async fn unused(&self) -> Option<String> {
         match self.take().await {
-            (_, Some(Ok(warm))) => Some(warm.id),
+            (_, Some(Ok(warm))) => Some(warm.id.clone()),
             _ => None,
         }
     }

@@ -176,9 +176,10 @@ pub struct ServiceSpec {
     pub env: BTreeMap<String, String>,
     /// Host directories mounted into the service (the LLM bridge's socket directory).
     pub mounts: Vec<BindMount>,
-    /// Directories that must exist, writable by every user, when the service starts (the
-    /// main service's `/logs/*`). A backend makes them as part of the start, without a
-    /// command inside the service where it can.
+    /// Directories that must exist, writable by every user, before the environment's start
+    /// returns (the main service's `/logs/*`). A backend makes them as part of the start,
+    /// without a command inside the service where it can (Docker: one upload right after
+    /// the container starts).
     pub writable_dirs: Vec<String>,
 }
 
