@@ -19,7 +19,7 @@ pub use job_result::{
     Coverage, EstimateInterval, EvalIntervals, EvalStats, JobLlmUsage, JobResult, JobStats,
 };
 pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
-pub use totals::{SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
+pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,
 };

@@ -22,7 +22,7 @@ pub struct TrialTotals {
     pub eval_key: Arc<str>,
     /// The verifier's rewards in the record's (name) order; `None` when there were none
     /// (`Some` of none is a verifier that reported an empty map, which Harbor counts).
-    pub rewards: Option<Box<[(Arc<str>, f64)]>>,
+    pub rewards: Option<Rewards>,
     /// The final exception, if any.
     pub exception: Option<Box<TotalsException>>,
     /// Tokens and cost, when the agent reported any.
@@ -32,6 +32,9 @@ pub struct TrialTotals {
     /// How the trial ended ([`TrialResult::outcome`]).
     pub outcome: TrialOutcome,
 }
+
+/// Reward name → value, in name order, the names shared.
+pub type Rewards = Box<[(Arc<str>, f64)]>;
 
 /// A finished trial's exception, as the totals keep it.
 #[derive(Debug, Clone, PartialEq)]
