@@ -8,6 +8,15 @@ use std::path::Path;
 /// Writes `bytes` to `path` through a temp file in the same directory and a rename, then
 /// fsyncs the directory so the rename itself is on disk.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content written by `fill` into the temp file as it is made, so a
+/// large record (a job's lock.json lists every trial) is never held whole in memory.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -22,8 +31,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         uuid::Uuid::new_v4().simple()
     ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        fill(&mut file)?;
+        let file = file.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -79,14 +89,15 @@ pub fn remove_stale_temps(dir: &Path) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// Serialises `value` as pretty JSON (4-space indent, as Harbor writes) and writes it atomically.
+/// Serialises `value` as pretty JSON (4-space indent, as Harbor writes) and writes it
+/// atomically, streaming it into the file (never a whole copy of the text in memory).
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-    let mut out = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
-    value.serialize(&mut ser).map_err(std::io::Error::other)?;
-    out.push(b'\n');
-    write_atomic(path, &out)
+    write_atomic_with(path, |out| {
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+        let mut ser = serde_json::Serializer::with_formatter(&mut *out, formatter);
+        value.serialize(&mut ser).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")
+    })
 }
 
 #[cfg(test)]

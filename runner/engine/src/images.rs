@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use crate::backend::Backend;
 use crate::timeouts::PhaseTimeouts;
-use crate::trial::{JobContext, TrialPlan, image::prefetch_image};
+use crate::trial::{JobContext, image::prefetch_image};
 
 /// Where a task's image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,25 +49,20 @@ pub fn image_source(task: &Task, force_build: bool) -> ImageSource {
 pub const PREFETCH_CONCURRENCY: usize = 2;
 
 /// Starts preparing, in plan order and at most [`PREFETCH_CONCURRENCY`] at a time, the
-/// prebuilt images of the planned tasks, so later tasks find their image pulled when their
+/// prebuilt images of the planned `tasks`, so later tasks find their image pulled when their
 /// first trial starts. Builds are left to the first trial that needs them (so their output
 /// lands in that trial's log); a pull's output is copied into the log of each trial of the
 /// task. Each image goes through the job's shared image cell, so a
 /// trial that asks for an image the prefetch is pulling waits for the same pull, and the pull
 /// is bounded by the task's environment deadline as if that trial had started it. The
 /// prefetch stops when the job is cancelled; dropping the returned set aborts it.
-pub fn prefetch_images<B: Backend>(ctx: &Arc<JobContext<B>>, trials: &[TrialPlan]) -> JoinSet<()> {
+pub fn prefetch_images<B: Backend>(ctx: &Arc<JobContext<B>>, tasks: &[Arc<Task>]) -> JoinSet<()> {
     let mut seen = std::collections::HashSet::new();
-    let tasks: Vec<Arc<Task>> = trials
+    let tasks: Vec<Arc<Task>> = tasks
         .iter()
-        .filter(|t| seen.insert(t.task.name.clone()))
-        .filter(|t| {
-            matches!(
-                image_source(&t.task, ctx.force_build),
-                ImageSource::Prebuilt(_)
-            )
-        })
-        .map(|t| t.task.clone())
+        .filter(|t| seen.insert(t.name.clone()))
+        .filter(|t| matches!(image_source(t, ctx.force_build), ImageSource::Prebuilt(_)))
+        .cloned()
         .collect();
     let mut set = JoinSet::new();
     let slots = Arc::new(Semaphore::new(PREFETCH_CONCURRENCY));

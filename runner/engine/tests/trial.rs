@@ -35,6 +35,8 @@ fn task(dir: &Path, solve_sleep: f64, test_sh: &str, toml: &str) -> Dataset {
 
 struct Run {
     outcome: JobOutcome,
+    /// The full records the job wrote (its outcome keeps totals only).
+    records: Vec<TrialResult>,
     tally: Tally,
     job_dir: PathBuf,
     _dir: tempfile::TempDir,
@@ -42,8 +44,8 @@ struct Run {
 
 impl Run {
     fn only(&self) -> &TrialResult {
-        assert_eq!(self.outcome.results.len(), 1, "one trial");
-        &self.outcome.results[0]
+        assert_eq!(self.records.len(), 1, "one trial");
+        &self.records[0]
     }
 
     fn exception(&self) -> Option<ExceptionType> {
@@ -106,7 +108,9 @@ async fn run(
     options: Options,
 ) -> Run {
     let (outcome, _) = run_at(dir.path(), &dataset, &backend, options).await;
+    let job_dir = dir.path().join("jobs/job");
     Run {
+        records: testkit::records::on_disk(&job_dir, &outcome.results),
         outcome,
         tally: backend.tally(),
         job_dir: dir.path().join("jobs/job"),
@@ -148,9 +152,6 @@ async fn run_at(
     )
     .await
     .expect("the job directory is written");
-    // The job keeps totals only; the tests look at the whole records it wrote.
-    let mut outcome = outcome;
-    outcome.results = testkit::records::on_disk(&job_dir, &outcome.results);
     (outcome, report)
 }
 
@@ -237,8 +238,8 @@ async fn a_failed_build_fails_every_trial_of_the_task_once_and_starts_nothing() 
         ..Options::default()
     };
     let run = run(dir, dataset, backend, options).await;
-    assert_eq!(run.outcome.results.len(), 2);
-    for result in &run.outcome.results {
+    assert_eq!(run.records.len(), 2);
+    for result in &run.records {
         let e = result.exception_info.as_ref().expect("an exception");
         assert_eq!(e.exception_type, ExceptionType::SandboxBuildFailedError);
         assert!(e.exception_message.contains("RUN apt-get failed"));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tasks::TrialOutcome;
-use tasks::records::TrialResult;
+use tasks::records::{TrialResult, TrialTotals};
 
 use engine::events::Event;
 
@@ -133,7 +133,7 @@ impl Reporter {
     /// a terminal, lines otherwise; nothing with `--quiet`).
     pub fn new(
         total: u64,
-        done: &[TrialResult],
+        done: &[TrialTotals],
         concurrency: u32,
         mode: Option<ProgressMode>,
     ) -> Reporter {
@@ -146,13 +146,13 @@ impl Reporter {
         });
         let scored = done
             .iter()
-            .filter(|r| r.outcome() == TrialOutcome::Scored)
+            .filter(|r| r.outcome == TrialOutcome::Scored)
             .count() as u64;
         let state: Shared = Arc::new(Mutex::new(State {
             total,
             scored,
             errored: done.len() as u64 - scored,
-            reward_sum: done.iter().filter_map(TrialResult::reward).sum(),
+            reward_sum: done.iter().filter_map(TrialTotals::reward).sum(),
             concurrency,
             started: Instant::now(),
             running: BTreeMap::new(),

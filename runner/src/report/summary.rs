@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use tasks::records::TrialResult;
+use tasks::records::TrialTotals;
 use tasks::{TrialOutcome, metrics};
 
 /// At most this many trials are listed per kind of failure (the rest are counted; job.log and
@@ -30,8 +30,8 @@ pub struct TaskRow {
 /// What the summary is made of.
 #[derive(Debug, Clone, Copy)]
 pub struct SummaryInput<'a> {
-    /// Every final trial record of the job (a resume's complete ones included).
-    pub results: &'a [TrialResult],
+    /// Every finished trial's totals (a resume's complete ones included).
+    pub results: &'a [TrialTotals],
     /// Trials planned.
     pub planned: usize,
     /// Tasks skipped as malformed or unplannable, with why.
@@ -45,10 +45,10 @@ pub struct SummaryInput<'a> {
 }
 
 /// Rows per task, sorted by task name.
-pub fn task_rows(results: &[TrialResult]) -> Vec<TaskRow> {
-    let mut by_task: BTreeMap<&str, Vec<&TrialResult>> = BTreeMap::new();
+pub fn task_rows(results: &[TrialTotals]) -> Vec<TaskRow> {
+    let mut by_task: BTreeMap<&str, Vec<&TrialTotals>> = BTreeMap::new();
     for r in results {
-        by_task.entry(r.task_name.as_str()).or_default().push(r);
+        by_task.entry(&r.task_name).or_default().push(r);
     }
     by_task
         .into_iter()
@@ -58,7 +58,7 @@ pub fn task_rows(results: &[TrialResult]) -> Vec<TaskRow> {
                 task: task.to_owned(),
                 trials: trials.len(),
                 mean: metrics::mean(&rewards),
-                errors: trials.iter().filter(|t| t.exception_info.is_some()).count(),
+                errors: trials.iter().filter(|t| t.exception.is_some()).count(),
             }
         })
         .collect()
@@ -85,15 +85,9 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     let rewards: Vec<Option<f64>> = results.iter().map(|r| r.reward()).collect();
     let mut per_task: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
     for r in results {
-        per_task
-            .entry(r.task_name.as_str())
-            .or_default()
-            .push(r.reward());
+        per_task.entry(&r.task_name).or_default().push(r.reward());
     }
-    let errors = results
-        .iter()
-        .filter(|r| r.exception_info.is_some())
-        .count();
+    let errors = results.iter().filter(|r| r.exception.is_some()).count();
     let _ = writeln!(out);
     let estimate = stats::summarize(
         per_task.values().map(Vec::as_slice),
@@ -119,7 +113,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     }
     let mut exceptions: BTreeMap<&str, usize> = BTreeMap::new();
     for r in results {
-        if let Some(e) = &r.exception_info {
+        if let Some(e) = &r.exception {
             *exceptions.entry(e.exception_type.as_str()).or_default() += 1;
         }
     }
@@ -204,19 +198,19 @@ pub fn colorize_summary(text: &str, color: bool) -> String {
         .join("\n")
 }
 
-fn list_failed(out: &mut String, heading: &str, results: &[TrialResult], outcome: TrialOutcome) {
-    let mut failed: Vec<&TrialResult> = results.iter().filter(|r| r.outcome() == outcome).collect();
+fn list_failed(out: &mut String, heading: &str, results: &[TrialTotals], outcome: TrialOutcome) {
+    let mut failed: Vec<&TrialTotals> = results.iter().filter(|r| r.outcome == outcome).collect();
     if failed.is_empty() {
         return;
     }
     failed.sort_by(|a, b| a.trial_name.cmp(&b.trial_name));
     let _ = writeln!(out, "{heading}:");
     for r in failed.iter().take(MAX_LISTED) {
-        let exception = r.exception_info.as_ref().map_or_else(
+        let exception = r.exception.as_ref().map_or_else(
             || "no exception and no reward".to_owned(),
-            |e| format!("{}: {}", e.exception_type, first_line(&e.exception_message)),
+            |e| format!("{}: {}", e.exception_type, e.first_line),
         );
-        let attempts = match r.attempt_count() {
+        let attempts = match r.attempts {
             1 => String::new(),
             n => format!(" ({n} attempts)"),
         };
@@ -248,10 +242,11 @@ fn first_line(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tasks::records::TrialResult;
     use testkit::records::{trial_result, with_attempts};
 
-    fn fixture() -> Vec<TrialResult> {
-        vec![
+    fn fixture() -> Vec<TrialTotals> {
+        let records: Vec<TrialResult> = vec![
             trial_result("hello__A2b3C4d", "examples/hello", Some(1.0), None),
             trial_result("hello__E5f6G7h", "examples/hello", Some(1.0), None),
             trial_result(
@@ -279,7 +274,8 @@ mod tests {
                 trial_result("net__W9x2Y3z", "examples/net", Some(1.0), None),
                 2,
             ),
-        ]
+        ];
+        records.iter().map(TrialTotals::from).collect()
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! every task ran on: reference, id, registry digests, how it was obtained, and the engine).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -82,35 +83,60 @@ pub struct LockImage {
     pub engine_version: Option<String>,
 }
 
-/// One trial as locked.
+/// One trial as locked. A job has an entry per trial and every trial of a task shares the
+/// same task, agent, environment and verifier, so those are held once (`Arc`) and the entries
+/// of a large job cost its names, not kilobytes each; the JSON is the same.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LockTrial {
     /// The trial's name (runner-only; Harbor matches trials unordered).
     pub trial_name: String,
     /// The task.
-    pub task: LockTask,
+    #[serde(with = "shared")]
+    pub task: Arc<LockTask>,
     /// Harbor's five timeout multipliers, under their Harbor names.
     #[serde(flatten)]
     pub multipliers: Multipliers,
     /// The agent.
-    pub agent: AgentConfig,
+    #[serde(with = "shared")]
+    pub agent: Arc<AgentConfig>,
     /// The environment.
-    pub environment: EnvironmentConfig,
+    #[serde(with = "shared")]
+    pub environment: Arc<EnvironmentConfig>,
     /// The verifier.
-    pub verifier: VerifierConfig,
+    #[serde(with = "shared")]
+    pub verifier: Arc<VerifierConfig>,
 }
 
 impl LockTrial {
     /// Locks a trial's config: its multipliers, agent, environment and verifier, and `task`.
+    /// (A job locks one trial per task this way and the others as clones of it renamed, so
+    /// they share its parts.)
     pub fn new(config: &TrialConfig, task: LockTask) -> LockTrial {
         LockTrial {
             trial_name: config.trial_name.clone(),
-            task,
+            task: Arc::new(task),
             multipliers: config.multipliers,
-            agent: config.agent.clone(),
-            environment: config.environment.clone(),
-            verifier: config.verifier.clone(),
+            agent: Arc::new(config.agent.clone()),
+            environment: Arc::new(config.environment.clone()),
+            verifier: Arc::new(config.verifier.clone()),
         }
+    }
+}
+
+/// A shared part (`Arc<T>`) read and written as `T` itself.
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+        T::serialize(value, s)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Arc<T>, D::Error> {
+        T::deserialize(d).map(Arc::new)
     }
 }
 
@@ -150,10 +176,20 @@ impl JobLock {
     /// the task (`image_id`, `image_tag` and the full [`LockImage`]).
     pub fn record_image(&mut self, task: &str, image: &LockImage) {
         self.images.insert(task.to_owned(), image.id.clone());
+        // Trials that shared a task entry share its imaged copy: one per distinct entry, found
+        // by address (the old entry is kept in the map, so its address stays its own).
+        let mut imaged: std::collections::HashMap<*const LockTask, (Arc<LockTask>, Arc<LockTask>)> =
+            Default::default();
         for trial in self.trials.iter_mut().filter(|t| t.task.name == task) {
-            trial.task.image_id = Some(image.id.clone());
-            trial.task.image_tag = Some(image.reference.clone());
-            trial.task.image = Some(image.clone());
+            let (_, new) = imaged.entry(Arc::as_ptr(&trial.task)).or_insert_with(|| {
+                let mut entry = LockTask::clone(&trial.task);
+                entry.image_id = Some(image.id.clone());
+                entry.image_tag = Some(image.reference.clone());
+                entry.image = Some(image.clone());
+                (trial.task.clone(), Arc::new(entry))
+            });
+            let new = new.clone();
+            trial.task = new;
         }
     }
 }
@@ -165,14 +201,14 @@ mod tests {
     fn lock_with(tasks: &[&str]) -> JobLock {
         let trial = |name: &str| LockTrial {
             trial_name: format!("{name}__x"),
-            task: LockTask {
+            task: Arc::new(LockTask {
                 name: name.into(),
                 ..LockTask::default()
-            },
+            }),
             multipliers: Multipliers::default(),
-            agent: AgentConfig::default(),
-            environment: EnvironmentConfig::default(),
-            verifier: VerifierConfig::default(),
+            agent: Default::default(),
+            environment: Default::default(),
+            verifier: Default::default(),
         };
         JobLock {
             schema_version: 1,

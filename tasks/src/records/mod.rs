@@ -7,6 +7,7 @@ mod containment;
 mod job_config;
 mod job_result;
 mod lock;
+mod totals;
 mod trial_config;
 mod trial_result;
 
@@ -18,6 +19,7 @@ pub use job_result::{
     Coverage, EstimateInterval, EvalIntervals, EvalStats, JobLlmUsage, JobResult, JobStats,
 };
 pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
+pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,
 };

@@ -239,52 +239,6 @@ pub struct PauseRecord {
 }
 
 impl TrialResult {
-    /// What a job keeps in memory of a finished trial for its totals and end summary: names,
-    /// agent and model, rewards, exception type and message, token counts and cost, outcome,
-    /// attempts and timings. The rest (its config, checks, steps, traceback, agent metadata,
-    /// leftover processes) is on disk in the trial's result.json, so
-    /// a job's memory per trial stays small however much each trial recorded.
-    pub fn totals_only(mut self) -> TrialResult {
-        self.trial_uri = String::new();
-        self.task_id = serde_json::Value::Null;
-        // The config is on disk twice (config.json and result.json); totals never read it.
-        self.config.task = Default::default();
-        self.config.trials_dir = String::new();
-        self.config.agent = Default::default();
-        self.config.verifier = Default::default();
-        let environment = &mut self.config.environment;
-        environment.env = Default::default();
-        environment.kwargs = Default::default();
-        environment.mounts = None;
-        environment.extra_docker_compose = Vec::new();
-        environment.extra_allowed_hosts = Vec::new();
-        self.config.artifacts = Vec::new();
-        self.config.extra_instruction_paths = Vec::new();
-        self.config.job_id = String::new();
-        self.config.limits = None;
-        self.config.identity = None;
-        self.agent_result = self.agent_result.map(|context| AgentContext {
-            n_input_tokens: context.n_input_tokens,
-            n_cache_tokens: context.n_cache_tokens,
-            n_output_tokens: context.n_output_tokens,
-            cost_usd: context.cost_usd,
-            ..AgentContext::default()
-        });
-        self.verifier_result = self.verifier_result.map(|verified| VerifierResult {
-            rewards: verified.rewards,
-            ..VerifierResult::default()
-        });
-        if let Some(exception) = &mut self.exception_info {
-            exception.exception_traceback = String::new();
-        }
-        self.step_results = None;
-        self.agent_leftover_processes = Vec::new();
-        self.verifier_isolation = None;
-        self.truncated_outputs = Vec::new();
-        self.pauses = Vec::new();
-        self
-    }
-
     /// The trial's main reward: `rewards.reward`, else the first reward; `None` when unscored.
     pub fn reward(&self) -> Option<f64> {
         let rewards = self.verifier_result.as_ref()?.rewards.as_ref()?;

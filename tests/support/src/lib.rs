@@ -5,6 +5,7 @@
 //! Docker engine in the `e2e` crate. [`FakeBackend`] runs the trial state machine with no Docker;
 //! [`InstantBackend`] does nothing at all, in no time, for measuring the engine itself.
 
+pub mod alloc;
 pub mod backend;
 pub mod files;
 pub mod fixtures;

@@ -103,7 +103,10 @@ pub fn with_attempts(mut result: TrialResult, attempts: u32) -> TrialResult {
 
 /// The full records of a finished job's trials, read back from `<job_dir>/<trial>/result.json`
 /// in the order of `kept` (the job outcome's results, which keep only totals in memory).
-pub fn on_disk(job_dir: &std::path::Path, kept: &[TrialResult]) -> Vec<TrialResult> {
+pub fn on_disk(
+    job_dir: &std::path::Path,
+    kept: &[tasks::records::TrialTotals],
+) -> Vec<TrialResult> {
     kept.iter()
         .map(|result| {
             let path = job_dir.join(&result.trial_name).join("result.json");

@@ -18,17 +18,17 @@ pub use attempts::{ATTEMPTS_DIR, kept_attempts};
 pub use identity::{AgentFingerprint, json_differences};
 pub use log::{JOB_LOG, JobLog, finished_line};
 pub use pause::PauseMonitor;
-pub use plan::{JobPlan, JobSettings, plan_job};
+pub use plan::{JobPlan, JobSettings, PlannedTrial, plan_job};
 pub use recorder::{JobRecorder, coverage};
 pub use retry::RetryPolicy;
-pub use stats::{eval_key, job_stats, reward_label};
+pub use stats::{job_stats, reward_label};
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use adapter::AnyAgent;
-use tasks::records::{Coverage, TrialResult};
+use tasks::records::{Coverage, TrialTotals};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -40,9 +40,9 @@ use crate::trial::{JobContext, image::image_cache};
 /// How a job ended.
 #[derive(Debug)]
 pub struct JobOutcome {
-    /// Every final trial record: those a resume found complete, then this run's in the order
-    /// they finished.
-    pub results: Vec<TrialResult>,
+    /// Every finished trial's totals (the records are on disk): those a resume found
+    /// complete, then this run's in the order they finished.
+    pub results: Vec<TrialTotals>,
     /// Trials planned (run now or earlier).
     pub planned: usize,
     /// Planned trials by outcome, and the share scored.
@@ -102,6 +102,7 @@ pub async fn run_job<B: Backend>(
     log_start(&log, &plan, settings);
     tasks::atomic::write_json_atomic(&job_dir.join("config.json"), &plan.config).map_err(io)?;
     let planned = plan.planned;
+    let tasks = plan.tasks();
     let mut recorder = JobRecorder::new(
         job_dir.clone(),
         &plan.job_id,
@@ -123,7 +124,7 @@ pub async fn run_job<B: Backend>(
         multipliers: settings.multipliers,
         force_build: settings.force_build,
         limits: settings.limits.clone(),
-        images: image_cache(plan.trials.iter().map(|t| t.task.as_ref())),
+        images: image_cache(tasks.iter().map(|t| t.as_ref())),
         events: events.clone(),
         cancel: cancel.clone(),
         pauses: pauses.clone(),
@@ -164,7 +165,8 @@ pub async fn run_job<B: Backend>(
             let mut running = JoinSet::new();
             let mut overheads = Vec::new();
             // Pulls later tasks' prebuilt images while early trials run; aborted when dropped.
-            let _prefetch = crate::images::prefetch_images(&ctx, &plan.trials);
+            let _prefetch = crate::images::prefetch_images(&ctx, &tasks);
+            drop(tasks);
             let mut budget_stop = None;
             let mut not_started = plan.trials.len() as u32;
             for trial in plan.trials {
@@ -190,6 +192,8 @@ pub async fn run_job<B: Backend>(
                 }
                 let ctx = ctx.clone();
                 let policy = policy.clone();
+                // The whole plan is made as the trial starts (see `PlannedTrial`).
+                let trial = trial.to_plan(&ctx.job_id);
                 running.spawn(async move {
                     retrying::run_with_retries(ctx, trial, &policy, permit).await
                 });

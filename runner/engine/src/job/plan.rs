@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tasks::records::{
     AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial,
-    RunnerInfo, TrialConfig, TrialResult, VerifierConfig,
+    RunnerInfo, TrialConfig, TrialIdentity, TrialTotals, VerifierConfig,
 };
 use tasks::{Dataset, Multipliers, Task, TaskId, template};
 
@@ -66,9 +66,9 @@ pub struct JobPlan {
     /// lock.json (image ids filled in as images are ready).
     pub lock: JobLock,
     /// The trials still to run, in launch order.
-    pub trials: Vec<TrialPlan>,
-    /// Trials a resume found complete, by their records (never run again or touched).
-    pub done: Vec<TrialResult>,
+    pub trials: Vec<PlannedTrial>,
+    /// Trials a resume found complete, by their totals (never run again or touched).
+    pub done: Vec<TrialTotals>,
     /// Every planned trial (run or done), for coverage.
     pub planned: usize,
     /// When the job first started (a resume keeps the original start).
@@ -77,6 +77,95 @@ pub struct JobPlan {
     pub resumed: bool,
     /// Tasks that could not be loaded or planned (malformed, bad env templates), with why.
     pub skipped: Vec<String>,
+}
+
+/// One planned trial, kept small: a job plans every trial before the first starts (names
+/// must be known for lock.json and a resume), and a whole [`TrialPlan`] is kilobytes, so the
+/// plan holds the trial's name and identity key beside its task's [`TaskPlan`] (shared by the
+/// task's k trials) and makes the [`TrialPlan`] only when the trial starts.
+#[derive(Debug, Clone)]
+pub struct PlannedTrial {
+    task: Arc<TaskPlan>,
+    name: String,
+    key: String,
+    index: u32,
+    /// The number of this run's first attempt: 1, or one more than the attempts a resume
+    /// found kept under `attempts/`.
+    pub first_attempt: u32,
+}
+
+/// What every trial of one task shares: the task, its resolved env, and the trial config
+/// and identity but for the trial's name, key, index and job id.
+#[derive(Debug)]
+struct TaskPlan {
+    task: Arc<Task>,
+    env: BTreeMap<String, String>,
+    config: TrialConfig,
+    identity: TrialIdentity,
+}
+
+impl PlannedTrial {
+    /// The trial's name (its directory's name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The task.
+    pub fn task(&self) -> &Arc<Task> {
+        &self.task.task
+    }
+
+    /// The task as the trial's config refers to it.
+    pub fn task_ref(&self) -> &tasks::records::TaskRef {
+        &self.task.config.task
+    }
+
+    /// Which of its task's k trials this is, from 0.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The trial's identity (as in its config).
+    pub fn identity(&self) -> TrialIdentity {
+        TrialIdentity {
+            key: self.key.clone(),
+            index: self.index,
+            ..self.task.identity.clone()
+        }
+    }
+
+    /// The trial's config as config.json records it, in job `job_id`.
+    pub fn config(&self, job_id: &str) -> TrialConfig {
+        TrialConfig {
+            trial_name: self.name.clone(),
+            job_id: job_id.to_owned(),
+            identity: Some(self.identity()),
+            ..self.task.config.clone()
+        }
+    }
+
+    /// The whole plan the trial runs by, in job `job_id`.
+    pub fn to_plan(&self, job_id: &str) -> TrialPlan {
+        TrialPlan {
+            task: self.task.task.clone(),
+            config: self.config(job_id),
+            env: self.task.env.clone(),
+            identity: self.identity(),
+            first_attempt: self.first_attempt,
+        }
+    }
+}
+
+impl JobPlan {
+    /// The planned tasks still to run, each once, in plan order.
+    pub fn tasks(&self) -> Vec<Arc<Task>> {
+        let mut seen = HashSet::new();
+        self.trials
+            .iter()
+            .filter(|t| seen.insert(Arc::as_ptr(&t.task)))
+            .map(|t| t.task().clone())
+            .collect()
+    }
 }
 
 /// Plans `settings` over the tasks of `dataset`.
@@ -127,46 +216,80 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     }
     // Harbor records the dataset as the trial's source; an ad-hoc single task has none.
     let source = (!dataset.single_task).then(|| dataset.name.clone());
+    let trials_dir = Path::new(&settings.jobs_dir)
+        .join(&settings.job_name)
+        .display()
+        .to_string();
+    let mut tasks: Vec<(Arc<TaskPlan>, LockTrial)> = Vec::new();
+    for (task, env) in runnable {
+        let config = TrialConfig {
+            task: TaskId::of(&task).task_ref(source.clone()),
+            trial_name: String::new(),
+            trials_dir: trials_dir.clone(),
+            multipliers: settings.multipliers,
+            agent: settings.agent.clone(),
+            environment: config.environment.clone(),
+            verifier: config.verifier.clone(),
+            artifacts: Vec::new(),
+            extra_instruction_paths: Vec::new(),
+            // Filled in as each trial starts (a resume takes the job's id).
+            job_id: String::new(),
+            // Resolved here so the identity covers them; the trial resolves them again
+            // (the same pure rule) and records how storage is enforced.
+            limits: Some(settings.limits.resolve(&task.config)),
+            identity: None,
+        };
+        let identity = trial_identity(&task, &config, &settings.agent_fingerprint, &env, 0);
+        let lock_task = LockTask {
+            name: task.name.clone(),
+            kind: "local".into(),
+            digest: task.digest.clone(),
+            source: source.clone(),
+            path: Some(task.dir.display().to_string()),
+            image_id: None,
+            image_tag: None,
+            image: None,
+        };
+        // Every lock entry of the task is a renamed clone of this one, sharing its parts.
+        let lock_trial = LockTrial::new(&config, lock_task);
+        let plan = TaskPlan {
+            task,
+            env,
+            config,
+            identity,
+        };
+        tasks.push((Arc::new(plan), lock_trial));
+    }
     let mut trials = Vec::new();
+    let mut lock_trials = Vec::new();
     let mut names = HashSet::new();
     for index in 0..settings.k {
-        for (task, env) in &runnable {
-            let mut trial_config = TrialConfig {
-                task: TaskId::of(task).task_ref(source.clone()),
-                trial_name: String::new(),
-                trials_dir: Path::new(&settings.jobs_dir)
-                    .join(&settings.job_name)
-                    .display()
-                    .to_string(),
-                multipliers: settings.multipliers,
-                agent: settings.agent.clone(),
-                environment: config.environment.clone(),
-                verifier: config.verifier.clone(),
-                artifacts: Vec::new(),
-                extra_instruction_paths: Vec::new(),
-                job_id: job_id.clone(),
-                // Resolved here so the identity covers them; the trial resolves them again
-                // (the same pure rule) and records how storage is enforced.
-                limits: Some(settings.limits.resolve(&task.config)),
-                identity: None,
-            };
-            let identity =
-                trial_identity(task, &trial_config, &settings.agent_fingerprint, env, index);
+        for (task, lock_trial) in &tasks {
+            // The identity's other fields are the task's; the key covers the index.
+            let identity = trial_identity(
+                &task.task,
+                &task.config,
+                &settings.agent_fingerprint,
+                &task.env,
+                index,
+            );
             // Seven characters as in Harbor; a longer suffix only if two trials of one job
             // would share a name (deterministic, because the plan's order is).
             let mut length = 7;
-            let mut name = trial_name(task.short_name(), &identity.key, length);
+            let mut name = trial_name(task.task.short_name(), &identity.key, length);
             while !names.insert(name.to_ascii_lowercase()) {
                 length += 1;
-                name = trial_name(task.short_name(), &identity.key, length);
+                name = trial_name(task.task.short_name(), &identity.key, length);
             }
-            trial_config.trial_name = name;
-            trial_config.identity = Some(identity.clone());
-            trials.push(TrialPlan {
+            lock_trials.push(LockTrial {
+                trial_name: name.clone(),
+                ..lock_trial.clone()
+            });
+            trials.push(PlannedTrial {
                 task: task.clone(),
-                config: trial_config,
-                env: env.clone(),
-                identity,
+                name,
+                key: identity.key,
+                index,
                 first_attempt: 1,
             });
         }
@@ -185,22 +308,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         working_dir: settings.working_dir.clone(),
         n_concurrent_trials: settings.n_concurrent,
         retry: config.retry.clone(),
-        trials: trials
-            .iter()
-            .map(|t| {
-                let task = LockTask {
-                    name: t.task.name.clone(),
-                    kind: "local".into(),
-                    digest: t.task.digest.clone(),
-                    source: source.clone(),
-                    path: Some(t.task.dir.display().to_string()),
-                    image_id: None,
-                    image_tag: None,
-                    image: None,
-                };
-                LockTrial::new(&t.config, task)
-            })
-            .collect(),
+        trials: lock_trials,
         dataset_digest: Some(dataset_digest),
         images: BTreeMap::new(),
         allow_container_secrets: settings.allow_container_secrets,

@@ -13,11 +13,12 @@ use chrono::{DateTime, Utc};
 use tasks::TrialOutcome;
 use tasks::atomic::write_json_atomic;
 use tasks::records::{
-    Coverage, EstimateInterval, EvalIntervals, JobLock, JobResult, JobStats, LockTrial, TrialResult,
+    Coverage, EstimateInterval, EvalIntervals, JobLock, JobResult, JobStats, LockTrial,
+    SharedNames, TrialResult, TrialTotals,
 };
 
 use super::log::JobLog;
-use super::stats::{eval_key, job_stats};
+use super::stats::job_stats;
 use crate::backend::ImageInfo;
 use crate::events::Event;
 
@@ -32,7 +33,10 @@ pub struct JobRecorder {
     dir: PathBuf,
     result: JobResult,
     lock: JobLock,
-    finished: Vec<TrialResult>,
+    /// The totals of every finished trial (never whole records: see [`TrialTotals`]).
+    finished: Vec<TrialTotals>,
+    /// The strings those totals share.
+    names: SharedNames,
     running: u32,
     log: JobLog,
     /// Trials a resume found complete (their lock entries keep the image they ran in).
@@ -48,7 +52,7 @@ impl JobRecorder {
         total: u32,
         lock: JobLock,
         started_at: Option<DateTime<Utc>>,
-        done: Vec<TrialResult>,
+        done: Vec<TrialTotals>,
         log: JobLog,
     ) -> JobRecorder {
         let now = Utc::now();
@@ -69,7 +73,8 @@ impl JobRecorder {
             dir,
             result,
             lock,
-            finished: done.into_iter().map(TrialResult::totals_only).collect(),
+            finished: done,
+            names: SharedNames::default(),
             running: 0,
             log,
             done_before,
@@ -81,7 +86,7 @@ impl JobRecorder {
         self.log.event(event);
         match event {
             Event::TrialStarted { .. } => self.trial_started(),
-            Event::TrialFinished(result) => self.trial_finished((**result).clone()),
+            Event::TrialFinished(result) => self.trial_finished(result),
             Event::TrialRetrying { .. } => {
                 self.running = self.running.saturating_sub(1);
                 self.update_result()
@@ -102,9 +107,9 @@ impl JobRecorder {
     }
 
     /// A trial finished.
-    pub fn trial_finished(&mut self, result: TrialResult) -> std::io::Result<()> {
+    pub fn trial_finished(&mut self, result: &TrialResult) -> std::io::Result<()> {
         self.running = self.running.saturating_sub(1);
-        self.finished.push(result.totals_only());
+        self.finished.push(TrialTotals::of(result, &mut self.names));
         self.update_result()
     }
 
@@ -143,14 +148,14 @@ impl JobRecorder {
         self.write_result()
     }
 
-    /// Finished trial results so far (including those a resume found complete).
-    pub fn finished(&self) -> &[TrialResult] {
+    /// Finished trials' totals so far (including those a resume found complete).
+    pub fn finished(&self) -> &[TrialTotals] {
         &self.finished
     }
 
-    /// The finished trial results: a resume's complete ones first, then in the order they
+    /// The finished trials' totals: a resume's complete ones first, then in the order they
     /// finished.
-    pub fn into_finished(self) -> Vec<TrialResult> {
+    pub fn into_finished(self) -> Vec<TrialTotals> {
         self.finished
     }
 
@@ -189,8 +194,7 @@ impl JobRecorder {
     fn write_result(&mut self) -> std::io::Result<()> {
         self.behind = false;
         self.written_at = Some(Instant::now());
-        let refs: Vec<&TrialResult> = self.finished.iter().collect();
-        let mut stats = job_stats(&refs);
+        let mut stats = job_stats(&self.finished);
         stats.n_running_trials = self.running;
         stats.n_pending_trials = self
             .result
@@ -208,22 +212,22 @@ impl JobRecorder {
 
 /// Adds to each eval its task-clustered intervals (runner-only `intervals`), from the same
 /// trials and the same reward rule (`TrialResult::reward`, errors as 0) as its `metrics`.
-pub fn add_intervals(stats: &mut JobStats, finished: &[TrialResult]) {
+pub fn add_intervals(stats: &mut JobStats, finished: &[TrialTotals]) {
     let mut by_eval: std::collections::BTreeMap<
-        String,
+        &str,
         std::collections::BTreeMap<&str, Vec<Option<f64>>>,
     > = Default::default();
     for result in finished {
         by_eval
-            .entry(eval_key(result))
+            .entry(&result.eval_key)
             .or_default()
-            .entry(result.task_name.as_str())
+            .entry(&result.task_name)
             .or_default()
             .push(result.reward());
     }
     let resampling = stats::Resampling::default();
     for (key, tasks) in by_eval {
-        let Some(eval) = stats.evals.get_mut(&key) else {
+        let Some(eval) = stats.evals.get_mut(key) else {
             continue;
         };
         let estimate = stats::summarize(tasks.values().map(Vec::as_slice), &resampling);
@@ -252,18 +256,18 @@ pub fn add_intervals(stats: &mut JobStats, finished: &[TrialResult]) {
 
 /// Planned trials by outcome: those with a final record by [`TrialResult::outcome`], the rest
 /// not run.
-pub fn coverage(planned: u32, finished: &[TrialResult]) -> Coverage {
+pub fn coverage(planned: u32, finished: &[TrialTotals]) -> Coverage {
     let mut c = Coverage {
         planned,
         ..Coverage::default()
     };
     for result in finished {
-        match result.outcome() {
+        match result.outcome {
             TrialOutcome::Scored => c.scored += 1,
             TrialOutcome::AgentError => c.agent_error += 1,
             TrialOutcome::InfraError => c.infra_error += 1,
         }
-        c.retries += result.attempt_count() - 1;
+        c.retries += result.attempts.max(1) - 1;
     }
     c.not_run = planned.saturating_sub(finished.len() as u32);
     c.fraction = if planned == 0 {
@@ -282,16 +286,18 @@ mod tests {
     #[test]
     fn each_eval_gets_its_mean_and_pass_at_k_with_task_clustered_intervals() {
         // Three tasks × 2 trials; rewards per task (1, 1), (1, 0), (0, error).
-        let finished = [
+        let finished: Vec<TrialTotals> = [
             trial_result("a1", "a", Some(1.0), None),
             trial_result("a2", "a", Some(1.0), None),
             trial_result("b1", "b", Some(1.0), None),
             trial_result("b2", "b", Some(0.0), None),
             trial_result("c1", "c", Some(0.0), None),
             trial_result("c2", "c", None, Some("AgentSetupError")),
-        ];
-        let refs: Vec<&TrialResult> = finished.iter().collect();
-        let mut stats = job_stats(&refs);
+        ]
+        .iter()
+        .map(TrialTotals::from)
+        .collect();
+        let mut stats = job_stats(&finished);
         add_intervals(&mut stats, &finished);
         let eval = stats.evals.values().next().unwrap();
         let intervals = eval.intervals.as_ref().unwrap();
@@ -319,7 +325,7 @@ mod tests {
 
     #[test]
     fn coverage_counts_outcomes_retries_and_trials_not_run() {
-        let finished = [
+        let finished: Vec<TrialTotals> = [
             trial_result("a", "t", Some(1.0), None),
             trial_result("b", "t", Some(0.0), Some("AgentTimeoutError")),
             trial_result("c", "t", None, Some("AgentSetupError")),
@@ -327,7 +333,10 @@ mod tests {
                 trial_result("d", "t", None, Some("EnvironmentStartError")),
                 3,
             ),
-        ];
+        ]
+        .iter()
+        .map(TrialTotals::from)
+        .collect();
         let c = coverage(6, &finished);
         assert_eq!(
             (c.scored, c.agent_error, c.infra_error, c.not_run, c.retries),

@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use tasks::records::{JobConfig, JobLock, JobResult, TrialConfig, TrialResult};
+use tasks::records::{
+    JobConfig, JobLock, JobResult, LockTrial, SharedNames, TrialConfig, TrialResult, TrialTotals,
+};
 use tasks::{ExceptionType, TrialOutcome, UnknownExceptionName};
 
 use super::attempts::{kept_attempts, recover, retire};
@@ -155,7 +157,7 @@ pub fn resume(
         images.extend(std::mem::take(&mut plan.lock.images));
         plan.lock.images = images;
     }
-    let old_lock_trials: HashMap<&str, &tasks::records::LockTrial> = lock
+    let old_lock_trials: HashMap<&str, &LockTrial> = lock
         .iter()
         .flat_map(|l| l.trials.iter())
         .map(|t| (t.trial_name.as_str(), t))
@@ -163,8 +165,9 @@ pub fn resume(
 
     let mut remaining = Vec::new();
     let mut existing = existing;
+    let mut names = SharedNames::default();
+    let mut complete = std::collections::HashSet::new();
     for mut trial in std::mem::take(&mut plan.trials) {
-        trial.config.job_id = job_id.clone();
         let name = trial.name().to_owned();
         let Some(found) = existing.remove(&name) else {
             report.new += 1;
@@ -178,13 +181,8 @@ pub fn resume(
         match (why, found.result) {
             (None, Some(result)) => {
                 report.complete += 1;
-                if let (Some(old), Some(entry)) = (
-                    old_lock_trials.get(name.as_str()),
-                    plan.lock.trials.iter_mut().find(|t| t.trial_name == name),
-                ) {
-                    *entry = (*old).clone();
-                }
-                plan.done.push(result);
+                plan.done.push(TrialTotals::of(&result, &mut names));
+                complete.insert(name);
             }
             (Some(why), _) => {
                 retire(dir, &name).map_err(io(&dir.join(&name)))?;
@@ -196,7 +194,43 @@ pub fn resume(
         }
     }
     plan.trials = remaining;
+    keep_lock_entries(&mut plan.lock.trials, &old_lock_trials, &complete);
     Ok(report)
+}
+
+/// Complete trials keep their lock entry as the job recorded it (the image they ran in). An
+/// entry read back holds its own copy of every part; the parts equal to the plan's entry are
+/// shared with it again, and equal task entries with each other, so a resumed job's lock
+/// costs what a fresh one does.
+fn keep_lock_entries(
+    entries: &mut [LockTrial],
+    old: &HashMap<&str, &LockTrial>,
+    complete: &std::collections::HashSet<String>,
+) {
+    let mut tasks: Vec<std::sync::Arc<tasks::records::LockTask>> = Vec::new();
+    for entry in entries
+        .iter_mut()
+        .filter(|e| complete.contains(&e.trial_name))
+    {
+        let Some(old) = old.get(entry.trial_name.as_str()) else {
+            continue;
+        };
+        let mut kept = LockTrial::clone(old);
+        if kept.agent == entry.agent {
+            kept.agent = entry.agent.clone();
+        }
+        if kept.environment == entry.environment {
+            kept.environment = entry.environment.clone();
+        }
+        if kept.verifier == entry.verifier {
+            kept.verifier = entry.verifier.clone();
+        }
+        match tasks.iter().find(|t| **t == kept.task) {
+            Some(shared) => kept.task = shared.clone(),
+            None => tasks.push(kept.task.clone()),
+        }
+        *entry = kept;
+    }
 }
 
 /// Why a complete trial runs again: it was interrupted (its outcome is unknown), or
@@ -348,13 +382,13 @@ fn trial_differences(existing: &BTreeMap<String, Existing>, plan: &JobPlan) -> V
         };
         let index = config.identity.as_ref().map(|i| i.index);
         let twin = plan.trials.iter().find(|t| {
-            Some(t.identity.index) == index
-                && t.config.task.path == config.task.path
-                && t.config.task.name == config.task.name
+            Some(t.index()) == index
+                && t.task_ref().path == config.task.path
+                && t.task_ref().name == config.task.name
         });
         let found_lines = match (twin, index) {
             (Some(twin), _) => {
-                let d = identity_differences(config, &twin.config);
+                let d = identity_differences(config, &twin.config(&plan.job_id));
                 if d.is_empty() {
                     vec!["its identity key differs though every recorded field matches (written by another runner version?)".to_owned()]
                 } else {

@@ -5,16 +5,7 @@ use std::collections::BTreeMap;
 
 use tasks::ExceptionType;
 use tasks::metrics;
-use tasks::records::{EvalStats, JobStats, TrialResult};
-
-/// Harbor's eval key: `agent__model__source` (or `agent__source` without a model).
-pub fn eval_key(result: &TrialResult) -> String {
-    let source = result.source.as_deref().unwrap_or("adhoc");
-    match &result.agent_info.model_info {
-        Some(model) => format!("{}__{}__{source}", result.agent_info.name, model.name),
-        None => format!("{}__{source}", result.agent_info.name),
-    }
-}
+use tasks::records::{EvalStats, JobStats, TrialTotals};
 
 /// Formats a reward value as Python's `str(float)` does for the usual cases (`1.0`, `0.5`).
 pub fn reward_label(value: f64) -> String {
@@ -26,36 +17,32 @@ pub fn reward_label(value: f64) -> String {
 }
 
 /// Statistics over finished trials.
-pub fn job_stats(results: &[&TrialResult]) -> JobStats {
+pub fn job_stats(results: &[TrialTotals]) -> JobStats {
     let mut stats = JobStats {
         n_completed_trials: results.len() as u32,
         ..JobStats::default()
     };
-    let mut by_eval: BTreeMap<String, Vec<&TrialResult>> = BTreeMap::new();
+    let mut by_eval: BTreeMap<&str, Vec<&TrialTotals>> = BTreeMap::new();
     for result in results {
-        if result.exception_info.is_some() {
+        if let Some(kind) = result.exception_type() {
             stats.n_errored_trials += 1;
+            if *kind == ExceptionType::CancelledError {
+                stats.n_cancelled_trials += 1;
+            }
         }
-        if result
-            .exception_info
-            .as_ref()
-            .is_some_and(|e| e.exception_type == ExceptionType::CancelledError)
-        {
-            stats.n_cancelled_trials += 1;
-        }
-        by_eval.entry(eval_key(result)).or_default().push(result);
-        if let Some(context) = &result.agent_result {
-            add(&mut stats.n_input_tokens, context.n_input_tokens);
-            add(&mut stats.n_cache_tokens, context.n_cache_tokens);
-            add(&mut stats.n_output_tokens, context.n_output_tokens);
-            if let Some(cost) = context.cost_usd {
+        by_eval.entry(&result.eval_key).or_default().push(result);
+        if let Some(usage) = &result.usage {
+            add(&mut stats.n_input_tokens, usage.n_input_tokens);
+            add(&mut stats.n_cache_tokens, usage.n_cache_tokens);
+            add(&mut stats.n_output_tokens, usage.n_output_tokens);
+            if let Some(cost) = usage.cost_usd {
                 stats.cost_usd = Some(stats.cost_usd.unwrap_or(0.0) + cost);
             }
         }
     }
     stats.evals = by_eval
         .into_iter()
-        .map(|(key, trials)| (key, eval_stats(&trials)))
+        .map(|(key, trials)| (key.to_owned(), eval_stats(&trials)))
         .collect();
     stats
 }
@@ -66,33 +53,29 @@ fn add(total: &mut Option<u64>, value: Option<u64>) {
     }
 }
 
-fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
+fn eval_stats(trials: &[&TrialTotals]) -> EvalStats {
     let mut eval = EvalStats::default();
     let mut per_task: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
-    let mut keys: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut keys: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for trial in trials {
-        let rewards = trial
-            .verifier_result
-            .as_ref()
-            .and_then(|v| v.rewards.as_ref());
-        if rewards.is_some() {
+        if trial.rewards.is_some() {
             eval.n_trials += 1;
         }
-        if let Some(exception) = &trial.exception_info {
+        if let Some(kind) = trial.exception_type() {
             eval.n_errors += 1;
             eval.exception_stats
-                .entry(exception.exception_type.to_string())
+                .entry(kind.to_string())
                 .or_default()
                 .push(trial.trial_name.clone());
         }
         per_task
-            .entry(trial.task_name.as_str())
+            .entry(&trial.task_name)
             .or_default()
             .push(trial.reward());
-        for (name, value) in rewards.into_iter().flatten() {
-            keys.entry(name.clone()).or_default().push(*value);
+        for (name, value) in trial.rewards.iter().flat_map(|r| r.iter()) {
+            keys.entry(name).or_default().push(*value);
             eval.reward_stats
-                .entry(name.clone())
+                .entry(name.to_string())
                 .or_default()
                 .entry(reward_label(*value))
                 .or_default()
@@ -105,7 +88,7 @@ fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
         // Several reward names: also the mean of each over all trials (missing counts as 0).
         for (name, values) in &keys {
             metric.insert(
-                name.clone(),
+                name.to_string(),
                 values.iter().sum::<f64>() / trials.len() as f64,
             );
         }
@@ -121,18 +104,22 @@ fn eval_stats(trials: &[&TrialResult]) -> EvalStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tasks::records::TrialResult;
     use testkit::records::trial_result as trial;
+
+    fn totals(records: &[TrialResult]) -> Vec<TrialTotals> {
+        records.iter().map(TrialTotals::from).collect()
+    }
 
     #[test]
     fn stats_count_errors_as_zero_and_compute_pass_at_k() {
-        let trials = [
+        let trials = totals(&[
             trial("a1", "a", Some(1.0), None),
             trial("a2", "a", Some(0.0), Some("AgentTimeoutError")),
             trial("b1", "b", None, Some("EnvironmentStartError")),
             trial("b2", "b", Some(1.0), None),
-        ];
-        let refs: Vec<&TrialResult> = trials.iter().collect();
-        let stats = job_stats(&refs);
+        ]);
+        let stats = job_stats(&trials);
         assert_eq!(stats.n_completed_trials, 4);
         assert_eq!(stats.n_errored_trials, 2);
         let eval = &stats.evals["oracle__ds"];
@@ -146,7 +133,7 @@ mod tests {
     }
 
     #[test]
-    fn the_totals_a_job_keeps_give_the_same_stats_as_the_whole_records() {
+    fn the_totals_a_job_keeps_count_tokens_cost_and_cancellations() {
         let mut with_tokens = trial("c1", "c", Some(0.5), None);
         with_tokens.agent_result = Some(tasks::records::AgentContext {
             n_input_tokens: Some(120),
@@ -162,28 +149,27 @@ mod tests {
             trial("a1", "a", Some(1.0), None),
             trial("a2", "a", Some(0.0), Some("AgentTimeoutError")),
             trial("b1", "b", None, Some("CancelledError")),
+            with_tokens.clone(),
             with_tokens,
         ];
-        let kept: Vec<TrialResult> = whole
-            .iter()
-            .cloned()
-            .map(TrialResult::totals_only)
-            .collect();
-        let stats = |results: &[TrialResult]| {
-            let refs: Vec<&TrialResult> = results.iter().collect();
-            serde_json::to_value(job_stats(&refs)).unwrap()
-        };
-        assert_eq!(stats(&kept), stats(&whole));
+        let kept = totals(&whole);
+        let stats = job_stats(&kept);
+        assert_eq!(
+            (
+                stats.n_input_tokens,
+                stats.n_cache_tokens,
+                stats.n_output_tokens
+            ),
+            (Some(240), None, Some(60))
+        );
+        assert_eq!(stats.cost_usd, Some(0.5));
+        assert_eq!((stats.n_errored_trials, stats.n_cancelled_trials), (2, 1));
         for (kept, whole) in kept.iter().zip(&whole) {
             assert_eq!(kept.reward(), whole.reward());
-            assert_eq!(kept.outcome(), whole.outcome());
-            assert_eq!(eval_key(kept), eval_key(whole));
+            assert_eq!(kept.outcome, whole.outcome());
+            assert_eq!(&*kept.eval_key, tasks::records::eval_key(whole));
         }
-        assert!(kept[3].agent_result.as_ref().unwrap().metadata.is_none());
-        assert!(
-            kept[0].config.agent.name.is_none(),
-            "the config stays on disk"
-        );
+        assert!(kept[0].usage.is_none(), "no usage reported, none kept");
     }
 
     #[test]
