@@ -66,7 +66,7 @@ fn json_report_has_the_documented_schema() {
     assert_eq!(report["schema"], "runner.validate-submission/v1");
     assert_eq!(report["valid"], true);
     let rules = report["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 12);
+    assert_eq!(rules.len(), 13);
     assert_eq!(rules[0]["rule"], "no_job_overrides");
     assert_eq!(rules[0]["status"], "passed");
     let skipped: Vec<&str> = rules
