@@ -48,6 +48,20 @@ pub fn parse(output: &str) -> Vec<LeftoverProcess> {
 mod tests {
     use super::*;
 
+    /// What the script lists on this host now, and the pid of the bash that ran it (other
+    /// tests may be running the script at the same time: only this one's must be absent).
+    fn listed_now() -> (u32, Vec<LeftoverProcess>) {
+        let child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(listing_command())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        (pid, parse(&String::from_utf8_lossy(&out.stdout)))
+    }
+
     #[test]
     fn the_script_lists_a_background_process_and_not_itself() {
         let mut child = std::process::Command::new("sleep")
@@ -59,14 +73,9 @@ mod tests {
         while !std::fs::read(&cmdline).is_ok_and(|c| c.starts_with(b"sleep\0")) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(listing_command())
-            .output()
-            .unwrap();
+        let (script, listed) = listed_now();
         child.kill().unwrap();
         let _ = child.wait();
-        let listed = parse(&String::from_utf8_lossy(&out.stdout));
         let sleeper = listed
             .iter()
             .find(|p| p.pid == child.id())
@@ -74,9 +83,7 @@ mod tests {
         assert_eq!(sleeper.command, "sleep 30");
         assert!(!sleeper.user.is_empty());
         assert!(
-            listed
-                .iter()
-                .all(|p| !p.command.contains("declare -A names")),
+            listed.iter().all(|p| p.pid != script),
             "the listing lists itself: {listed:?}"
         );
     }
@@ -91,12 +98,7 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "no zombie");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(listing_command())
-            .output()
-            .unwrap();
-        let listed = parse(&String::from_utf8_lossy(&out.stdout));
+        let (_, listed) = listed_now();
         let _ = zombie.wait();
         assert!(
             listed.iter().all(|p| p.pid != zombie.id()),
