@@ -24,7 +24,11 @@ pub(crate) fn run_tests(
     command
         .arg("-c")
         .arg(&options.command)
-        .current_dir(&workdir);
+        .current_dir(&workdir)
+        // The helper's stdin carries a warm jail's order and its stdout the results
+        // (`stream.rs`): the tests get neither.
+        .stdin(std::process::Stdio::null())
+        .stdout(io::stderr());
     // As `docker exec --user` does: HOME is the user's, unless the verifier's env sets one.
     if !options.keep_home || std::env::var_os("HOME").is_none() {
         command.env("HOME", &identity.home);

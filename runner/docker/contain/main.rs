@@ -22,7 +22,9 @@
 //!    passes the kernel's ptrace access check to reach its `/proc/<pid>/root`, `cwd` or `fd`;
 //! 7. after the deadline (TERM, grace, KILL of the process group) or the exit, copies the
 //!    private `/logs/verifier` (regular files and directories only, bounded) to `/.runner/out`
-//!    and writes `/.runner/out/status`, which the runner downloads from the stopped jail.
+//!    and writes `/.runner/out/status` (with `artifacts\tempty` when the trial's
+//!    `/logs/artifacts` is empty then); a fresh jail's results are downloaded from the stopped
+//!    jail, a warm one sends them over its stdout as a tar (`stream.rs`).
 //!
 //! Exit codes: 0 the tests ran; 2 isolation could not be set up (nothing ran; the runner falls
 //! back and records it); 3 a failure after the tests started; 64 bad arguments.
@@ -74,6 +76,7 @@ mod launch;
 mod mounts;
 mod order;
 mod procs;
+mod stream;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -192,15 +195,19 @@ impl Status {
 }
 
 fn verify(options: &Options) -> i32 {
-    let out_dir = match open_dir_fd("/.runner/out") {
-        Ok(fd) => fd,
+    match open_dir_fd("/.runner/out") {
+        Ok(out_dir) => verify_into(options, &out_dir),
         Err(e) => {
             eprintln!("contain: /.runner/out: {e}");
-            return 3;
+            3
         }
-    };
+    }
+}
+
+/// `contain verify` with its results going to the open `/.runner/out`; returns the exit code.
+fn verify_into(options: &Options, out_dir: &DirFd) -> i32 {
     let mut status = Status { lines: Vec::new() };
-    let code = match run(options, &out_dir, &mut status) {
+    let code = match run(options, out_dir, &mut status) {
         Ok(()) => 0,
         Err(Failure::Unavailable(why)) => {
             status.push("unavailable", &why);
@@ -318,5 +325,19 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
     for (key, value) in notes {
         status.push(key, &value);
     }
+    if artifacts_are_empty() {
+        status.push("artifacts", "empty");
+    }
     Ok(())
+}
+
+/// True when the trial's `/logs/artifacts` is a directory with nothing in it once the tests
+/// are over: the runner then has nothing to download from there (one archive call less on
+/// every trial whose agent and tests leave no artifacts). Only a directory listing of the
+/// trial's tree, nothing opened or followed in it; a symlink there is not "empty", and the
+/// runner downloads as before.
+fn artifacts_are_empty() -> bool {
+    let path = Path::new("/logs/artifacts");
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        && fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
 }

@@ -61,27 +61,46 @@ fn find_end(bytes: &[u8]) -> Option<usize> {
     bytes.windows(2).position(|w| w == [0, 0])
 }
 
-/// Waits for the order and carries it out as `contain verify` would.
+/// Waits for the order, carries it out as `contain verify` would, and sends the results
+/// back over stdout (`stream.rs`), the helper's exit code with them as `out/exit`.
 pub(crate) fn wait_and_verify() -> i32 {
-    match read_order(io::stdin().lock()) {
-        Ok(None) => 0,
-        Ok(Some(order)) => {
-            for (key, value) in &order.env {
-                // SAFETY: the helper is single-threaded here; nothing reads the environment
-                // concurrently.
-                unsafe { std::env::set_var(key, value) };
-            }
-            match Options::parse(&order.args) {
-                Ok(options) => verify(&options),
-                Err(message) => {
-                    eprintln!("contain: {message}");
-                    64
-                }
-            }
-        }
+    let order = match read_order(io::stdin().lock()) {
+        Ok(None) => return 0,
+        Ok(Some(order)) => order,
         Err(e) => {
             eprintln!("contain: reading the order: {e}");
+            return 64;
+        }
+    };
+    // Opened before the namespaces change: afterwards the path is the trial's.
+    let out = match open_dir_fd("/.runner/out") {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("contain: /.runner/out: {e}");
+            return 3;
+        }
+    };
+    for (key, value) in &order.env {
+        // SAFETY: the helper is single-threaded here; nothing reads the environment
+        // concurrently.
+        unsafe { std::env::set_var(key, value) };
+    }
+    let code = match Options::parse(&order.args) {
+        Ok(options) => verify_into(&options, &out),
+        Err(message) => {
+            eprintln!("contain: {message}");
             64
         }
+    };
+    // A failure here leaves the runner a cut stream: it then goes by the exit code alone.
+    let sent = fs::write(out.join("exit"), code.to_string())
+        .and_then(|()| stream::write_tree(
+            &out.path,
+            "out",
+            &mut io::BufWriter::with_capacity(1 << 16, io::stdout().lock()),
+        ));
+    if let Err(e) = sent {
+        eprintln!("contain: sending the results: {e}");
     }
+    code
 }

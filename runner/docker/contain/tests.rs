@@ -146,3 +146,64 @@ fn an_order_is_read_whole_and_a_cut_one_means_nothing_to_do() {
     assert_eq!(order::read_order(&b""[..]).unwrap(), None);
     assert!(order::read_order(&b"verify\0--env\0novalue\0\0"[..]).is_err());
 }
+
+#[test]
+fn pax_records_count_their_own_length() {
+    for value in ["a", &"x".repeat(90), &"y".repeat(995), &"z".repeat(9_994)] {
+        let record = super::stream::pax_record("path", value);
+        let (length, rest) = record.split_once(' ').unwrap();
+        assert_eq!(length.parse::<usize>().unwrap(), record.len(), "{record:?}");
+        assert_eq!(rest, format!("path={value}\n"));
+    }
+}
+
+#[test]
+fn a_ustar_header_carries_its_checksum_and_fields_as_tar_reads_them() {
+    let block = super::stream::ustar_block("out/status", 0o644, 1234, b'0');
+    let header = tar::Header::from_byte_slice(&block);
+    assert_eq!(header.path().unwrap().to_str(), Some("out/status"));
+    assert_eq!(header.size().unwrap(), 1234);
+    assert_eq!(header.mode().unwrap(), 0o644);
+    assert_eq!(header.cksum().unwrap(), {
+        let mut copy = block;
+        copy[148..156].fill(b' ');
+        copy.iter().map(|&b| u32::from(b)).sum::<u32>()
+    });
+}
+
+#[test]
+fn the_results_stream_unpacks_whole_on_the_host_long_names_included() {
+    let src = tempfile_dir("stream-src");
+    let long = "n".repeat(150);
+    fs::create_dir_all(src.join("verifier/deep")).unwrap();
+    fs::write(src.join("status"), "exit_code\t0\n").unwrap();
+    fs::write(src.join("verifier/reward.txt"), "1\n").unwrap();
+    fs::write(src.join("verifier/empty"), "").unwrap();
+    fs::write(src.join("verifier/deep").join(&long), vec![b'q'; 1500]).unwrap();
+    fs::set_permissions(
+        src.join("verifier/reward.txt"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    super::stream::write_tree(&src, "out", &mut bytes).unwrap();
+    assert_eq!(bytes.len() % 512, 0);
+    let dst = tempfile_dir("stream-dst");
+    let budget = crate::archive::DownloadBudget::new(1 << 20);
+    let report = crate::archive::unpack_stripped(&bytes[..], &dst, &budget).unwrap();
+    assert_eq!(report, crate::archive::DownloadReport::default());
+    assert_eq!(fs::read_to_string(dst.join("status")).unwrap(), "exit_code\t0\n");
+    assert_eq!(fs::read_to_string(dst.join("verifier/reward.txt")).unwrap(), "1\n");
+    assert_eq!(fs::read(dst.join("verifier/empty")).unwrap(), b"");
+    assert_eq!(fs::read(dst.join("verifier/deep").join(&long)).unwrap(), vec![b'q'; 1500]);
+    // Every entry, the PAX-named one under its whole name.
+    let mut archive = tar::Archive::new(&bytes[..]);
+    let names: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    assert!(names.contains(&format!("out/verifier/deep/{long}")));
+    let _ = fs::remove_dir_all(src.parent().unwrap());
+}

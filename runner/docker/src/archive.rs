@@ -169,48 +169,60 @@ pub async fn download_dir(
     let options = DownloadFromContainerOptionsBuilder::default()
         .path(source)
         .build();
-    let (sender, receiver) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHANNEL_CHUNKS);
-    let target = target.to_path_buf();
-    let what = format!("unpacking {source} into {}", target.display());
-    let unpacker = tokio::task::spawn_blocking(move || {
-        unpack_stripped(ChannelReader::new(receiver), &target, &budget)
-    });
-    let mut stream = client
+    let stream = client
         .api()
         .download_from_container(container, Some(options));
-    let mut stream_error = None;
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            // A closed channel means the unpacker stopped (budget spent, or a write failed):
-            // dropping the stream closes the connection instead of draining the rest.
-            Ok(bytes) => {
-                if sender.send(bytes).await.is_err() {
-                    break;
-                }
-            }
-            Err(e) => {
-                stream_error = Some(e);
-                break;
-            }
-        }
-    }
-    drop(sender);
-    drop(stream);
-    let report = unpacker
-        .await
-        .map_err(|e| DockerError::Io {
-            operation: what.clone(),
-            source: std::io::Error::other(e),
-        })?
-        .map_err(|source| DockerError::Io {
-            operation: what,
-            source,
-        })?;
+    let (report, stream_error) = unpack_stream(stream, target, budget).await;
+    let report = report.map_err(|source_error| DockerError::Io {
+        operation: format!("unpacking {source} into {}", target.display()),
+        source: source_error,
+    })?;
     match stream_error {
         Some(e) if !report.stopped_early => {
             Err(DockerError::api(format!("downloading {source}"), e))
         }
         _ => Ok(report),
+    }
+}
+
+/// Unpacks the tar arriving as `chunks` into `target` within `budget` (see
+/// [`download_dir`]), on a blocking thread fed through a bounded channel. The unpacker's end
+/// is the end: a stream that stays open past its archive (a warm jail's stdout, until its
+/// helper exits) is not waited for. Returns the unpacker's report and the stream's error, if
+/// it failed before the unpacker was done.
+pub(crate) async fn unpack_stream<E>(
+    chunks: impl futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+    target: &Path,
+    budget: Arc<DownloadBudget>,
+) -> (std::io::Result<DownloadReport>, Option<E>) {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHANNEL_CHUNKS);
+    let target = target.to_path_buf();
+    let mut unpacker = tokio::task::spawn_blocking(move || {
+        unpack_stripped(ChannelReader::new(receiver), &target, &budget)
+    });
+    let forward = async move {
+        let mut chunks = chunks;
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                // A closed channel means the unpacker stopped (budget spent, or a write
+                // failed): dropping the stream closes the connection instead of draining it.
+                Ok(bytes) => {
+                    if sender.send(bytes).await.is_err() {
+                        return None;
+                    }
+                }
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    };
+    let joined = |joined: Result<std::io::Result<DownloadReport>, tokio::task::JoinError>| {
+        joined.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    };
+    let mut forward = std::pin::pin!(forward);
+    tokio::select! {
+        report = &mut unpacker => (joined(report), None),
+        stream_error = &mut forward => (joined(unpacker.await), stream_error),
     }
 }
 
@@ -246,7 +258,7 @@ impl Read for ChannelReader {
 
 /// Unpacks a tar whose first path component is the downloaded directory's own name, within
 /// `budget`: a file past it is cut and ends with a marker line, and nothing after it is read.
-fn unpack_stripped(
+pub(crate) fn unpack_stripped(
     reader: impl Read,
     target: &Path,
     budget: &DownloadBudget,

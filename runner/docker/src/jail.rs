@@ -4,7 +4,8 @@
 //!
 //! The trial container itself never gets a capability more than Docker's default; only the
 //! jail has `CAP_SYS_ADMIN`, and only the helper (uploaded into the jail's own fresh root, out of
-//! the agent's reach) holds it. The helper's results land in the jail's root, which is
+//! the agent's reach) holds it. The helper's results land in the jail's root: a jail started
+//! early sends them over its stdout as they are written (`jail_warm.rs`), a fresh one has them
 //! downloaded after it stops.
 
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ use futures_util::StreamExt;
 use tasks::isolation::{IsolatedRun, IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::records::LeftoverProcess;
 
-use super::archive::{self, DownloadBudget};
+use super::archive::{self, DownloadBudget, DownloadReport};
 use super::container::remove_container;
 use super::jail_warm::WarmJail;
 use super::removals::Removals;
@@ -44,6 +45,9 @@ const MAX_FILE_BYTES: u64 = 64 << 20;
 /// Most bytes of verifier output in all the helper copies out (the host's verifier budget
 /// is the same or smaller).
 const MAX_TOTAL_BYTES: u64 = 256 << 20;
+/// The trial directory whose emptiness after the tests the helper reports (`artifacts\tempty`
+/// in its status, see `contain/main.rs`).
+pub(crate) const CHECKED_EMPTY: &str = "/logs/artifacts";
 /// How the record names the mechanism.
 const MECHANISM: &str = "verifier jail: /tests and /logs/verifier private to the tests";
 
@@ -258,12 +262,14 @@ pub(crate) struct TrialSide<'a> {
     pub removals: &'a Removals,
 }
 
-/// Told once the jail has exited (its tests are over), so what must wait for them (the
-/// trial's `/logs/artifacts`) comes back while the jail's results do; dropped unsent when the
-/// jail did not run to its end.
-pub(crate) type TestsDone = Option<tokio::sync::oneshot::Sender<()>>;
+/// Told once the tests are over, so what must wait for them (the trial's `/logs/artifacts`)
+/// comes back while the jail's results do; `true` when the helper found `/logs/artifacts`
+/// empty then (there is nothing to download). Dropped unsent when the jail did not run to its
+/// end.
+pub(crate) type TestsDone = Option<tokio::sync::oneshot::Sender<bool>>;
 
-/// A warm jail: the tests go into its (running) root, then the order starts them.
+/// A warm jail: the tests go into its (running) root, then the order starts them, and the
+/// results come back over its stdout as they are written (`jail_warm.rs`).
 async fn run_warm(
     client: &DockerClient,
     spec: &JailSpec,
@@ -277,16 +283,40 @@ async fn run_warm(
         let tar = pack_off_thread(&request.tests_dir, archive::pack_tests).await?;
         archive::upload(client, &warm.id, tar, "the tests into the verifier jail").await?;
     }
+    let staging = staging_dir(&request.output_dir)?;
     let started = Instant::now();
     warm.order(&verify_args(spec, request), &request.env)
         .await?;
-    let id = warm.id.clone();
-    let exit = warm.exit_code();
-    finish_run(client, &id, request, trial, (started, exit), tests_done).await
+    let received = warm.receive_results(staging.path(), trial.budget.clone(), trial.observer);
+    let Ok(report) = tokio::time::timeout(backstop(request), received).await else {
+        return Ok(timed_out(client, &warm.id, trial.observer, started).await);
+    };
+    let elapsed = ran_for(trial.observer, started);
+    let exit = match report
+        .as_ref()
+        .and_then(|_| read_small(staging.path(), "exit").trim().parse().ok())
+    {
+        Some(exit) => exit,
+        // The stream was cut: the helper's exit says why (it is exiting, or gone).
+        None => match tokio::time::timeout(HOST_BACKSTOP, warm.exit_code()).await {
+            Ok(exit) => exit?,
+            Err(_) => return Ok(timed_out(client, &warm.id, trial.observer, started).await),
+        },
+    };
+    let Some(report) = report else {
+        return Err(DockerError::Jail(format!(
+            "the verifier jail's results did not come back (its helper exited with {exit})"
+        )));
+    };
+    let fetched = take_results(staging.path(), &request.output_dir, &report)?;
+    if let Some(done) = tests_done {
+        let _ = done.send(fetched.status.lines().any(|l| l == "artifacts\tempty"));
+    }
+    outcome_of(exit, fetched, elapsed, trial)
 }
 
-/// Waits for a started jail (its run, from `started` to `exit`, counts as time inside the
-/// verifier's command), relays its messages and brings its results back.
+/// Waits for a fresh jail to exit (its run, from `started` to `exit`, counts as time inside
+/// the verifier's command), relays its messages and downloads its results.
 async fn finish_run(
     client: &DockerClient,
     id: &str,
@@ -295,41 +325,74 @@ async fn finish_run(
     (started, exit): (Instant, impl Future<Output = Result<i64, DockerError>>),
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
-    let (budget, observer) = (&trial.budget, trial.observer);
-    let backstop = request.timeout + KILL_GRACE + HOST_BACKSTOP;
-    let exit = match tokio::time::timeout(backstop, exit).await {
-        Ok(exit) => Some(exit?),
-        Err(_) => {
-            let kill = KillContainerOptionsBuilder::default()
-                .signal("KILL")
-                .build();
-            let _ = client.api().kill_container(id, Some(kill)).await;
-            None
-        }
+    let Ok(exit) = tokio::time::timeout(backstop(request), exit).await else {
+        return Ok(timed_out(client, id, trial.observer, started).await);
     };
-    let elapsed = started.elapsed();
-    observer.add_exec_time(elapsed);
-    if exit.is_some()
-        && let Some(done) = tests_done
-    {
-        let _ = done.send(());
+    let exit = exit?;
+    let elapsed = ran_for(trial.observer, started);
+    if let Some(done) = tests_done {
+        let _ = done.send(false);
     }
-    let text = format!("verifier jail ran for {:.3}s\n", elapsed.as_secs_f64());
-    (observer.output)("runner", text.as_bytes());
     // The helper writes to its stderr only when it fails (the tests' own output goes to
     // test-stdout.txt), so a clean exit spares the logs call.
-    if exit != Some(0) {
-        relay_logs(client, id, observer).await;
+    if exit != 0 {
+        relay_logs(client, id, trial.observer).await;
     }
-    let Some(exit) = exit else {
-        return Ok(IsolatedVerifyOutcome::Ran(IsolatedRun {
-            mechanism: MECHANISM.into(),
-            timed_out: true,
-            elapsed,
-            ..IsolatedRun::default()
-        }));
-    };
-    let fetched = fetch_results(client, id, &request.output_dir, budget.clone()).await?;
+    let staging = staging_dir(&request.output_dir)?;
+    let report = archive::download_dir(
+        client,
+        id,
+        "/.runner/out",
+        staging.path(),
+        trial.budget.clone(),
+    )
+    .await?;
+    let fetched = take_results(staging.path(), &request.output_dir, &report)?;
+    outcome_of(exit, fetched, elapsed, trial)
+}
+
+/// How long the host waits for a jail: the tests' deadline, the kill grace and a backstop.
+fn backstop(request: &IsolatedVerifyRequest) -> Duration {
+    request.timeout + KILL_GRACE + HOST_BACKSTOP
+}
+
+/// Counts the jail's run since `started` as time inside the verifier's command and says so
+/// in `trial.log`.
+fn ran_for(observer: &ExecObserver, started: Instant) -> Duration {
+    let elapsed = started.elapsed();
+    observer.add_exec_time(elapsed);
+    let text = format!("verifier jail ran for {:.3}s\n", elapsed.as_secs_f64());
+    (observer.output)("runner", text.as_bytes());
+    elapsed
+}
+
+/// A jail that outlived its backstop: killed, and recorded as the tests' timeout.
+async fn timed_out(
+    client: &DockerClient,
+    id: &str,
+    observer: &ExecObserver,
+    started: Instant,
+) -> IsolatedVerifyOutcome {
+    let kill = KillContainerOptionsBuilder::default()
+        .signal("KILL")
+        .build();
+    let _ = client.api().kill_container(id, Some(kill)).await;
+    IsolatedVerifyOutcome::Ran(IsolatedRun {
+        mechanism: MECHANISM.into(),
+        timed_out: true,
+        elapsed: ran_for(observer, started),
+        ..IsolatedRun::default()
+    })
+}
+
+/// What the helper's exit code and results say about the run.
+fn outcome_of(
+    exit: i64,
+    fetched: Fetched,
+    elapsed: Duration,
+    trial: &TrialSide<'_>,
+) -> Result<IsolatedVerifyOutcome, DockerError> {
+    let (budget, observer) = (&trial.budget, trial.observer);
     let status = parse_status(&fetched.status);
     for truncated in &status.truncated {
         observer.record_truncation(format!("verifier: {truncated}"), MAX_FILE_BYTES);
@@ -396,46 +459,50 @@ struct Fetched {
     truncated: Vec<String>,
 }
 
-/// Downloads `/.runner/out` from the stopped jail; its `verifier/` goes to `output_dir`.
-async fn fetch_results(
-    client: &DockerClient,
-    id: &str,
-    output_dir: &Path,
-    budget: Arc<DownloadBudget>,
-) -> Result<Fetched, DockerError> {
-    let io = |operation: &str| {
-        let operation = operation.to_owned();
-        move |source| DockerError::Io { operation, source }
-    };
+fn io_error(operation: &str) -> impl FnOnce(std::io::Error) -> DockerError {
+    let operation = operation.to_owned();
+    move |source| DockerError::Io { operation, source }
+}
+
+/// A directory beside `output_dir` for the jail's results, removed when dropped.
+fn staging_dir(output_dir: &Path) -> Result<tempfile::TempDir, DockerError> {
     let parent = output_dir.parent().unwrap_or(output_dir);
-    let staging = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".verifier-jail-")
         .tempdir_in(parent)
-        .map_err(io("creating a staging directory"))?;
-    let report = archive::download_dir(client, id, "/.runner/out", staging.path(), budget).await?;
-    let read_small = |name: &str| {
-        let path = staging.path().join(name);
-        tasks::bounded::read_capped(&path, 1 << 20, name)
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_default()
-    };
-    let status = read_small("status");
-    let processes = read_small("processes");
-    let verifier = staging.path().join("verifier");
+        .map_err(io_error("creating a staging directory"))
+}
+
+/// A small file of the results, as text (empty when it is missing).
+fn read_small(staging: &Path, name: &str) -> String {
+    tasks::bounded::read_capped(&staging.join(name), 1 << 20, name)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+/// Reads the helper's own files from the results unpacked into `staging` and moves its
+/// `verifier/` into `output_dir`.
+fn take_results(
+    staging: &Path,
+    output_dir: &Path,
+    report: &DownloadReport,
+) -> Result<Fetched, DockerError> {
+    let verifier = staging.join("verifier");
     if verifier.is_dir() {
-        std::fs::create_dir_all(output_dir).map_err(io("creating the verifier directory"))?;
-        for entry in std::fs::read_dir(&verifier).map_err(io("reading the verifier output"))? {
-            let entry = entry.map_err(io("reading the verifier output"))?;
+        std::fs::create_dir_all(output_dir).map_err(io_error("creating the verifier directory"))?;
+        let entries = std::fs::read_dir(&verifier).map_err(io_error("reading the verifier output"))?;
+        for entry in entries {
+            let entry = entry.map_err(io_error("reading the verifier output"))?;
             let target = output_dir.join(entry.file_name());
             if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir_all(&target).map_err(io("replacing a verifier output"))?;
+                std::fs::remove_dir_all(&target).map_err(io_error("replacing a verifier output"))?;
             }
-            std::fs::rename(entry.path(), &target).map_err(io("moving a verifier output"))?;
+            std::fs::rename(entry.path(), &target).map_err(io_error("moving a verifier output"))?;
         }
     }
     Ok(Fetched {
-        status,
-        processes,
+        status: read_small(staging, "status"),
+        processes: read_small(staging, "processes"),
         truncated: report
             .truncated
             .iter()

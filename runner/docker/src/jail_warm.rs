@@ -13,17 +13,27 @@
 //! no trial process has. An agent that kills it gains nothing: a jail that is not running at
 //! verification is removed and a fresh one is made the old way, after the agent phase. If
 //! the runner goes away, stdin ends and the helper exits having done nothing.
+//!
+//! The results come back over the same attachment: the helper writes them to its stdout as a
+//! tar (`contain/stream.rs`), which the runner unpacks as it arrives, so no archive call to the
+//! stopped jail is on the trial's path. The jail keeps no log (its driver is `none`): what the
+//! stream carries is read once, here, and the helper's own messages arrive on its stderr.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use bollard::models::ContainerCreateBody;
+use std::path::Path;
+
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, HostConfigLogConfig};
 use bollard::query_parameters::{AttachContainerOptionsBuilder, CreateContainerOptionsBuilder};
+use engine::ExecObserver;
+use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
-use super::archive;
+use super::archive::{self, DownloadBudget, DownloadReport};
 use super::container::remove_container;
 use super::jail::{HELPER, HELPER_PATH, JailSpec, jail_host_config, jail_name, pack_off_thread};
 use super::{DockerClient, DockerError};
@@ -33,6 +43,8 @@ pub(crate) struct WarmJail {
     /// The jail container's id.
     pub id: String,
     input: Pin<Box<dyn AsyncWrite + Send>>,
+    /// The helper's stdout (its results, after the order) and stderr (its messages).
+    output: Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>,
     /// The engine's wait for the jail's exit, asked for right after its start: it tells the
     /// verification whether the jail still runs without an inspection (a round trip on the
     /// trial's path), and it is already waiting when the tests end.
@@ -80,6 +92,39 @@ impl WarmJail {
         sent.await
             .map_err(|e| DockerError::Jail(format!("sending the verifier jail its order: {e}")))
     }
+
+    /// After the order: unpacks the results the helper sends on its stdout into `staging`
+    /// (its `out/` stripped) within `budget`, relaying its stderr to `observer` meanwhile.
+    /// `None` when the stream ended or failed before the archive did (the helper was killed,
+    /// or could not send): the jail's exit code then tells what happened.
+    pub async fn receive_results(
+        &mut self,
+        staging: &Path,
+        budget: Arc<DownloadBudget>,
+        observer: &ExecObserver,
+    ) -> Option<DownloadReport> {
+        let stdout = self.output.by_ref().filter_map(|frame| {
+            let chunk = match frame {
+                Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+                Ok(LogOutput::StdErr { message }) => {
+                    (observer.output)("runner", &message);
+                    None
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            };
+            std::future::ready(chunk)
+        });
+        let (report, stream_error) = archive::unpack_stream(stdout, staging, budget).await;
+        let cut = match (&report, stream_error) {
+            (Err(e), _) => e.to_string(),
+            (Ok(_), Some(e)) => e.to_string(),
+            (Ok(report), None) => return Some(report.clone()),
+        };
+        let text = format!("the verifier jail's results did not come back whole: {cut}\n");
+        (observer.output)("runner", text.as_bytes());
+        None
+    }
 }
 
 /// The order's bytes: every field NUL-terminated, the environment as `--env K=V`, then an
@@ -121,7 +166,16 @@ pub(crate) async fn prestart(
         open_stdin: Some(true),
         stdin_once: Some(true),
         attach_stdin: Some(true),
-        host_config: Some(jail_host_config(spec)),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        host_config: Some(bollard::models::HostConfig {
+            // The results stream is read from the attachment; a log would hold a second copy.
+            log_config: Some(HostConfigLogConfig {
+                typ: Some("none".into()),
+                config: None,
+            }),
+            ..jail_host_config(spec)
+        }),
         ..Default::default()
     };
     let options = CreateContainerOptionsBuilder::default().name(&name).build();
@@ -147,6 +201,8 @@ pub(crate) async fn prestart(
         archive::upload(client, &id, tar, "the verifier helper").await?;
         let attach = AttachContainerOptionsBuilder::default()
             .stdin(true)
+            .stdout(true)
+            .stderr(true)
             .stream(true)
             .build();
         let attached = client
@@ -166,12 +222,13 @@ pub(crate) async fn prestart(
             let (client, id) = (client.clone(), id.clone());
             async move { super::jail::wait_exit(&client, &id).await }
         });
-        Ok::<_, DockerError>((attached.input, exit))
+        Ok::<_, DockerError>((attached.input, attached.output, exit))
     };
     match started.await {
-        Ok((input, exit)) => Ok(WarmJail {
+        Ok((input, output, exit)) => Ok(WarmJail {
             id,
             input,
+            output,
             exit: Some(exit),
         }),
         Err(e) => {
