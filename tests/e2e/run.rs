@@ -373,3 +373,42 @@ fn an_agent_that_kills_the_waiting_verifier_jail_is_verified_in_a_fresh_one() {
     );
     assert_eq!(result["verifier_isolation"]["isolated"], true, "{log}");
 }
+
+#[test]
+fn an_agent_that_kills_the_jail_while_the_tests_run_gets_no_reward_and_no_hang() {
+    // The warm jail's results come over its stdout; a leftover of the agent kills its helper
+    // mid-run, which cuts that stream. The trial must end at once as a failed verification.
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-jail-mid-run", "oracle", 1);
+    let (name, result) = &job.trial_results()[0];
+    let log = job.trial_file(name, "trial.log");
+    assert_eq!(code, 3, "{log}");
+    assert_eq!(reward(result), None, "{log}");
+    assert_eq!(
+        result["exception_info"]["exception_type"], "VerifierSandboxError",
+        "{log}"
+    );
+    let message = result["exception_info"]["exception_message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("exit 137"), "{message}");
+    assert!(
+        !log.contains("started early is not running any more"),
+        "the jail was to be killed after its order, not before: {log}"
+    );
+    // Its tests sleep 3 s and have 30; the host's backstop is 55 s past the order. (The
+    // failure is the engine's kind, so the trial is retried: each attempt ends at once.)
+    let verifier_secs: Vec<f64> = log
+        .lines()
+        .filter_map(|l| {
+            l.split_once("phase: running verifier finished in ")?
+                .1
+                .strip_suffix('s')
+        })
+        .map(|secs| secs.parse().unwrap())
+        .collect();
+    assert!(!verifier_secs.is_empty(), "{log}");
+    assert!(
+        verifier_secs.iter().all(|&s| s < 10.0),
+        "{verifier_secs:?}\n{log}"
+    );
+}

@@ -337,7 +337,11 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
 /// trial's tree, nothing opened or followed in it; a symlink there is not "empty", and the
 /// runner downloads as before.
 fn artifacts_are_empty() -> bool {
-    let path = Path::new("/logs/artifacts");
+    is_empty_dir(Path::new("/logs/artifacts"))
+}
+
+/// True when `path` itself (not a link to one) is a directory with no entries.
+pub(crate) fn is_empty_dir(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
         && fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
 }

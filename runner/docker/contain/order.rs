@@ -93,12 +93,13 @@ pub(crate) fn wait_and_verify() -> i32 {
         }
     };
     // A failure here leaves the runner a cut stream: it then goes by the exit code alone.
-    let sent = fs::write(out.join("exit"), code.to_string())
-        .and_then(|()| stream::write_tree(
+    let sent = fs::write(out.join("exit"), code.to_string()).and_then(|()| {
+        stream::write_tree(
             &out.path,
             "out",
             &mut io::BufWriter::with_capacity(1 << 16, io::stdout().lock()),
-        ));
+        )
+    });
     if let Err(e) = sent {
         eprintln!("contain: sending the results: {e}");
     }

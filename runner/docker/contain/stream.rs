@@ -44,7 +44,9 @@ fn write_dir(dir: &Path, shown: &str, out: &mut dyn Write) -> io::Result<()> {
             header(out, &shown, mode, size, b'0')?;
             let copied = io::copy(&mut File::open(&path)?.take(size), out)?;
             if copied != size {
-                return Err(io::Error::other(format!("{shown} changed while being sent")));
+                return Err(io::Error::other(format!(
+                    "{shown} changed while being sent"
+                )));
             }
             pad(out, size)?;
         }

@@ -192,10 +192,19 @@ fn the_results_stream_unpacks_whole_on_the_host_long_names_included() {
     let budget = crate::archive::DownloadBudget::new(1 << 20);
     let report = crate::archive::unpack_stripped(&bytes[..], &dst, &budget).unwrap();
     assert_eq!(report, crate::archive::DownloadReport::default());
-    assert_eq!(fs::read_to_string(dst.join("status")).unwrap(), "exit_code\t0\n");
-    assert_eq!(fs::read_to_string(dst.join("verifier/reward.txt")).unwrap(), "1\n");
+    assert_eq!(
+        fs::read_to_string(dst.join("status")).unwrap(),
+        "exit_code\t0\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dst.join("verifier/reward.txt")).unwrap(),
+        "1\n"
+    );
     assert_eq!(fs::read(dst.join("verifier/empty")).unwrap(), b"");
-    assert_eq!(fs::read(dst.join("verifier/deep").join(&long)).unwrap(), vec![b'q'; 1500]);
+    assert_eq!(
+        fs::read(dst.join("verifier/deep").join(&long)).unwrap(),
+        vec![b'q'; 1500]
+    );
     // Every entry, the PAX-named one under its whole name.
     let mut archive = tar::Archive::new(&bytes[..]);
     let names: Vec<String> = archive
@@ -206,4 +215,25 @@ fn the_results_stream_unpacks_whole_on_the_host_long_names_included() {
     assert_eq!(names.len(), 7, "{names:?}");
     assert!(names.contains(&format!("out/verifier/deep/{long}")));
     let _ = fs::remove_dir_all(src.parent().unwrap());
+}
+
+#[test]
+fn only_a_real_directory_with_nothing_in_it_is_empty() {
+    let base = tempfile_dir("empty-check");
+    let empty = base.join("empty");
+    fs::create_dir_all(&empty).unwrap();
+    assert!(is_empty_dir(&empty));
+    let full = base.join("full");
+    fs::create_dir_all(full.join("sub")).unwrap();
+    assert!(!is_empty_dir(&full));
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&empty, &link).unwrap();
+    assert!(
+        !is_empty_dir(&link),
+        "a link to an empty directory is not one"
+    );
+    assert!(!is_empty_dir(&base.join("missing")));
+    fs::write(base.join("file"), "").unwrap();
+    assert!(!is_empty_dir(&base.join("file")));
+    let _ = fs::remove_dir_all(base.parent().unwrap());
 }

@@ -490,12 +490,14 @@ fn take_results(
     let verifier = staging.join("verifier");
     if verifier.is_dir() {
         std::fs::create_dir_all(output_dir).map_err(io_error("creating the verifier directory"))?;
-        let entries = std::fs::read_dir(&verifier).map_err(io_error("reading the verifier output"))?;
+        let entries =
+            std::fs::read_dir(&verifier).map_err(io_error("reading the verifier output"))?;
         for entry in entries {
             let entry = entry.map_err(io_error("reading the verifier output"))?;
             let target = output_dir.join(entry.file_name());
             if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir_all(&target).map_err(io_error("replacing a verifier output"))?;
+                std::fs::remove_dir_all(&target)
+                    .map_err(io_error("replacing a verifier output"))?;
             }
             std::fs::rename(entry.path(), &target).map_err(io_error("moving a verifier output"))?;
         }

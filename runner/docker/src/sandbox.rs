@@ -235,9 +235,7 @@ impl Sandbox for DockerSandbox {
                 (Some((source, target)), Ok(true)) if source == jail::CHECKED_EMPTY => {
                     std::fs::create_dir_all(target).is_ok()
                 }
-                (Some((source, target)), _) => {
-                    self.download_dir(source, target).await.is_ok()
-                }
+                (Some((source, target)), _) => self.download_dir(source, target).await.is_ok(),
                 _ => false,
             }
         };
