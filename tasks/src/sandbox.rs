@@ -102,6 +102,12 @@ impl ExecOutput {
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
     }
+
+    /// The last line of stdout, trimmed: where a script that prints progress first reports
+    /// its answer (a path it made, a root it found); empty when there is no output.
+    pub fn last_line(&self) -> &str {
+        self.stdout.lines().last().unwrap_or_default().trim()
+    }
 }
 
 /// A sandbox failure: the backend could not do what was asked (not a command's non-zero exit).

@@ -49,8 +49,9 @@ pub fn pack_dirs(dirs: &[String], mode: u32) -> std::io::Result<Vec<u8>> {
 }
 
 /// The jail's root additions without the tests: the helper at `helper_path` (mode 0755), and
-/// the empty `/.runner/out` and `/.runner/tests`.
-pub fn pack_jail_root(helper: &[u8], helper_path: &str) -> std::io::Result<Vec<u8>> {
+/// the empty `/.runner/out` and `/.runner/tests`, *without* the end-of-archive blocks, so the
+/// tests' entries (or [`END_OF_ARCHIVE`]) can follow it in the same upload.
+pub fn pack_jail_root_open(helper: &[u8], helper_path: &str) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     for (dir, mode) in [
         (".runner", 0o755),
@@ -68,25 +69,21 @@ pub fn pack_jail_root(helper: &[u8], helper_path: &str) -> std::io::Result<Vec<u
     header.set_mode(0o755);
     header.set_entry_type(tar::EntryType::Regular);
     builder.append_data(&mut header, helper_path.trim_start_matches('/'), helper)?;
-    builder.into_inner()
+    let mut tar = builder.into_inner()?;
+    tar.truncate(tar.len() - END_OF_ARCHIVE.len());
+    Ok(tar)
 }
+
+/// The two zero blocks that end a tar archive.
+pub const END_OF_ARCHIVE: &[u8; 1024] = &[0; 1024];
 
 /// Where the jail finds the tests it copies into the private `/tests`.
 const JAIL_TESTS: &str = "/.runner/tests";
 
-/// The tests for a jail whose root already has `/.runner/tests` (a warm jail).
+/// The tests under `/.runner/tests`, as a whole archive: uploaded into a warm jail's root, or
+/// following [`pack_jail_root_open`] in a jail's first upload.
 pub fn pack_tests(tests: &Path) -> std::io::Result<Vec<u8>> {
     pack_dir(tests, JAIL_TESTS)
-}
-
-/// A fresh jail's root additions: [`pack_jail_root`] and the tests under `/.runner/tests`,
-/// in one archive (one upload).
-pub fn pack_jail(helper: &[u8], helper_path: &str, tests: &Path) -> std::io::Result<Vec<u8>> {
-    let mut tar = pack_jail_root(helper, helper_path)?;
-    // A finished tar ends with two zero blocks; the tests' entries continue it instead.
-    tar.truncate(tar.len().saturating_sub(1024));
-    provenance::write_dir(tests, JAIL_TESTS, &mut tar).map_err(std::io::Error::other)?;
-    Ok(tar)
 }
 
 /// Uploads a tar whose entry names are relative to `/`.
@@ -96,10 +93,32 @@ pub async fn upload(
     tar: Vec<u8>,
     what: &str,
 ) -> Result<(), DockerError> {
+    upload_parts(client, container, vec![tar.into()], what).await
+}
+
+/// The most bytes of an upload handed to the engine's connection at once.
+const UPLOAD_CHUNK: usize = 64 << 10;
+
+/// Uploads the tar made of `parts` (one archive cut into pieces, only the last ending it) as
+/// a stream of slices of them: the parts are shared, not copied (every jail's helper is the
+/// same 1.5 MB), and the HTTP client buffers a slice at a time instead of a copy of the whole
+/// body, which at 64 trials at once was most of the runner's memory.
+pub async fn upload_parts(
+    client: &DockerClient,
+    container: &str,
+    parts: Vec<bytes::Bytes>,
+    what: &str,
+) -> Result<(), DockerError> {
+    let slices = parts.into_iter().flat_map(|part| {
+        (0..part.len())
+            .step_by(UPLOAD_CHUNK)
+            .map(move |at| part.slice(at..(at + UPLOAD_CHUNK).min(part.len())))
+    });
+    let body = bollard::body_stream(futures_util::stream::iter(slices.collect::<Vec<_>>()));
     let options = UploadToContainerOptionsBuilder::default().path("/").build();
     client
         .api()
-        .upload_to_container(container, Some(options), bollard::body_full(tar.into()))
+        .upload_to_container(container, Some(options), body)
         .await
         .map_err(|e| DockerError::api(format!("uploading {what}"), e))
 }

@@ -36,6 +36,25 @@ pub(crate) const HELPER: &[u8] = &[];
 
 /// What the helper is called as inside the jail.
 pub(crate) const HELPER_PATH: &str = "/.runner/contain";
+
+/// Every jail's first upload: the helper's part of it, packed once and shared (see
+/// [`archive::upload_parts`]), then `tests` (a whole archive of them) or the archive's end.
+pub(crate) fn jail_root_parts(tests: Option<Vec<u8>>) -> Result<Vec<bytes::Bytes>, DockerError> {
+    static ROOT: std::sync::OnceLock<Result<bytes::Bytes, String>> = std::sync::OnceLock::new();
+    let root = ROOT
+        .get_or_init(|| {
+            archive::pack_jail_root_open(HELPER, HELPER_PATH)
+                .map(bytes::Bytes::from)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?;
+    let rest = match tests {
+        Some(tests) => bytes::Bytes::from(tests),
+        None => bytes::Bytes::from_static(archive::END_OF_ARCHIVE),
+    };
+    Ok(vec![root, rest])
+}
 /// Grace between TERM and KILL when the tests' deadline passes.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long the host waits past the tests' deadline and grace for the jail to exit.
@@ -226,11 +245,14 @@ async fn run_jail(
     trial: &TrialSide<'_>,
     tests_done: TestsDone,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
-    let tar = pack_off_thread(&request.tests_dir, |tests| {
-        archive::pack_jail(HELPER, HELPER_PATH, tests)
-    })
+    let tests = pack_off_thread(&request.tests_dir, archive::pack_tests).await?;
+    archive::upload_parts(
+        client,
+        id,
+        jail_root_parts(Some(tests))?,
+        "the verifier jail",
+    )
     .await?;
-    archive::upload(client, id, tar, "the verifier jail").await?;
     let started = Instant::now();
     if let Err(e) = client.api().start_container(id, None).await {
         return Ok(IsolatedVerifyOutcome::Unavailable(format!(

@@ -35,7 +35,9 @@ use tokio::task::JoinHandle;
 
 use super::archive::{self, DownloadBudget, DownloadReport};
 use super::container::remove_container;
-use super::jail::{HELPER, HELPER_PATH, JailSpec, jail_host_config, jail_name, pack_off_thread};
+use super::jail::{
+    HELPER_PATH, JailSpec, jail_host_config, jail_name, jail_root_parts, pack_off_thread,
+};
 use super::{DockerClient, DockerError};
 
 /// A started jail whose helper waits for its order.
@@ -188,17 +190,12 @@ pub(crate) async fn prestart(
     let started = async {
         // The tests go with the helper when they are known: the jail's root is out of every
         // trial process's reach (see above), so they are as safe there now as at the order.
-        let tar = match &spec.early_tests {
-            Some(tests) => {
-                pack_off_thread(tests, |tests| {
-                    archive::pack_jail(HELPER, HELPER_PATH, tests)
-                })
-                .await?
-            }
-            None => archive::pack_jail_root(HELPER, HELPER_PATH)
-                .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?,
+        let tests = match &spec.early_tests {
+            Some(tests) => Some(pack_off_thread(tests, archive::pack_tests).await?),
+            None => None,
         };
-        archive::upload(client, &id, tar, "the verifier helper").await?;
+        let parts = jail_root_parts(tests)?;
+        archive::upload_parts(client, &id, parts, "the verifier helper").await?;
         let attach = AttachContainerOptionsBuilder::default()
             .stdin(true)
             .stdout(true)

@@ -42,13 +42,7 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
             .env
             .insert("AGENT_USER".into(), run.user.clone().unwrap_or_default());
         let out = sandbox.exec(request).await?;
-        let root = out
-            .stdout
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
+        let root = out.last_line().to_owned();
         if !out.success() || root.is_empty() {
             return Err(AgentError::new(
                 AgentErrorKind::SetupFailed,

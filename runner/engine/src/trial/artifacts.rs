@@ -255,13 +255,7 @@ async fn collect_one<S: Sandbox>(
         .exec(ExecRequest::runner_own(stage).timeout(ARTIFACT_TIMEOUT))
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let staged = out
-        .stdout
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
+    let staged = out.last_line().to_owned();
     if !out.success() || !staged.starts_with("/tmp/runner-artifact.") {
         return Err(fail(format!(
             "staging it failed (exit {:?}): {}",

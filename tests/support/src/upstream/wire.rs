@@ -114,15 +114,10 @@ fn words(reply: &str) -> Vec<String> {
 
 /// `/v1/chat/completions`.
 pub(super) fn chat(call: Call) -> Response {
-    let Usage {
-        input,
-        cached,
-        output,
-        ..
-    } = call.usage;
+    let u = &call.usage;
     let usage = json!({
-        "prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output,
-        "prompt_tokens_details": {"cached_tokens": cached},
+        "prompt_tokens": u.input, "completion_tokens": u.output, "total_tokens": u.input + u.output,
+        "prompt_tokens_details": {"cached_tokens": u.cached},
     });
     let finish = if call.tool_calls.is_empty() {
         "stop"
@@ -194,16 +189,11 @@ pub(super) fn chat(call: Call) -> Response {
 
 /// `/v1/responses`.
 pub(super) fn responses(call: Call) -> Response {
-    let Usage {
-        input,
-        cached,
-        output,
-        ..
-    } = call.usage;
+    let u = &call.usage;
     let usage = json!({
-        "input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
-        "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": input + output,
+        "input_tokens": u.input, "input_tokens_details": {"cached_tokens": u.cached},
+        "output_tokens": u.output, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": u.input + u.output,
     });
     let message = json!({
         "type": "message", "id": "msg_scripted", "status": "completed", "role": "assistant",
