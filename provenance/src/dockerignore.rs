@@ -9,8 +9,10 @@
 //! - a pattern that matches a directory matches everything below it;
 //! - for each path the *last* pattern that matches it or one of its parent directories
 //!   decides: excluded unless that pattern is an exception;
-//! - `Dockerfile` and `.dockerignore` are always sent (the engine needs them), whatever the
-//!   patterns say; `Dockerfile.dockerignore`, when present, replaces `.dockerignore`.
+//! - the Dockerfile and `.dockerignore` are always sent (the engine needs them), whatever the
+//!   patterns say; `<Dockerfile path>.dockerignore` (`Dockerfile.dockerignore`, or
+//!   `docker/Dockerfile.main.dockerignore` for a build naming `docker/Dockerfile.main`), when
+//!   present, replaces `.dockerignore`, and is sent too.
 //!
 //! Each pattern's glob is matched by the `ignore` crate's gitignore matcher, anchored at the
 //! root (so gitignore's match-at-any-depth rule never applies). Where that glob syntax differs
@@ -33,16 +35,15 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use crate::error::ArchiveError;
 use crate::walk::Exclusions;
 
-/// The file names Docker always sends, whatever `.dockerignore` says.
-const ALWAYS_SENT: [&str; 2] = ["Dockerfile", ".dockerignore"];
+/// The ignore file every context may have; a Dockerfile's own one replaces it.
+const CONTEXT_IGNORE: &str = ".dockerignore";
 
-/// The ignore files of a context, the first present one wins.
-const IGNORE_FILES: [&str; 2] = ["Dockerfile.dockerignore", ".dockerignore"];
-
-/// The compiled patterns of one `.dockerignore` file.
+/// The compiled patterns of one `.dockerignore` file, and the files sent whatever they say.
 #[derive(Debug, Clone, Default)]
 pub struct DockerIgnore {
     patterns: Vec<Pattern>,
+    /// Context-relative paths never excluded: the Dockerfile and the ignore files.
+    always_sent: Vec<String>,
 }
 
 /// One pattern line.
@@ -57,17 +58,26 @@ struct Pattern {
 }
 
 impl DockerIgnore {
-    /// The rules of the build context `dir`: `Dockerfile.dockerignore` if it exists, else
-    /// `.dockerignore`, else none (everything is sent).
-    pub fn for_context(dir: &Path) -> Result<Self, ArchiveError> {
-        for name in IGNORE_FILES {
+    /// The rules of the build context `dir` for a build of `dockerfile` (its path relative to
+    /// `dir`, `/`-separated): `<dockerfile>.dockerignore` if it exists, else `.dockerignore`,
+    /// else none (everything is sent).
+    pub fn for_build(dir: &Path, dockerfile: &str) -> Result<Self, ArchiveError> {
+        let own = format!("{dockerfile}.dockerignore");
+        let always_sent = vec![
+            dockerfile.to_owned(),
+            CONTEXT_IGNORE.to_owned(),
+            own.clone(),
+        ];
+        for name in [own.as_str(), CONTEXT_IGNORE] {
             let path = dir.join(name);
             match std::fs::read(&path) {
                 Ok(bytes) => {
                     let text = String::from_utf8(bytes).map_err(|_| {
                         ArchiveError::io(&path, std::io::Error::other("the file is not UTF-8"))
                     })?;
-                    return Self::parse(&text, &path);
+                    let mut rules = Self::parse(&text, &path)?;
+                    rules.always_sent = always_sent;
+                    return Ok(rules);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(ArchiveError::io(&path, e)),
@@ -113,12 +123,15 @@ impl DockerIgnore {
                 matcher,
             });
         }
-        Ok(Self { patterns })
+        Ok(Self {
+            patterns,
+            always_sent: vec!["Dockerfile".to_owned(), CONTEXT_IGNORE.to_owned()],
+        })
     }
 
     /// The pattern that decides `rel_path`, if that pattern excludes it (see the module docs).
     fn deciding_exclusion(&self, rel_path: &str, is_dir: bool) -> Option<&Pattern> {
-        if ALWAYS_SENT.contains(&rel_path) {
+        if self.always_sent.iter().any(|sent| sent == rel_path) {
             return None;
         }
         self.patterns
@@ -145,8 +158,14 @@ impl Exclusions for DockerIgnore {
             .map(|p| p.written.clone())
     }
 
-    fn may_reinclude_below(&self, _rel_dir: &str) -> bool {
+    fn may_reinclude_below(&self, rel_dir: &str) -> bool {
+        // An excluded directory is walked when an exception may take something back, or when
+        // it holds a file always sent (a named Dockerfile in an excluded `docker/`).
         self.patterns.iter().any(|p| p.exception)
+            || self.always_sent.iter().any(|sent| {
+                sent.strip_prefix(rel_dir)
+                    .is_some_and(|rest| rest.starts_with('/'))
+            })
     }
 
     fn rules(&self) -> Vec<String> {

@@ -20,19 +20,24 @@ use crate::dockerignore::DockerIgnore;
 use crate::error::ArchiveError;
 use crate::walk::{NoExclusions, walk_tree};
 
-/// The deterministic tar of the image build context `dir`, with entries named relative to
-/// `dir`, leaving out what its `.dockerignore` (or `Dockerfile.dockerignore`) excludes; see
-/// [`DockerIgnore`] for the rules and where they differ from Docker's. `Dockerfile` and the
-/// ignore file are always included.
-pub fn build_context(dir: &Path) -> Result<Vec<u8>, ArchiveError> {
+/// The deterministic tar of the image build context `dir` for a build of `dockerfile` (its
+/// path relative to `dir`), with entries named relative to `dir`, leaving out what its
+/// `.dockerignore` (or `<dockerfile>.dockerignore`) excludes; see [`DockerIgnore`] for the
+/// rules and where they differ from Docker's. The Dockerfile and the ignore files are always
+/// included.
+pub fn build_context(dir: &Path, dockerfile: &str) -> Result<Vec<u8>, ArchiveError> {
     let mut tar = Vec::new();
-    write_build_context(dir, &mut tar)?;
+    write_build_context(dir, dockerfile, &mut tar)?;
     Ok(tar)
 }
 
 /// [`build_context`], streamed into `out` (the archive is finished when this returns).
-pub fn write_build_context(dir: &Path, out: impl Write) -> Result<ArchiveCounts, ArchiveError> {
-    let rules = DockerIgnore::for_context(dir)?;
+pub fn write_build_context(
+    dir: &Path,
+    dockerfile: &str,
+    out: impl Write,
+) -> Result<ArchiveCounts, ArchiveError> {
+    let rules = DockerIgnore::for_build(dir, dockerfile)?;
     let tree = walk_tree(dir, &rules)?;
     write_entries(&tree.entries, "", out)
 }
@@ -115,7 +120,7 @@ mod tests {
         write(ctx.path(), "Dockerfile", "FROM scratch\nCOPY . /\n");
         symlink(outside.path().join("secret"), ctx.path().join("linked-dir")).unwrap();
         symlink("../../etc/passwd", ctx.path().join("linked-file")).unwrap();
-        let tar = build_context(ctx.path()).unwrap();
+        let tar = build_context(ctx.path(), "Dockerfile").unwrap();
         let listing = listing(&tar);
         assert_eq!(
             listing,
@@ -142,17 +147,17 @@ mod tests {
         let ctx = tempfile::tempdir().unwrap();
         write(ctx.path(), "Dockerfile", "FROM x\n");
         write(ctx.path(), "sub/a.txt", "a");
-        let first = build_context(ctx.path()).unwrap();
+        let first = build_context(ctx.path(), "Dockerfile").unwrap();
         set_mtime(&ctx.path().join("sub/a.txt"), "@12345");
         set_mtime(&ctx.path().join("Dockerfile"), "@99");
-        assert_eq!(build_context(ctx.path()).unwrap(), first);
+        assert_eq!(build_context(ctx.path(), "Dockerfile").unwrap(), first);
         for entry in tar::Archive::new(first.as_slice()).entries().unwrap() {
             let entry = entry.unwrap();
             assert_eq!(entry.header().mtime().unwrap(), 1_153_704_088);
             assert_eq!(entry.header().uid().unwrap(), 0);
         }
         std::fs::write(ctx.path().join("sub/a.txt"), "b").unwrap();
-        let changed = build_context(ctx.path()).unwrap();
+        let changed = build_context(ctx.path(), "Dockerfile").unwrap();
         assert_ne!(changed, first);
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
@@ -160,7 +165,7 @@ mod tests {
             std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
-        assert_ne!(build_context(ctx.path()).unwrap(), changed);
+        assert_ne!(build_context(ctx.path(), "Dockerfile").unwrap(), changed);
     }
 
     #[test]
@@ -184,7 +189,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            names(&build_context(ctx.path()).unwrap()),
+            names(&build_context(ctx.path(), "Dockerfile").unwrap()),
             [
                 ".dockerignore",
                 "Dockerfile",
@@ -196,9 +201,42 @@ mod tests {
         );
         // Dockerfile.dockerignore replaces .dockerignore.
         write(ctx.path(), "Dockerfile.dockerignore", "sub\n");
-        let names = names(&build_context(ctx.path()).unwrap());
+        let names = names(&build_context(ctx.path(), "Dockerfile").unwrap());
         assert!(names.contains(&"run.log".to_owned()), "{names:?}");
         assert!(!names.iter().any(|n| n.starts_with("sub")), "{names:?}");
+    }
+
+    #[test]
+    fn a_named_dockerfile_has_its_own_ignore_file_and_is_always_sent() {
+        let ctx = tempfile::tempdir().unwrap();
+        write(ctx.path(), ".dockerignore", "notes.txt\n");
+        write_all(
+            ctx.path(),
+            &[
+                ("docker/Dockerfile.main", "FROM x\n"),
+                (
+                    "docker/Dockerfile.main.dockerignore",
+                    "Dockerfile*\ndocker\napp.log\n",
+                ),
+                ("app.log", "x"),
+                ("notes.txt", "kept: .dockerignore is replaced"),
+            ],
+        );
+        let names = names(&build_context(ctx.path(), "docker/Dockerfile.main").unwrap());
+        assert!(
+            names.contains(&"docker/Dockerfile.main".to_owned()),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&"docker/Dockerfile.main.dockerignore".to_owned()),
+            "{names:?}"
+        );
+        assert!(names.contains(&"notes.txt".to_owned()), "{names:?}");
+        assert!(!names.contains(&"app.log".to_owned()), "{names:?}");
+        // The default Dockerfile of the same context goes by .dockerignore.
+        let default = super::tests::names(&build_context(ctx.path(), "Dockerfile").unwrap());
+        assert!(default.contains(&"app.log".to_owned()), "{default:?}");
+        assert!(!default.contains(&"notes.txt".to_owned()), "{default:?}");
     }
 
     #[test]
@@ -228,7 +266,7 @@ mod tests {
         // `COPY . /ctx` of this context with `docker build` (CLI 28.2, classic builder) gave
         // these paths, plus the `cache` directory the engine creates to unpack `cache/keep`.
         assert_eq!(
-            names(&build_context(ctx.path()).unwrap()),
+            names(&build_context(ctx.path(), "Dockerfile").unwrap()),
             [
                 ".dockerignore",
                 "Dockerfile",
@@ -247,7 +285,9 @@ mod tests {
         let ctx = tempfile::tempdir().unwrap();
         write(ctx.path(), "Dockerfile", "FROM x\n");
         write(ctx.path(), ".dockerignore", "a[\n");
-        let err = build_context(ctx.path()).unwrap_err().to_string();
+        let err = build_context(ctx.path(), "Dockerfile")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(".dockerignore line 1"), "{err}");
     }
 

@@ -324,9 +324,11 @@ impl ImageService {
         log: &OutputSink,
     ) -> Result<ImageInfo, DockerError> {
         let env_dir = spec.context.as_path();
-        let context = provenance::build_context(env_dir).map_err(|e| DockerError::Build {
-            task: task.name.clone(),
-            message: format!("packing {} as a build context: {e}", env_dir.display()),
+        let context = provenance::build_context(env_dir, &spec.dockerfile).map_err(|e| {
+            DockerError::Build {
+                task: task.name.clone(),
+                message: format!("packing {} as a build context: {e}", env_dir.display()),
+            }
         })?;
         let tag = format!("runner-task-{}:{}", sanitize(name), spec.digest(&context));
         let facts = self.facts().await?.clone();

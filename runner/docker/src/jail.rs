@@ -55,6 +55,7 @@ pub(crate) fn jail_root_parts(tests: Option<Vec<u8>>) -> Result<Vec<bytes::Bytes
     };
     Ok(vec![root, rest])
 }
+
 /// Grace between TERM and KILL when the tests' deadline passes.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long the host waits past the tests' deadline and grace for the jail to exit.
