@@ -114,7 +114,7 @@ pub async fn upload_parts(
             .step_by(UPLOAD_CHUNK)
             .map(move |at| part.slice(at..(at + UPLOAD_CHUNK).min(part.len())))
     });
-    let body = bollard::body_stream(futures_util::stream::iter(slices.collect::<Vec<_>>()));
+    let body = bollard::body_stream(futures_util::stream::iter(slices));
     let options = UploadToContainerOptionsBuilder::default().path("/").build();
     client
         .api()

@@ -332,10 +332,11 @@ async fn run_warm(
         )));
     };
     let fetched = take_results(staging.path(), &request.output_dir, &report)?;
+    let status = parse_status(&fetched.status);
     if let Some(done) = tests_done {
-        let _ = done.send(fetched.status.lines().any(|l| l == "artifacts\tempty"));
+        let _ = done.send(status.artifacts_empty);
     }
-    outcome_of(exit, fetched, elapsed, trial)
+    outcome_of(exit, status, fetched, elapsed, trial)
 }
 
 /// Waits for a fresh jail to exit (its run, from `started` to `exit`, counts as time inside
@@ -371,7 +372,7 @@ async fn finish_run(
     )
     .await?;
     let fetched = take_results(staging.path(), &request.output_dir, &report)?;
-    outcome_of(exit, fetched, elapsed, trial)
+    outcome_of(exit, parse_status(&fetched.status), fetched, elapsed, trial)
 }
 
 /// How long the host waits for a jail: the tests' deadline, the kill grace and a backstop.
@@ -408,15 +409,15 @@ async fn timed_out(
     })
 }
 
-/// What the helper's exit code and results say about the run.
+/// What the helper's exit code, status and results say about the run.
 fn outcome_of(
     exit: i64,
+    status: JailStatus,
     fetched: Fetched,
     elapsed: Duration,
     trial: &TrialSide<'_>,
 ) -> Result<IsolatedVerifyOutcome, DockerError> {
     let (budget, observer) = (&trial.budget, trial.observer);
-    let status = parse_status(&fetched.status);
     for truncated in &status.truncated {
         observer.record_truncation(format!("verifier: {truncated}"), MAX_FILE_BYTES);
     }
@@ -545,6 +546,8 @@ struct JailStatus {
     truncated: Vec<String>,
     unavailable: Option<String>,
     error: Option<String>,
+    /// The trial's `/logs/artifacts` was an empty directory once the tests were over.
+    artifacts_empty: bool,
 }
 
 fn parse_status(text: &str) -> JailStatus {
@@ -560,6 +563,7 @@ fn parse_status(text: &str) -> JailStatus {
             "truncated" => status.truncated.push(value.to_owned()),
             "unavailable" => status.unavailable = Some(value.to_owned()),
             "error" => status.error = Some(value.to_owned()),
+            "artifacts" => status.artifacts_empty = value == "empty",
             _ => {}
         }
     }
@@ -581,7 +585,9 @@ mod tests {
         assert!(!status.timed_out);
         assert_eq!(status.skipped, vec!["/logs/verifier/x: it is a fifo"]);
         assert_eq!(status.truncated.len(), 1);
-        let status = parse_status("timed_out\t1\nunavailable\tno mount\n");
+        assert!(!status.artifacts_empty);
+        let status = parse_status("timed_out\t1\nunavailable\tno mount\nartifacts\tempty\n");
+        assert!(status.artifacts_empty);
         assert!(status.timed_out);
         assert_eq!(status.exit_code, None);
         assert_eq!(status.unavailable.as_deref(), Some("no mount"));
