@@ -91,19 +91,15 @@ pub struct LockTrial {
     /// The trial's name (runner-only; Harbor matches trials unordered).
     pub trial_name: String,
     /// The task.
-    #[serde(with = "shared")]
     pub task: Arc<LockTask>,
     /// Harbor's five timeout multipliers, under their Harbor names.
     #[serde(flatten)]
     pub multipliers: Multipliers,
     /// The agent.
-    #[serde(with = "shared")]
     pub agent: Arc<AgentConfig>,
     /// The environment.
-    #[serde(with = "shared")]
     pub environment: Arc<EnvironmentConfig>,
     /// The verifier.
-    #[serde(with = "shared")]
     pub verifier: Arc<VerifierConfig>,
 }
 
@@ -120,23 +116,6 @@ impl LockTrial {
             environment: Arc::new(config.environment.clone()),
             verifier: Arc::new(config.verifier.clone()),
         }
-    }
-}
-
-/// A shared part (`Arc<T>`) read and written as `T` itself.
-mod shared {
-    use std::sync::Arc;
-
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
-        T::serialize(value, s)
-    }
-
-    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Arc<T>, D::Error> {
-        T::deserialize(d).map(Arc::new)
     }
 }
 
