@@ -102,6 +102,11 @@ exception_types! {
     VerifierEnvError => false,
     /// The sandbox failed to run a verifier command (runner-only).
     VerifierSandboxError => false,
+    /// The process supervising the isolated tests was killed by a signal while they ran, with
+    /// the trial's container still up and no memory limit hit: only a process in the trial's
+    /// PID namespace (what the agent left running, or the tests themselves) can send one, so the
+    /// verification the agent destroyed counts as its failure (runner-only).
+    VerifierKilledError => false,
     /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
     StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
@@ -199,6 +204,7 @@ impl ExceptionType {
             | RewardFileEmptyError
             | VerifierOutputParseError
             | RewardFileUnsafeError
+            | VerifierKilledError
             | StorageLimitExceededError => Blame::Agent,
             AddTestsDirError
             | DownloadVerifierDirError
@@ -239,7 +245,8 @@ impl ExceptionType {
             | AddTestsDirError
             | DownloadVerifierDirError
             | VerifierEnvError
-            | VerifierSandboxError => &[F::Verifier],
+            | VerifierSandboxError
+            | VerifierKilledError => &[F::Verifier],
             EnvironmentStartTimeoutError | BackendTimeoutError => &[F::Timeout, F::Environment],
             SandboxBuildFailedError
             | ImagePullError
@@ -362,6 +369,7 @@ mod tests {
             "AgentSetupError",
             "TrajectoryValidationError",
             "RewardFileNotFoundError",
+            "VerifierKilledError",
         ] {
             assert_eq!(
                 ExceptionType::from_name(agent).blame(),

@@ -38,6 +38,11 @@ pub enum IsolatedVerifyOutcome {
     Ran(IsolatedRun),
     /// Isolation could not be set up (the tests did not run): why.
     Unavailable(String),
+    /// What ran the tests was killed by a signal sent from inside the trial while they ran (the
+    /// trial's container still up, no memory limit hit, nothing the runner did): no result
+    /// exists. The message says what was seen. The verifier records it as the agent's
+    /// failure, since its leftovers share the PID namespace the signal came from.
+    Killed(String),
 }
 
 /// A finished isolated run.

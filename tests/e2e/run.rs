@@ -375,28 +375,55 @@ fn an_agent_that_kills_the_waiting_verifier_jail_is_verified_in_a_fresh_one() {
 }
 
 #[test]
-fn an_agent_that_kills_the_jail_while_the_tests_run_gets_no_reward_and_no_hang() {
+fn an_agent_that_kills_every_jail_it_sees_fails_as_the_agent() {
+    // The early jail dies while it waits, so the runner makes a fresh one at verification; the
+    // same leftover kills that one too. Still the agent's failure, found through the fresh
+    // jail's exit rather than a cut stream.
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-every-jail", "oracle", 1);
+    let (name, result) = &job.trial_results()[0];
+    let log = job.trial_file(name, "trial.log");
+    assert_eq!(code, 0, "an agent error is a result: {log}");
+    assert!(
+        log.contains("started early is not running any more"),
+        "the early jail was to be killed before its order: {log}"
+    );
+    assert_eq!(
+        result["exception_info"]["exception_type"], "VerifierKilledError",
+        "{log}"
+    );
+    assert_eq!(result["outcome"], "agent_error", "{log}");
+    assert_eq!(result["attempts"], 1, "{log}");
+}
+
+#[test]
+fn an_agent_that_kills_the_jail_while_the_tests_run_fails_at_once_and_is_not_retried() {
     // The warm jail's results come over its stdout; a leftover of the agent kills its helper
-    // mid-run, which cuts that stream. The trial must end at once as a failed verification.
+    // mid-run, which cuts that stream. The trial must end at once, as the agent's failure: an
+    // infrastructure error would be retried and then missing, which would let an agent that
+    // expects a 0 erase it.
     let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-jail-mid-run", "oracle", 1);
     let (name, result) = &job.trial_results()[0];
     let log = job.trial_file(name, "trial.log");
-    assert_eq!(code, 3, "{log}");
+    assert_eq!(code, 0, "an agent error is a result: {log}");
     assert_eq!(reward(result), None, "{log}");
     assert_eq!(
-        result["exception_info"]["exception_type"], "VerifierSandboxError",
+        result["exception_info"]["exception_type"], "VerifierKilledError",
         "{log}"
     );
+    assert_eq!(result["outcome"], "agent_error", "{log}");
+    assert_eq!(result["attempts"], 1, "agent errors are not retried: {log}");
     let message = result["exception_info"]["exception_message"]
         .as_str()
         .unwrap();
-    assert!(message.contains("exit 137"), "{message}");
+    assert!(
+        message.contains("killed by SIGKILL (exit 137)"),
+        "{message}"
+    );
     assert!(
         !log.contains("started early is not running any more"),
         "the jail was to be killed after its order, not before: {log}"
     );
-    // Its tests sleep 3 s and have 30; the host's backstop is 55 s past the order. (The
-    // failure is the engine's kind, so the trial is retried: each attempt ends at once.)
+    // Its tests sleep 3 s and have 30; the host's backstop is 55 s past the order.
     let verifier_secs: Vec<f64> = log
         .lines()
         .filter_map(|l| {

@@ -40,6 +40,17 @@ impl std::fmt::Display for Refusal {
 /// One verifier failure; [`VerifierErrorKind::exception_type`] gives Harbor's class name.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifierErrorKind {
+    /// The isolated tests' supervisor was killed from inside the trial (see
+    /// [`tasks::isolation::IsolatedVerifyOutcome::Killed`]).
+    #[error(
+        "task {task}: the verification was killed from inside the trial: {message}; this counts as the agent's failure (if the oracle's trials end this way too, the task's tests kill their own supervisor)"
+    )]
+    Killed {
+        /// The task's name.
+        task: String,
+        /// What the sandbox saw.
+        message: String,
+    },
     /// The task's `tests/` could not be copied to `/tests`.
     #[error(
         "task {task}: copying tests/ to /tests failed: {message}; check the task's tests/ directory and the container"
@@ -131,6 +142,7 @@ impl VerifierErrorKind {
             VerifierErrorKind::AddTestsDir { .. } => ExceptionType::AddTestsDirError,
             VerifierErrorKind::Env { .. } => ExceptionType::VerifierEnvError,
             VerifierErrorKind::Sandbox { .. } => ExceptionType::VerifierSandboxError,
+            VerifierErrorKind::Killed { .. } => ExceptionType::VerifierKilledError,
             VerifierErrorKind::Timeout { .. } => ExceptionType::VerifierTimeoutError,
             VerifierErrorKind::DownloadVerifierDir { .. } => {
                 ExceptionType::DownloadVerifierDirError

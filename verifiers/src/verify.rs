@@ -212,6 +212,9 @@ impl<S: Sandbox> Run<'_, S> {
             message: e.to_string(),
         })? {
             IsolatedVerifyOutcome::Ran(run) => return self.finish_isolated(run),
+            IsolatedVerifyOutcome::Killed(message) => {
+                return Err(VerifierErrorKind::Killed { task, message }.into());
+            }
             IsolatedVerifyOutcome::Unavailable(why) => {
                 tracing::warn!(task = %task, "verifier isolation unavailable: {why}");
                 self.notes.isolation = Some(VerifierIsolation {

@@ -24,6 +24,7 @@ use tasks::records::LeftoverProcess;
 
 use super::archive::{self, DownloadBudget, DownloadReport};
 use super::container::remove_container;
+use super::jail_signal;
 use super::jail_warm::WarmJail;
 use super::removals::Removals;
 use super::{DockerClient, DockerError};
@@ -127,7 +128,7 @@ pub(crate) async fn verify(
         // Awaited: the fresh jail takes its name.
         let _ = remove_container(client, &warm.id).await;
     }
-    if !is_running(client, &spec.trial_id).await? {
+    if !jail_signal::is_running(client, &spec.trial_id).await? {
         return Err(DockerError::Jail(format!(
             "container {} is not running any more (did the agent stop its PID 1?), so nothing can be verified",
             spec.trial_name
@@ -147,18 +148,6 @@ pub(crate) async fn verify(
     let outcome = run_jail(client, &created.id, request, &trial, tests_done).await;
     remove_later(client, removals, observer, created.id);
     outcome
-}
-
-/// True when the container `id` is running.
-async fn is_running(client: &DockerClient, id: &str) -> Result<bool, DockerError> {
-    Ok(client
-        .api()
-        .inspect_container(id, None)
-        .await
-        .map_err(|e| DockerError::api(format!("inspecting {id}"), e))?
-        .state
-        .and_then(|s| s.running)
-        .unwrap_or(false))
 }
 
 /// Starts removing the stopped jail `id`; nothing waits for it but the job's end.
@@ -277,9 +266,10 @@ pub(crate) async fn pack_off_thread(
         .map_err(|e| DockerError::Jail(format!("packing {}: {e}", tests.display())))
 }
 
-/// What of the trial's sandbox a verification uses: the verifier outputs' download budget,
-/// the observer of its commands, and where removals go.
+/// What of the trial's sandbox a verification uses: its container, the verifier outputs'
+/// download budget, the observer of its commands, and where removals go.
 pub(crate) struct TrialSide<'a> {
+    pub container: &'a str,
     pub budget: Arc<DownloadBudget>,
     pub observer: &'a ExecObserver,
     pub removals: &'a Removals,
@@ -321,10 +311,17 @@ async fn run_warm(
     {
         Some(exit) => exit,
         // The stream was cut: the helper's exit says why (it is exiting, or gone).
-        None => match tokio::time::timeout(HOST_BACKSTOP, warm.exit_code()).await {
-            Ok(exit) => exit?,
-            Err(_) => return Ok(timed_out(client, &warm.id, trial.observer, started).await),
-        },
+        None => {
+            let exit = match tokio::time::timeout(HOST_BACKSTOP, warm.exit_code()).await {
+                Ok(exit) => exit?,
+                Err(_) => return Ok(timed_out(client, &warm.id, trial.observer, started).await),
+            };
+            let killed = jail_signal::killed_from_inside(client, &warm.id, trial.container, exit);
+            if let Some(why) = killed.await? {
+                return Ok(IsolatedVerifyOutcome::Killed(why));
+            }
+            exit
+        }
     };
     let Some(report) = report else {
         return Err(DockerError::Jail(format!(
@@ -361,6 +358,11 @@ async fn finish_run(
     // test-stdout.txt), so a clean exit spares the logs call.
     if exit != 0 {
         relay_logs(client, id, trial.observer).await;
+        if let Some(why) =
+            jail_signal::killed_from_inside(client, id, trial.container, exit).await?
+        {
+            return Ok(IsolatedVerifyOutcome::Killed(why));
+        }
     }
     let staging = staging_dir(&request.output_dir)?;
     let report = archive::download_dir(

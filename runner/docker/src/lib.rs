@@ -23,6 +23,7 @@ mod gpus;
 mod image;
 mod image_defaults;
 mod jail;
+mod jail_signal;
 mod jail_warm;
 mod labels;
 mod ledger;

@@ -222,6 +222,7 @@ impl Sandbox for DockerSandbox {
             warm,
             &request,
             jail::TrialSide {
+                container: &self.container,
                 budget: self.verifier_budget.clone(),
                 observer: &self.observer,
                 removals: &self.removals,

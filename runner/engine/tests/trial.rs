@@ -10,6 +10,7 @@ use engine::BackendErrorKind;
 use engine::events::{Event, Phase};
 use engine::job::resume::{ResumeReport, parse_selectors, resume};
 use engine::job::{JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
+use tasks::isolation::IsolatedVerifyOutcome;
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType, Multipliers};
 use testkit::backend::{Script, Tally, fault};
@@ -505,6 +506,29 @@ async fn an_agent_timeout_is_not_retried() {
             .join("attempts")
             .exists()
     );
+}
+
+#[tokio::test]
+async fn a_verification_killed_from_inside_the_trial_is_the_agents_failure_and_not_retried() {
+    let (dir, dataset) = fixture(0.0, REWARD_IF_DONE, "");
+    let backend = scripted_backend(|s| {
+        s.isolated_outcome = Some(IsolatedVerifyOutcome::Killed(
+            "the helper running the tests was killed by SIGKILL (exit 137)".into(),
+        ));
+    });
+    let run = run(dir, dataset, backend, quick_retries(2)).await;
+    assert_eq!(run.exception(), Some(ExceptionType::VerifierKilledError));
+    let result = run.only();
+    assert_eq!(result.reward(), None);
+    assert_eq!(result.attempts, Some(1));
+    assert_eq!(result.outcome, Some(tasks::TrialOutcome::AgentError));
+    assert_eq!(run.tally.started.len(), 1, "one environment: no retry");
+    let message = &result.exception_info.as_ref().unwrap().exception_message;
+    assert!(
+        message.contains("killed from inside the trial") && message.contains("SIGKILL"),
+        "{message}"
+    );
+    run.assert_nothing_left();
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use engine::{
     Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver, ImageInfo,
     ImageOrigin, OutputSink,
 };
+use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
 
 use crate::FakeSandbox;
@@ -30,6 +31,9 @@ pub struct Script {
     pub panic_on_start: bool,
     /// Downloads of this container directory never return (an engine that stops answering).
     pub hang_download_of: Option<String>,
+    /// What every isolated verification answers; `None` is the fake's "cannot isolate", so
+    /// the verifier runs the tests by plain exec.
+    pub isolated_outcome: Option<IsolatedVerifyOutcome>,
 }
 
 /// What happened, for assertions.
@@ -231,5 +235,15 @@ impl Sandbox for ObservedSandbox {
             std::future::pending::<()>().await;
         }
         self.inner.download_dir(source, target).await
+    }
+
+    async fn verify_isolated(
+        &self,
+        request: IsolatedVerifyRequest,
+    ) -> Result<IsolatedVerifyOutcome, SandboxError> {
+        match self.backend.with(|s| s.script.isolated_outcome.clone()) {
+            Some(outcome) => Ok(outcome),
+            None => self.inner.verify_isolated(request).await,
+        }
     }
 }
