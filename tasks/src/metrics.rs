@@ -9,6 +9,25 @@
 
 pub use stats::{pass_at_k_estimate, pass_at_k_ks};
 
+/// The main reward of a trial's `(name, value)` rewards: the one named `reward`, else the one
+/// whose name sorts first; `None` without rewards.
+///
+/// By name, not by position: Harbor sorts reward names when it aggregates them, the runner's
+/// records keep them sorted, but a record another tool wrote keeps its verifier's order, so a
+/// reader going by position would pick another main reward than the runner did.
+pub fn main_reward<'a, T>(rewards: impl IntoIterator<Item = (&'a str, T)>) -> Option<T> {
+    let mut first: Option<(&str, T)> = None;
+    for (name, value) in rewards {
+        if name == "reward" {
+            return Some(value);
+        }
+        if first.as_ref().is_none_or(|(least, _)| name < *least) {
+            first = Some((name, value));
+        }
+    }
+    first.map(|(_, value)| value)
+}
+
 /// Harbor's `Mean` metric: the average reward over all trials, `None` counted as 0; 0 when empty.
 pub fn mean(rewards: &[Option<f64>]) -> f64 {
     if rewards.is_empty() {
@@ -115,6 +134,17 @@ pub fn leaderboard_accuracy<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_main_reward_is_reward_else_the_first_name_in_sort_order() {
+        assert_eq!(
+            main_reward([("b", 0.5), ("reward", 1.0), ("a", 0.0)]),
+            Some(1.0)
+        );
+        assert_eq!(main_reward([("tests", 1.0), ("lint", 0.0)]), Some(0.0));
+        assert_eq!(main_reward([("only", 0.25)]), Some(0.25));
+        assert_eq!(main_reward(Vec::<(&str, f64)>::new()), None);
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12

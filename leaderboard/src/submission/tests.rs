@@ -638,3 +638,16 @@ fn a_trial_verified_without_isolation_fails_and_one_that_does_not_say_passes() {
     assert!(v[0].file.as_deref().unwrap().contains(TRIALS[1]), "{v:?}");
     assert_says(&v[0], "cannot run the verifier isolated");
 }
+
+#[test]
+fn the_main_reward_is_read_by_name_as_the_runner_reads_it() {
+    // A record another tool wrote keeps its verifier's key order; the runner's own records
+    // sort the names. Both must give the same main reward.
+    let harbor_order = json!({"verifier_result": {"rewards": {"tests": 1, "lint": 0}}});
+    let sorted = json!({"verifier_result": {"rewards": {"lint": 0, "tests": 1}}});
+    assert_eq!(reward_of(&harbor_order), Some(0.0));
+    assert_eq!(reward_of(&harbor_order), reward_of(&sorted));
+    let named = json!({"verifier_result": {"rewards": {"a": 0.5, "reward": true}}});
+    assert_eq!(reward_of(&named), Some(1.0));
+    assert_eq!(reward_of(&json!({"verifier_result": {"rewards": {}}})), None);
+}

@@ -48,10 +48,10 @@ pub struct TrialFacts {
     pub violations: Vec<Violation>,
 }
 
-/// The main reward of a result: `rewards.reward`, else the first reward; booleans are 1/0.
+/// The main reward of a result (see [`tasks::metrics::main_reward`]); booleans are 1/0.
 pub fn reward_of(result: &Value) -> Option<f64> {
     let rewards = result.get("verifier_result")?.get("rewards")?.as_object()?;
-    let value = rewards.get("reward").or_else(|| rewards.values().next())?;
+    let value = tasks::metrics::main_reward(rewards.iter().map(|(name, v)| (name.as_str(), v)))?;
     value
         .as_f64()
         .or_else(|| value.as_bool().map(|b| if b { 1.0 } else { 0.0 }))

@@ -127,11 +127,14 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// The main reward: `reward`, else the first key in file order (as the leaderboard
-    /// reads it); `None` without rewards.
+    /// The main reward (see [`tasks::metrics::main_reward`], as the runner and the
+    /// leaderboard read it); `None` without rewards.
     pub fn reward(&self) -> Option<f64> {
-        self.reward_of("reward")
-            .or_else(|| self.rewards.first().map(|(_, v)| *v))
+        tasks::metrics::main_reward(
+            self.rewards
+                .iter()
+                .map(|(name, value)| (name.as_str(), *value)),
+        )
     }
 
     /// The reward named `key`, if recorded.

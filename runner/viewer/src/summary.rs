@@ -96,8 +96,8 @@ pub struct JobSummary {
     pub n_errored: usize,
     /// Tasks with a finished trial.
     pub n_tasks: usize,
-    /// The main reward (`reward`, else each trial's first key): mean with its interval, and
-    /// pass@k. This is Harbor's `Mean`.
+    /// The main reward (`reward`, else each trial's first name in sort order): mean with its
+    /// interval, and pass@k. This is Harbor's `Mean`.
     pub main: TaskSetStats,
     /// Every reward key seen, `reward` first, then in order of appearance.
     pub rewards: Vec<RewardStats>,

@@ -125,15 +125,10 @@ impl TrialTotals {
         }
     }
 
-    /// The main reward: `reward`, else the first; `None` when unscored (as
-    /// [`TrialResult::reward`]).
+    /// The main reward (see [`crate::metrics::main_reward`]); `None` when unscored.
     pub fn reward(&self) -> Option<f64> {
         let rewards = self.rewards.as_deref()?;
-        rewards
-            .iter()
-            .find(|(name, _)| &**name == "reward")
-            .or_else(|| rewards.first())
-            .map(|(_, value)| *value)
+        crate::metrics::main_reward(rewards.iter().map(|(name, value)| (&**name, *value)))
     }
 
     /// The final exception's type.

@@ -239,13 +239,10 @@ pub struct PauseRecord {
 }
 
 impl TrialResult {
-    /// The trial's main reward: `rewards.reward`, else the first reward; `None` when unscored.
+    /// The trial's main reward (see [`crate::metrics::main_reward`]); `None` when unscored.
     pub fn reward(&self) -> Option<f64> {
         let rewards = self.verifier_result.as_ref()?.rewards.as_ref()?;
-        rewards
-            .get("reward")
-            .or_else(|| rewards.values().next())
-            .copied()
+        crate::metrics::main_reward(rewards.iter().map(|(name, value)| (name.as_str(), *value)))
     }
 
     /// The recorded outcome, or (for records without one, e.g. Harbor's) the outcome its
