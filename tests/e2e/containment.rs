@@ -184,9 +184,11 @@ fn every_hostile_trial_ends_with_a_typed_exception_or_its_honest_reward() {
         "every planned trial is recorded: {:?}",
         run.results.keys()
     );
-    // Trials errored (the disk fill, the timeouts, the killed PID 1): exit 3, not a crash.
-    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    // Every hostile trial has a result (a reward, or the agent's error counted as 0): none
+    // turned its trial into missing data, so the run exits 0, not 3.
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
     for (task, result) in &run.results {
+        assert_ne!(result["outcome"], "infra_error", "{task}: {result:#}");
         if let Some(kind) = exception(result) {
             assert_ne!(kind, "RunnerError", "{task}: {result:#}");
         }
@@ -202,8 +204,14 @@ fn every_hostile_trial_ends_with_a_typed_exception_or_its_honest_reward() {
         disk["config"]["limits"]["storage_enforcement"], "watched",
         "this engine's storage driver cannot enforce a quota"
     );
+    // Stopping its own container is the agent's failure, not a retried infrastructure error.
     let killed = run.result("kill-pid1");
-    assert!(exception(killed).is_some(), "{killed:#}");
+    assert_eq!(
+        exception(killed).as_deref(),
+        Some("VerifierKilledError"),
+        "{killed:#}"
+    );
+    assert_eq!(killed["attempts"], 1, "{killed:#}");
     assert_eq!(reward(killed), None);
     for task in ["endless-output", "fork-bomb"] {
         let result = run.result(task);

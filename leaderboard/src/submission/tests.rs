@@ -649,5 +649,8 @@ fn the_main_reward_is_read_by_name_as_the_runner_reads_it() {
     assert_eq!(reward_of(&harbor_order), reward_of(&sorted));
     let named = json!({"verifier_result": {"rewards": {"a": 0.5, "reward": true}}});
     assert_eq!(reward_of(&named), Some(1.0));
-    assert_eq!(reward_of(&json!({"verifier_result": {"rewards": {}}})), None);
+    assert_eq!(
+        reward_of(&json!({"verifier_result": {"rewards": {}}})),
+        None
+    );
 }

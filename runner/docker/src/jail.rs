@@ -128,11 +128,14 @@ pub(crate) async fn verify(
         // Awaited: the fresh jail takes its name.
         let _ = remove_container(client, &warm.id).await;
     }
-    if !jail_signal::is_running(client, &spec.trial_id).await? {
-        return Err(DockerError::Jail(format!(
-            "container {} is not running any more (did the agent stop its PID 1?), so nothing can be verified",
-            spec.trial_name
-        )));
+    if let Some((exit, oom)) = jail_signal::stopped(client, &spec.trial_id).await? {
+        return match jail_signal::stopped_from_inside(exit, oom) {
+            Some(why) => Ok(IsolatedVerifyOutcome::Killed(why)),
+            None => Err(DockerError::Jail(format!(
+                "container {} was stopped by its memory limit (OOM-killed), so nothing can be verified",
+                spec.trial_name
+            ))),
+        };
     }
     let name = jail_name(spec);
     let body = jail_body(spec, request);
