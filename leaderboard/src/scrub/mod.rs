@@ -21,6 +21,8 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
+/// Values shorter than this many characters are refused unless `--allow-short` is given.
+pub use ::secrets::MIN_SECRET_LEN;
 pub use error::ScrubError;
 pub use findings::Location;
 pub use forms::Form;

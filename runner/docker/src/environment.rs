@@ -55,7 +55,7 @@ impl DockerEnvironment {
                 ),
             ));
         }
-        if spec.gpus > 0 && !gpus::engine_has_gpus(client).await? {
+        if spec.gpus > 0 && !images.facts().await?.gpu_runtime {
             return Err(BackendError::new(
                 BackendErrorKind::Unsupported,
                 gpus::refusal(&spec.task_name, spec.gpus),

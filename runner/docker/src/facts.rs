@@ -1,6 +1,7 @@
 //! What the runner needs to know about the engine once per process: its version (recorded
-//! with every image), its data root (where builds and pulls take disk space) and its default
-//! registry's index address (the key of that registry's credentials).
+//! with every image), its data root (where builds and pulls take disk space), its default
+//! registry's index address (the key of that registry's credentials) and whether it can hand
+//! GPUs to containers.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,8 @@ pub struct EngineFacts {
     pub root_dir: Option<PathBuf>,
     /// `IndexServerAddress`: the default registry, as credentials are keyed for it.
     pub index_server: Option<String>,
+    /// The engine lists the `nvidia` runtime among its `Runtimes` (see `gpus.rs`).
+    pub gpu_runtime: bool,
 }
 
 impl EngineFacts {
@@ -29,11 +32,14 @@ impl EngineFacts {
             .api()
             .info()
             .await
-            .map_err(|e| DockerError::api("asking the engine for its data root", e))?;
+            .map_err(|e| DockerError::api("reading the engine's info", e))?;
         Ok(EngineFacts {
             version: version.version.map(|v| format!("docker {v}")),
             root_dir: info.docker_root_dir.map(PathBuf::from),
             index_server: info.index_server_address,
+            gpu_runtime: info
+                .runtimes
+                .is_some_and(|runtimes| super::gpus::is_gpu_runtime(runtimes.keys())),
         })
     }
 }
@@ -75,6 +81,7 @@ mod tests {
             version: None,
             root_dir: Some(dir.path().to_owned()),
             index_server: None,
+            gpu_runtime: false,
         };
         assert!(check_disk(&facts, 1, "pulling x").is_ok());
         let err = check_disk(&facts, u64::MAX, "pulling x")

@@ -3,8 +3,6 @@
 
 use bollard::models::DeviceRequest;
 
-use super::{DockerClient, DockerError};
-
 /// The device request for `count` GPUs (what `docker run --gpus N` sends).
 pub fn device_requests(count: u32) -> Vec<DeviceRequest> {
     vec![DeviceRequest {
@@ -15,17 +13,10 @@ pub fn device_requests(count: u32) -> Vec<DeviceRequest> {
     }]
 }
 
-/// Whether the engine can hand GPUs to containers: it lists the `nvidia` runtime (the NVIDIA
-/// container toolkit registers it; `docker info` shows it under Runtimes).
-pub async fn engine_has_gpus(client: &DockerClient) -> Result<bool, DockerError> {
-    let info = client
-        .api()
-        .info()
-        .await
-        .map_err(|e| DockerError::api("reading the engine's info", e))?;
-    Ok(info
-        .runtimes
-        .is_some_and(|runtimes| runtimes.keys().any(|name| name.contains("nvidia"))))
+/// Whether an engine with these runtimes can hand GPUs to containers: one is the `nvidia`
+/// runtime (the NVIDIA container toolkit registers it; `docker info` shows it under Runtimes).
+pub fn is_gpu_runtime<'a>(mut runtimes: impl Iterator<Item = &'a String>) -> bool {
+    runtimes.any(|name| name.contains("nvidia"))
 }
 
 /// The refusal of a GPU task on an engine without GPUs, naming the task and the field.
@@ -44,6 +35,11 @@ mod tests {
         let request = &device_requests(2)[0];
         assert_eq!(request.count, Some(2));
         assert_eq!(request.capabilities, Some(vec![vec!["gpu".to_owned()]]));
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert!(is_gpu_runtime(names(&["runc", "nvidia"]).iter()));
+        assert!(!is_gpu_runtime(
+            names(&["runc", "io.containerd.runc.v2"]).iter()
+        ));
         let text = refusal("examples/cuda", 1);
         assert!(text.contains("task examples/cuda"), "{text}");
         assert!(text.contains("[environment] gpus = 1"), "{text}");

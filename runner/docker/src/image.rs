@@ -177,7 +177,8 @@ impl ImageService {
         }
     }
 
-    async fn facts(&self) -> Result<&EngineFacts, DockerError> {
+    /// The engine's facts, asked once per process.
+    pub(crate) async fn facts(&self) -> Result<&EngineFacts, DockerError> {
         self.facts
             .get_or_try_init(|| EngineFacts::read(&self.client))
             .await

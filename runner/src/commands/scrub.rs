@@ -39,8 +39,9 @@ pub struct ScrubArgs {
     /// config files). A bare NAME reads it from the environment. Repeatable.
     #[arg(long = "env-passthrough", value_name = "NAME=VALUE")]
     pub env_passthrough: Vec<String>,
-    /// Accept values shorter than 8 characters (they will be redacted wherever they occur).
-    #[arg(long)]
+    /// Accept values shorter than the minimum secret length (they will be redacted wherever
+    /// they occur).
+    #[arg(long, help = allow_short_help())]
     pub allow_short: bool,
     /// Leave out files that cannot be searched (zip, 7z, rar, xz, encrypted, corrupt) and list them
     /// in the report, instead of aborting.
@@ -64,6 +65,15 @@ impl fmt::Debug for ScrubArgs {
             .field("drop_unscannable", &self.drop_unscannable)
             .finish()
     }
+}
+
+/// `--allow-short`'s help, naming the minimum the scrubber applies (one constant, in the
+/// `secrets` crate).
+fn allow_short_help() -> String {
+    format!(
+        "Accept values shorter than {} characters (they will be redacted wherever they occur)",
+        scrub::MIN_SECRET_LEN
+    )
 }
 
 /// Runs `runner scrub`.
