@@ -195,14 +195,24 @@ impl DockerEnvironment {
             base,
             trial_running,
         ))));
+        // A main container that runs a command of its own (a compose `command` or
+        // `entrypoint`) may write to `/logs` the moment it starts, as it can under Harbor,
+        // whose `/logs` directories are mounts: they go in before its start. Otherwise no
+        // process of the trial runs until the agent phase, so they go in beside the jail's
+        // start, off the trial's path.
+        let dirs = &container_spec.extra.writable_dirs;
+        let dirs_first =
+            container_spec.extra.cmd.is_some() || container_spec.extra.entrypoint.is_some();
+        if dirs_first {
+            // A failure drops `started`: the jail's preparation removes what it made.
+            container
+                .make_writable_dirs(client, dirs)
+                .await
+                .map_err(start_error)?;
+        }
         container.start_created(client).await.map_err(start_error)?;
         let _ = started.send(());
-        // The jail starts now; the `/logs` directories go in beside its start, not before the
-        // trial's (no process of the trial runs until the agent phase, after this).
-        if let Err(e) = container
-            .make_writable_dirs(client, &container_spec.extra.writable_dirs)
-            .await
-        {
+        if !dirs_first && let Err(e) = container.make_writable_dirs(client, dirs).await {
             // The trial container is gone; so must be the jail that joined it.
             if let Some(unused) = jail.unused().await {
                 let _ = remove_container(client, &unused).await;

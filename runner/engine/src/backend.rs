@@ -177,9 +177,10 @@ pub struct ServiceSpec {
     /// Host directories mounted into the service (the LLM bridge's socket directory).
     pub mounts: Vec<BindMount>,
     /// Directories that must exist, writable by every user, before the environment's start
-    /// returns (the main service's `/logs/*`). A backend makes them as part of the start,
-    /// without a command inside the service where it can (Docker: one upload right after
-    /// the container starts).
+    /// returns (the main service's `/logs/*`), and before the service's own command runs
+    /// when it has one (Harbor's are mounts, there from the start). A backend makes them as
+    /// part of the start, without a command inside the service where it can (Docker: one
+    /// upload right after the container starts, or before when it runs a command of its own).
     pub writable_dirs: Vec<String>,
 }
 
