@@ -375,6 +375,15 @@ fn an_agent_that_kills_the_waiting_verifier_jail_is_verified_in_a_fresh_one() {
 }
 
 #[test]
+fn an_image_entrypoint_finds_the_logs_directories_at_the_containers_start() {
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/entrypoint-writes-logs", "oracle", 1);
+    let (name, result) = &job.trial_results()[0];
+    let log = job.trial_file(name, "trial.log");
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(reward(result), Some(1.0), "{result:#}\n{log}");
+}
+
+#[test]
 fn an_agent_that_kills_every_jail_it_sees_fails_as_the_agent() {
     // The early jail dies while it waits, so the runner makes a fresh one at verification; the
     // same leftover kills that one too. Still the agent's failure, found through the fresh

@@ -196,13 +196,17 @@ impl DockerEnvironment {
             trial_running,
         ))));
         // A main container that runs a command of its own (a compose `command` or
-        // `entrypoint`) may write to `/logs` the moment it starts, as it can under Harbor,
-        // whose `/logs` directories are mounts: they go in before its start. Otherwise no
-        // process of the trial runs until the agent phase, so they go in beside the jail's
-        // start, off the trial's path.
+        // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
+        // starts, as it can under Harbor, whose `/logs` directories are mounts: they go in
+        // before its start. Otherwise no process of the trial runs until the agent phase, so
+        // they go in beside the jail's start, off the trial's path. (The image's defaults are
+        // inspected once per image and process.)
         let dirs = &container_spec.extra.writable_dirs;
-        let dirs_first =
-            container_spec.extra.cmd.is_some() || container_spec.extra.entrypoint.is_some();
+        let dirs_first = container_spec.extra.cmd.is_some()
+            || container_spec.extra.entrypoint.is_some()
+            || image_defaults::of(client, &main.image)
+                .await
+                .is_ok_and(|d| d.entrypoint);
         if dirs_first {
             // A failure drops `started`: the jail's preparation removes what it made.
             container

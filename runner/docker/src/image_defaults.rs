@@ -1,5 +1,6 @@
 //! What a container inherits from its image when the runner sets nothing: the default user
-//! and working directory. The verifier jail copies them from the trial's image; they are
+//! and working directory, and whether an entrypoint runs at its start. The verifier jail
+//! copies the first two from the trial's image; they are
 //! cached per image id, which names the image's content, so an entry is never stale and
 //! every trial after a task's first skips the inspection.
 
@@ -15,6 +16,9 @@ pub(crate) struct ImageDefaults {
     pub user: Option<String>,
     /// `WORKDIR` of the image; `None` when it sets none (`/`).
     pub working_dir: Option<String>,
+    /// The image has an `ENTRYPOINT`: a process of the image's runs from the container's
+    /// start, before the runner's keep-alive command.
+    pub entrypoint: bool,
 }
 
 fn cache() -> &'static Mutex<HashMap<String, ImageDefaults>> {
@@ -36,6 +40,7 @@ pub(crate) async fn of(client: &DockerClient, id: &str) -> Result<ImageDefaults,
     let defaults = ImageDefaults {
         user: config.user.filter(|u| !u.is_empty()),
         working_dir: config.working_dir.filter(|w| !w.is_empty()),
+        entrypoint: config.entrypoint.is_some_and(|e| !e.is_empty()),
     };
     if let Ok(mut known) = cache().lock() {
         known.insert(id.to_owned(), defaults.clone());
