@@ -102,10 +102,11 @@ exception_types! {
     VerifierEnvError => false,
     /// The sandbox failed to run a verifier command (runner-only).
     VerifierSandboxError => false,
-    /// The process supervising the isolated tests was killed by a signal while they ran, with
-    /// the trial's container still up and no memory limit hit: only a process in the trial's
-    /// PID namespace (what the agent left running, or the tests themselves) can send one, so the
-    /// verification the agent destroyed counts as its failure (runner-only).
+    /// The verification was killed from inside the trial, with no memory limit hit: the
+    /// process supervising the isolated tests died of a signal, which only a process in the
+    /// trial's PID namespace (what the agent left running, or the tests themselves) can send,
+    /// or the trial's container stopped before its verification ended (the agent stopped its
+    /// PID 1). The verification the agent destroyed counts as its failure (runner-only).
     VerifierKilledError => false,
     /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
     StorageLimitExceededError => false,

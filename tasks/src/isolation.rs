@@ -38,10 +38,10 @@ pub enum IsolatedVerifyOutcome {
     Ran(IsolatedRun),
     /// Isolation could not be set up (the tests did not run): why.
     Unavailable(String),
-    /// What ran the tests was killed by a signal sent from inside the trial while they ran (the
-    /// trial's container still up, no memory limit hit, nothing the runner did): no result
-    /// exists. The message says what was seen. The verifier records it as the agent's
-    /// failure, since its leftovers share the PID namespace the signal came from.
+    /// The verification was killed from inside the trial, nothing the runner did and no
+    /// memory limit hit: what ran the tests died of a signal from the trial's PID namespace,
+    /// or the trial's container stopped before the verification ended. No result exists; the
+    /// message says what was seen. The verifier records it as the agent's failure.
     Killed(String),
 }
 

@@ -43,7 +43,7 @@ pub enum VerifierErrorKind {
     /// The isolated tests' supervisor was killed from inside the trial (see
     /// [`tasks::isolation::IsolatedVerifyOutcome::Killed`]).
     #[error(
-        "task {task}: the verification was killed from inside the trial: {message}; this counts as the agent's failure (if the oracle's trials end this way too, the task's tests kill their own supervisor)"
+        "task {task}: the verification was killed from inside the trial: {message}; this counts as the agent's failure (if the oracle's trials end this way too, the task itself causes it)"
     )]
     Killed {
         /// The task's name.
