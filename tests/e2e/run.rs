@@ -38,6 +38,41 @@ fn run_job(tasks: &str, agent: &str, k: u32) -> (tempfile::TempDir, Job, i32) {
     (jobs, job, code)
 }
 
+/// One trial of the oracle on the task at `task`: what it recorded and what it logged.
+struct OneTrial {
+    _jobs: tempfile::TempDir,
+    code: i32,
+    result: serde_json::Value,
+    log: String,
+}
+
+impl OneTrial {
+    fn of(task: &str) -> OneTrial {
+        let (jobs, job, code) = run_job(task, "oracle", 1);
+        let (name, result) = job.trial_results().swap_remove(0);
+        let log = job.trial_file(&name, "trial.log");
+        OneTrial {
+            _jobs: jobs,
+            code,
+            result,
+            log,
+        }
+    }
+
+    /// The trial ended as the agent's `VerifierKilledError`, counted as a result, once.
+    fn assert_killed_as_the_agent(&self) {
+        let (result, log) = (&self.result, &self.log);
+        assert_eq!(self.code, 0, "an agent error is a result: {log}");
+        assert_eq!(reward(result), None, "{log}");
+        assert_eq!(
+            result["exception_info"]["exception_type"], "VerifierKilledError",
+            "{log}"
+        );
+        assert_eq!(result["outcome"], "agent_error", "{log}");
+        assert_eq!(result["attempts"], 1, "agent errors are not retried: {log}");
+    }
+}
+
 #[test]
 fn oracle_solves_every_example_except_the_timeout_task() {
     let (_jobs, job, code) = run_job("tasks/examples", "oracle", 2);
@@ -356,10 +391,9 @@ fn what_the_agent_and_the_tests_leave_in_logs_artifacts_is_kept() {
 /// the tests run in a fresh one, isolated, with their honest reward.
 #[test]
 fn an_agent_that_kills_the_waiting_verifier_jail_is_verified_in_a_fresh_one() {
-    let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-waiting-jail", "oracle", 1);
-    let (name, result) = &job.trial_results()[0];
-    let log = job.trial_file(name, "trial.log");
-    assert_eq!(code, 0, "{}\n{log}", result["exception_info"]);
+    let trial = OneTrial::of("tests/fixtures/tasks/kills-waiting-jail");
+    let (result, log) = (&trial.result, &trial.log);
+    assert_eq!(trial.code, 0, "{}\n{log}", result["exception_info"]);
     assert_eq!(
         reward(result),
         Some(1.0),
@@ -376,10 +410,9 @@ fn an_agent_that_kills_the_waiting_verifier_jail_is_verified_in_a_fresh_one() {
 
 #[test]
 fn an_image_entrypoint_finds_the_logs_directories_at_the_containers_start() {
-    let (_jobs, job, code) = run_job("tests/fixtures/tasks/entrypoint-writes-logs", "oracle", 1);
-    let (name, result) = &job.trial_results()[0];
-    let log = job.trial_file(name, "trial.log");
-    assert_eq!(code, 0, "{log}");
+    let trial = OneTrial::of("tests/fixtures/tasks/entrypoint-writes-logs");
+    let (result, log) = (&trial.result, &trial.log);
+    assert_eq!(trial.code, 0, "{log}");
     assert_eq!(reward(result), Some(1.0), "{result:#}\n{log}");
 }
 
@@ -388,20 +421,13 @@ fn an_agent_that_kills_every_jail_it_sees_fails_as_the_agent() {
     // The early jail dies while it waits, so the runner makes a fresh one at verification; the
     // same leftover kills that one too. Still the agent's failure, found through the fresh
     // jail's exit rather than a cut stream.
-    let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-every-jail", "oracle", 1);
-    let (name, result) = &job.trial_results()[0];
-    let log = job.trial_file(name, "trial.log");
-    assert_eq!(code, 0, "an agent error is a result: {log}");
+    let trial = OneTrial::of("tests/fixtures/tasks/kills-every-jail");
+    trial.assert_killed_as_the_agent();
     assert!(
-        log.contains("started early is not running any more"),
-        "the early jail was to be killed before its order: {log}"
+        trial.log.contains("started early is not running any more"),
+        "the early jail was to be killed before its order: {}",
+        trial.log
     );
-    assert_eq!(
-        result["exception_info"]["exception_type"], "VerifierKilledError",
-        "{log}"
-    );
-    assert_eq!(result["outcome"], "agent_error", "{log}");
-    assert_eq!(result["attempts"], 1, "{log}");
 }
 
 #[test]
@@ -410,17 +436,9 @@ fn an_agent_that_kills_the_jail_while_the_tests_run_fails_at_once_and_is_not_ret
     // mid-run, which cuts that stream. The trial must end at once, as the agent's failure: an
     // infrastructure error would be retried and then missing, which would let an agent that
     // expects a 0 erase it.
-    let (_jobs, job, code) = run_job("tests/fixtures/tasks/kills-jail-mid-run", "oracle", 1);
-    let (name, result) = &job.trial_results()[0];
-    let log = job.trial_file(name, "trial.log");
-    assert_eq!(code, 0, "an agent error is a result: {log}");
-    assert_eq!(reward(result), None, "{log}");
-    assert_eq!(
-        result["exception_info"]["exception_type"], "VerifierKilledError",
-        "{log}"
-    );
-    assert_eq!(result["outcome"], "agent_error", "{log}");
-    assert_eq!(result["attempts"], 1, "agent errors are not retried: {log}");
+    let trial = OneTrial::of("tests/fixtures/tasks/kills-jail-mid-run");
+    trial.assert_killed_as_the_agent();
+    let (result, log) = (&trial.result, &trial.log);
     let message = result["exception_info"]["exception_message"]
         .as_str()
         .unwrap();
