@@ -361,6 +361,9 @@ fn mains_image_is_built_from_the_compose_files_build_and_runs_as_its_user_and_wo
     let task = workspace_root().join("tests/fixtures/tasks/compose-main-build");
     let (_jobs, job) = run(&task, "oracle");
     let trial = scored(&job, 1.0);
+    // Its PID 1 runs as the compose user, not root: the jail still joins it.
+    let (_, result) = only_trial(&job);
+    assert_eq!(result["verifier_isolation"]["isolated"], true, "{result:#}");
     assert_says_all(
         &job.trial_file(&trial, "trial.log"),
         &[

@@ -199,14 +199,21 @@ fn verify_args(spec: &JailSpec, request: &IsolatedVerifyRequest) -> Vec<String> 
     args
 }
 
-/// The jail's host settings: the trial's PID and network namespaces, its limits, and the two
-/// capabilities the helper needs.
+/// The jail's host settings: the trial's PID and network namespaces, its limits, and the
+/// capabilities the helper needs: `SYS_ADMIN` to mount, `WAKE_ALARM` to mark the tests, and
+/// `SYS_PTRACE` to open the namespaces of a trial whose PID 1 is not root (a compose `user`):
+/// the kernel lets another user's `/proc/1/ns/*` be opened only with it. The tests never get
+/// the last one; their bounding set is the trial's plus `WAKE_ALARM`.
 pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
     let container = format!("container:{}", spec.trial_id);
     HostConfig {
         network_mode: Some(container.clone()),
         pid_mode: Some(container),
-        cap_add: Some(vec!["SYS_ADMIN".into(), "WAKE_ALARM".into()]),
+        cap_add: Some(vec![
+            "SYS_ADMIN".into(),
+            "WAKE_ALARM".into(),
+            "SYS_PTRACE".into(),
+        ]),
         init: Some(false),
         auto_remove: Some(false),
         ..spec.limits.clone()
@@ -626,7 +633,11 @@ mod tests {
         assert_eq!(host.network_mode.as_deref(), Some("container:abc"));
         assert_eq!(
             host.cap_add.unwrap(),
-            vec!["SYS_ADMIN".to_string(), "WAKE_ALARM".to_string()]
+            vec![
+                "SYS_ADMIN".to_string(),
+                "WAKE_ALARM".to_string(),
+                "SYS_PTRACE".to_string()
+            ]
         );
         assert_eq!(host.pids_limit, Some(64));
         assert_eq!(host.memory_swap, host.memory);
