@@ -185,6 +185,19 @@ impl DockerEnvironment {
             ),
             early_tests: spec.first_tests.clone(),
         };
+        // A main container that runs a command of its own (a compose `command` or
+        // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
+        // starts, as it can under Harbor, whose `/logs` directories are mounts: they go in
+        // before its start. Otherwise no process of the trial runs until the agent phase, so
+        // they go in beside the jail's start, off the trial's path. (The image's defaults are
+        // inspected once per image and process; asked before the jail's preparation, which
+        // reads them too, so that finds them cached.)
+        let dirs = &container_spec.extra.writable_dirs;
+        let dirs_first = container_spec.extra.cmd.is_some()
+            || container_spec.extra.entrypoint.is_some()
+            || image_defaults::of(client, &main.image)
+                .await
+                .is_ok_and(|d| d.entrypoint);
         // The jail is made while the trial container starts (only its own start must wait
         // for the trial's): on this engine that takes its create and upload off the path of
         // a quick agent's verification. A failed trial start drops `started`, and the jail's
@@ -195,18 +208,6 @@ impl DockerEnvironment {
             base,
             trial_running,
         ))));
-        // A main container that runs a command of its own (a compose `command` or
-        // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
-        // starts, as it can under Harbor, whose `/logs` directories are mounts: they go in
-        // before its start. Otherwise no process of the trial runs until the agent phase, so
-        // they go in beside the jail's start, off the trial's path. (The image's defaults are
-        // inspected once per image and process.)
-        let dirs = &container_spec.extra.writable_dirs;
-        let dirs_first = container_spec.extra.cmd.is_some()
-            || container_spec.extra.entrypoint.is_some()
-            || image_defaults::of(client, &main.image)
-                .await
-                .is_ok_and(|d| d.entrypoint);
         if dirs_first {
             // A failure drops `started`: the jail's preparation removes what it made.
             container
