@@ -222,19 +222,19 @@ mod tests {
                 ("notes.txt", "kept: .dockerignore is replaced"),
             ],
         );
-        let names = names(&build_context(ctx.path(), "docker/Dockerfile.main").unwrap());
+        let sent = names(&build_context(ctx.path(), "docker/Dockerfile.main").unwrap());
         assert!(
-            names.contains(&"docker/Dockerfile.main".to_owned()),
-            "{names:?}"
+            sent.contains(&"docker/Dockerfile.main".to_owned()),
+            "{sent:?}"
         );
         assert!(
-            names.contains(&"docker/Dockerfile.main.dockerignore".to_owned()),
-            "{names:?}"
+            sent.contains(&"docker/Dockerfile.main.dockerignore".to_owned()),
+            "{sent:?}"
         );
-        assert!(names.contains(&"notes.txt".to_owned()), "{names:?}");
-        assert!(!names.contains(&"app.log".to_owned()), "{names:?}");
+        assert!(sent.contains(&"notes.txt".to_owned()), "{sent:?}");
+        assert!(!sent.contains(&"app.log".to_owned()), "{sent:?}");
         // The default Dockerfile of the same context goes by .dockerignore.
-        let default = super::tests::names(&build_context(ctx.path(), "Dockerfile").unwrap());
+        let default = names(&build_context(ctx.path(), "Dockerfile").unwrap());
         assert!(default.contains(&"app.log".to_owned()), "{default:?}");
         assert!(!default.contains(&"notes.txt".to_owned()), "{default:?}");
     }
