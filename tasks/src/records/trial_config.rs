@@ -136,7 +136,7 @@ pub struct VerifierConfig {
 }
 
 /// `<trial>/config.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TrialConfig {
     /// The task.
     pub task: TaskRef,

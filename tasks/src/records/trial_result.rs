@@ -165,8 +165,8 @@ impl StepResult {
     }
 }
 
-/// `<trial>/result.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `<trial>/result.json`. `Default` is the empty record a trial's own fields are filled into.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TrialResult {
     /// Random id.
     pub id: String,

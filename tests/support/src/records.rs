@@ -76,22 +76,13 @@ pub fn trial_result(
             version: "1.0.0".into(),
             model_info: None,
         },
-        agent_result: None,
         verifier_result,
         exception_info,
         started_at: Some(started),
         finished_at: Some(started + chrono::Duration::seconds(10)),
-        environment_setup: None,
-        agent_setup: None,
-        agent_execution: None,
-        verifier: None,
-        step_results: None,
-        agent_leftover_processes: Vec::new(),
-        verifier_isolation: None,
-        truncated_outputs: Vec::new(),
         outcome: Some(outcome),
         attempts: Some(1),
-        pauses: Vec::new(),
+        ..TrialResult::default()
     }
 }
 

@@ -31,22 +31,8 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
                 .or_else(|| agent.model_name())
                 .map(|m| ModelInfo::from_model_name(&m)),
         },
-        agent_result: None,
-        verifier_result: None,
-        exception_info: None,
         started_at: Some(Utc::now()),
-        finished_at: None,
-        environment_setup: None,
-        agent_setup: None,
-        agent_execution: None,
-        verifier: None,
-        step_results: None,
-        agent_leftover_processes: Vec::new(),
-        verifier_isolation: None,
-        truncated_outputs: Vec::new(),
-        outcome: None,
-        attempts: None,
-        pauses: Vec::new(),
+        ..TrialResult::default()
     }
 }
 
