@@ -6,7 +6,7 @@
 //! kilobytes and fails this. (Wall time at scale is `cargo bench -p engine --bench scale`.)
 
 use testkit::alloc::{CountingAlloc, live_bytes, peak_bytes, reset_peak};
-use testkit::instant::run_instant_job;
+use testkit::instant::{run_instant_job, scratch_dir};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -17,15 +17,9 @@ const MAX_BYTES_PER_TRIAL: f64 = 1_500.0;
 
 /// The heap's peak above what was live before, over one job of `trials` trials.
 fn job_peak(rt: &tokio::runtime::Runtime, trials: u32) -> usize {
-    // The job dir on tmpfs when there is one: the figure does not depend on where, and a
-    // durable write costs nothing there.
-    let shm = std::path::Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        tempfile::tempdir_in(shm)
-    } else {
-        tempfile::tempdir()
-    }
-    .unwrap();
+    // The figure does not depend on where the job dir is, and a durable write costs nothing
+    // on tmpfs.
+    let dir = scratch_dir();
     let before = live_bytes();
     reset_peak();
     let outcome = rt.block_on(run_instant_job(dir.path(), trials, 64));

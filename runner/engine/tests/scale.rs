@@ -3,13 +3,13 @@
 //! and how memory grows is `cargo bench -p engine --bench scale`, not a timed test.)
 
 use tasks::records::{JobResult, TrialResult};
-use testkit::instant::{job_dir, run_instant_job};
+use testkit::instant::{job_dir, run_instant_job, scratch_dir};
 
 const TRIALS: u32 = 10_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_trials_all_get_records() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch_dir();
     let outcome = run_instant_job(dir.path(), TRIALS, 64).await;
     assert_eq!(outcome.results.len(), TRIALS as usize);
     assert_eq!(outcome.coverage.scored, TRIALS);

@@ -146,6 +146,20 @@ pub async fn run_instant_job(dir: &Path, trials: u32, n_concurrent: u32) -> JobO
     .expect("the job directory is written")
 }
 
+/// A temp dir for [`run_instant_job`]: on tmpfs (`/dev/shm`) when the machine has one, else
+/// under `$TMPDIR`. The scale and memory tests check what is recorded and what is kept in
+/// memory, not durability; on a disk each trial's fsyncs (its records and their directory
+/// entries, ~8 ms a trial on a VM's ext4) would make a 10,000-trial job take 90 s instead of 10.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temp dir")
+}
+
 /// Where [`run_instant_job`] writes its job.
 pub fn job_dir(dir: &Path) -> PathBuf {
     dir.join("jobs/scale")
