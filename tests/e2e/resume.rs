@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{containers_with_label, ensure_base_image, exited, runner, workspace_root};
+use crate::support::{
+    containers_with_label, ensure_base_image, exited, runner, runner_bin, workspace_root,
+};
 
 fn reference_config() -> PathBuf {
     workspace_root().join("adapter/agents/reference/agent.toml")
@@ -16,10 +18,9 @@ fn reference_config() -> PathBuf {
 
 /// Starts the runner binary with `args`; its output goes to `<logs>/<n>.{out,err}`.
 fn spawn(args: &[OsString], logs: &Path, n: usize) -> Child {
-    runner(); // builds the binary once
     let out = std::fs::File::create(logs.join(format!("{n}.out"))).unwrap();
     let err = std::fs::File::create(logs.join(format!("{n}.err"))).unwrap();
-    Command::new(assert_cmd::cargo::cargo_bin("runner"))
+    Command::new(runner_bin())
         .args(args)
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))

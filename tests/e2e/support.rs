@@ -10,23 +10,20 @@ use std::time::{Duration, Instant};
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("tests/ has a parent")
+        .expect("the runner package's dir has a parent")
         .to_path_buf()
 }
 
-/// A `runner` command for the freshly built binary.
+/// The `runner` binary under test. The e2e tests are an integration-test target of the
+/// `runner` package, so Cargo builds the binary with the tests, with the same features: no
+/// second build of its dependency tree under another feature set.
+pub fn runner_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_runner"))
+}
+
+/// A `runner` command for the binary under test.
 pub fn runner() -> assert_cmd::Command {
-    static BUILD: Once = Once::new();
-    // The binary lives in another package of the workspace, so make sure it is current.
-    BUILD.call_once(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "runner", "--bin", "runner"])
-            .current_dir(workspace_root())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the runner binary failed");
-    });
-    assert_cmd::Command::cargo_bin("runner").expect("the runner binary is built")
+    assert_cmd::Command::new(runner_bin())
 }
 
 /// `runner run` of `tasks/examples/hello-file` with the agent config `config`, jobs in
@@ -103,8 +100,7 @@ pub fn start_job_until(
     up: impl Fn(&str) -> bool,
 ) -> (Child, String) {
     ensure_base_image();
-    runner(); // builds the binary
-    let child = Command::new(assert_cmd::cargo::cargo_bin("runner"))
+    let child = Command::new(runner_bin())
         .args(["run", "--agent", "oracle"])
         .args(args)
         .arg("--jobs-dir")
