@@ -12,6 +12,12 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// The first line of a failure message: what one-line reports (the live view, `job.log`, the
+/// end summary) show of it. The whole message stays in `result.json` and `exception.txt`.
+pub fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or("")
+}
+
 macro_rules! exception_types {
     ($( $(#[$doc:meta])* $variant:ident => $harbor:expr ),+ $(,)?) => {
         /// The type of the exception that ended (or marked) a trial, by Harbor's class name.
@@ -324,6 +330,22 @@ impl<'de> Deserialize<'de> for ExceptionType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_reports_show_the_first_line_of_a_message() {
+        assert_eq!(first_line("build failed\nstep 3/7: exit 1"), "build failed");
+        assert_eq!(first_line(""), "");
+        let info = crate::records::ExceptionInfo {
+            exception_type: ExceptionType::AgentTimeoutError,
+            exception_message: "Agent execution timed out after 5 seconds\nkilled".into(),
+            exception_traceback: String::new(),
+            occurred_at: chrono::Utc::now(),
+        };
+        assert_eq!(
+            info.headline(),
+            "AgentTimeoutError: Agent execution timed out after 5 seconds"
+        );
+    }
 
     #[test]
     fn names_round_trip_and_unknown_names_are_kept() {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tasks::TrialOutcome;
+use tasks::exception::first_line;
 use tasks::records::{TrialResult, TrialTotals};
 
 use engine::events::Event;
@@ -337,16 +338,7 @@ pub fn outcome_line(result: &TrialResult) -> String {
         None => format!("no reward, {}", result.outcome()),
     };
     match &result.exception_info {
-        Some(e) => format!(
-            "{}: {reward}{secs} ({}: {})",
-            result.trial_name,
-            e.exception_type,
-            first_line(&e.exception_message)
-        ),
+        Some(e) => format!("{}: {reward}{secs} ({})", result.trial_name, e.headline()),
         None => format!("{}: {reward}{secs}", result.trial_name),
     }
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }

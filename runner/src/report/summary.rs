@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use tasks::exception::first_line;
 use tasks::records::TrialTotals;
 use tasks::{TrialOutcome, metrics};
 
@@ -233,10 +234,6 @@ fn clock(wall: Duration) -> String {
         (0, m, s) => format!("{m}m {s:02}s"),
         (h, m, s) => format!("{h}h {m:02}m {s:02}s"),
     }
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }
 
 #[cfg(test)]

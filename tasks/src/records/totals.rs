@@ -99,7 +99,7 @@ impl TrialTotals {
         let exception = result.exception_info.as_ref().map(|e| {
             Box::new(TotalsException {
                 exception_type: e.exception_type.clone(),
-                first_line: e.exception_message.lines().next().unwrap_or("").to_owned(),
+                first_line: crate::exception::first_line(&e.exception_message).to_owned(),
             })
         });
         let usage = result

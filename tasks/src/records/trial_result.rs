@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::containment::{LeftoverProcess, TruncatedOutput, VerifierIsolation};
 use super::trial_config::TrialConfig;
-use crate::exception::ExceptionType;
+use crate::exception::{ExceptionType, first_line};
 use crate::outcome::TrialOutcome;
 
 /// Agent identity as recorded per trial.
@@ -102,6 +102,17 @@ pub struct ExceptionInfo {
     pub exception_traceback: String,
     /// When.
     pub occurred_at: DateTime<Utc>,
+}
+
+impl ExceptionInfo {
+    /// `Type: first line of the message`, as one-line reports show the exception.
+    pub fn headline(&self) -> String {
+        format!(
+            "{}: {}",
+            self.exception_type,
+            first_line(&self.exception_message)
+        )
+    }
 }
 
 /// Start and end of one phase.

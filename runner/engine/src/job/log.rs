@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use tasks::exception::first_line;
 use tasks::records::TrialResult;
 
 use crate::events::Event;
@@ -119,13 +120,7 @@ pub fn finished_line(result: &TrialResult) -> String {
     let exception = result
         .exception_info
         .as_ref()
-        .map(|e| {
-            format!(
-                ", {}: {}",
-                e.exception_type,
-                first_line(&e.exception_message)
-            )
-        })
+        .map(|e| format!(", {}", e.headline()))
         .unwrap_or_default();
     let when = match (result.started_at, result.finished_at) {
         (Some(s), Some(f)) => format!(
@@ -145,8 +140,4 @@ pub fn finished_line(result: &TrialResult) -> String {
         result.trial_name,
         result.outcome()
     )
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }

@@ -99,8 +99,7 @@ pub fn describe_outcome(result: &TrialResult) -> String {
         parts.push(format!("reward {reward}"));
     }
     if let Some(e) = &result.exception_info {
-        let message = e.exception_message.lines().next().unwrap_or("");
-        parts.push(format!("{}: {message}", e.exception_type));
+        parts.push(e.headline());
     }
     if parts.is_empty() {
         result.outcome().to_string()
