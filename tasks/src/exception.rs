@@ -114,6 +114,11 @@ exception_types! {
     /// or the trial's container stopped before its verification ended (the agent stopped its
     /// PID 1). The verification the agent destroyed counts as its failure (runner-only).
     VerifierKilledError => false,
+    /// What the agent left in the trial kept the isolated tests from starting: a program or
+    /// library of the image's toolchain replaced by something that cannot be covered (a
+    /// directory where the image has a file), directories kept swapping while the jail anchored
+    /// them. A verification the agent made impossible counts as its failure (runner-only).
+    VerifierBlockedError => false,
     /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
     StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
@@ -212,6 +217,7 @@ impl ExceptionType {
             | VerifierOutputParseError
             | RewardFileUnsafeError
             | VerifierKilledError
+            | VerifierBlockedError
             | StorageLimitExceededError => Blame::Agent,
             AddTestsDirError
             | DownloadVerifierDirError
@@ -253,7 +259,8 @@ impl ExceptionType {
             | DownloadVerifierDirError
             | VerifierEnvError
             | VerifierSandboxError
-            | VerifierKilledError => &[F::Verifier],
+            | VerifierKilledError
+            | VerifierBlockedError => &[F::Verifier],
             EnvironmentStartTimeoutError | BackendTimeoutError => &[F::Timeout, F::Environment],
             SandboxBuildFailedError
             | ImagePullError
@@ -393,6 +400,7 @@ mod tests {
             "TrajectoryValidationError",
             "RewardFileNotFoundError",
             "VerifierKilledError",
+            "VerifierBlockedError",
         ] {
             assert_eq!(
                 ExceptionType::from_name(agent).blame(),
