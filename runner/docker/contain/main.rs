@@ -105,6 +105,9 @@ fn main() {
     if args.first().map(String::as_str) == Some("wait") {
         std::process::exit(order::wait_and_verify());
     }
+    if args.first().map(String::as_str) == Some("probe") {
+        std::process::exit(probe());
+    }
     let code = match Options::parse(&args) {
         Ok(options) => verify(&options),
         Err(message) => {
@@ -297,7 +300,7 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
     };
     join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
     anchor_all().map_err(Failure::Unavailable)?;
-    let mut changes = plan.changes;
+    let changes = plan.changes;
     let image_top = match pinning {
         Some((prepared, links)) => {
             pins::apply(prepared.clones)?;
@@ -326,7 +329,7 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
     tmpfs("/logs/verifier", options.verifier_tmpfs_bytes)?;
     let (root, tests) = match image_top {
         Some(image_top) => {
-            changes.extend(rootview::build(image_top, options.tests_tmpfs_bytes)?);
+            rootview::build(image_top, options.tests_tmpfs_bytes)?;
             (Some(rootview::ROOT), Path::new(rootview::TESTS_IN_ROOT))
         }
         None => {
@@ -394,6 +397,39 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         status.push("artifacts", "empty");
     }
     Ok(())
+}
+
+/// `contain probe`, run once before a job's first trial in a container of its own
+/// (`jail_preflight.rs`): the mount calls a verification makes, on `/probe`. Exit 0 when
+/// they work; else 2 with the refused call on stderr.
+fn probe() -> i32 {
+    let steps = || -> Result<(), String> {
+        check(unsafe { sys::unshare(sys::CLONE_NEWNS) }).map_err(|e| format!("unshare: {e}"))?;
+        mount(None, "/", None, sys::MS_REC | sys::MS_PRIVATE, None)
+            .map_err(|e| format!("making mounts private: {e}"))?;
+        mount(Some("probe"), "/probe", Some("tmpfs"), 0, Some("size=64k"))
+            .map_err(|e| format!("mounting a tmpfs: {e}"))?;
+        fs::write("/probe/file", b"").map_err(|e| format!("writing on the tmpfs: {e}"))?;
+        fs::create_dir("/probe/dir").map_err(|e| format!("a directory on the tmpfs: {e}"))?;
+        mount(
+            Some("/probe/dir"),
+            "/probe/dir",
+            None,
+            sys::MS_BIND | sys::MS_REC,
+            None,
+        )
+        .map_err(|e| format!("a bind mount: {e}"))?;
+        let clone = pins::open_tree("/probe/file").map_err(|e| format!("open_tree: {e}"))?;
+        fs::write("/probe/target", b"").map_err(|e| format!("writing on the tmpfs: {e}"))?;
+        pins::attach(&clone, "/probe/target").map_err(|e| format!("move_mount: {e}"))
+    };
+    match steps() {
+        Ok(()) => 0,
+        Err(why) => {
+            eprintln!("contain probe: {why}");
+            2
+        }
+    }
 }
 
 /// True when the trial's `/logs/artifacts` is a directory with nothing in it once the tests

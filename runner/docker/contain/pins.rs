@@ -92,7 +92,7 @@ fn materialize(source: &Source, path: &str) -> io::Result<()> {
     }
 }
 
-fn open_tree(path: &str) -> io::Result<OwnedFd> {
+pub(crate) fn open_tree(path: &str) -> io::Result<OwnedFd> {
     let path = cstring(path)?;
     let fd = unsafe {
         sys::syscall(

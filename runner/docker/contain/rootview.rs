@@ -41,12 +41,11 @@ pub(crate) fn image_links() -> Vec<(String, PathBuf)> {
     links
 }
 
-/// Builds the tests' root on `/tests` and their own `/tests` inside it; returns what the
-/// agent changed at the top level. Runs in the tests' private namespace, after the private
-/// `/logs/verifier` is mounted (so the bound `/logs` carries it).
-pub(crate) fn build(image: ImageTop, tests_bytes: u64) -> Result<Vec<String>, Failure> {
+/// Builds the tests' root on `/tests` and their own `/tests` inside it (what differs from the
+/// image at the top level is recorded by `toolchain::plan`). Runs in the tests' private
+/// namespace, after the private `/logs/verifier` is mounted (so the bound `/logs` carries it).
+pub(crate) fn build(image: ImageTop, tests_bytes: u64) -> Result<(), Failure> {
     let unavailable = |what: &str, e: io::Error| Failure::Unavailable(format!("{what}: {e}"));
-    let mut changes = Vec::new();
     let mut names: Vec<String> = fs::read_dir("/")
         .map_err(|e| unavailable("listing /", e))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -62,10 +61,7 @@ pub(crate) fn build(image: ImageTop, tests_bytes: u64) -> Result<Vec<String>, Fa
     .map_err(|e| unavailable("mounting the tests' root", e))?;
     for name in names.iter().filter(|n| n.as_str() != "tests") {
         let (from, to) = (format!("/{name}"), format!("{ROOT}/{name}"));
-        if let Some((_, target)) = image.links.iter().find(|(n, _)| n == name) {
-            if fs::read_link(&from).ok().as_ref() != Some(target) {
-                changes.push(format!("{from}: the image's link was changed by the agent"));
-            }
+        if image.links.iter().any(|(n, _)| n == name) {
             continue;
         }
         let Ok(meta) = fs::symlink_metadata(&from) else {
@@ -77,12 +73,8 @@ pub(crate) fn build(image: ImageTop, tests_bytes: u64) -> Result<Vec<String>, Fa
         } else if meta.file_type().is_symlink() {
             fs::read_link(&from).and_then(|target| std::os::unix::fs::symlink(target, &to))
         } else if meta.is_file() {
+            // Recorded by the plan (`toolchain::plan_configs`); the image's own goes in below.
             if PYTEST_CONFIGS.contains(&name.as_str()) {
-                if !image.configs.iter().any(|(n, _)| n == name) {
-                    changes.push(format!(
-                        "{from}: pytest configuration outside /tests added by the agent, ignored"
-                    ));
-                }
                 continue;
             }
             File::create(&to).and_then(|_| mount(Some(&from), &to, None, sys::MS_BIND, None))
@@ -92,11 +84,6 @@ pub(crate) fn build(image: ImageTop, tests_bytes: u64) -> Result<Vec<String>, Fa
         bound.map_err(|e| unavailable(&format!("putting {from} into the tests' root"), e))?;
     }
     for (name, target) in &image.links {
-        if fs::symlink_metadata(format!("/{name}")).is_err() {
-            changes.push(format!(
-                "/{name}: the image's link was removed by the agent"
-            ));
-        }
         std::os::unix::fs::symlink(target, format!("{ROOT}/{name}"))
             .map_err(|e| unavailable(&format!("the image's link /{name}"), e))?;
     }
@@ -116,5 +103,5 @@ pub(crate) fn build(image: ImageTop, tests_bytes: u64) -> Result<Vec<String>, Fa
         Some(&data),
     )
     .map_err(|e| unavailable("mounting a private /tests", e))?;
-    Ok(changes)
+    Ok(())
 }

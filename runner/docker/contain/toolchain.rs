@@ -167,7 +167,40 @@ pub(crate) fn plan(search: &str) -> Plan {
     plan_tools(search, &mut plan);
     plan_libraries(&mut plan);
     hooks::plan_hooks(&mut plan);
+    plan_top_level(&mut plan);
     plan
+}
+
+/// The image's top-level links and pytest configuration at `/` as the trial has them: the
+/// tests' own root takes the image's (`rootview.rs`), so only the record needs them here.
+fn plan_top_level(plan: &mut Plan) {
+    for (name, target) in rootview::image_links() {
+        let path = format!("/{name}");
+        match fs::read_link(in_trial(&path)) {
+            Ok(theirs) if theirs == target => {}
+            Ok(_) => plan
+                .changes
+                .push(format!("{path}: the image's link was changed by the agent")),
+            Err(_) if fs::symlink_metadata(in_trial(&path)).is_ok() => plan.changes.push(format!(
+                "{path}: the image's link was replaced by the agent"
+            )),
+            Err(_) => plan
+                .changes
+                .push(format!("{path}: the image's link was removed by the agent")),
+        }
+    }
+    for name in PYTEST_CONFIGS {
+        let path = format!("/{name}");
+        let theirs = fs::symlink_metadata(in_trial(&path)).is_ok();
+        let ours = fs::symlink_metadata(&path).is_ok();
+        match (ours, theirs) {
+            (false, true) => plan.changes.push(format!(
+                "{path}: pytest configuration outside /tests added by the agent"
+            )),
+            (true, _) => note_change(&path, &path, plan),
+            (false, false) => {}
+        }
+    }
 }
 
 /// The `PATH` directories as the image resolves them, in order, each once.
@@ -273,11 +306,22 @@ fn difference(target: &str, source: &str) -> Option<&'static str> {
         return Some("removed by the agent");
     };
     let image_entry = fs::symlink_metadata(target).ok();
-    if theirs.file_type().is_symlink() {
+    let (trial, theirs) = if theirs.file_type().is_symlink() {
         let same_link = image_entry.is_some_and(|m| m.file_type().is_symlink())
             && fs::read_link(target).ok() == fs::read_link(&trial).ok();
-        return (!same_link).then_some("a link the agent made or retargeted");
-    }
+        if !same_link {
+            return Some("a link the agent made or retargeted");
+        }
+        // The same link: what it leads to may still be the agent's (Debian's
+        // sitecustomize.py -> /etc/python3.x/sitecustomize.py).
+        let resolved = resolve_in_trial(target);
+        match fs::metadata(&resolved) {
+            Ok(meta) => (resolved, meta),
+            Err(_) => return Some("its link leads nowhere now"),
+        }
+    } else {
+        (trial, theirs)
+    };
     if !theirs.is_file() {
         return Some("replaced by the agent with something that is not a file");
     }
@@ -294,6 +338,20 @@ fn difference(target: &str, source: &str) -> Option<&'static str> {
         return None;
     }
     Some("changed by the agent")
+}
+
+/// The trial's file a chain of links at `path` ends at, resolved inside the trial's root (the
+/// last component only; at most 8 links).
+fn resolve_in_trial(path: &str) -> PathBuf {
+    let mut current = PathBuf::from(path);
+    for _ in 0..8 {
+        match fs::read_link(in_trial(&current.display().to_string())) {
+            Ok(link) if link.is_absolute() => current = link,
+            Ok(link) => current = current.parent().unwrap_or(Path::new("/")).join(link),
+            Err(_) => break,
+        }
+    }
+    in_trial(&current.display().to_string())
 }
 
 /// True when both files hold the same bytes (read in chunks; a read error is a difference).

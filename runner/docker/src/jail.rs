@@ -219,8 +219,17 @@ pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
         ]),
         init: Some(false),
         auto_remove: Some(false),
+        security_opt: jail_security_opt(),
         ..spec.limits.clone()
     }
+}
+
+/// The jail's security options: the engine's defaults, or no AppArmor confinement when the
+/// user set `RUNNER_JAIL_APPARMOR=unconfined` for a host whose default profile denies the
+/// jail's mounts (see `jail_preflight.rs`). The agent's container is never affected.
+pub(crate) fn jail_security_opt() -> Option<Vec<String>> {
+    let choice = std::env::var(super::jail_preflight::JAIL_APPARMOR_ENV).ok()?;
+    (choice == "unconfined").then(|| vec!["apparmor=unconfined".to_owned()])
 }
 
 fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreateBody {

@@ -303,12 +303,17 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             dataset.dir.display()
         )));
     }
+    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
+    // Before the job dir is touched: a host that cannot isolate any trial's tests says so
+    // once, with the fix, instead of failing every trial.
+    docker_backend::check_jail(&client)
+        .await
+        .map_err(CliError::bad_input)?;
     let _lock = dir_lock::lock(&job_dir)?;
     if args.resume.is_some() {
         let report = resume(&job_dir, &mut plan, &selectors).map_err(CliError::bad_input)?;
         note_resume(&report, &job_dir);
     }
-    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     match reap_dead_owners(&client).await {
         Ok(0) => {}
         Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
