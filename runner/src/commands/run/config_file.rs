@@ -57,6 +57,8 @@ pub struct FileSettings {
     pub max_download_mb: Option<u64>,
     /// Runner-only `max_trial_log_mb`.
     pub max_trial_log_mb: Option<u64>,
+    /// Runner-only `shard` and `n_shards` (a shard's config.json runs that shard again).
+    pub shard: Option<engine::job::Shard>,
 }
 
 /// A config file runner cannot use, naming the file and the field.
@@ -166,7 +168,7 @@ impl Section {
         match self.fields.keys().next() {
             None => Ok(()),
             Some(field) => Err(format!(
-                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb and max_trial_log_mb)",
+                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb, max_trial_log_mb, shard and n_shards)",
                 self.name(field)
             )),
         }
@@ -214,6 +216,17 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         max_download_mb: root.typed("max_download_mb", "a whole number")?,
         max_trial_log_mb: root.typed("max_trial_log_mb", "a whole number")?,
         ..FileSettings::default()
+    };
+    let shard: Option<u32> = root.typed("shard", "a whole number")?;
+    let n_shards: Option<u32> = root.typed("n_shards", "a whole number")?;
+    s.shard = match (shard, n_shards) {
+        (None, None) => None,
+        (Some(i), Some(n)) => Some(
+            format!("{i}/{n}")
+                .parse()
+                .map_err(|e| format!("shard, n_shards: {e}"))?,
+        ),
+        _ => return Err("shard, n_shards: give both (shard I of n_shards N) or neither".into()),
     };
     // Recorded by runner from the agent config; the agent gives it again.
     let _: Option<String> = root.typed("instruction_suffix", "a string")?;
