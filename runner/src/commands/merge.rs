@@ -52,7 +52,11 @@ fn print(report: &MergeReport) {
         "{}: {} trial(s) planned from {} job dir(s): {} scored, {} agent error(s), {} infrastructure error(s), {} without a result ({} file(s) hard-linked, {} copied)",
         report.out.display(),
         report.planned,
-        report.taken.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        report
+            .taken
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
         c.scored,
         c.agent_error,
         c.infra_error,

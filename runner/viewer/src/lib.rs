@@ -27,8 +27,8 @@ pub use summary::{
     JobSummary, RewardStats, SUMMARY_SCHEMA, TaskSummary, Title, summarize_job, summary,
     summary_of, title_of,
 };
-pub use union::load_jobs;
 pub use text::{comparison_text, summary_text};
+pub use union::load_jobs;
 
 /// Why a job dir could not be read or a report not written.
 #[derive(Debug, thiserror::Error)]

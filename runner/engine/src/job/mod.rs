@@ -6,6 +6,7 @@ mod attempts;
 mod identity;
 pub mod llm;
 mod log;
+pub mod merge;
 mod pause;
 mod plan;
 mod recorder;
@@ -14,7 +15,6 @@ mod retry;
 mod retrying;
 mod shard;
 mod stats;
-pub mod merge;
 
 pub use attempts::{ATTEMPTS_DIR, kept_attempts};
 pub use identity::{AgentFingerprint, json_differences};

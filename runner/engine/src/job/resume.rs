@@ -275,7 +275,9 @@ fn scan(dir: &Path) -> Result<BTreeMap<String, Existing>, ResumeError> {
     Ok(out)
 }
 
-pub(super) fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ResumeError> {
+pub(super) fn read_record<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, ResumeError> {
     let bytes =
         match tasks::bounded::read_capped(path, tasks::bounded::MAX_RECORD_BYTES, "job record") {
             Ok(bytes) => bytes,
@@ -330,12 +332,14 @@ pub(super) fn config_differences(old: &JobConfig, new: &JobConfig) -> Vec<String
         ));
     }
     let (a, b) = (defining(old), defining(new));
-    out.extend(json_differences("config", &a, &b)
-        .into_iter()
-        .map(|(path, was, now)| {
-            let path = path.trim_start_matches("config.");
-            format!("{path}: {was} in the job, {now} now")
-        }));
+    out.extend(
+        json_differences("config", &a, &b)
+            .into_iter()
+            .map(|(path, was, now)| {
+                let path = path.trim_start_matches("config.");
+                format!("{path}: {was} in the job, {now} now")
+            }),
+    );
     if new.n_attempts < old.n_attempts {
         out.push(format!(
             "k: the job has k={}, and --k {} would leave trials beyond it; pass --k {} or more",

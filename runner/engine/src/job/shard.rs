@@ -144,7 +144,8 @@ pub fn select_shard(plan: &mut JobPlan, shard: Shard) {
         .filter(|(_, s)| **s == shard.index)
         .map(|(w, _)| w.name.as_str())
         .collect();
-    plan.trials.retain(|t| kept.contains(t.task().name.as_str()));
+    plan.trials
+        .retain(|t| kept.contains(t.task().name.as_str()));
     plan.lock
         .trials
         .retain(|t| kept.contains(t.task.name.as_str()));
@@ -167,10 +168,7 @@ mod tests {
 
     #[test]
     fn values_are_i_of_n_from_one() {
-        assert_eq!(
-            "2/3".parse::<Shard>(),
-            Ok(Shard { index: 2, count: 3 })
-        );
+        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
         assert_eq!("3/3".parse::<Shard>().unwrap().to_string(), "3/3");
         for bad in ["0/3", "4/3", "1/0", "0/0"] {
             assert!(

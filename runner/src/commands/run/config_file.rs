@@ -496,6 +496,8 @@ mod tests {
             allow_container_secrets: false,
             instruction_suffix: None,
             agent_config: Some("/agents/a.toml".into()),
+            shard: Some(2),
+            n_shards: Some(3),
         };
         let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
         assert_eq!(
@@ -512,6 +514,15 @@ mod tests {
         assert_eq!(s.multipliers.get("timeout_multiplier"), Some(&1.0));
         assert_eq!(s.force_build, Some(false));
         assert_eq!(s.agent_config, Some(PathBuf::from("/agents/a.toml")));
+        // A shard's config runs that shard again.
+        assert_eq!(s.shard, Some(engine::job::Shard { index: 2, count: 3 }));
+        for (doc, problem) in [
+            (r#"{"shard": 2}"#, "give both"),
+            (r#"{"shard": 4, "n_shards": 3}"#, "from 1 to N"),
+        ] {
+            let err = settings_of(&serde_json::from_str(doc).unwrap()).unwrap_err();
+            assert!(err.starts_with("shard, n_shards: ") && err.contains(problem), "{err}");
+        }
     }
 
     #[test]

@@ -171,7 +171,8 @@ pub fn parse_fraction(text: &str) -> Result<f64, String> {
 
 /// `--shard I/N`.
 fn parse_shard(text: &str) -> Result<engine::job::Shard, String> {
-    text.parse().map_err(|e: engine::job::ShardError| e.to_string())
+    text.parse()
+        .map_err(|e: engine::job::ShardError| e.to_string())
 }
 
 /// A job name is one directory name: no separators, not `.` or `..`.

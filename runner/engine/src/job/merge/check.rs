@@ -13,10 +13,13 @@ use crate::job::resume::defining;
 
 /// What differs between `a` and `b`, one line per field (empty: the same plan).
 pub fn plan_differences(a: &Part, b: &Part) -> Vec<String> {
-    let mut out: Vec<String> = json_differences("config", &defining(&a.config), &defining(&b.config))
-        .into_iter()
-        .map(|(path, x, y)| format!("{}: {x} in A, {y} in B", path.trim_start_matches("config.")))
-        .collect();
+    let mut out: Vec<String> =
+        json_differences("config", &defining(&a.config), &defining(&b.config))
+            .into_iter()
+            .map(|(path, x, y)| {
+                format!("{}: {x} in A, {y} in B", path.trim_start_matches("config."))
+            })
+            .collect();
     if a.config.n_attempts != b.config.n_attempts {
         out.push(format!(
             "k (n_attempts): {} in A, {} in B",

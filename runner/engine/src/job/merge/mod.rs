@@ -27,7 +27,9 @@ pub use parts::Part;
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     /// Nothing to merge.
-    #[error("no job directory given; pass the job dirs to merge (e.g. the shards jobs/run-1 jobs/run-2 jobs/run-3)")]
+    #[error(
+        "no job directory given; pass the job dirs to merge (e.g. the shards jobs/run-1 jobs/run-2 jobs/run-3)"
+    )]
     NoJobs,
     /// A part is not a job dir runner wrote.
     #[error("{}: not a job to merge: {why}", dir.display())]
@@ -116,8 +118,7 @@ pub struct MergeReport {
 impl MergeReport {
     /// The merged job lacks data: a shard, or a trial without a result that counts.
     pub fn incomplete(&self) -> bool {
-        !self.missing_shards.is_empty()
-            || self.coverage.infra_error + self.coverage.not_run > 0
+        !self.missing_shards.is_empty() || self.coverage.infra_error + self.coverage.not_run > 0
     }
 }
 
@@ -261,12 +262,11 @@ fn choose(parts: &[Part], name: &str) -> Result<Option<(usize, Option<String>)>,
     let (first, copy) = *best_copies.next().expect("the best rank has a copy");
     if best > 0 {
         for (other, other_copy) in best_copies {
-            let same = tree::same_tree(&copy.dir, &other_copy.dir).map_err(|source| {
-                MergeError::Io {
+            let same =
+                tree::same_tree(&copy.dir, &other_copy.dir).map_err(|source| MergeError::Io {
                     path: other_copy.dir.clone(),
                     source,
-                }
-            })?;
+                })?;
             if !same {
                 return Err(MergeError::Conflict {
                     trial: name.to_owned(),
@@ -342,7 +342,11 @@ fn merged_lock(
 ) -> tasks::records::JobLock {
     let mut lock = parts[0].lock.clone();
     let entry = |part: &Part, name: &str| -> Option<LockTrial> {
-        part.lock.trials.iter().find(|t| t.trial_name == name).cloned()
+        part.lock
+            .trials
+            .iter()
+            .find(|t| t.trial_name == name)
+            .cloned()
     };
     lock.trials = order
         .iter()
@@ -355,7 +359,9 @@ fn merged_lock(
         .collect();
     for part in parts {
         for (task, image) in &part.lock.images {
-            lock.images.entry(task.clone()).or_insert_with(|| image.clone());
+            lock.images
+                .entry(task.clone())
+                .or_insert_with(|| image.clone());
         }
     }
     lock.created_at = parts

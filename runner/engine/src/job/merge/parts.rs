@@ -80,7 +80,9 @@ impl Part {
             }
             let path = entry.path();
             // A record that does not parse counts as missing, as on a resume.
-            let result = read::<TrialResult>(&path.join("result.json")).ok().flatten();
+            let result = read::<TrialResult>(&path.join("result.json"))
+                .ok()
+                .flatten();
             let config = read::<TrialConfig>(&path.join("config.json"))
                 .ok()
                 .flatten()

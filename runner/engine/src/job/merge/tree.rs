@@ -129,7 +129,10 @@ mod tests {
         std::fs::write(c.join("tmp"), "{\"r\":0}").unwrap();
         std::fs::rename(c.join("tmp"), c.join("result.json")).unwrap();
         assert!(!same_tree(&a, &c).unwrap());
-        assert_eq!(std::fs::read_to_string(a.join("result.json")).unwrap(), "{\"r\":1}");
+        assert_eq!(
+            std::fs::read_to_string(a.join("result.json")).unwrap(),
+            "{\"r\":1}"
+        );
         std::fs::write(c.join("result.json"), "{\"r\":1}").unwrap();
         assert!(same_tree(&a, &c).unwrap());
         std::fs::write(c.join("extra"), "").unwrap();
