@@ -252,7 +252,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         .unwrap();
     let (_, err) = exited(&output, 2);
     for what in [
-        "agent_timeout_multiplier: 1.0 in A, 2.0 in B",
+        "multipliers.agent_timeout_multiplier: null in A, 2.0 in B",
         "k (n_attempts): 2 in A, 3 in B",
         "dataset digest:",
     ] {
@@ -290,6 +290,8 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
             "exception_traceback": "",
             "occurred_at": "2026-12-01T00:00:00Z"
         });
+        r["outcome"] = "infra_error".into();
+        r["verifier_result"] = Value::Null;
     });
     let rerun = tmp.path().join("rerun");
     let output = runner()

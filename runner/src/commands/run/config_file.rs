@@ -521,7 +521,10 @@ mod tests {
             (r#"{"shard": 4, "n_shards": 3}"#, "from 1 to N"),
         ] {
             let err = settings_of(&serde_json::from_str(doc).unwrap()).unwrap_err();
-            assert!(err.starts_with("shard, n_shards: ") && err.contains(problem), "{err}");
+            assert!(
+                err.starts_with("shard, n_shards: ") && err.contains(problem),
+                "{err}"
+            );
         }
     }
 
