@@ -186,6 +186,18 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         value
     };
     assert_eq!(summary(&[&s1, &s2]), summary(&[&merged]));
+    // view --as-one: one job of the two shards, a page per trial.
+    let output = runner()
+        .arg("view")
+        .arg(&s1)
+        .arg(&s2)
+        .arg("--as-one")
+        .arg("--out")
+        .arg(tmp.path().join("view"))
+        .output()
+        .unwrap();
+    let (out, _) = exited(&output, 0);
+    assert!(out.contains("(1 job(s), 6 trial page(s))"), "{out}");
     // The same shard twice counts its trials once.
     assert_eq!(summary(&[&s1, &s2, &s1]), summary(&[&merged]));
 
