@@ -1,8 +1,8 @@
 //! `runner run --shard I/N` and `runner merge` on a small part of the examples, against the
 //! real Docker engine: shards are disjoint job dirs recording their part, merge back into one
 //! job, resume as their shard only, and merging parts of different plans or conflicting
-//! trials is refused by name. (The whole examples at k=5, sharded over Slurm and compared
-//! with the unsharded job, are in `slurm.rs`.)
+//! trials is refused by name; `validate-submission` over shards. (The whole examples at k=5,
+//! sharded over Slurm and compared with the unsharded job, are in `slurm.rs`.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -321,4 +321,77 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         "{err}"
     );
     assert!(json(&rerun.join(trial).join("result.json"))["exception_info"].is_null());
+}
+
+/// The leaderboard's view of shards, with the reference installed agent (oracle trials have no
+/// trajectory, which submissions need): `validate-submission` passes on the merged job and on
+/// the three shards given together, and fails naming the missing tasks on two.
+#[test]
+fn validate_submission_takes_the_merged_job_or_all_shards_and_names_the_tasks_two_leave_out() {
+    ensure_base_image();
+    let tmp = tempfile::tempdir().unwrap();
+    let jobs = tmp.path().join("jobs");
+    let examples = workspace_root().join("tasks/examples");
+    let agent = workspace_root().join("adapter/agents/reference/agent.toml");
+    let mut shards = Vec::new();
+    for i in 1..=3 {
+        let output = runner()
+            .arg("run")
+            .arg("-p")
+            .arg(&examples)
+            .arg("--agent-config")
+            .arg(&agent)
+            .args([
+                "-k",
+                "5",
+                "--progress",
+                "none",
+                "--shard",
+                &format!("{i}/3"),
+            ])
+            .args(["--job-name", &format!("shard-{i}"), "--jobs-dir"])
+            .arg(&jobs)
+            .output()
+            .unwrap();
+        exited(&output, 0);
+        shards.push(jobs.join(format!("shard-{i}")));
+    }
+    let merged = tmp.path().join("merged");
+    let output = runner()
+        .arg("merge")
+        .arg("--out")
+        .arg(&merged)
+        .args(&shards)
+        .output()
+        .unwrap();
+    exited(&output, 0);
+    let validate = |dirs: &[PathBuf]| {
+        runner()
+            .arg("validate-submission")
+            .args(dirs)
+            .arg("--dataset")
+            .arg(&examples)
+            .output()
+            .unwrap()
+    };
+    let (out, _) = exited(&validate(std::slice::from_ref(&merged)), 0);
+    assert!(out.contains("Result: VALID"), "{out}");
+    let (out, _) = exited(&validate(&shards), 0);
+    assert!(out.contains("Result: VALID"), "{out}");
+    assert!(out.contains("3 job dir(s), 50 trials, 10 tasks"), "{out}");
+    // Two shards: the third's tasks are named as missing.
+    let (out, _) = exited(&validate(&shards[..2]), 1);
+    let third: Vec<String> = json(&shards[2].join("lock.json"))["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!third.is_empty());
+    for task in &third {
+        assert!(
+            out.contains(&format!("task {task} has 0 trial(s)")),
+            "{task}: {out}"
+        );
+    }
 }
