@@ -201,6 +201,19 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     // The same shard twice counts its trials once.
     assert_eq!(summary(&[&s1, &s2, &s1]), summary(&[&merged]));
 
+    // The merged job cannot go inside a part.
+    let output = runner()
+        .arg("merge")
+        .arg("--out")
+        .arg(s1.join("merged"))
+        .arg(&s1)
+        .arg(&s2)
+        .output()
+        .unwrap();
+    let (_, err) = exited(&output, 2);
+    assert!(err.contains("a job being merged"), "{err}");
+    assert!(!s1.join("merged").exists());
+
     // A missing shard: merged, and reported with the exit code of an incomplete job.
     let part = tmp.path().join("part");
     let output = runner()

@@ -72,6 +72,14 @@ pub enum MergeError {
         /// The dir.
         dir: PathBuf,
     },
+    /// The output dir is inside a part (it would become one of its trial dirs).
+    #[error("--out {} is inside {}, a job being merged; write the merged job beside it", out.display(), part.display())]
+    OutInside {
+        /// The output dir.
+        out: PathBuf,
+        /// The part holding it.
+        part: PathBuf,
+    },
     /// Reading or writing failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -164,6 +172,17 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
                 .map(|n| format!("{}/{n}", p.dir.display()))
         })
         .collect();
+    // The merged job inside a part would become a trial dir of that part.
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    if let Some(part) = parts
+        .iter()
+        .find(|p| absolute(out).starts_with(absolute(&p.dir)))
+    {
+        return Err(MergeError::OutInside {
+            out: out.to_owned(),
+            part: part.dir.clone(),
+        });
+    }
     prepare_out(out)?;
     let io = |path: &Path| {
         let path = path.to_owned();
@@ -374,7 +393,8 @@ fn merged_lock(
 }
 
 /// The invocation without `--shard I/N`, so `runner jobs resume` on the merged job plans
-/// the whole job (and runs what a missing shard left out).
+/// the whole job and runs again its trials without a result (a missing shard's tasks are
+/// not in the merged job: a resume refuses them by name).
 fn without_shard(argv: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let mut skip = false;
