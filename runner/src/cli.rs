@@ -121,6 +121,8 @@ pub enum Command {
     Summary(commands::view::SummaryArgs),
     /// Compare two jobs task by task: the difference in mean with its interval and a paired test.
     Compare(commands::view::CompareArgs),
+    /// Join the shards of a `run --shard I/N` split (or jobs of one plan) into one job directory.
+    Merge(commands::merge::MergeArgs),
     /// Print a shell completion script (e.g. `runner completions bash > ~/.local/share/bash-completion/completions/runner`).
     Completions {
         /// The shell to complete in.
@@ -195,6 +197,7 @@ mod tests {
             &["view"],
             &["summary"],
             &["compare"],
+            &["merge"],
             &["images", "pull"],
             &["images", "prune"],
         ] {

@@ -39,18 +39,21 @@ pub enum Family {
     Read,
     /// `runner images pull`, `runner images prune`.
     Images,
+    /// `runner merge`.
+    Merge,
 }
 
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Run,
         Family::Validate,
         Family::Scrub,
         Family::Tasks,
         Family::Read,
         Family::Images,
+        Family::Merge,
     ];
 
     fn heading(self) -> &'static str {
@@ -61,6 +64,7 @@ impl Family {
             Family::Tasks => "`tasks digest`",
             Family::Read => "`view`, `summary`, `compare`",
             Family::Images => "`images pull`, `images prune`",
+            Family::Merge => "`merge`",
         }
     }
 }
@@ -102,6 +106,13 @@ impl ExitCode {
             (Success, Read) => "done",
             (Success, Images) => {
                 "every image is ready (pull) or every candidate was handled (prune)"
+            }
+            (Success, Merge) => "the merged job has every planned trial's result",
+            (BadInput, Merge) => {
+                "bad input: a path that is not a job directory, jobs of different plans (the differences are named), a trial in two jobs with different results, or an --out that is not empty"
+            }
+            (TrialsErrored, Merge) => {
+                "merged, but incomplete: a shard is missing, or planned trials have no result (infrastructure errors or not run)"
             }
             (Failed, Images) => "some images could not be pulled or built; each failure is shown",
             (Failed, Validate) => "invalid: a rule is broken",

@@ -13,6 +13,8 @@ mod registry;
 mod resume;
 mod run;
 mod scrub;
+mod shards;
+mod slurm;
 mod steering;
 mod step_phases;
 mod steps;

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod images;
 pub mod jobs;
+pub mod merge;
 pub mod run;
 pub mod scrub;
 pub mod tasks;
@@ -25,6 +26,7 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
         Command::View(args) => view::view(args),
         Command::Summary(args) => view::summary(args),
         Command::Compare(args) => view::compare(args),
+        Command::Merge(args) => merge::merge(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = crate::cli::Cli::command();

@@ -21,7 +21,8 @@ pub enum TextFormat {
 #[derive(Debug, clap::Args)]
 #[command(after_help = crate::exit::help_text(Family::Read))]
 pub struct ViewArgs {
-    /// Job directories (runner's or Harbor's) to put in one report.
+    /// Job directories (runner's or Harbor's) to put in one report, side by side (one job
+    /// with --as-one).
     #[arg(value_name = "JOB_DIR", required = true)]
     pub job_dirs: Vec<PathBuf>,
     /// Where to write the report (default: `<first job dir>/view`).
@@ -30,15 +31,21 @@ pub struct ViewArgs {
     /// Open the report in the desktop's browser when it is written.
     #[arg(long)]
     pub open: bool,
+    /// Read the job directories as one job (the shards of a `run --shard I/N` split, or a job
+    /// and a re-run of some of its trials): each trial counted once.
+    #[arg(long)]
+    pub as_one: bool,
 }
 
 /// Arguments of `runner summary`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = crate::exit::help_text(Family::Read))]
 pub struct SummaryArgs {
-    /// A job directory (runner's or Harbor's).
-    #[arg(value_name = "JOB_DIR")]
-    pub job_dir: PathBuf,
+    /// A job directory (runner's or Harbor's); several are read as one job (the shards of a
+    /// `run --shard I/N` split, or a job and a re-run of some of its trials), each trial
+    /// counted once.
+    #[arg(value_name = "JOB_DIR", required = true)]
+    pub job_dirs: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = TextFormat::Text)]
     pub format: TextFormat,
@@ -54,6 +61,12 @@ pub struct CompareArgs {
     /// The job directory compared with it (differences are B − A).
     #[arg(value_name = "JOB_B")]
     pub b: PathBuf,
+    /// Another job directory read as part of job A (e.g. its other shards); repeatable.
+    #[arg(long = "with-a", value_name = "JOB_DIR")]
+    pub with_a: Vec<PathBuf>,
+    /// Another job directory read as part of job B (e.g. its other shards); repeatable.
+    #[arg(long = "with-b", value_name = "JOB_DIR")]
+    pub with_b: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = TextFormat::Text)]
     pub format: TextFormat,
@@ -73,7 +86,12 @@ fn json(value: &impl serde::Serialize) -> Result<String, CliError> {
 /// Runs `runner view`.
 pub fn view(args: ViewArgs) -> Result<Outcome, CliError> {
     let out = args.out.unwrap_or_else(|| args.job_dirs[0].join("view"));
-    let report = viewer::write_report(&args.job_dirs, &out).map_err(viewer_error)?;
+    let groups: Vec<Vec<PathBuf>> = if args.as_one {
+        vec![args.job_dirs.clone()]
+    } else {
+        args.job_dirs.iter().map(|d| vec![d.clone()]).collect()
+    };
+    let report = viewer::write_report_groups(&groups, &out).map_err(viewer_error)?;
     say!(
         "{} ({} job(s), {} trial page(s))",
         report.index.display(),
@@ -93,7 +111,7 @@ pub fn view(args: ViewArgs) -> Result<Outcome, CliError> {
 
 /// Runs `runner summary`.
 pub fn summary(args: SummaryArgs) -> Result<Outcome, CliError> {
-    let summary = viewer::summary(&args.job_dir).map_err(viewer_error)?;
+    let summary = viewer::summary_of(&args.job_dirs).map_err(viewer_error)?;
     match args.format {
         TextFormat::Text => say!("{}", viewer::summary_text(&summary)),
         TextFormat::Json => say!("{}", json(&summary)?),
@@ -103,7 +121,9 @@ pub fn summary(args: SummaryArgs) -> Result<Outcome, CliError> {
 
 /// Runs `runner compare`.
 pub fn compare(args: CompareArgs) -> Result<Outcome, CliError> {
-    let comparison = viewer::compare_jobs(&args.a, &args.b).map_err(viewer_error)?;
+    let a: Vec<PathBuf> = std::iter::once(args.a).chain(args.with_a).collect();
+    let b: Vec<PathBuf> = std::iter::once(args.b).chain(args.with_b).collect();
+    let comparison = viewer::compare_job_sets(&a, &b).map_err(viewer_error)?;
     match args.format {
         TextFormat::Text => say!("{}", viewer::comparison_text(&comparison)),
         TextFormat::Json => say!("{}", json(&comparison)?),

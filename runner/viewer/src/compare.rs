@@ -66,6 +66,26 @@ pub fn compare_jobs(a: &Path, b: &Path) -> Result<JobComparison, ViewerError> {
     Ok(compare_loaded(&a, &b, &Resampling::default()))
 }
 
+/// Compares the job dirs `b`, read as one job, with the job dirs `a`, read as one (see
+/// [`crate::load_jobs`]).
+pub fn compare_job_sets(
+    a: &[std::path::PathBuf],
+    b: &[std::path::PathBuf],
+) -> Result<JobComparison, ViewerError> {
+    let (ja, jb) = (crate::union::load_jobs(a)?, crate::union::load_jobs(b)?);
+    let mut comparison = compare_loaded(&ja, &jb, &Resampling::default());
+    for (side, dirs) in [(&mut comparison.a, a), (&mut comparison.b, b)] {
+        if dirs.len() > 1 {
+            side.job_dir = dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + ");
+        }
+    }
+    Ok(comparison)
+}
+
 fn short_name(task: &str) -> &str {
     task.rsplit('/').next().unwrap_or(task)
 }

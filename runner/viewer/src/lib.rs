@@ -14,16 +14,21 @@ mod html;
 mod load;
 mod summary;
 mod text;
+mod union;
 
 use std::path::PathBuf;
 
-pub use compare::{COMPARISON_SCHEMA, JobComparison, Side, compare_jobs, compare_loaded};
-pub use html::{ReportSummary, write_report};
+pub use compare::{
+    COMPARISON_SCHEMA, JobComparison, Side, compare_job_sets, compare_jobs, compare_loaded,
+};
+pub use html::{ReportSummary, write_report, write_report_groups};
 pub use load::{Check, Exception, Job, Phase, Trial, Usage, load_job, load_trial};
 pub use summary::{
-    JobSummary, RewardStats, SUMMARY_SCHEMA, TaskSummary, Title, summarize_job, summary, title_of,
+    JobSummary, RewardStats, SUMMARY_SCHEMA, TaskSummary, Title, summarize_job, summary,
+    summary_of, title_of,
 };
 pub use text::{comparison_text, summary_text};
+pub use union::load_jobs;
 
 /// Why a job dir could not be read or a report not written.
 #[derive(Debug, thiserror::Error)]

@@ -80,7 +80,7 @@ pub struct RewardStats {
 pub struct JobSummary {
     /// Always [`SUMMARY_SCHEMA`].
     pub schema: &'static str,
-    /// The job dir as given.
+    /// The job dir as given (several read as one: joined with " + ").
     pub job_dir: String,
     /// `job_name`, else the dir's name.
     pub job_name: String,
@@ -114,6 +114,19 @@ pub struct JobSummary {
 /// Reads the job dir `dir` and summarizes it.
 pub fn summary(dir: &Path) -> Result<JobSummary, ViewerError> {
     Ok(summarize_job(&load::load_job(dir)?, &Resampling::default()))
+}
+
+/// Reads the job dirs `dirs` as one job (see [`crate::load_jobs`]) and summarizes it.
+pub fn summary_of(dirs: &[std::path::PathBuf]) -> Result<JobSummary, ViewerError> {
+    let mut summary = summarize_job(&crate::union::load_jobs(dirs)?, &Resampling::default());
+    if dirs.len() > 1 {
+        summary.job_dir = dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" + ");
+    }
+    Ok(summary)
 }
 
 fn join_unique(values: impl IntoIterator<Item = String>) -> Option<String> {

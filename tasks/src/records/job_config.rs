@@ -120,4 +120,11 @@ pub struct JobConfig {
     /// config runs the same agent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config: Option<String>,
+    /// Runner-only: which part of the plan this job runs (`runner run --shard I/N`, from 1);
+    /// absent for a whole job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
+    /// Runner-only: how many parts the plan was split into (with `shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_shards: Option<u32>,
 }

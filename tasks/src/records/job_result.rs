@@ -108,6 +108,12 @@ pub struct JobResult {
     /// Runner-only: what the job spent through the LLM bridge, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_bridge: Option<JobLlmUsage>,
+    /// Runner-only: the part of the plan this job ran (`--shard I/N`), as in config.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
+    /// Runner-only: the parts the plan was split into, as in config.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_shards: Option<u32>,
 }
 
 /// Runner-only: the LLM bridge's totals over a job, every attempt included (retried ones

@@ -6,12 +6,14 @@ mod attempts;
 mod identity;
 pub mod llm;
 mod log;
+pub mod merge;
 mod pause;
 mod plan;
 mod recorder;
 pub mod resume;
 mod retry;
 mod retrying;
+mod shard;
 mod stats;
 
 pub use attempts::{ATTEMPTS_DIR, kept_attempts};
@@ -21,8 +23,10 @@ pub use pause::PauseMonitor;
 pub use plan::{JobPlan, JobSettings, PlannedTrial, plan_job};
 pub use recorder::{JobRecorder, coverage};
 pub use retry::RetryPolicy;
+pub use shard::{Shard, ShardError, TaskWeight, assign, select_shard};
 pub use stats::{job_stats, reward_label};
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +116,7 @@ pub async fn run_job<B: Backend>(
         plan.done,
         log.clone(),
     );
+    recorder.set_shard(plan.config.shard, plan.config.n_shards);
     recorder.write_lock().map_err(io)?;
     recorder.write_initial().map_err(io)?;
     let (events, mut receiver) = mpsc::unbounded_channel();
@@ -313,6 +318,18 @@ fn log_start(log: &JobLog, plan: &JobPlan, settings: &JobSettings) {
         config.n_attempts,
         config.n_concurrent_trials,
     ));
+    if let (Some(shard), Some(n)) = (config.shard, config.n_shards) {
+        log.line(&format!(
+            "shard {shard}/{n} of the plan: {} trial(s) of {} task(s)",
+            plan.planned,
+            plan.lock
+                .trials
+                .iter()
+                .map(|t| t.task.name.as_str())
+                .collect::<HashSet<_>>()
+                .len()
+        ));
+    }
     let retry = &settings.retry;
     log.line(&format!(
         "retries: up to {} per trial, of {}; never {}; backoff {:.0}s×{}^n up to {:.0}s with jitter",

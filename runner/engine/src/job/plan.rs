@@ -208,6 +208,8 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         allow_container_secrets: settings.allow_container_secrets,
         instruction_suffix: settings.instruction_suffix.clone(),
         agent_config: None,
+        shard: None,
+        n_shards: None,
     };
     let mut skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
     let mut runnable: Vec<(Arc<Task>, BTreeMap<String, String>)> = Vec::new();

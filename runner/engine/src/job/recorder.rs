@@ -65,6 +65,8 @@ impl JobRecorder {
             stats: Default::default(),
             coverage: None,
             llm_bridge: None,
+            shard: None,
+            n_shards: None,
         };
         let done_before = done.iter().map(|r| r.trial_name.clone()).collect();
         JobRecorder {
@@ -131,6 +133,12 @@ impl JobRecorder {
         self.write_lock()
     }
 
+    /// Records which shard of its plan the job is (`--shard I/N`), as config.json does.
+    pub fn set_shard(&mut self, shard: Option<u32>, n_shards: Option<u32>) {
+        self.result.shard = shard;
+        self.result.n_shards = n_shards;
+    }
+
     /// Records the LLM bridge's job totals (written with the next result.json).
     pub fn set_llm_usage(&mut self, usage: tasks::records::JobLlmUsage) {
         self.result.llm_bridge = Some(usage);
@@ -139,6 +147,13 @@ impl JobRecorder {
     /// The job ended (normally or interrupted).
     pub fn finish(&mut self) -> std::io::Result<()> {
         self.result.finished_at = Some(Utc::now());
+        self.running = 0;
+        self.write_result()
+    }
+
+    /// Ends the record at `at` (a merged job's last part's end; none while a part runs).
+    pub fn finish_at(&mut self, at: Option<DateTime<Utc>>) -> std::io::Result<()> {
+        self.result.finished_at = at;
         self.running = 0;
         self.write_result()
     }

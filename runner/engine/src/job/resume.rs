@@ -275,7 +275,9 @@ fn scan(dir: &Path) -> Result<BTreeMap<String, Existing>, ResumeError> {
     Ok(out)
 }
 
-fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ResumeError> {
+pub(super) fn read_record<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, ResumeError> {
     let bytes =
         match tasks::bounded::read_capped(path, tasks::bounded::MAX_RECORD_BYTES, "job record") {
             Ok(bytes) => bytes,
@@ -295,33 +297,49 @@ fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>,
         })
 }
 
+/// The job-level settings that define a job's trials (force-build, concurrency and
+/// retries do not), as JSON, so differences can be named by path.
+pub(super) fn defining(c: &JobConfig) -> serde_json::Value {
+    let mut environment = serde_json::json!(c.environment);
+    if let Some(map) = environment.as_object_mut() {
+        map.remove("force_build");
+    }
+    serde_json::json!({
+        "agents": c.agents,
+        "multipliers": c.multipliers,
+        "environment": environment,
+        "verifier": c.verifier,
+        "instruction_suffix": c.instruction_suffix,
+        "allow_container_secrets": c.allow_container_secrets,
+        "artifacts": c.artifacts,
+        "extra_instruction_paths": c.extra_instruction_paths,
+    })
+}
+
 /// Job-level settings that define the job's trials: the agent, multipliers, limits and
 /// overrides. k may grow, never shrink; concurrency, retries and force-build may change.
-fn config_differences(old: &JobConfig, new: &JobConfig) -> Vec<String> {
-    fn defining(c: &JobConfig) -> serde_json::Value {
-        let mut environment = serde_json::json!(c.environment);
-        if let Some(map) = environment.as_object_mut() {
-            map.remove("force_build");
-        }
-        serde_json::json!({
-            "agents": c.agents,
-            "multipliers": c.multipliers,
-            "environment": environment,
-            "verifier": c.verifier,
-            "instruction_suffix": c.instruction_suffix,
-            "allow_container_secrets": c.allow_container_secrets,
-            "artifacts": c.artifacts,
-            "extra_instruction_paths": c.extra_instruction_paths,
-        })
+pub(super) fn config_differences(old: &JobConfig, new: &JobConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if (old.shard, old.n_shards) != (new.shard, new.n_shards) {
+        let part = |c: &JobConfig| match (c.shard, c.n_shards) {
+            (Some(i), Some(n)) => format!("--shard {i}/{n}"),
+            _ => "the whole plan (no --shard)".to_owned(),
+        };
+        out.push(format!(
+            "shard: {} in the job, {} now; resume a shard with the --shard it was started with",
+            part(old),
+            part(new)
+        ));
     }
     let (a, b) = (defining(old), defining(new));
-    let mut out: Vec<String> = json_differences("config", &a, &b)
-        .into_iter()
-        .map(|(path, was, now)| {
-            let path = path.trim_start_matches("config.");
-            format!("{path}: {was} in the job, {now} now")
-        })
-        .collect();
+    out.extend(
+        json_differences("config", &a, &b)
+            .into_iter()
+            .map(|(path, was, now)| {
+                let path = path.trim_start_matches("config.");
+                format!("{path}: {was} in the job, {now} now")
+            }),
+    );
     if new.n_attempts < old.n_attempts {
         out.push(format!(
             "k: the job has k={}, and --k {} would leave trials beyond it; pass --k {} or more",

@@ -59,6 +59,8 @@ pub struct FileSettings {
     pub max_trial_log_mb: Option<u64>,
     /// Runner-only `verifier.agent_toolchain`.
     pub agent_toolchain: Option<bool>,
+    /// Runner-only `shard` and `n_shards` (a shard's config.json runs that shard again).
+    pub shard: Option<engine::job::Shard>,
 }
 
 /// A config file runner cannot use, naming the file and the field.
@@ -168,7 +170,7 @@ impl Section {
         match self.fields.keys().next() {
             None => Ok(()),
             Some(field) => Err(format!(
-                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb and max_trial_log_mb)",
+                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb, max_trial_log_mb, shard and n_shards)",
                 self.name(field)
             )),
         }
@@ -216,6 +218,17 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         max_download_mb: root.typed("max_download_mb", "a whole number")?,
         max_trial_log_mb: root.typed("max_trial_log_mb", "a whole number")?,
         ..FileSettings::default()
+    };
+    let shard: Option<u32> = root.typed("shard", "a whole number")?;
+    let n_shards: Option<u32> = root.typed("n_shards", "a whole number")?;
+    s.shard = match (shard, n_shards) {
+        (None, None) => None,
+        (Some(i), Some(n)) => Some(
+            format!("{i}/{n}")
+                .parse()
+                .map_err(|e| format!("shard, n_shards: {e}"))?,
+        ),
+        _ => return Err("shard, n_shards: give both (shard I of n_shards N) or neither".into()),
     };
     // Recorded by runner from the agent config; the agent gives it again.
     let _: Option<String> = root.typed("instruction_suffix", "a string")?;
@@ -486,6 +499,8 @@ mod tests {
             allow_container_secrets: false,
             instruction_suffix: None,
             agent_config: Some("/agents/a.toml".into()),
+            shard: Some(2),
+            n_shards: Some(3),
         };
         let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
         assert_eq!(
@@ -502,6 +517,18 @@ mod tests {
         assert_eq!(s.multipliers.get("timeout_multiplier"), Some(&1.0));
         assert_eq!(s.force_build, Some(false));
         assert_eq!(s.agent_config, Some(PathBuf::from("/agents/a.toml")));
+        // A shard's config runs that shard again.
+        assert_eq!(s.shard, Some(engine::job::Shard { index: 2, count: 3 }));
+        for (doc, problem) in [
+            (r#"{"shard": 2}"#, "give both"),
+            (r#"{"shard": 4, "n_shards": 3}"#, "from 1 to N"),
+        ] {
+            let err = settings_of(&serde_json::from_str(doc).unwrap()).unwrap_err();
+            assert!(
+                err.starts_with("shard, n_shards: ") && err.contains(problem),
+                "{err}"
+            );
+        }
     }
 
     #[test]

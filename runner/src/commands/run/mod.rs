@@ -144,6 +144,11 @@ pub struct RunArgs {
     /// requiring every trial to have a result.
     #[arg(long, value_name = "FRACTION", env = "RUNNER_MIN_COVERAGE", value_parser = parse_fraction)]
     pub min_coverage: Option<f64>,
+    /// Run only the I-th of N disjoint parts of the plan (1 ≤ I ≤ N): all k trials of a task
+    /// in one part, split the same way on every machine and balanced by the tasks' agent
+    /// timeouts. Each part is a job dir of its own; `runner merge` joins them.
+    #[arg(long, value_name = "I/N", env = "RUNNER_SHARD", value_parser = parse_shard)]
+    pub shard: Option<engine::job::Shard>,
     /// Models and the LLM bridge (h1-bridge).
     #[command(flatten)]
     pub llm: llm::LlmArgs,
@@ -169,6 +174,12 @@ pub fn parse_fraction(text: &str) -> Result<f64, String> {
             "{text:?} is not a fraction from 0 to 1 (e.g. 0.95)"
         )),
     }
+}
+
+/// `--shard I/N`.
+fn parse_shard(text: &str) -> Result<engine::job::Shard, String> {
+    text.parse()
+        .map_err(|e: engine::job::ShardError| e.to_string())
 }
 
 /// A job name is one directory name: no separators, not `.` or `..`.
@@ -302,6 +313,15 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             "no task of {} can run",
             dataset.dir.display()
         )));
+    }
+    if let Some(shard) = args.shard {
+        let tasks = plan.tasks().len();
+        engine::job::select_shard(&mut plan, shard);
+        note!(
+            "shard {shard}: {} of the plan's {tasks} task(s), {} trial(s)",
+            plan.tasks().len(),
+            plan.trials.len()
+        );
     }
     let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     // Before the job dir is touched: a host that cannot isolate any trial's tests says so

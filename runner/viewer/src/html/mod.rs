@@ -15,7 +15,7 @@ use serde::Serialize;
 use stats::Resampling;
 
 use crate::ViewerError;
-use crate::load::{self, Job};
+use crate::load::Job;
 use crate::summary::{JobSummary, summarize_job};
 
 pub use links::Links;
@@ -116,6 +116,16 @@ fn create_dir(path: &Path) -> Result<(), ViewerError> {
 /// `index.html` and one page per trial under a folder per job. Links to the job's own files
 /// (full logs, trajectories) are relative, so moving `out` and the jobs together keeps them.
 pub fn write_report(job_dirs: &[PathBuf], out: &Path) -> Result<ReportSummary, ViewerError> {
+    let groups: Vec<Vec<PathBuf>> = job_dirs.iter().map(|d| vec![d.clone()]).collect();
+    write_report_groups(&groups, out)
+}
+
+/// [`write_report`] of jobs each made of one or more job dirs read as one (the shards of a
+/// split: see [`crate::load_jobs`]).
+pub fn write_report_groups(
+    job_dirs: &[Vec<PathBuf>],
+    out: &Path,
+) -> Result<ReportSummary, ViewerError> {
     if job_dirs.is_empty() {
         return Err(ViewerError::NoJobs);
     }
@@ -126,7 +136,7 @@ pub fn write_report(job_dirs: &[PathBuf], out: &Path) -> Result<ReportSummary, V
     })?;
     let mut jobs = Vec::new();
     for (i, dir) in job_dirs.iter().enumerate() {
-        let job = load::load_job(dir)?;
+        let job = crate::union::load_jobs(dir)?;
         let summary = summarize_job(&job, &Resampling::default());
         let folder = format!("job{}-{}", i + 1, slug(&job.name));
         jobs.push(JobPages {

@@ -1,0 +1,564 @@
+//! `runner merge`: one job dir from several of one plan (the shards of a `--shard I/N` split,
+//! or any jobs of the same plan, such as a re-run of the trials that failed), with
+//! config.json, lock.json and result.json as if the job had run in one go.
+//!
+//! The parts must be of one plan (see [`check::plan_differences`]). The plan's trials are the
+//! union of the parts' lock entries; each trial is taken from the part whose copy counts
+//! most (a result that counts, then an infrastructure error, then none: so merging a job
+//! with a re-run of its failed trials keeps the re-run's results); two copies that both
+//! count and differ in content are refused. result.json is recomputed by the job recorder
+//! from the taken trials, exactly as a resumed job's is.
+
+mod check;
+mod parts;
+mod tree;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use tasks::records::{JobLlmUsage, LockTrial, SharedNames, TrialTotals};
+
+use super::log::JobLog;
+use super::recorder::JobRecorder;
+pub use parts::Part;
+
+/// Why a merge was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Nothing to merge.
+    #[error(
+        "no job directory given; pass the job dirs to merge (e.g. the shards jobs/run-1 jobs/run-2 jobs/run-3)"
+    )]
+    NoJobs,
+    /// A part is not a job dir runner wrote.
+    #[error("{}: not a job to merge: {why}", dir.display())]
+    NotAJob {
+        /// The dir given.
+        dir: PathBuf,
+        /// What is missing or unreadable.
+        why: String,
+    },
+    /// Two parts are of different plans.
+    #[error(
+        "{} (A) and {} (B) are not parts of one plan:\n{}\nmerge only shards or re-runs of one job (same agent and its config, model, dataset, k, multipliers and limits)",
+        a.display(), b.display(),
+        differences.iter().map(|d| format!("  - {d}")).collect::<Vec<_>>().join("\n")
+    )]
+    Differs {
+        /// The first part.
+        a: PathBuf,
+        /// The part that differs from it.
+        b: PathBuf,
+        /// One line per field.
+        differences: Vec<String>,
+    },
+    /// A trial present in two parts with different content, both counting.
+    #[error(
+        "trial {trial} is in {} and in {} with different content (both have a result); keep one of them (move the other trial dir away) and merge again",
+        a.display(), b.display()
+    )]
+    Conflict {
+        /// The trial's name.
+        trial: String,
+        /// One copy.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
+    },
+    /// The output dir is in use.
+    #[error("--out {}: already exists and is not empty; choose a new directory", dir.display())]
+    OutExists {
+        /// The dir.
+        dir: PathBuf,
+    },
+    /// The output dir is inside a part (it would become one of its trial dirs).
+    #[error("--out {} is inside {}, a job being merged; write the merged job beside it", out.display(), part.display())]
+    OutInside {
+        /// The output dir.
+        out: PathBuf,
+        /// The part holding it.
+        part: PathBuf,
+    },
+    /// Reading or writing failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or dir.
+        path: PathBuf,
+        /// The file system's answer.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl MergeError {
+    /// Whether the user's input is at fault (else the runner could not do its own part).
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, MergeError::Io { .. })
+    }
+}
+
+/// What a merge did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeReport {
+    /// The merged job dir.
+    pub out: PathBuf,
+    /// Trials in the merged plan (the union of the parts' lock entries).
+    pub planned: usize,
+    /// Trials taken, by the part (index into the inputs) they came from.
+    pub taken: Vec<usize>,
+    /// Files hard-linked and files copied.
+    pub files: (u64, u64),
+    /// With shards of N: the shards (from 1) no part is.
+    pub missing_shards: Vec<u32>,
+    /// How many shards the plan was split into, when every part is a shard.
+    pub n_shards: Option<u32>,
+    /// Planned trials with no result in any part.
+    pub missing_trials: Vec<String>,
+    /// Trials whose copy in one part was chosen over another's, with why.
+    pub choices: Vec<String>,
+    /// Trial dirs of the parts that no part's plan names (left out).
+    pub strays: Vec<String>,
+    /// The merged job's coverage.
+    pub coverage: tasks::records::Coverage,
+}
+
+impl MergeReport {
+    /// The merged job lacks data: a shard, or a trial without a result that counts.
+    pub fn incomplete(&self) -> bool {
+        !self.missing_shards.is_empty() || self.coverage.infra_error + self.coverage.not_run > 0
+    }
+}
+
+/// Merges the job dirs `inputs` into the new job dir `out`.
+pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> {
+    if inputs.is_empty() {
+        return Err(MergeError::NoJobs);
+    }
+    let parts = inputs
+        .iter()
+        .map(|d| Part::read(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    for part in &parts[1..] {
+        let differences = check::plan_differences(&parts[0], part);
+        if !differences.is_empty() {
+            return Err(MergeError::Differs {
+                a: parts[0].dir.clone(),
+                b: part.dir.clone(),
+                differences,
+            });
+        }
+    }
+    // The plan: every part's lock entries, each trial once (its entry from the part its
+    // copy is taken from, which names the image it ran on there).
+    let planned_names: BTreeSet<&str> = parts
+        .iter()
+        .flat_map(|p| p.lock.trials.iter().map(|t| t.trial_name.as_str()))
+        .collect();
+    let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut choices = Vec::new();
+    for name in &planned_names {
+        if let Some((part, why)) = choose(&parts, name)? {
+            taken.insert(name, part);
+            choices.extend(why);
+        }
+    }
+    let strays: Vec<String> = parts
+        .iter()
+        .flat_map(|p| {
+            p.trials
+                .keys()
+                .filter(|n| !planned_names.contains(n.as_str()))
+                .map(|n| format!("{}/{n}", p.dir.display()))
+        })
+        .collect();
+    // The merged job inside a part would become a trial dir of that part.
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    if let Some(part) = parts
+        .iter()
+        .find(|p| absolute(out).starts_with(absolute(&p.dir)))
+    {
+        return Err(MergeError::OutInside {
+            out: out.to_owned(),
+            part: part.dir.clone(),
+        });
+    }
+    prepare_out(out)?;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| MergeError::Io { path, source }
+    };
+    let mut files = (0, 0);
+    for (name, part) in &taken {
+        let from = &parts[*part].trials[*name].dir;
+        let (l, c) = tree::link_or_copy(from, &out.join(name)).map_err(io(&out.join(name)))?;
+        files.0 += l;
+        files.1 += c;
+    }
+    tasks::atomic::sync_dir(out).map_err(io(out))?;
+
+    let order = plan_order(&parts, &planned_names);
+    let lock = merged_lock(&parts, &order, &taken);
+    let mut config = parts[0].config.clone();
+    config.shard = None;
+    config.n_shards = None;
+    config.job_name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    config.jobs_dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| ".".to_owned(), |p| p.display().to_string());
+    tasks::atomic::write_json_atomic(&out.join("config.json"), &config)
+        .map_err(io(&out.join("config.json")))?;
+
+    let mut names = SharedNames::default();
+    let totals: Vec<TrialTotals> = order
+        .iter()
+        .filter_map(|name| {
+            let part = taken.get(name.as_str())?;
+            let result = parts[*part].trials[name.as_str()].result.as_ref()?;
+            Some(TrialTotals::of(result, &mut names))
+        })
+        .collect();
+    let missing_trials: Vec<String> = order
+        .iter()
+        .filter(|n| {
+            taken
+                .get(n.as_str())
+                .is_none_or(|p| parts[*p].trials[n.as_str()].result.is_none())
+        })
+        .cloned()
+        .collect();
+    let (n_shards, missing_shards) = shards(&parts);
+    let log = JobLog::open(out);
+    let job_id = job_id(&parts);
+    let mut recorder = JobRecorder::new(
+        out.to_owned(),
+        &job_id,
+        order.len() as u32,
+        lock,
+        earliest(&parts),
+        totals,
+        log.clone(),
+    );
+    if let Some(usage) = llm_usage(&parts) {
+        recorder.set_llm_usage(usage);
+    }
+    recorder.write_lock().map_err(io(&out.join("lock.json")))?;
+    recorder
+        .finish_at(latest(&parts))
+        .map_err(io(&out.join("result.json")))?;
+    let report = MergeReport {
+        out: out.to_owned(),
+        planned: order.len(),
+        taken: taken.values().copied().collect(),
+        files,
+        missing_shards,
+        n_shards,
+        missing_trials,
+        choices,
+        strays,
+        coverage: recorder.coverage(),
+    };
+    write_log(&log, &parts, &report, &taken);
+    Ok(report)
+}
+
+/// The part `name` is taken from (and why, when another part also had it), or none when no
+/// part has a dir for it.
+fn choose(parts: &[Part], name: &str) -> Result<Option<(usize, Option<String>)>, MergeError> {
+    let copies: Vec<(usize, &parts::TrialCopy)> = parts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, p.trials.get(name)?)))
+        .collect();
+    let Some(best) = copies.iter().map(|(_, c)| c.rank()).max() else {
+        return Ok(None);
+    };
+    let mut best_copies = copies.iter().filter(|(_, c)| c.rank() == best);
+    let (first, copy) = *best_copies.next().expect("the best rank has a copy");
+    if best > 0 {
+        for (other, other_copy) in best_copies {
+            let same =
+                tree::same_tree(&copy.dir, &other_copy.dir).map_err(|source| MergeError::Io {
+                    path: other_copy.dir.clone(),
+                    source,
+                })?;
+            if !same {
+                return Err(MergeError::Conflict {
+                    trial: name.to_owned(),
+                    a: parts[first].dir.clone(),
+                    b: parts[*other].dir.clone(),
+                });
+            }
+        }
+    }
+    let why = (copies.len() > 1 && copies.iter().any(|(_, c)| c.rank() != best)).then(|| {
+        let what = ["no result", "an infrastructure error", "a result"];
+        format!(
+            "trial {name}: taken from {} ({}) over {}",
+            parts[first].dir.display(),
+            what[best as usize],
+            copies
+                .iter()
+                .filter(|(_, c)| c.rank() < best)
+                .map(|(i, c)| format!("{} ({})", parts[*i].dir.display(), what[c.rank() as usize]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    });
+    Ok(Some((first, why)))
+}
+
+/// The output dir: new, or an empty dir.
+fn prepare_out(out: &Path) -> Result<(), MergeError> {
+    let non_empty = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+    if non_empty || out.is_file() {
+        return Err(MergeError::OutExists {
+            dir: out.to_owned(),
+        });
+    }
+    std::fs::create_dir_all(out).map_err(|source| MergeError::Io {
+        path: out.to_owned(),
+        source,
+    })
+}
+
+/// The trials in the unsharded plan's order: trial index (from the trial's identity), then
+/// task name, as `plan_job` orders them; a trial whose index is unknown goes last.
+fn plan_order(parts: &[Part], planned: &BTreeSet<&str>) -> Vec<String> {
+    let mut task_of: HashMap<&str, &str> = HashMap::new();
+    let mut index_of: HashMap<&str, u32> = HashMap::new();
+    for part in parts {
+        for t in &part.lock.trials {
+            task_of.entry(&t.trial_name).or_insert(&t.task.name);
+        }
+        for (name, copy) in &part.trials {
+            if let Some(i) = copy.config.as_ref().and_then(|c| c.identity.as_ref()) {
+                index_of.entry(name).or_insert(i.index);
+            }
+        }
+    }
+    let mut order: Vec<&str> = planned.iter().copied().collect();
+    order.sort_by_key(|n| {
+        (
+            index_of.get(n).copied().unwrap_or(u32::MAX),
+            task_of.get(n).copied().unwrap_or(""),
+            *n,
+        )
+    });
+    order.into_iter().map(str::to_owned).collect()
+}
+
+/// The first part's lock for the whole plan: every trial's entry from the part it was taken
+/// from (else the first part that plans it), the images of every part, the first creation.
+fn merged_lock(
+    parts: &[Part],
+    order: &[String],
+    taken: &BTreeMap<&str, usize>,
+) -> tasks::records::JobLock {
+    let mut lock = parts[0].lock.clone();
+    let entry = |part: &Part, name: &str| -> Option<LockTrial> {
+        part.lock
+            .trials
+            .iter()
+            .find(|t| t.trial_name == name)
+            .cloned()
+    };
+    lock.trials = order
+        .iter()
+        .filter_map(|name| {
+            taken
+                .get(name.as_str())
+                .and_then(|p| entry(&parts[*p], name))
+                .or_else(|| parts.iter().find_map(|p| entry(p, name)))
+        })
+        .collect();
+    for part in parts {
+        for (task, image) in &part.lock.images {
+            lock.images
+                .entry(task.clone())
+                .or_insert_with(|| image.clone());
+        }
+    }
+    lock.created_at = parts
+        .iter()
+        .map(|p| p.lock.created_at)
+        .min()
+        .unwrap_or(lock.created_at);
+    lock.invocation = without_shard(&lock.invocation);
+    lock
+}
+
+/// The invocation without `--shard I/N`, so `runner jobs resume` on the merged job plans
+/// the whole job and runs again its trials without a result (a missing shard's tasks are
+/// not in the merged job: a resume refuses them by name).
+fn without_shard(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for arg in argv {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == "--shard" {
+            skip = true;
+        } else if !arg.starts_with("--shard=") {
+            out.push(arg.clone());
+        }
+    }
+    out
+}
+
+/// With every part a shard of N: N and the shards none is.
+fn shards(parts: &[Part]) -> (Option<u32>, Vec<u32>) {
+    let all_shards = parts.iter().all(|p| p.config.shard.is_some());
+    match parts[0].config.n_shards {
+        Some(n) if all_shards => {
+            let have: BTreeSet<u32> = parts.iter().filter_map(|p| p.config.shard).collect();
+            (Some(n), (1..=n).filter(|i| !have.contains(i)).collect())
+        }
+        _ => (None, Vec::new()),
+    }
+}
+
+/// One job id when every part has the same (the same job given twice), else a new one.
+fn job_id(parts: &[Part]) -> String {
+    let ids: BTreeSet<&str> = parts
+        .iter()
+        .filter_map(|p| p.result.as_ref().map(|r| r.id.as_str()))
+        .collect();
+    match (ids.len(), ids.first()) {
+        (1, Some(id)) if parts.iter().all(|p| p.result.is_some()) => (*id).to_owned(),
+        _ => uuid::Uuid::new_v4().to_string(),
+    }
+}
+
+fn earliest(parts: &[Part]) -> Option<DateTime<Utc>> {
+    parts
+        .iter()
+        .filter_map(|p| p.result.as_ref().map(|r| r.started_at))
+        .min()
+}
+
+/// The last part's end, or none while some part has not finished.
+fn latest(parts: &[Part]) -> Option<DateTime<Utc>> {
+    parts
+        .iter()
+        .map(|p| p.result.as_ref().and_then(|r| r.finished_at))
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .max()
+}
+
+/// The parts' LLM bridge totals added up (each counts every attempt it ran).
+fn llm_usage(parts: &[Part]) -> Option<JobLlmUsage> {
+    let usages: Vec<&JobLlmUsage> = parts
+        .iter()
+        .filter_map(|p| p.result.as_ref()?.llm_bridge.as_ref())
+        .collect();
+    if usages.is_empty() {
+        return None;
+    }
+    let mut total = JobLlmUsage::default();
+    for u in usages {
+        total.n_input_tokens += u.n_input_tokens;
+        total.n_cache_tokens += u.n_cache_tokens;
+        total.n_cache_write_tokens += u.n_cache_write_tokens;
+        total.n_output_tokens += u.n_output_tokens;
+        total.cost_usd = match (total.cost_usd, u.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        total.n_calls += u.n_calls;
+        total.n_refused_calls += u.n_refused_calls;
+        total.n_failed_calls += u.n_failed_calls;
+        total.n_trials += u.n_trials;
+        for m in &u.models_called {
+            if !total.models_called.contains(m) {
+                total.models_called.push(m.clone());
+            }
+        }
+        for m in &u.unpriced_models {
+            if !total.unpriced_models.contains(m) {
+                total.unpriced_models.push(m.clone());
+            }
+        }
+        if total.budget_exhausted.is_none() {
+            total.budget_exhausted = u.budget_exhausted.clone();
+        }
+    }
+    Some(total)
+}
+
+/// job.log: where each part came from, what was chosen, what is missing; then each part's
+/// own job.log, so nothing of how the trials ran is lost.
+fn write_log(log: &JobLog, parts: &[Part], report: &MergeReport, taken: &BTreeMap<&str, usize>) {
+    log.line(&format!(
+        "job merged by runner merge (runner {}) from {} job dir(s): {} trial(s) planned, {} taken",
+        tasks::RUNNER_VERSION,
+        parts.len(),
+        report.planned,
+        taken.len()
+    ));
+    for (i, part) in parts.iter().enumerate() {
+        let count = taken.values().filter(|p| **p == i).count();
+        log.line(&format!(
+            "part {}: {} ({}, job {}): {} trial(s) taken of {} planned there",
+            i + 1,
+            part.dir.display(),
+            part.label(),
+            part.result.as_ref().map_or("?", |r| r.id.as_str()),
+            count,
+            part.lock.trials.len()
+        ));
+    }
+    for line in &report.choices {
+        log.line(line);
+    }
+    for stray in &report.strays {
+        log.line(&format!("left out {stray}: no part's plan names it"));
+    }
+    if !report.missing_shards.is_empty() {
+        log.line(&format!(
+            "missing shard(s) {} of {}: their trials are not in this job",
+            report
+                .missing_shards
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            report.n_shards.unwrap_or(0)
+        ));
+    }
+    if !report.missing_trials.is_empty() {
+        log.line(&format!(
+            "{} planned trial(s) have no result: {}",
+            report.missing_trials.len(),
+            report.missing_trials.join(", ")
+        ));
+    }
+    for (i, part) in parts.iter().enumerate() {
+        if let Ok(text) = std::fs::read_to_string(part.dir.join(super::JOB_LOG)) {
+            log.block(
+                &format!("job.log of part {} ({}):", i + 1, part.dir.display()),
+                &text,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_invocation_loses_its_shard() {
+        let argv: Vec<String> = ["runner", "run", "--shard", "2/3", "-k", "5", "--shard=1/2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(without_shard(&argv), vec!["runner", "run", "-k", "5"]);
+    }
+}

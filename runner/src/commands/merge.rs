@@ -1,0 +1,94 @@
+//! `runner merge`: one job dir from the shards of a `--shard I/N` split, or from any jobs of
+//! one plan (a re-run of failed trials), as if the job had run in one go.
+
+use std::path::PathBuf;
+
+use engine::job::merge::{MergeReport, merge as merge_jobs};
+
+use crate::exit::{CliError, Family, Outcome};
+use crate::{note, say};
+
+/// Arguments of `runner merge`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = crate::exit::help_text(Family::Merge))]
+pub struct MergeArgs {
+    /// The new job directory (must not exist, or be empty).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The job directories to merge: the shards of one `--shard I/N` split, or jobs of one
+    /// plan (same agent and config, model, dataset, k, multipliers and limits). A trial in
+    /// several is taken once: a result over an infrastructure error over none; two results
+    /// that differ are refused.
+    #[arg(value_name = "JOB_DIR", required = true)]
+    pub jobs: Vec<PathBuf>,
+}
+
+/// Runs `runner merge`.
+pub fn merge(args: MergeArgs) -> Result<Outcome, CliError> {
+    let report = merge_jobs(&args.jobs, &args.out).map_err(|e| {
+        if e.is_bad_input() {
+            CliError::bad_input(e)
+        } else {
+            CliError::runner(e)
+        }
+    })?;
+    print(&report);
+    Ok(if report.incomplete() {
+        Outcome::TrialsErrored
+    } else {
+        Outcome::Success
+    })
+}
+
+fn print(report: &MergeReport) {
+    for line in &report.choices {
+        note!("{line}");
+    }
+    for stray in &report.strays {
+        note!("left out {stray}: no part's plan names it");
+    }
+    let c = &report.coverage;
+    say!(
+        "{}: {} trial(s) planned from {} job dir(s): {} scored, {} agent error(s), {} infrastructure error(s), {} without a result ({} file(s) hard-linked, {} copied)",
+        report.out.display(),
+        report.planned,
+        report
+            .taken
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        c.scored,
+        c.agent_error,
+        c.infra_error,
+        c.not_run,
+        report.files.0,
+        report.files.1
+    );
+    if !report.missing_shards.is_empty() {
+        say!(
+            "missing shard(s): {} of {}; run them (`runner run … --shard I/{}`) and merge again",
+            report
+                .missing_shards
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            report.n_shards.unwrap_or(0),
+            report.n_shards.unwrap_or(0)
+        );
+    }
+    if !report.missing_trials.is_empty() {
+        const SHOWN: usize = 20;
+        let more = report.missing_trials.len().saturating_sub(SHOWN);
+        say!(
+            "{} trial(s) without a result: {}{}",
+            report.missing_trials.len(),
+            report.missing_trials[..report.missing_trials.len().min(SHOWN)].join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+}
