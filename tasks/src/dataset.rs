@@ -172,8 +172,14 @@ impl Dataset {
             }
         }
         let mut files = Vec::new();
-        for entry in &manifest.files {
-            let path = dir.join(&entry.path);
+        for (i, entry) in manifest.files.iter().enumerate() {
+            // A dataset file is the dataset's own: no absolute path, `..` or link out of it.
+            let path = crate::confined::contained_file(
+                &dir,
+                &entry.path,
+                &manifest_path,
+                &format!("files[{i}].path"),
+            )?;
             let bytes = std::fs::read(&path).map_err(|e| TaskError::io(&path, e))?;
             files.push((entry.path.clone(), sha256_hex(&bytes)));
         }
@@ -249,6 +255,7 @@ fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
     if !path.is_file() {
         return Ok(DatasetToml::default());
     }
+    crate::confined::contained_file(dir, "dataset.toml", &path, "(dataset.toml)")?;
     let text = std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?;
     toml::from_str(&text)
         .map_err(|e| TaskError::invalid(&path, "(dataset.toml)", e.message().trim().to_owned()))

@@ -61,6 +61,8 @@ impl Task {
                 what: "a task.toml",
             });
         }
+        // Before anything of the task is read: no link leads out of it.
+        crate::confined::check_task_dir(&dir)?;
         let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError::io(&toml_path, e))?;
         let parsed = parse_task_config(&toml_path, &text)?;
         let env_dir = dir.join("environment");

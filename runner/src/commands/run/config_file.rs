@@ -552,4 +552,32 @@ mod tests {
                 .starts_with("not valid YAML")
         );
     }
+
+    #[test]
+    fn a_deeply_nested_config_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = 300_000;
+        for (name, text, says) in [
+            (
+                "job.yaml",
+                format!("agents:\n{}x\n", "- ".repeat(deep)),
+                "nested deeper than 128",
+            ),
+            (
+                "job.json",
+                format!("{{\"agents\": {}{}}}", "[".repeat(deep), "]".repeat(deep)),
+                "recursion limit exceeded",
+            ),
+            (
+                "job.toml",
+                format!("agents = {}{}\n", "[".repeat(deep), "]".repeat(deep)),
+                "not valid TOML",
+            ),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let err = load(&path).unwrap_err().to_string();
+            assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+        }
+    }
 }
