@@ -194,6 +194,13 @@ impl Dataset {
         })
     }
 
+    /// Lets every task's env templates read `host` (the variables the job passes).
+    pub fn pass_host_vars(&mut self, host: &crate::template::HostVars) {
+        for task in &mut self.tasks {
+            task.host_vars = host.clone();
+        }
+    }
+
     /// The dataset digest over the tasks that loaded and the dataset files.
     pub fn digest(&self) -> String {
         let digests: Vec<String> = self.tasks.iter().map(|t| t.digest.clone()).collect();

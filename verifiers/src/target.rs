@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tasks::Task;
-use tasks::template::resolve_env;
 
 use crate::error::{VerifierError, VerifierErrorKind};
 
@@ -117,7 +116,7 @@ fn env_of(
     task: &Task,
     env: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, VerifierError> {
-    resolve_env(env).map_err(|source| {
+    task.resolve_env(env).map_err(|source| {
         VerifierErrorKind::Env {
             task: task.name.clone(),
             source,

@@ -120,4 +120,7 @@ pub struct JobConfig {
     /// config runs the same agent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config: Option<String>,
+    /// Runner-only: the host variables task env templates may read (`--task-env-from`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_env_from: Vec<String>,
 }

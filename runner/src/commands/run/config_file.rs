@@ -57,6 +57,8 @@ pub struct FileSettings {
     pub max_download_mb: Option<u64>,
     /// Runner-only `max_trial_log_mb`.
     pub max_trial_log_mb: Option<u64>,
+    /// Runner-only `task_env_from` (--task-env-from).
+    pub task_env_from: Option<Vec<String>>,
 }
 
 /// A config file runner cannot use, naming the file and the field.
@@ -166,7 +168,7 @@ impl Section {
         match self.fields.keys().next() {
             None => Ok(()),
             Some(field) => Err(format!(
-                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb and max_trial_log_mb)",
+                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb, max_trial_log_mb and task_env_from)",
                 self.name(field)
             )),
         }
@@ -213,6 +215,7 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         pids_limit: root.typed("pids_limit", "a whole number")?,
         max_download_mb: root.typed("max_download_mb", "a whole number")?,
         max_trial_log_mb: root.typed("max_trial_log_mb", "a whole number")?,
+        task_env_from: root.typed("task_env_from", "a list of variable names")?,
         ..FileSettings::default()
     };
     // Recorded by runner from the agent config; the agent gives it again.
@@ -483,6 +486,7 @@ mod tests {
             allow_container_secrets: false,
             instruction_suffix: None,
             agent_config: Some("/agents/a.toml".into()),
+            task_env_from: vec!["DATASET_VERSION".into()],
         };
         let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
         assert_eq!(
@@ -494,6 +498,7 @@ mod tests {
             ),
             (Some("j"), Some(2), Some("nop"), Some(1))
         );
+        assert_eq!(s.task_env_from, Some(vec!["DATASET_VERSION".to_owned()]));
         assert_eq!(s.path, Some(PathBuf::from("/d")));
         assert_eq!(s.include, Some(vec!["a*".to_owned()]));
         assert_eq!(s.multipliers.get("timeout_multiplier"), Some(&1.0));
