@@ -40,7 +40,12 @@ pub fn check_task_dir(task_dir: &Path) -> Result<(), TaskError> {
 
 /// Where `path`, a file named by a task or dataset, leads, when it stays inside `root` (both
 /// absolute): refuses an absolute path, a `..` component, and a link out of `root`.
-pub fn contained_file(root: &Path, rel: &str, named_in: &Path, field: &str) -> Result<PathBuf, TaskError> {
+pub fn contained_file(
+    root: &Path,
+    rel: &str,
+    named_in: &Path,
+    field: &str,
+) -> Result<PathBuf, TaskError> {
     let relative = Path::new(rel);
     let escapes = relative
         .components()
@@ -100,7 +105,10 @@ impl Walk<'_> {
             }
             Ok(())
         } else {
-            Err(refused(path, "not a regular file, directory or link (a FIFO, socket or device)"))
+            Err(refused(
+                path,
+                "not a regular file, directory or link (a FIFO, socket or device)",
+            ))
         }
     }
 
@@ -137,7 +145,11 @@ impl Walk<'_> {
     /// that follows links, as the digest's does, could then go round forever.
     fn no_nested_dir_links(&self) -> Result<(), TaskError> {
         for (_, target) in &self.dir_links {
-            if let Some((inner, _)) = self.dir_links.iter().find(|(own, _)| own.starts_with(target)) {
+            if let Some((inner, _)) = self
+                .dir_links
+                .iter()
+                .find(|(own, _)| own.starts_with(target))
+            {
                 return Err(refused(
                     inner,
                     &format!(
@@ -205,7 +217,10 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             symlink(target, &path).unwrap();
             let err = refusal(dir.path());
-            assert!(err.contains(rel) && err.contains("outside the task directory"), "{rel}: {err}");
+            assert!(
+                err.contains(rel) && err.contains("outside the task directory"),
+                "{rel}: {err}"
+            );
         }
     }
 
@@ -215,9 +230,16 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::fs::write(elsewhere.path().join("task.toml"), "").unwrap();
         std::fs::remove_file(dir.path().join("task.toml")).unwrap();
-        symlink(elsewhere.path().join("task.toml"), dir.path().join("task.toml")).unwrap();
+        symlink(
+            elsewhere.path().join("task.toml"),
+            dir.path().join("task.toml"),
+        )
+        .unwrap();
         let err = crate::Task::load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("task.toml") && err.contains("outside the task directory"), "{err}");
+        assert!(
+            err.contains("task.toml") && err.contains("outside the task directory"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -228,10 +250,16 @@ mod tests {
         let dir = task();
         let fifo = dir.path().join("instruction.md");
         std::fs::remove_file(&fifo).unwrap();
-        let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(status.success());
         let err = refusal(dir.path());
-        assert!(err.contains("instruction.md") && err.contains("FIFO"), "{err}");
+        assert!(
+            err.contains("instruction.md") && err.contains("FIFO"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -260,7 +288,10 @@ mod tests {
             let err = contained_file(root, bad, &manifest, "files[0].path")
                 .unwrap_err()
                 .to_string();
-            assert!(err.contains("files[0].path") && err.contains("dataset.toml"), "{bad}: {err}");
+            assert!(
+                err.contains("files[0].path") && err.contains("dataset.toml"),
+                "{bad}: {err}"
+            );
         }
         symlink("/etc/passwd", root.join("leak")).unwrap();
         let err = contained_file(root, "leak", &manifest, "files[0].path").unwrap_err();

@@ -65,9 +65,9 @@ pub fn check_yaml(text: &str) -> Result<(), TooDeep> {
                 });
                 None
             }
-            Event::SequenceEnd | Event::MappingEnd => open
-                .pop()
-                .map(|node| (node.anchor, 1 + node.tallest_child)),
+            Event::SequenceEnd | Event::MappingEnd => {
+                open.pop().map(|node| (node.anchor, 1 + node.tallest_child))
+            }
             Event::Scalar(_, _, anchor, _) => Some((anchor, 1)),
             Event::Alias(id) => {
                 let height = heights.get(&id).copied().unwrap_or(1);

@@ -216,7 +216,11 @@ mod tests {
     /// Asserts that each `(value, expected)` resolves to `expected`.
     fn assert_resolves(cases: &[(&str, &str)]) {
         for (value, expected) in cases {
-            assert_eq!(host().resolve_value("K", value).unwrap().0, *expected, "{value}");
+            assert_eq!(
+                host().resolve_value("K", value).unwrap().0,
+                *expected,
+                "{value}"
+            );
         }
     }
 
@@ -251,7 +255,10 @@ mod tests {
             }
         );
         assert!(err.to_string().contains("--task-env-from PATH"), "{err}");
-        assert_eq!(host().resolve_value("P", "${PATH:-d}").unwrap(), ("d".into(), false));
+        assert_eq!(
+            host().resolve_value("P", "${PATH:-d}").unwrap(),
+            ("d".into(), false)
+        );
         let err = host().resolve_value("API", "${NAMED_UNSET}").unwrap_err();
         assert!(matches!(err, TemplateError::Unset { .. }), "{err}");
         assert!(err.to_string().contains("NAMED_UNSET"));
@@ -264,7 +271,10 @@ mod tests {
         let strict = HostVars::with_values(values(key), false, Vec::new());
         let err = strict.resolve_value("PLAIN", "${V}").unwrap_err();
         assert!(matches!(err, TemplateError::Secret { .. }), "{err}");
-        assert!(!err.to_string().contains(key), "the value is never shown: {err}");
+        assert!(
+            !err.to_string().contains(key),
+            "the value is never shown: {err}"
+        );
         // By the task's key name, too.
         let named = HostVars::with_values(values("abcdefgh12"), false, Vec::new());
         assert!(named.resolve_value("DB_PASSWORD", "${V}").is_err());
@@ -281,9 +291,15 @@ mod tests {
         assert!(drawn.from_host && !own.from_host);
         assert_eq!(drawn.env, own.env);
         let plain = host().env_digest(&own);
-        assert_eq!(plain, format!("sha256:{}", sha256_hex(br#"{"A":"from-host"}"#)));
+        assert_eq!(
+            plain,
+            format!("sha256:{}", sha256_hex(br#"{"A":"from-host"}"#))
+        );
         let keyed = host().env_digest(&drawn);
-        assert!(keyed.starts_with("hmac-sha256:") && !keyed.contains(&plain[7..]), "{keyed}");
+        assert!(
+            keyed.starts_with("hmac-sha256:") && !keyed.contains(&plain[7..]),
+            "{keyed}"
+        );
         // The same key gives the same digest (a resume), another key another one.
         assert_eq!(keyed, host().env_digest(&drawn));
         let other = HostVars::with_values(BTreeMap::new(), false, b"other".to_vec());

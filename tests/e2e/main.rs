@@ -17,5 +17,6 @@ mod steering;
 mod step_phases;
 mod steps;
 mod support;
+mod task_inputs;
 mod validate;
 mod view;

@@ -79,10 +79,11 @@ impl Target {
         let (tests_dir, merged) = match dirs.as_slice() {
             [only] => (only.clone(), None),
             _ => {
-                let merged = merge(&task.dir, &dirs).map_err(|e| VerifierErrorKind::AddTestsDir {
-                    task: task.name.clone(),
-                    message: format!("cannot stage the tests of step {:?}: {e}", step.name),
-                })?;
+                let merged =
+                    merge(&task.dir, &dirs).map_err(|e| VerifierErrorKind::AddTestsDir {
+                        task: task.name.clone(),
+                        message: format!("cannot stage the tests of step {:?}: {e}", step.name),
+                    })?;
                 (merged.path().to_path_buf(), Some(merged))
             }
         };
@@ -212,7 +213,8 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            err.contains("steps/one/tests/e") && err.contains("not a file or directory of the task"),
+            err.contains("steps/one/tests/e")
+                && err.contains("not a file or directory of the task"),
             "{err}"
         );
     }

@@ -59,7 +59,10 @@ pub fn check_one_agent(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
         if let Some(agent) = &trial.agent {
             let key = (
                 agent.name.clone(),
-                trial.agent_version.clone().unwrap_or_else(|| "(no version)".into()),
+                trial
+                    .agent_version
+                    .clone()
+                    .unwrap_or_else(|| "(no version)".into()),
                 agent.model.clone().unwrap_or_else(|| "(no model)".into()),
             );
             *in_trials.entry(key).or_default() += 1;
@@ -68,7 +71,9 @@ pub fn check_one_agent(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
     if in_trials.len() > 1 {
         let listed: Vec<String> = in_trials
             .iter()
-            .map(|((name, version, model), n)| format!("{name} {version} with {model} ({n} trials)"))
+            .map(|((name, version, model), n)| {
+                format!("{name} {version} with {model} ({n} trials)")
+            })
             .collect();
         violations.push(Violation::new(
             Rule::OneAgent,

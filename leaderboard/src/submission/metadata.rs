@@ -230,6 +230,10 @@ mod tests {
         assert_eq!(v.rule, Rule::MetadataFormattedCorrectly);
         assert_eq!(v.file.as_deref(), Some(path.display().to_string().as_str()));
         assert_eq!(v.line, Some(5));
-        assert!(v.message.contains("nested deeper than 128"), "{}", v.message);
+        assert!(
+            v.message.contains("nested deeper than 128"),
+            "{}",
+            v.message
+        );
     }
 }

@@ -77,7 +77,10 @@ pub fn dedup(trials: &mut Vec<TrialFacts>, jobs: &[Job]) -> Vec<Violation> {
         let key = (job_key(trial, jobs), trial.trial_name.clone());
         match first.get(&key) {
             Some(&original) => {
-                copies.entry(original).or_default().push(trial.display.clone());
+                copies
+                    .entry(original)
+                    .or_default()
+                    .push(trial.display.clone());
                 keep.push(false);
             }
             None => {
@@ -238,7 +241,12 @@ fn same_task(a: &str, b: &str) -> bool {
 }
 
 fn listed(names: &[&str]) -> String {
-    let shown = names.iter().take(MAX_LISTED).copied().collect::<Vec<_>>().join(", ");
+    let shown = names
+        .iter()
+        .take(MAX_LISTED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     match names.len().saturating_sub(MAX_LISTED) {
         0 => shown,
         more => format!("{shown} and {more} more"),

@@ -579,7 +579,10 @@ fn a_job_dir_without_trials_is_not_a_submission() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.json"), b"{\"agents\": []}").unwrap();
     let report = validate(&Options::new(vec![dir.path().to_path_buf()])).unwrap();
-    let v = report.outcome(Rule::TrialResultsComplete).violations.clone();
+    let v = report
+        .outcome(Rule::TrialResultsComplete)
+        .violations
+        .clone();
     assert!(v[0].message.contains("has no trials"), "{v:?}");
 }
 
@@ -727,14 +730,20 @@ mod duplication_and_omission {
         // The same dir twice.
         options.job_dirs = vec![s.job.clone(), s.job.clone()];
         let twice = failed(&options);
-        assert_eq!(twice.failed_rules(), ["unique_trials", "min_trials_per_task"]);
+        assert_eq!(
+            twice.failed_rules(),
+            ["unique_trials", "min_trials_per_task"]
+        );
         assert_eq!(twice.figures.n_trials, 3);
         // A copy beside it, under another path.
         let copy = s.job.parent().unwrap().join("copy-of-job");
         copy_dir(&s.job, &copy);
         options.job_dirs = vec![s.job.clone(), copy];
         let copied = failed(&options);
-        assert_eq!(copied.failed_rules(), ["unique_trials", "min_trials_per_task"]);
+        assert_eq!(
+            copied.failed_rules(),
+            ["unique_trials", "min_trials_per_task"]
+        );
         assert_eq!(copied.figures.n_trials, 3);
         let v = copied.outcome(Rule::UniqueTrials).violations.clone();
         assert_eq!(v.len(), 3);
@@ -758,7 +767,10 @@ mod duplication_and_omission {
             ["planned_trials", "min_trials_per_task"]
         );
         let v = report.outcome(Rule::PlannedTrials).violations.clone();
-        assert_says(&v[0], "2 of the 5 trials lock.json planned are not in the submission");
+        assert_says(
+            &v[0],
+            "2 of the 5 trials lock.json planned are not in the submission",
+        );
         assert_says(&v[0], TRIALS[3]);
         assert_says(&v[0], TRIALS[4]);
     }
@@ -781,7 +793,10 @@ mod duplication_and_omission {
         let report = s.validate();
         let v = report.outcome(Rule::PlannedTrials).violations.clone();
         assert_any_says(&v, "records job id 99999999");
-        assert_any_says(&v, "1 of the 5 trials lock.json planned are not in the submission");
+        assert_any_says(
+            &v,
+            "1 of the 5 trials lock.json planned are not in the submission",
+        );
     }
 
     #[test]
@@ -818,8 +833,12 @@ mod duplication_and_omission {
             f(&mut value);
             std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
         };
-        edit("config.json", &|c| c["agents"][0]["name"] = json!("other-agent"));
-        edit("result.json", &|r| r["id"] = json!("22222222-0000-0000-0000-000000000000"));
+        edit("config.json", &|c| {
+            c["agents"][0]["name"] = json!("other-agent")
+        });
+        edit("result.json", &|r| {
+            r["id"] = json!("22222222-0000-0000-0000-000000000000")
+        });
         for trial in TRIALS {
             edit(&format!("{trial}/result.json"), &|r| {
                 r["agent_info"]["name"] = json!("other-agent");
@@ -832,7 +851,12 @@ mod duplication_and_omission {
         let mut options = Options::new(vec![s.job.clone(), other]);
         options.dataset = Some(s.dataset.clone());
         let report = failed(&options);
-        assert_eq!(report.failed_rules(), ["one_agent"], "{}", render::text(&report));
+        assert_eq!(
+            report.failed_rules(),
+            ["one_agent"],
+            "{}",
+            render::text(&report)
+        );
         let v = report.outcome(Rule::OneAgent).violations.clone();
         assert_eq!(v.len(), 2, "{v:?}");
         assert_any_says(&v, "the trials ran 2 agents");

@@ -453,7 +453,11 @@ fn a_deeply_nested_file_is_refused_naming_it_not_a_stack_overflow() {
         // Block nesting, which saphyr does not bound: `- - - … x` 300,000 levels deep.
         format!("x-deep:\n{}x\n", "- ".repeat(300_000)),
         // Flow nesting past saphyr's own limit of 255 is its syntax error.
-        format!("services: {}1{}\n", "[".repeat(300_000), "]".repeat(300_000)),
+        format!(
+            "services: {}1{}\n",
+            "[".repeat(300_000),
+            "]".repeat(300_000)
+        ),
     ] {
         let err = err(&deep);
         assert!(

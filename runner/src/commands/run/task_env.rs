@@ -94,7 +94,10 @@ mod tests {
         assert!(!path.exists(), "written only once the job is planned");
         keep_key(&first, dir.path()).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions();
-        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
         assert_eq!(host_vars(&names, false, dir.path()).unwrap(), first);
         assert_eq!(std::fs::read_to_string(&path).unwrap().len(), 64);
     }
