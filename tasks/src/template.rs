@@ -21,6 +21,10 @@ static TEMPLATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\$\{([^}:]+)(?::-(.*))?\}$").expect("template pattern compiles")
 });
 
+/// The file in a job dir holding the job's key for [`HostVars::env_digest`] (hex, mode 0600);
+/// it never leaves the host: `runner scrub` leaves it out of published copies.
+pub const KEY_FILE: &str = ".task-env-key";
+
 /// A template that cannot be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {

@@ -16,7 +16,7 @@ use tasks::template::HostVars;
 use crate::exit::CliError;
 
 /// The key file's name inside the job dir (hidden; Harbor's readers look at directories).
-pub const KEY_FILE: &str = ".task-env-key";
+pub use tasks::template::KEY_FILE;
 
 /// The variables `names` of this host for `job_dir`'s tasks. With names, the job's key is
 /// read from the job dir, or made anew (written by [`keep_key`] once the job is planned, so a
