@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use tasks::{ExecRequest, Sandbox, template};
+use tasks::{ExecRequest, Sandbox};
 
 use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 
@@ -56,12 +56,15 @@ impl Agent for OracleAgent {
             .exec(ExecRequest::new("chmod +x /solution/solve.sh").user("root"))
             .await?;
         let mut env = BTreeMap::from([("DEBIAN_FRONTEND".to_owned(), "noninteractive".to_owned())]);
-        let solution_env = template::resolve_env(&run.task.config.solution.env).map_err(|e| {
-            AgentError::new(
-                AgentErrorKind::SetupFailed,
-                format!("task {}: [solution] {e}", run.task.name),
-            )
-        })?;
+        let solution_env = run
+            .task
+            .resolve_env(&run.task.config.solution.env)
+            .map_err(|e| {
+                AgentError::new(
+                    AgentErrorKind::SetupFailed,
+                    format!("task {}: [solution] {e}", run.task.name),
+                )
+            })?;
         env.extend(solution_env);
         let mut request = ExecRequest::new(
             "mkdir -p /logs/agent; (/solution/solve.sh) > /logs/agent/oracle.txt 2>&1",

@@ -172,8 +172,14 @@ impl Dataset {
             }
         }
         let mut files = Vec::new();
-        for entry in &manifest.files {
-            let path = dir.join(&entry.path);
+        for (i, entry) in manifest.files.iter().enumerate() {
+            // A dataset file is the dataset's own: no absolute path, `..` or link out of it.
+            let path = crate::confined::contained_file(
+                &dir,
+                &entry.path,
+                &manifest_path,
+                &format!("files[{i}].path"),
+            )?;
             let bytes = std::fs::read(&path).map_err(|e| TaskError::io(&path, e))?;
             files.push((entry.path.clone(), sha256_hex(&bytes)));
         }
@@ -186,6 +192,13 @@ impl Dataset {
             files,
             single_task: false,
         })
+    }
+
+    /// Lets every task's env templates read `host` (the variables the job passes).
+    pub fn pass_host_vars(&mut self, host: &crate::template::HostVars) {
+        for task in &mut self.tasks {
+            task.host_vars = host.clone();
+        }
     }
 
     /// The dataset digest over the tasks that loaded and the dataset files.
@@ -249,6 +262,7 @@ fn read_manifest(dir: &Path) -> Result<DatasetToml, TaskError> {
     if !path.is_file() {
         return Ok(DatasetToml::default());
     }
+    crate::confined::contained_file(dir, "dataset.toml", &path, "(dataset.toml)")?;
     let text = std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?;
     toml::from_str(&text)
         .map_err(|e| TaskError::invalid(&path, "(dataset.toml)", e.message().trim().to_owned()))

@@ -57,6 +57,17 @@ pub enum TaskError {
         /// The second directory.
         second: PathBuf,
     },
+    /// A file of the task the runner will not read as the task's own: a link out of the task
+    /// directory, a link that could loop, or a FIFO, socket or device.
+    #[error(
+        "{path}: {problem}; a task may hold only regular files, directories and links to them inside the task directory (copy the file in instead)"
+    )]
+    NotOwnFile {
+        /// The entry in the task directory.
+        path: PathBuf,
+        /// What it is or where it leads.
+        problem: String,
+    },
     /// `dataset.toml` lists a task that no directory of the dataset holds.
     #[error(
         "{manifest}: [[tasks]] lists {name:?}, but no task directory of the dataset has that name; add the task or remove the entry"

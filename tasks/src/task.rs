@@ -9,6 +9,7 @@ use crate::config::{TaskConfig, parse_task_config};
 use crate::digest::task_digest;
 use crate::error::TaskError;
 use crate::layout;
+use crate::template::{HostVars, ResolvedEnv, TemplateError};
 use crate::unsupported::{self, UnsupportedFeature};
 
 /// A loaded task.
@@ -31,6 +32,9 @@ pub struct Task {
     /// Harbor features the task uses that the runner cannot run; always empty for a task from
     /// [`Task::load`], possibly not for one from [`Task::read`].
     pub unsupported: Vec<UnsupportedFeature>,
+    /// The host variables its env templates may read (none until the job passes some, see
+    /// [`crate::Dataset::pass_host_vars`]).
+    pub host_vars: HostVars,
 }
 
 impl Task {
@@ -61,6 +65,8 @@ impl Task {
                 what: "a task.toml",
             });
         }
+        // Before anything of the task is read: no link leads out of it.
+        crate::confined::check_task_dir(&dir)?;
         let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError::io(&toml_path, e))?;
         let parsed = parse_task_config(&toml_path, &text)?;
         let env_dir = dir.join("environment");
@@ -110,7 +116,25 @@ impl Task {
             digest,
             warnings,
             unsupported,
+            host_vars: HostVars::none(),
         })
+    }
+
+    /// Resolves an env table of this task (`[environment].env`, `[verifier].env`,
+    /// `[solution].env`, a step's) with the host variables the job passes.
+    pub fn resolve_env(
+        &self,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<std::collections::BTreeMap<String, String>, TemplateError> {
+        self.host_vars.resolve(env).map(|r| r.env)
+    }
+
+    /// [`Task::resolve_env`], saying whether a value came from the host.
+    pub fn resolve_env_traced(
+        &self,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<ResolvedEnv, TemplateError> {
+        self.host_vars.resolve(env)
     }
 
     /// The part of the name after `/` (used in trial and image names).

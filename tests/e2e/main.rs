@@ -19,6 +19,7 @@ mod steering;
 mod step_phases;
 mod steps;
 mod support;
+mod task_inputs;
 mod toolchain;
 mod validate;
 mod view;

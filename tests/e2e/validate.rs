@@ -31,15 +31,32 @@ fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {
     std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
 }
 
+/// A copy of the [H13] job in `dir` whose trials record that their tests ran isolated, as
+/// runner records it: Harbor's records do not say, and `verifier_isolated` requires it.
+fn isolated_h13(dir: &Path) -> PathBuf {
+    let job = dir.join("2026-06-10__12-00-00");
+    copy_dir(&h13_job(), &job);
+    for entry in std::fs::read_dir(&job).unwrap().flatten() {
+        let result = entry.path().join("result.json");
+        if entry.path().is_dir() && result.is_file() {
+            edit_json(&result, |r| {
+                r["verifier_isolation"] = json!({"isolated": true, "detail": "verifier jail"})
+            });
+        }
+    }
+    job
+}
+
 fn stdout_of(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]
 fn valid_harbor_job_passes_with_dataset_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
     let output = runner()
         .arg("validate-submission")
-        .arg(h13_job())
+        .arg(isolated_h13(dir.path()))
         .arg("--dataset")
         .arg(fixtures().join("dataset"))
         .arg("--metadata")
@@ -55,9 +72,10 @@ fn valid_harbor_job_passes_with_dataset_and_metadata() {
 
 #[test]
 fn json_report_has_the_documented_schema() {
+    let dir = tempfile::tempdir().unwrap();
     let output = runner()
         .arg("validate-submission")
-        .arg(h13_job())
+        .arg(isolated_h13(dir.path()))
         .args(["--format", "json"])
         .output()
         .unwrap();
@@ -66,7 +84,7 @@ fn json_report_has_the_documented_schema() {
     assert_eq!(report["schema"], "runner.validate-submission/v1");
     assert_eq!(report["valid"], true);
     let rules = report["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 13);
+    assert_eq!(rules.len(), 18);
     assert_eq!(rules[0]["rule"], "no_job_overrides");
     assert_eq!(rules[0]["status"], "passed");
     let skipped: Vec<&str> = rules
@@ -88,14 +106,31 @@ fn json_report_has_the_documented_schema() {
     );
 }
 
+/// An old Harbor job (`orchestrator`, no lock.json) is read, and fails only for what its
+/// records cannot show: its plan and its verifier's isolation.
 #[test]
-fn old_harbor_job_with_orchestrator_passes() {
+fn old_harbor_job_with_orchestrator_fails_only_for_its_plan_and_isolation() {
     let job = fixtures().join("harbor-h144/tbench-2.0-k5-v01");
-    runner()
+    let output = runner()
         .arg("validate-submission")
         .arg(job)
-        .assert()
-        .code(0);
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let failed: Vec<&str> = report["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        ["planned_trials", "verifier_isolated"],
+        "{report:#}"
+    );
 }
 
 #[test]
@@ -255,7 +290,8 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
 
     // The "PR": one submission dir with metadata and a job dir.
     let sub = repo.join("submissions/terminus-2__claude-opus-4-6");
-    copy_dir(&h13_job(), &sub.join("2026-06-10__12-00-00"));
+    std::fs::create_dir_all(&sub).unwrap();
+    isolated_h13(&sub);
     std::fs::copy(fixtures().join("metadata.yaml"), sub.join("metadata.yaml")).unwrap();
     git(repo, &["add", "."]);
     git(repo, &["commit", "-qm", "add submission"]);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use tasks::ExceptionType;
 use tasks::records::VerifierResult;
-use tasks::template::UnresolvedVar;
+use tasks::template::TemplateError;
 
 /// Why a file the verifier reads was refused without being followed or read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub enum VerifierErrorKind {
         /// The task's name.
         task: String,
         /// The unresolved template.
-        source: UnresolvedVar,
+        source: TemplateError,
     },
     /// The sandbox failed to run a verifier command (not a non-zero exit of the tests).
     #[error("task {task}: verifier step '{step}' could not run: {message}")]

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tasks::Task;
-use tasks::template::resolve_env;
 
 use crate::error::{VerifierError, VerifierErrorKind};
 
@@ -80,10 +79,11 @@ impl Target {
         let (tests_dir, merged) = match dirs.as_slice() {
             [only] => (only.clone(), None),
             _ => {
-                let merged = merge(&dirs).map_err(|e| VerifierErrorKind::AddTestsDir {
-                    task: task.name.clone(),
-                    message: format!("cannot stage the tests of step {:?}: {e}", step.name),
-                })?;
+                let merged =
+                    merge(&task.dir, &dirs).map_err(|e| VerifierErrorKind::AddTestsDir {
+                        task: task.name.clone(),
+                        message: format!("cannot stage the tests of step {:?}: {e}", step.name),
+                    })?;
                 (merged.path().to_path_buf(), Some(merged))
             }
         };
@@ -117,7 +117,7 @@ fn env_of(
     task: &Task,
     env: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, VerifierError> {
-    resolve_env(env).map_err(|source| {
+    task.resolve_env(env).map_err(|source| {
         VerifierErrorKind::Env {
             task: task.name.clone(),
             source,
@@ -126,28 +126,45 @@ fn env_of(
     })
 }
 
-/// A temporary directory holding `dirs` copied in order, a later file replacing an earlier
-/// one of the same path. An empty list gives an empty directory (the caller then finds no
-/// `test.sh` and says so).
-fn merge(dirs: &[PathBuf]) -> std::io::Result<tempfile::TempDir> {
+/// A temporary directory holding `dirs` (inside `task_dir`) copied in order, a later file
+/// replacing an earlier one of the same path. An empty list gives an empty directory (the
+/// caller then finds no `test.sh` and says so).
+fn merge(task_dir: &Path, dirs: &[PathBuf]) -> std::io::Result<tempfile::TempDir> {
+    let root = task_dir.canonicalize()?;
     let staged = tempfile::Builder::new().prefix("runner-tests-").tempdir()?;
     for dir in dirs {
-        copy_into(dir, staged.path())?;
+        copy_into(&root, dir, staged.path())?;
     }
     Ok(staged)
 }
 
-/// Copies the tree `from` into `to` (files keep their permissions; links are followed, as the
-/// task's own files are trusted and a tar upload of the original would follow them too).
-fn copy_into(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies the tree `from` into `to` (files keep their permissions). A link is followed only
+/// to a regular file or directory inside `root`, the task directory: the task load refused
+/// any other (`tasks::confined`), and this copy, made later, does not trust that nothing
+/// changed since; a link out of the task would copy host files (`/proc/self/environ`) into
+/// the container's `/tests`.
+fn copy_into(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
+        let path = entry.path();
         let target = to.join(entry.file_name());
-        if std::fs::metadata(entry.path())?.is_dir() {
-            copy_into(&entry.path(), &target)?;
+        let source = path.canonicalize()?;
+        let meta = std::fs::metadata(&source)?;
+        if !source.starts_with(root) || !(meta.is_dir() || meta.is_file()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} leads to {}, which is not a file or directory of the task; a task's tests must be its own files",
+                    path.display(),
+                    source.display()
+                ),
+            ));
+        }
+        if meta.is_dir() {
+            copy_into(root, &source, &target)?;
         } else {
-            std::fs::copy(entry.path(), &target)?;
+            std::fs::copy(&source, &target)?;
         }
     }
     Ok(())
@@ -165,14 +182,40 @@ mod tests {
         write("tests/lib/helper.sh", "helper");
         write("steps/one/tests/test.sh", "own");
         write("steps/one/tests/lib/extra.sh", "extra");
-        let merged = merge(&[
-            root.path().join("tests"),
-            root.path().join("steps/one/tests"),
-        ])
+        let merged = merge(
+            root.path(),
+            &[
+                root.path().join("tests"),
+                root.path().join("steps/one/tests"),
+            ],
+        )
         .unwrap();
         let read = |rel: &str| std::fs::read_to_string(merged.path().join(rel)).unwrap();
         assert_eq!(read("test.sh"), "own");
         assert_eq!(read("lib/helper.sh"), "helper");
         assert_eq!(read("lib/extra.sh"), "extra");
+    }
+
+    #[test]
+    fn a_link_out_of_the_task_is_never_copied() {
+        let root = tempfile::tempdir().unwrap();
+        testkit::files::write(root.path(), "tests/test.sh", "shared");
+        testkit::files::write(root.path(), "steps/one/tests/test.sh", "own");
+        std::os::unix::fs::symlink("/proc/self/environ", root.path().join("steps/one/tests/e"))
+            .unwrap();
+        let err = merge(
+            root.path(),
+            &[
+                root.path().join("tests"),
+                root.path().join("steps/one/tests"),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("steps/one/tests/e")
+                && err.contains("not a file or directory of the task"),
+            "{err}"
+        );
     }
 }

@@ -139,6 +139,11 @@ fn walk(
     entries.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
     let mut used: HashSet<Vec<u8>> = HashSet::new();
     for name in entries {
+        // The job's digest key for host-drawn task env values stays on the host: published,
+        // it would let anyone test guesses of those values against the trial identities.
+        if name == tasks::template::KEY_FILE {
+            continue;
+        }
         let from = source.join(&name);
         let mut tally = Tally::new();
         let new_name = unique(
@@ -247,5 +252,20 @@ mod tests {
         assert_eq!(listed[1].0, "trial/huge.log");
         assert!(listed[1].1.contains("512 MiB limit"), "{listed:?}");
         assert!(!output.exists());
+    }
+
+    #[test]
+    fn the_jobs_task_env_key_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("job");
+        std::fs::create_dir_all(input.join("trial")).unwrap();
+        std::fs::write(input.join(".task-env-key"), "00".repeat(32)).unwrap();
+        std::fs::write(input.join("trial/result.json"), "{}").unwrap();
+        let output = dir.path().join("public");
+        let Outcome::Written(_) = scrub(&options(&input, &output)).unwrap() else {
+            panic!("the scrub must write");
+        };
+        assert!(output.join("trial/result.json").is_file());
+        assert!(!output.join(".task-env-key").exists());
     }
 }

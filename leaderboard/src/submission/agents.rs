@@ -48,3 +48,62 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
         })
         .collect()
 }
+
+/// Violations of `one_agent`: a submission is one agent (name, version and model) in every
+/// job config and every trial; another agent's trials cannot be mixed in.
+pub fn check_one_agent(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut in_trials: std::collections::BTreeMap<(String, String, String), usize> =
+        std::collections::BTreeMap::new();
+    for trial in trials {
+        if let Some(agent) = &trial.agent {
+            let key = (
+                agent.name.clone(),
+                trial
+                    .agent_version
+                    .clone()
+                    .unwrap_or_else(|| "(no version)".into()),
+                agent.model.clone().unwrap_or_else(|| "(no model)".into()),
+            );
+            *in_trials.entry(key).or_default() += 1;
+        }
+    }
+    if in_trials.len() > 1 {
+        let listed: Vec<String> = in_trials
+            .iter()
+            .map(|((name, version, model), n)| {
+                format!("{name} {version} with {model} ({n} trials)")
+            })
+            .collect();
+        violations.push(Violation::new(
+            Rule::OneAgent,
+            None,
+            format!(
+                "the trials ran {} agents: {}; a submission is one agent, version and model, so submit each separately",
+                in_trials.len(),
+                listed.join("; ")
+            ),
+        ));
+    }
+    let in_configs: std::collections::BTreeSet<(Option<&str>, Option<&str>)> = jobs
+        .iter()
+        .flat_map(|j| j.agents.iter())
+        .map(|a| (a.name.as_deref(), a.model.as_deref()))
+        .collect();
+    if in_configs.len() > 1 {
+        let listed: Vec<String> = in_configs
+            .iter()
+            .map(|(name, model)| format!("{}/{}", name.unwrap_or("null"), model.unwrap_or("null")))
+            .collect();
+        violations.push(Violation::new(
+            Rule::OneAgent,
+            jobs.first().map(|j| format!("{}/config.json", j.display)),
+            format!(
+                "the job configs name {} agents (agents[] name/model_name: {}); a submission is the jobs of one agent",
+                in_configs.len(),
+                listed.join(", ")
+            ),
+        ));
+    }
+    violations
+}

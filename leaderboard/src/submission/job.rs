@@ -35,6 +35,10 @@ pub struct Job {
     pub violations: Vec<Violation>,
     /// The image each trial ran on, from `lock.json` (runner's locks only).
     pub images: Vec<TrialImage>,
+    /// The job's id (`result.json` `id`), if recorded.
+    pub id: Option<String>,
+    /// The trials `lock.json` planned; `None` when the job has no readable lock.
+    pub plan: Option<super::planned::Plan>,
 }
 
 /// A job-level JSON record, read whole up to [`tasks::bounded::MAX_RECORD_BYTES`].
@@ -129,6 +133,22 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         }
         Err(_) => {}
     }
+    let datasets_named = config
+        .get("datasets")
+        .and_then(Value::as_array)
+        .is_some_and(|d| !d.is_empty());
+    if !datasets_named {
+        violations.push(Violation::new(
+            Rule::DatasetConfig,
+            Some(config_file.clone()),
+            "datasets list is empty: the job config does not name the dataset it ran (Harbor's validator fails this too); run the job on the dataset, not on single tasks",
+        ));
+    }
+    let id = read_json(&dir.join("result.json"))
+        .ok()
+        .flatten()
+        .and_then(|r| r.get("id")?.as_str().map(str::to_owned));
+    let plan = lock.as_ref().map(super::planned::Plan::of_lock);
     let agents = config
         .get("agents")
         .and_then(Value::as_array)
@@ -192,6 +212,8 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         trial_dirs,
         violations,
         images,
+        id,
+        plan,
     })
 }
 

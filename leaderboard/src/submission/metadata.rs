@@ -218,4 +218,22 @@ mod tests {
             v[0].message
         );
     }
+
+    #[test]
+    fn a_300_000_deep_metadata_file_is_a_violation_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metadata.yaml");
+        std::fs::write(&path, format!("{HEAD}models:\n{}x\n", "- ".repeat(300_000))).unwrap();
+        let violations = check(&path).unwrap();
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        let v = &violations[0];
+        assert_eq!(v.rule, Rule::MetadataFormattedCorrectly);
+        assert_eq!(v.file.as_deref(), Some(path.display().to_string().as_str()));
+        assert_eq!(v.line, Some(5));
+        assert!(
+            v.message.contains("nested deeper than 128"),
+            "{}",
+            v.message
+        );
+    }
 }

@@ -12,6 +12,7 @@ mod job;
 mod metadata;
 mod models;
 mod overrides;
+mod planned;
 pub mod render;
 mod report;
 mod rule;
@@ -93,7 +94,11 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     for trial in &mut trials {
         violations.append(&mut trial.violations);
     }
+    // Counted once whatever paths point at a trial; every rule below sees each trial once.
+    violations.extend(planned::dedup(&mut trials, &jobs));
+    violations.extend(planned::check(&jobs, &trials));
     violations.extend(agents::check(&jobs, &trials));
+    violations.extend(agents::check_one_agent(&jobs, &trials));
     violations.extend(models::check(&jobs, &trials));
     let images: Vec<images::TrialImage> = jobs.iter().flat_map(|j| j.images.clone()).collect();
     violations.extend(images::check(&images));

@@ -10,10 +10,18 @@ pub enum Rule {
     NoJobOverrides,
     /// Every trial's own config keeps default timeouts and resources.
     NoTrialOverrides,
+    /// Every job config names its dataset (Harbor's "datasets list is empty").
+    DatasetConfig,
     /// Every trial finished with rewards or a recorded exception.
     TrialResultsComplete,
+    /// Each trial is submitted once, whatever paths point at it.
+    UniqueTrials,
+    /// Every trial a job's `lock.json` planned is present, and no other.
+    PlannedTrials,
     /// Every trial's agent and model match a named entry of its job's `agents[]`.
     AgentConfigMatch,
+    /// One agent (name, version, model) across every job and trial of the submission.
+    OneAgent,
     /// Every task has enough trials.
     MinTrialsPerTask,
     /// Every trial ran the dataset's exact task content.
@@ -22,6 +30,8 @@ pub enum Rule {
     SameTaskImage,
     /// Every rewarded trial has a valid ATIF trajectory.
     PassingTrialTrajectories,
+    /// Every reward is a finite number, the main one within [0, 1].
+    RewardsInRange,
     /// No trial's tests ran where the agent's leftovers could reach them.
     VerifierIsolated,
     /// Every model a trial called through the LLM bridge is one its job declares.
@@ -36,15 +46,20 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 13] = [
+    pub const ALL: [Rule; 18] = [
         Rule::NoJobOverrides,
         Rule::NoTrialOverrides,
+        Rule::DatasetConfig,
         Rule::TrialResultsComplete,
+        Rule::UniqueTrials,
+        Rule::PlannedTrials,
         Rule::AgentConfigMatch,
+        Rule::OneAgent,
         Rule::MinTrialsPerTask,
         Rule::CorrectTaskVersions,
         Rule::SameTaskImage,
         Rule::PassingTrialTrajectories,
+        Rule::RewardsInRange,
         Rule::VerifierIsolated,
         Rule::DeclaredModelsOnly,
         Rule::NoContainerSecrets,
@@ -57,7 +72,12 @@ impl Rule {
         match self {
             Rule::NoJobOverrides => "no_job_overrides",
             Rule::NoTrialOverrides => "no_trial_overrides",
+            Rule::DatasetConfig => "dataset_config",
             Rule::TrialResultsComplete => "trial_results_complete",
+            Rule::UniqueTrials => "unique_trials",
+            Rule::PlannedTrials => "planned_trials",
+            Rule::OneAgent => "one_agent",
+            Rule::RewardsInRange => "rewards_in_range",
             Rule::AgentConfigMatch => "agent_config_match",
             Rule::MinTrialsPerTask => "min_trials_per_task",
             Rule::CorrectTaskVersions => "correct_task_versions",
@@ -78,11 +98,26 @@ impl Rule {
             Rule::NoTrialOverrides => {
                 "every trial's config keeps default timeouts, multipliers and resources"
             }
+            Rule::DatasetConfig => {
+                "every job config names the dataset it ran (Harbor's rule: \"datasets list is empty\" fails)"
+            }
             Rule::TrialResultsComplete => {
                 "every trial has a result.json with finished_at and rewards or an exception"
             }
+            Rule::UniqueTrials => {
+                "each trial (job id and trial name) is submitted once, whatever paths point at it"
+            }
+            Rule::PlannedTrials => {
+                "every trial each job's lock.json planned is present, and no trial it did not plan"
+            }
+            Rule::OneAgent => {
+                "one agent (name, version, model) across every job and trial of the submission"
+            }
+            Rule::RewardsInRange => {
+                "every reward is a finite number, and the main reward lies within [0, 1]"
+            }
             Rule::AgentConfigMatch => {
-                "every trial's agent name and model match a named entry of the job's agents[]"
+                "every trial records agent_info, and its agent name and model match a named entry of the job's agents[]"
             }
             Rule::MinTrialsPerTask => {
                 "every task has at least the minimum number of trials across all jobs"
@@ -97,7 +132,7 @@ impl Rule {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"
             }
             Rule::VerifierIsolated => {
-                "no trial's tests ran unisolated from what the agent left (runner's verifier_isolation.isolated: false; records that do not say, as Harbor's, pass)"
+                "every trial records verifier_isolation, and its tests ran isolated from what the agent left (isolated: true; Harbor's records do not say, so they fail)"
             }
             Rule::DeclaredModelsOnly => {
                 "every model a trial called through the LLM bridge is one its job declares (agents[].model_name or models)"

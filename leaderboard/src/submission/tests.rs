@@ -39,6 +39,7 @@ impl Scratch {
         copy_dir(&fixtures().join("dataset"), &dataset);
         let metadata = dir.path().join("metadata.yaml");
         std::fs::copy(fixtures().join("metadata.yaml"), &metadata).unwrap();
+        isolate(&job);
         Scratch {
             _dir: dir,
             job,
@@ -62,6 +63,17 @@ impl Scratch {
             min_trials: DEFAULT_MIN_TRIALS,
         };
         validate(&options).unwrap()
+    }
+}
+
+/// Records in every trial of `job` that its tests ran isolated, as runner records it (Harbor's
+/// records do not say, and `verifier_isolated` requires it).
+fn isolate(job: &Path) {
+    for trial in TRIALS {
+        let path = job.join(trial).join("result.json");
+        let mut value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        value["verifier_isolation"] = json!({"isolated": true, "detail": "verifier jail"});
+        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
     }
 }
 
@@ -134,9 +146,28 @@ fn harbor_h13_job_figures() {
 }
 
 #[test]
-fn harbor_h144_job_passes_without_a_dataset() {
+fn a_pure_harbor_job_fails_only_for_not_saying_its_tests_were_isolated() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join(H13_JOB), dir.path());
+    let report = validate(&Options::new(vec![dir.path().to_path_buf()])).unwrap();
+    let v = only_failure(&report, Rule::VerifierIsolated);
+    assert_eq!(v.len(), 5);
+    assert_says(&v[0], "no verifier_isolation recorded");
+}
+
+#[test]
+fn harbor_h144_job_without_a_dataset_fails_only_for_its_missing_lock_and_isolation() {
     let report = validate(&Options::new(vec![fixtures().join(H144_JOB)])).unwrap();
-    assert!(report.valid, "{}", render::text(&report));
+    assert_eq!(
+        report.failed_rules(),
+        ["planned_trials", "verifier_isolated"],
+        "{}",
+        render::text(&report)
+    );
+    assert_says(
+        &report.outcome(Rule::PlannedTrials).violations[0],
+        "no readable lock.json",
+    );
     assert_eq!(
         report.outcome(Rule::CorrectTaskVersions).status,
         Status::Skipped
@@ -156,25 +187,32 @@ fn harbor_h144_job_has_no_task_refs_to_check_against_a_dataset() {
     let mut options = Options::new(vec![fixtures().join(H144_JOB)]);
     options.dataset = Some(fixtures().join("dataset"));
     let report = validate(&options).unwrap();
-    let violations = only_failure(&report, Rule::CorrectTaskVersions);
+    let violations = report.outcome(Rule::CorrectTaskVersions).violations.clone();
     assert_eq!(violations.len(), 5);
     assert_says(&violations[0], "no task ref");
 }
 
 #[test]
-fn several_jobs_count_together() {
+fn several_dirs_of_one_job_count_together() {
     let s = Scratch::new();
+    let second = s.job.parent().unwrap().join("job2");
+    copy_dir(&s.job, &second);
     std::fs::remove_dir_all(s.job.join(TRIALS[2])).unwrap();
     let mut options = Options::new(vec![s.job.clone()]);
+    let report = validate(&options).unwrap();
     assert_eq!(
-        validate(&options).unwrap().failed_rules(),
-        ["min_trials_per_task"]
+        report.failed_rules(),
+        ["planned_trials", "min_trials_per_task"]
     );
-    // A second job with the missing trial makes five again.
-    let second = s.job.parent().unwrap().join("job2");
-    copy_dir(&fixtures().join(H13_JOB), &second);
-    for trial in &TRIALS[1..] {
-        std::fs::remove_dir_all(second.join(trial)).unwrap();
+    assert_says(
+        &report.outcome(Rule::PlannedTrials).violations[0],
+        "planned 5 trial(s), the submission holds 4",
+    );
+    // The job's other part, holding the missing trial, makes five again.
+    for (i, trial) in TRIALS.iter().enumerate() {
+        if i != 2 {
+            std::fs::remove_dir_all(second.join(trial)).unwrap();
+        }
     }
     options.job_dirs.push(second);
     let report = validate(&options).unwrap();
@@ -284,6 +322,10 @@ fn rule_agent_config_match_compares_the_model() {
 fn rule_min_trials_per_task() {
     let s = Scratch::new();
     std::fs::remove_dir_all(s.job.join(TRIALS[2])).unwrap();
+    // A job of k = 4: its lock planned four.
+    s.edit_json("lock.json", |l| {
+        l["trials"].as_array_mut().unwrap().pop();
+    });
     let v = only_failure(&s.validate(), Rule::MinTrialsPerTask);
     assert_says(
         &v[0],
@@ -537,7 +579,10 @@ fn a_job_dir_without_trials_is_not_a_submission() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.json"), b"{\"agents\": []}").unwrap();
     let report = validate(&Options::new(vec![dir.path().to_path_buf()])).unwrap();
-    let v = only_failure(&report, Rule::TrialResultsComplete);
+    let v = report
+        .outcome(Rule::TrialResultsComplete)
+        .violations
+        .clone();
     assert!(v[0].message.contains("has no trials"), "{v:?}");
 }
 
@@ -653,4 +698,201 @@ fn the_main_reward_is_read_by_name_as_the_runner_reads_it() {
         reward_of(&json!({"verifier_result": {"rewards": {}}})),
         None
     );
+}
+
+/// The rules a submission cannot fool by duplication or omission (issue 29, item 7).
+mod duplication_and_omission {
+    use super::*;
+
+    fn failed(options: &Options) -> Report {
+        validate(options).unwrap()
+    }
+
+    /// A k = 3 job: two trials removed and the lock planning three.
+    fn k3() -> Scratch {
+        let s = Scratch::new();
+        for trial in &TRIALS[3..] {
+            std::fs::remove_dir_all(s.job.join(trial)).unwrap();
+        }
+        s.edit_json("lock.json", |l| {
+            l["trials"].as_array_mut().unwrap().truncate(3);
+        });
+        s
+    }
+
+    #[test]
+    fn a_k3_job_given_twice_or_beside_its_copy_is_counted_once() {
+        let s = k3();
+        let mut options = Options::new(vec![s.job.clone()]);
+        options.dataset = Some(s.dataset.clone());
+        let alone = failed(&options);
+        assert_eq!(alone.failed_rules(), ["min_trials_per_task"]);
+        // The same dir twice.
+        options.job_dirs = vec![s.job.clone(), s.job.clone()];
+        let twice = failed(&options);
+        assert_eq!(
+            twice.failed_rules(),
+            ["unique_trials", "min_trials_per_task"]
+        );
+        assert_eq!(twice.figures.n_trials, 3);
+        // A copy beside it, under another path.
+        let copy = s.job.parent().unwrap().join("copy-of-job");
+        copy_dir(&s.job, &copy);
+        options.job_dirs = vec![s.job.clone(), copy];
+        let copied = failed(&options);
+        assert_eq!(
+            copied.failed_rules(),
+            ["unique_trials", "min_trials_per_task"]
+        );
+        assert_eq!(copied.figures.n_trials, 3);
+        let v = copied.outcome(Rule::UniqueTrials).violations.clone();
+        assert_eq!(v.len(), 3);
+        assert_says(&v[0], "is given 2 times");
+        assert_says(
+            &copied.outcome(Rule::MinTrialsPerTask).violations[0],
+            "has 3 trial(s)",
+        );
+    }
+
+    #[test]
+    fn a_cherry_picked_runner_job_names_its_missing_trials() {
+        let s = Scratch::new();
+        lock_images(&s, ["sha256:1"; 5]);
+        assert!(s.validate().valid);
+        std::fs::remove_dir_all(s.job.join(TRIALS[3])).unwrap();
+        std::fs::remove_dir_all(s.job.join(TRIALS[4])).unwrap();
+        let report = s.validate();
+        assert_eq!(
+            report.failed_rules(),
+            ["planned_trials", "min_trials_per_task"]
+        );
+        let v = report.outcome(Rule::PlannedTrials).violations.clone();
+        assert_says(
+            &v[0],
+            "2 of the 5 trials lock.json planned are not in the submission",
+        );
+        assert_says(&v[0], TRIALS[3]);
+        assert_says(&v[0], TRIALS[4]);
+    }
+
+    #[test]
+    fn a_job_without_its_lock_cannot_be_checked_for_omissions() {
+        let s = Scratch::new();
+        std::fs::remove_file(s.job.join("lock.json")).unwrap();
+        let v = only_failure(&s.validate(), Rule::PlannedTrials);
+        assert_says(&v[0], "no readable lock.json");
+    }
+
+    #[test]
+    fn a_trial_moved_in_from_another_job_is_not_planned() {
+        let s = Scratch::new();
+        lock_images(&s, ["sha256:1"; 5]);
+        s.edit_json(&format!("{}/config.json", TRIALS[1]), |c| {
+            c["job_id"] = json!("99999999-0000-0000-0000-000000000000")
+        });
+        let report = s.validate();
+        let v = report.outcome(Rule::PlannedTrials).violations.clone();
+        assert_any_says(&v, "records job id 99999999");
+        assert_any_says(
+            &v,
+            "1 of the 5 trials lock.json planned are not in the submission",
+        );
+    }
+
+    #[test]
+    fn agent_info_and_verifier_isolation_are_required() {
+        let s = Scratch::new();
+        s.edit_json(&format!("{}/result.json", TRIALS[0]), |r| {
+            r.as_object_mut().unwrap().remove("agent_info");
+        });
+        s.edit_json(&format!("{}/result.json", TRIALS[1]), |r| {
+            r.as_object_mut().unwrap().remove("verifier_isolation");
+        });
+        let report = s.validate();
+        assert_eq!(
+            report.failed_rules(),
+            ["agent_config_match", "verifier_isolated"]
+        );
+        assert_says(
+            &report.outcome(Rule::AgentConfigMatch).violations[0],
+            "no agent_info",
+        );
+        let v = report.outcome(Rule::VerifierIsolated).violations.clone();
+        assert_eq!(v.len(), 1);
+        assert!(v[0].file.as_deref().unwrap().contains(TRIALS[1]));
+    }
+
+    #[test]
+    fn jobs_of_two_agents_are_not_one_submission() {
+        let s = Scratch::new();
+        let other = s.job.parent().unwrap().join("other-agent");
+        copy_dir(&s.job, &other);
+        let edit = |rel: &str, f: &dyn Fn(&mut Value)| {
+            let path = other.join(rel);
+            let mut value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            f(&mut value);
+            std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        };
+        edit("config.json", &|c| {
+            c["agents"][0]["name"] = json!("other-agent")
+        });
+        edit("result.json", &|r| {
+            r["id"] = json!("22222222-0000-0000-0000-000000000000")
+        });
+        for trial in TRIALS {
+            edit(&format!("{trial}/result.json"), &|r| {
+                r["agent_info"]["name"] = json!("other-agent");
+                r["config"]["job_id"] = json!("22222222-0000-0000-0000-000000000000");
+            });
+            edit(&format!("{trial}/config.json"), &|c| {
+                c["job_id"] = json!("22222222-0000-0000-0000-000000000000")
+            });
+        }
+        let mut options = Options::new(vec![s.job.clone(), other]);
+        options.dataset = Some(s.dataset.clone());
+        let report = failed(&options);
+        assert_eq!(
+            report.failed_rules(),
+            ["one_agent"],
+            "{}",
+            render::text(&report)
+        );
+        let v = report.outcome(Rule::OneAgent).violations.clone();
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_any_says(&v, "the trials ran 2 agents");
+        assert_any_says(&v, "the job configs name 2 agents");
+    }
+
+    #[test]
+    fn rewards_must_be_finite_and_the_main_one_within_0_and_1() {
+        let s = Scratch::new();
+        s.edit_json(&format!("{}/result.json", TRIALS[0]), |r| {
+            r["verifier_result"]["rewards"]["reward"] = json!(1e300)
+        });
+        s.edit_json(&format!("{}/result.json", TRIALS[2]), |r| {
+            r["verifier_result"]["rewards"] = json!({"reward": 0.0, "note": "ok"})
+        });
+        s.edit_json(&format!("{}/result.json", TRIALS[3]), |r| {
+            r["verifier_result"]["rewards"]["reward"] = json!(-0.5)
+        });
+        let report = s.validate();
+        let v = report.outcome(Rule::RewardsInRange).violations.clone();
+        assert_all_said(
+            &v,
+            &[
+                "the main reward is 1e+300, outside [0, 1]",
+                "reward \"note\" is \"ok\", not a finite number",
+                "the main reward is -0.5, outside [0, 1]",
+            ],
+        );
+        assert!(!report.valid);
+    }
+
+    #[test]
+    fn an_empty_datasets_list_fails_harbors_dataset_rule() {
+        let s = Scratch::new();
+        s.edit_json("config.json", |c| c["datasets"] = json!([]));
+        let v = only_failure(&s.validate(), Rule::DatasetConfig);
+        assert_says(&v[0], "datasets list is empty");
+    }
 }

@@ -41,6 +41,12 @@ pub struct TrialFacts {
     pub exception_type: Option<String>,
     /// `agent_info`, when result.json has it.
     pub agent: Option<AgentIdentity>,
+    /// `agent_info.version`, when recorded.
+    pub agent_version: Option<String>,
+    /// The job id the trial records (`config.job_id`), if any.
+    pub job_id: Option<String>,
+    /// The trial's recorded name (`trial_name`), else its directory's name.
+    pub trial_name: String,
     /// The models the trial called through runner's LLM bridge
     /// (`agent_result.metadata.llm_bridge.models_called`); `None` without bridge metering.
     pub models_called: Option<Vec<String>>,
@@ -57,15 +63,64 @@ pub fn reward_of(result: &Value) -> Option<f64> {
         .or_else(|| value.as_bool().map(|b| if b { 1.0 } else { 0.0 }))
 }
 
-/// Runner's record that the tests ran unisolated (`verifier_isolation.isolated: false`), with
-/// its reason; `None` when isolated or not said (Harbor writes no such field).
+/// Why a trial's record does not show isolated tests: runner's `verifier_isolation` says
+/// `isolated: false` (with its reason), or the record does not say (Harbor writes no such
+/// field, and a record that does not say cannot be told from one that ran unisolated).
 fn unisolated_verifier(result: &Value) -> Option<String> {
-    let isolation = result.get("verifier_isolation")?;
-    (!isolation.get("isolated")?.as_bool()?).then(|| {
-        str_at(isolation, "/detail")
-            .unwrap_or("no reason recorded")
-            .to_owned()
-    })
+    let Some(isolation) = result.get("verifier_isolation").filter(|v| !v.is_null()) else {
+        return Some(
+            "no verifier_isolation recorded: nothing says the tests ran where the agent's leftovers could not reach them (Harbor's records never say); run the submission with runner, which isolates the verifier and records it".into(),
+        );
+    };
+    match isolation.get("isolated").and_then(Value::as_bool) {
+        Some(true) => None,
+        Some(false) => Some(format!(
+            "the verifier ran in the agent's sandbox without isolation ({}): the agent's leftovers could change what the tests read; re-run where runner can isolate the verifier",
+            str_at(isolation, "/detail").unwrap_or("no reason recorded")
+        )),
+        None => Some("verifier_isolation.isolated is not true or false".into()),
+    }
+}
+
+/// What is wrong with the rewards of a result, if anything: a value that is not a finite
+/// number (or a boolean), or a main reward outside [0, 1] (no task format declares another
+/// range: Harbor's task.toml has no such field).
+fn reward_problems(result: &Value) -> Vec<String> {
+    let Some(rewards) = result
+        .get("verifier_result")
+        .and_then(|v| v.get("rewards"))
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for (name, value) in rewards {
+        let finite = value.as_f64().is_some_and(f64::is_finite) || value.is_boolean();
+        if !finite {
+            problems.push(format!(
+                "reward {name:?} is {}, not a finite number",
+                short_value(value)
+            ));
+        }
+    }
+    if let Some(main) = reward_of(result)
+        && main.is_finite()
+        && !(0.0..=1.0).contains(&main)
+    {
+        problems.push(format!(
+            "the main reward is {}, outside [0, 1]; a leaderboard's accuracy and mean reward assume rewards in [0, 1]",
+            Value::from(main)
+        ));
+    }
+    problems
+}
+
+fn short_value(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
 }
 
 fn has_rewards(result: &Value) -> bool {
@@ -293,9 +348,18 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         reward: None,
         exception_type: None,
         agent: None,
+        agent_version: None,
+        job_id: None,
+        trial_name: String::new(),
         models_called: None,
         violations: Vec::new(),
     };
+    facts.trial_name = result
+        .as_ref()
+        .and_then(|r| str_at(r, "/trial_name"))
+        .or_else(|| config.as_ref().and_then(|c| str_at(c, "/trial_name")))
+        .unwrap_or(&facts.name)
+        .to_owned();
     let trial_config = config
         .as_ref()
         .or_else(|| result.as_ref().and_then(|r| r.get("config")));
@@ -308,6 +372,10 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                 .and_then(|c| str_at(c, "/task/path"))
                 .and_then(|p| p.trim_end_matches('/').rsplit('/').next())
         })
+        .map(str::to_owned);
+    facts.job_id = trial_config
+        .and_then(|c| str_at(c, "/job_id"))
+        .filter(|id| !id.is_empty())
         .map(str::to_owned);
     facts.task_ref = trial_config
         .and_then(|c| str_at(c, "/task/ref"))
@@ -327,6 +395,21 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                     .to_owned()
             });
         facts.agent = agent_identity(result);
+        facts.agent_version = str_at(result, "/agent_info/version").map(str::to_owned);
+        if facts.agent.is_none() {
+            violations.push(Violation::new(
+                Rule::AgentConfigMatch,
+                Some(result_file.clone()),
+                "no agent_info (with its name): the trial does not say which agent ran it, so it cannot be attributed",
+            ));
+        }
+        for problem in reward_problems(result) {
+            violations.push(Violation::new(
+                Rule::RewardsInRange,
+                Some(result_file.clone()),
+                problem,
+            ));
+        }
         facts.models_called = result
             .pointer("/agent_result/metadata/llm_bridge/models_called")
             .and_then(Value::as_array)
@@ -344,13 +427,11 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                 "finished_at is missing: the trial never finished; resume the job to complete it",
             ));
         }
-        if let Some(detail) = unisolated_verifier(result) {
+        if let Some(problem) = unisolated_verifier(result) {
             violations.push(Violation::new(
                 Rule::VerifierIsolated,
                 Some(result_file.clone()),
-                format!(
-                    "the verifier ran in the agent's sandbox without isolation ({detail}): the agent's leftovers could change what the tests read; re-run where runner can isolate the verifier"
-                ),
+                problem,
             ));
         }
         if facts.exception_type.is_none() && !has_rewards(result) {

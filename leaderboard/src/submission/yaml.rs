@@ -52,6 +52,11 @@ impl Document {
 /// Parses `text`. An empty document is `null`; several documents are an error, since a
 /// metadata file holds one.
 pub fn parse(text: &str) -> Result<Document, YamlError> {
+    // Before a tree is built: building, converting and dropping one recurse per level.
+    tasks::nesting::check_yaml(text).map_err(|e| YamlError {
+        line: e.line,
+        problem: e.problem(),
+    })?;
     let mut docs = MarkedYaml::load_from_str(text).map_err(|e| tab_hint(text, e))?;
     let mut lines = HashMap::new();
     let value = match docs.len() {

@@ -127,4 +127,7 @@ pub struct JobConfig {
     /// Runner-only: how many parts the plan was split into (with `shard`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_shards: Option<u32>,
+    /// Runner-only: the host variables task env templates may read (`--task-env-from`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_env_from: Vec<String>,
 }

@@ -46,6 +46,8 @@ const TOP_LEVEL: &[&str] = &["services", "volumes", "version", "name"];
 
 /// The file's top-level mapping.
 fn load(text: &str) -> Result<serde_json::Map<String, Value>, ComposeError> {
+    // Before a tree is built: building, converting and dropping one recurse per level.
+    tasks::nesting::check_yaml(text).map_err(|e| ComposeError::new(e.to_string()))?;
     let docs = Yaml::load_from_str(text).map_err(|e| ComposeError::new(e.to_string()))?;
     let root = match docs.first() {
         Some(doc) => to_json(doc)?,

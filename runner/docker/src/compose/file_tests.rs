@@ -446,3 +446,24 @@ mod merge {
         assert!(Path::new(&t.environment_dir()).join("Dockerfile").is_file());
     }
 }
+
+#[test]
+fn a_deeply_nested_file_is_refused_naming_it_not_a_stack_overflow() {
+    for deep in [
+        // Block nesting, which saphyr does not bound: `- - - … x` 300,000 levels deep.
+        format!("x-deep:\n{}x\n", "- ".repeat(300_000)),
+        // Flow nesting past saphyr's own limit of 255 is its syntax error.
+        format!(
+            "services: {}1{}\n",
+            "[".repeat(300_000),
+            "]".repeat(300_000)
+        ),
+    ] {
+        let err = err(&deep);
+        assert!(
+            err.starts_with("environment/docker-compose.yaml: ")
+                && (err.contains("nested deeper than 128") || err.contains("recursion limit")),
+            "{err}"
+        );
+    }
+}

@@ -124,6 +124,6 @@ pub(crate) fn resolve(
 pub(crate) fn image_variables(task: &Task) -> BTreeMap<String, String> {
     let env = &task.config.environment;
     // A template that does not resolve fails the trial's plan before its image is prepared.
-    let resolved = tasks::template::resolve_env(&env.env).unwrap_or_default();
+    let resolved = task.resolve_env(&env.env).unwrap_or_default();
     super::infra_variables(task, resolved, env.cpus, env.memory_mb)
 }

@@ -48,22 +48,23 @@ impl AgentFingerprint {
 }
 
 /// The identity of trial `index` of `task` with `config` (task ref, agent, environment,
-/// verifier and multipliers are read from it) and the task's resolved `env`.
+/// verifier and multipliers are read from it) and `task_env`, the digest of the task's
+/// resolved env ([`tasks::template::HostVars::env_digest`]: keyed when a value came from the
+/// host, so the record cannot be checked against guesses of it).
 pub fn trial_identity(
     task: &Task,
     config: &TrialConfig,
     agent: &AgentFingerprint,
-    env: &BTreeMap<String, String>,
+    task_env: &str,
     index: u32,
 ) -> TrialIdentity {
-    let env_json = serde_json::to_vec(env).expect("a string map serialises");
     let mut identity = TrialIdentity {
         key: String::new(),
         index,
         agent_version: agent.version.clone(),
         agent_source: agent.source.clone(),
         instruction_suffix: agent.instruction_suffix.clone(),
-        task_env: format!("sha256:{}", sha256_hex(&env_json)),
+        task_env: task_env.to_owned(),
     };
     identity.key = format!(
         "sha256:{}",

@@ -11,7 +11,7 @@ use tasks::records::{
     AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial,
     RunnerInfo, TrialConfig, TrialIdentity, TrialTotals, VerifierConfig,
 };
-use tasks::{Dataset, Multipliers, Task, TaskId, template};
+use tasks::{Dataset, Multipliers, Task, TaskId};
 
 use super::identity::{AgentFingerprint, trial_identity};
 use super::retry::RetryPolicy;
@@ -210,12 +210,17 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         agent_config: None,
         shard: None,
         n_shards: None,
+        task_env_from: Vec::new(),
     };
     let mut skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
-    let mut runnable: Vec<(Arc<Task>, BTreeMap<String, String>)> = Vec::new();
+    let mut runnable: Vec<(Arc<Task>, BTreeMap<String, String>, String)> = Vec::new();
     for task in &dataset.tasks {
-        match template::resolve_env(&task.config.environment.env) {
-            Ok(env) => runnable.push((Arc::new(task.clone()), env)),
+        match task.resolve_env_traced(&task.config.environment.env) {
+            Ok(resolved) => {
+                // A value drawn from the host is recorded only as a keyed digest.
+                let digest = task.host_vars.env_digest(&resolved);
+                runnable.push((Arc::new(task.clone()), resolved.env, digest));
+            }
             Err(e) => skipped.push(format!(
                 "{}: [environment] {e}",
                 task.dir.join("task.toml").display()
@@ -229,7 +234,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         .display()
         .to_string();
     let mut tasks: Vec<(Arc<TaskPlan>, LockTrial)> = Vec::new();
-    for (task, env) in runnable {
+    for (task, env, env_digest) in runnable {
         let config = TrialConfig {
             task: TaskId::of(&task).task_ref(source.clone()),
             trial_name: String::new(),
@@ -247,7 +252,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             limits: Some(settings.limits.resolve(&task.config)),
             identity: None,
         };
-        let identity = trial_identity(&task, &config, &settings.agent_fingerprint, &env, 0);
+        let identity = trial_identity(&task, &config, &settings.agent_fingerprint, &env_digest, 0);
         let lock_task = LockTask {
             name: task.name.clone(),
             kind: "local".into(),
@@ -278,7 +283,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
                 &task.task,
                 &task.config,
                 &settings.agent_fingerprint,
-                &task.env,
+                &task.identity.task_env,
                 index,
             );
             // Seven characters as in Harbor; a longer suffix only if two trials of one job

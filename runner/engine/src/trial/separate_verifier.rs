@@ -93,7 +93,7 @@ impl<B: Backend> Trial<B> {
         // A copy of [environment] keeps the trial's resolved env; a section of its own has
         // its own env.
         if !std::ptr::eq(venv, &task.config.environment) {
-            spec.main.env = tasks::template::resolve_env(&venv.env).map_err(|e| {
+            spec.main.env = task.resolve_env(&venv.env).map_err(|e| {
                 TrialFailure::new(
                     ExceptionType::EnvironmentStartError,
                     format!("task {}: verifier environment env: {e}", task.name),

@@ -61,6 +61,8 @@ pub struct FileSettings {
     pub agent_toolchain: Option<bool>,
     /// Runner-only `shard` and `n_shards` (a shard's config.json runs that shard again).
     pub shard: Option<engine::job::Shard>,
+    /// Runner-only `task_env_from` (--task-env-from).
+    pub task_env_from: Option<Vec<String>>,
 }
 
 /// A config file runner cannot use, naming the file and the field.
@@ -170,7 +172,7 @@ impl Section {
         match self.fields.keys().next() {
             None => Ok(()),
             Some(field) => Err(format!(
-                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb, max_trial_log_mb, shard and n_shards)",
+                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb, max_trial_log_mb, task_env_from, shard and n_shards)",
                 self.name(field)
             )),
         }
@@ -217,6 +219,7 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         pids_limit: root.typed("pids_limit", "a whole number")?,
         max_download_mb: root.typed("max_download_mb", "a whole number")?,
         max_trial_log_mb: root.typed("max_trial_log_mb", "a whole number")?,
+        task_env_from: root.typed("task_env_from", "a list of variable names")?,
         ..FileSettings::default()
     };
     let shard: Option<u32> = root.typed("shard", "a whole number")?;
@@ -501,6 +504,7 @@ mod tests {
             agent_config: Some("/agents/a.toml".into()),
             shard: Some(2),
             n_shards: Some(3),
+            task_env_from: vec!["DATASET_VERSION".into()],
         };
         let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
         assert_eq!(
@@ -512,6 +516,7 @@ mod tests {
             ),
             (Some("j"), Some(2), Some("nop"), Some(1))
         );
+        assert_eq!(s.task_env_from, Some(vec!["DATASET_VERSION".to_owned()]));
         assert_eq!(s.path, Some(PathBuf::from("/d")));
         assert_eq!(s.include, Some(vec!["a*".to_owned()]));
         assert_eq!(s.multipliers.get("timeout_multiplier"), Some(&1.0));
@@ -581,5 +586,33 @@ mod tests {
                 .unwrap_err()
                 .starts_with("not valid YAML")
         );
+    }
+
+    #[test]
+    fn a_deeply_nested_config_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = 300_000;
+        for (name, text, says) in [
+            (
+                "job.yaml",
+                format!("agents:\n{}x\n", "- ".repeat(deep)),
+                "nested deeper than 128",
+            ),
+            (
+                "job.json",
+                format!("{{\"agents\": {}{}}}", "[".repeat(deep), "]".repeat(deep)),
+                "recursion limit exceeded",
+            ),
+            (
+                "job.toml",
+                format!("agents = {}{}\n", "[".repeat(deep), "]".repeat(deep)),
+                "not valid TOML",
+            ),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let err = load(&path).unwrap_err().to_string();
+            assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+        }
     }
 }

@@ -9,6 +9,7 @@ mod llm;
 mod selection;
 mod signals;
 pub mod steering;
+mod task_env;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -94,6 +95,11 @@ pub struct RunArgs {
     /// a rewarded trial verified this way after the agent changed them.
     #[arg(long)]
     pub agent_toolchain: bool,
+    /// A host variable that `${NAME}` templates in task env tables may read (repeatable).
+    /// Templates naming any other variable take their default or refuse the task; a value
+    /// that looks like a credential is refused unless --allow-container-secrets.
+    #[arg(long = "task-env-from", value_name = "NAME")]
+    pub task_env_from: Vec<String>,
     /// Refuse to upload an agent source tree with uncommitted changes.
     #[arg(long)]
     pub require_clean_source: bool,
@@ -302,7 +308,10 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         bridge,
         agent_toolchain: args.agent_toolchain,
     };
+    let host = task_env::host_vars(&args.task_env_from, args.allow_container_secrets, &job_dir)?;
+    dataset.pass_host_vars(&host);
     let mut plan = plan_job(&dataset, &settings);
+    plan.config.task_env_from = args.task_env_from.clone();
     steering::record_selection(&mut plan.config, &args.steering.selection);
     steering::record_agent_config(&mut plan.config, args.agent_config.as_deref());
     for skipped in &plan.skipped {
@@ -330,6 +339,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         .await
         .map_err(CliError::bad_input)?;
     let _lock = dir_lock::lock(&job_dir)?;
+    task_env::keep_key(&host, &job_dir)?;
     if args.resume.is_some() {
         let report = resume(&job_dir, &mut plan, &selectors).map_err(CliError::bad_input)?;
         note_resume(&report, &job_dir);

@@ -211,6 +211,7 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
     fill!("max_download_mb", s.max_download_mb => args.max_download_mb);
     fill!("max_trial_log_mb", s.max_trial_log_mb => args.max_trial_log_mb);
     fill!("shard", s.shard.map(Some) => args.shard);
+    fill!("task_env_from", s.task_env_from => args.task_env_from);
     fill!("include", s.include => args.steering.selection.include);
     fill!("exclude", s.exclude => args.steering.selection.exclude);
     fill!("n_tasks", s.n_tasks.map(Some) => args.steering.selection.n_tasks);
