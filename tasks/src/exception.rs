@@ -114,6 +114,19 @@ exception_types! {
     /// or the trial's container stopped before its verification ended (the agent stopped its
     /// PID 1). The verification the agent destroyed counts as its failure (runner-only).
     VerifierKilledError => false,
+    /// The runner could not do its own work in the trial's environment because of the state
+    /// left inside it, outside any memory limit or engine fault: the main container stopped
+    /// without being OOM-killed (its PID 1 was ended from inside), or the shell the runner's
+    /// commands run through (`bash`) is missing, not executable or not a shell any more. Only
+    /// what runs inside (the agent, its installer, what they left running) reaches that state,
+    /// so it is the agent's failure, never retried (runner-only). An image that never had a
+    /// working `bash` fails every trial this way, the oracle's included.
+    BrokenEnvironmentError => false,
+    /// A step's `setup.sh` failed, ran past the setup deadline or could not run, or the step's
+    /// healthcheck did not pass, in the container the agent's install and earlier steps left:
+    /// the agent's failure, never retried (runner-only; Harbor records a `RuntimeError`). A
+    /// task whose step setup fails on its own fails its oracle trials too.
+    StepSetupError => false,
     /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
     StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
@@ -212,6 +225,8 @@ impl ExceptionType {
             | VerifierOutputParseError
             | RewardFileUnsafeError
             | VerifierKilledError
+            | BrokenEnvironmentError
+            | StepSetupError
             | StorageLimitExceededError => Blame::Agent,
             AddTestsDirError
             | DownloadVerifierDirError
@@ -243,6 +258,8 @@ impl ExceptionType {
             | AgentSetupError
             | AgentServerError
             | TrajectoryValidationError
+            | BrokenEnvironmentError
+            | StepSetupError
             | StorageLimitExceededError => &[F::Agent],
             VerifierTimeoutError => &[F::Timeout, F::Verifier],
             RewardFileNotFoundError
@@ -393,6 +410,9 @@ mod tests {
             "TrajectoryValidationError",
             "RewardFileNotFoundError",
             "VerifierKilledError",
+            "BrokenEnvironmentError",
+            "StepSetupError",
+            "StorageLimitExceededError",
         ] {
             assert_eq!(
                 ExceptionType::from_name(agent).blame(),
