@@ -14,6 +14,10 @@ pub const PIDS_PER_CPU: u32 = 256;
 /// Memory of a task that sets none, in MB (Harbor's newer default is 2048; 4096 leaves room for
 /// the tasks written against Harbor 0.13, which sets no limit at all).
 pub const DEFAULT_MEMORY_MB: u64 = 4096;
+/// Storage of a task that sets none, in MB: Harbor's newer default (`storage_mb = 10240`).
+/// Without a limit an agent could fill the host's disk, and every trial's plumbing would then
+/// fail as infrastructure errors: a limit makes a full disk the agent's failure.
+pub const DEFAULT_STORAGE_MB: u64 = 10240;
 /// Default cap on the files a trial brings back (agent logs and artifacts).
 pub const DEFAULT_DOWNLOAD_CAP_BYTES: u64 = 1024 << 20;
 /// Default cap on `trial.log`.
@@ -46,12 +50,13 @@ impl Default for LimitSettings {
 }
 
 impl LimitSettings {
-    /// The limits of one trial of `task`. Storage enforcement starts as `Watched` when the task
-    /// sets `storage_mb`; the backend reports `Quota` once it knows its driver enforces it.
+    /// The limits of one trial of `task`. Storage is the task's `storage_mb`, else
+    /// [`DEFAULT_STORAGE_MB`]; its enforcement starts as `Watched`, and the backend reports
+    /// `Quota` once it knows its driver enforces it.
     pub fn resolve(&self, task: &TaskConfig) -> TrialLimits {
         let env = &task.environment;
         let memory_mb = env.effective_memory_mb().unwrap_or(DEFAULT_MEMORY_MB);
-        let storage_mb = env.effective_storage_mb();
+        let storage_mb = Some(env.effective_storage_mb().unwrap_or(DEFAULT_STORAGE_MB));
         TrialLimits {
             pids_limit: self.pids_limit.unwrap_or_else(|| pids_for(env.cpus)),
             memory_mb,
@@ -91,11 +96,12 @@ mod tests {
     }
 
     #[test]
-    fn memory_has_no_extra_swap_and_a_default() {
+    fn memory_has_no_extra_swap_and_memory_and_storage_have_defaults() {
         let mut task = TaskConfig::default();
         let limits = LimitSettings::default().resolve(&task);
         assert_eq!((limits.memory_mb, limits.memory_swap_mb), (4096, 4096));
-        assert_eq!(limits.storage_enforcement, StorageEnforcement::None);
+        assert_eq!(limits.storage_mb, Some(DEFAULT_STORAGE_MB), "Harbor's default");
+        assert_eq!(limits.storage_enforcement, StorageEnforcement::Watched);
         task.environment.memory_mb = Some(1024);
         task.environment.storage_mb = Some(2048);
         let limits = LimitSettings::default().resolve(&task);

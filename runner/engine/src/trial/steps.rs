@@ -133,12 +133,11 @@ impl<B: Backend> Trial<B> {
                 "step {:?}: {}: {}",
                 step.name, failure.kind, failure.message
             ));
-            let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure
-                && failure.kind != ExceptionType::Other("RuntimeError".into())
-                && failure.kind != ExceptionType::HealthcheckError;
+            let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure;
             record_step_failure(self.current_step(), &failure);
-            // A broken sandbox ends the trial as it would a single-step one; a failed
-            // setup.sh or healthcheck ends it through the gate (no rewards), as in Harbor.
+            // A broken sandbox ends the trial as it would a single-step one (and is questioned
+            // as one: see `attribution`); a failed setup.sh or healthcheck ends it through the
+            // gate (no rewards), as in Harbor, as the agent's `StepSetupError`.
             return if infrastructure { Err(failure) } else { Ok(()) };
         }
 
@@ -291,8 +290,10 @@ impl<B: Backend> Trial<B> {
                     .await?;
                 if !out.success() {
                     return Err(TrialFailure::new(
-                        // Harbor raises a RuntimeError here and records that class name.
-                        ExceptionType::Other("RuntimeError".into()),
+                        // Harbor raises a RuntimeError here; the container it ran in is the
+                        // one the agent's install and earlier steps shaped, so it is the
+                        // agent's failure, never a retried infrastructure error.
+                        ExceptionType::StepSetupError,
                         format!(
                             "Step '{}' setup.sh exited with code {}: {}",
                             step.name,
@@ -309,7 +310,7 @@ impl<B: Backend> Trial<B> {
             Ok(Err(failure)) => return Err(failure),
             Err(_) => {
                 return Err(TrialFailure::new(
-                    ExceptionType::Other("RuntimeError".into()),
+                    ExceptionType::StepSetupError,
                     format!(
                         "Step '{}' setup took longer than {} seconds",
                         step.name,
@@ -319,12 +320,25 @@ impl<B: Backend> Trial<B> {
             }
         }
         if let Some(check) = &step.healthcheck {
+            // The services it checks run in the container the agent has had: a step's
+            // healthcheck that fails is the agent's (the environment's own, before the agent,
+            // stays a HealthcheckError).
             let bounded = tokio::time::timeout(limit, healthcheck::run(&sandbox, check, &self.log));
             match bounded.await {
-                Ok(result) => result?,
+                Ok(Ok(())) => {}
+                Ok(Err(failure)) if failure.kind == ExceptionType::HealthcheckError => {
+                    return Err(TrialFailure::new(
+                        ExceptionType::StepSetupError,
+                        format!(
+                            "step {:?}: the step's healthcheck failed: {}",
+                            step.name, failure.message
+                        ),
+                    ));
+                }
+                Ok(Err(failure)) => return Err(failure),
                 Err(_) => {
                     return Err(TrialFailure::new(
-                        ExceptionType::HealthcheckError,
+                        ExceptionType::StepSetupError,
                         format!("step {:?}: the healthcheck did not pass in time", step.name),
                     ));
                 }

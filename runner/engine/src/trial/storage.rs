@@ -1,6 +1,8 @@
 //! Watching `storage_mb` where the storage driver cannot enforce it: the environment's
 //! writable layer is measured every few seconds while the agent and the verifier run, and the
-//! trial is stopped with `StorageLimitExceededError` once it is past the limit.
+//! trial is stopped with `StorageLimitExceededError` once it is past the limit. A phase that
+//! ends is measured once more, so a layer that grew past the limit between two looks (an
+//! agent that writes fast and exits) is caught before the next phase runs on a full disk.
 
 use std::future::Future;
 use std::time::Duration;
@@ -35,7 +37,8 @@ impl<S: Sandbox> StorageWatch<S> {
         }
     }
 
-    /// Runs `phase`, stopping it with `StorageLimitExceededError` if the limit is passed first.
+    /// Runs `phase`, stopping it with `StorageLimitExceededError` if the limit is passed first
+    /// or is found passed when it ends.
     pub(super) async fn guard<T>(
         &self,
         phase: impl Future<Output = Result<T, TrialFailure>>,
@@ -43,10 +46,15 @@ impl<S: Sandbox> StorageWatch<S> {
         let Some(sandbox) = &self.sandbox else {
             return phase.await;
         };
-        tokio::select! {
+        let ended = tokio::select! {
             biased;
             ended = phase => ended,
-            failure = self.exceeded(sandbox) => Err(failure),
+            failure = self.exceeded(sandbox) => return Err(failure),
+        };
+        let value = ended?;
+        match self.look(sandbox, &mut true).await {
+            Some(failure) => Err(failure),
+            None => Ok(value),
         }
     }
 
@@ -54,24 +62,32 @@ impl<S: Sandbox> StorageWatch<S> {
         let mut warned = false;
         loop {
             tokio::time::sleep(self.interval).await;
-            match sandbox.disk_usage().await {
-                Ok(Some(used)) if used > self.limit_bytes => {
-                    return TrialFailure::new(
-                        ExceptionType::StorageLimitExceededError,
-                        format!(
-                            "the environment wrote {} MB, past the task's storage_mb = {}; the trial was stopped",
-                            used >> 20,
-                            self.limit_bytes >> 20
-                        ),
-                    );
-                }
-                Ok(_) => {}
-                Err(e) if !warned => {
-                    warned = true;
+            if let Some(failure) = self.look(sandbox, &mut warned).await {
+                return failure;
+            }
+        }
+    }
+
+    /// One measurement: the failure when the layer is past the limit. A measurement that
+    /// fails is logged once (`warned`) and passes.
+    async fn look(&self, sandbox: &S, warned: &mut bool) -> Option<TrialFailure> {
+        match sandbox.disk_usage().await {
+            Ok(Some(used)) if used > self.limit_bytes => Some(TrialFailure::new(
+                ExceptionType::StorageLimitExceededError,
+                format!(
+                    "the environment wrote {} MB, past the trial's storage_mb = {}; the trial was stopped",
+                    used >> 20,
+                    self.limit_bytes >> 20
+                ),
+            )),
+            Ok(_) => None,
+            Err(e) => {
+                if !*warned {
+                    *warned = true;
                     self.log
                         .line(&format!("storage watch: measuring disk usage failed: {e}"));
                 }
-                Err(_) => {}
+                None
             }
         }
     }
@@ -136,6 +152,18 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    #[tokio::test]
+    async fn a_phase_that_ends_past_the_limit_between_two_looks_is_caught_at_its_end() {
+        // The first measurement (at the phase's end, before any periodic look) is past it.
+        let quick = async { Ok::<_, TrialFailure>(()) };
+        let failure = watch(200 << 20, Some(100)).guard(quick).await.unwrap_err();
+        assert_eq!(failure.kind, ExceptionType::StorageLimitExceededError);
+        // A phase's own failure is returned as it is, unmeasured.
+        let failed = async { Err::<(), _>(TrialFailure::cancelled()) };
+        let failure = watch(200 << 20, Some(100)).guard(failed).await.unwrap_err();
+        assert_eq!(failure.kind, ExceptionType::CancelledError);
     }
 
     #[tokio::test]
