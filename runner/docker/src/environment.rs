@@ -231,7 +231,7 @@ impl DockerEnvironment {
             container.id.clone(),
             workdir,
             spec.observer.clone(),
-            limits.download_cap_bytes,
+            (limits.download_cap_bytes, limits.download_cap_entries),
             removals.clone(),
         )
         .with_jail(jail.clone());

@@ -46,6 +46,19 @@ impl ExecObserver {
             list.push(TruncatedOutput {
                 path: path.into(),
                 cap_bytes,
+                cap_entries: None,
+            });
+        }
+    }
+
+    /// Records that the download into `path` (a directory relative to the trial directory)
+    /// stopped at the trial's entry cap of `cap_entries`; `cap_bytes` is its byte cap.
+    pub fn record_entry_cap(&self, path: impl Into<String>, cap_bytes: u64, cap_entries: u64) {
+        if let Ok(mut list) = self.truncated.lock() {
+            list.push(TruncatedOutput {
+                path: path.into(),
+                cap_bytes,
+                cap_entries: Some(cap_entries),
             });
         }
     }

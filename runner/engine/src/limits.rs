@@ -20,6 +20,10 @@ pub const DEFAULT_MEMORY_MB: u64 = 4096;
 pub const DEFAULT_STORAGE_MB: u64 = 10240;
 /// Default cap on the files a trial brings back (agent logs and artifacts).
 pub const DEFAULT_DOWNLOAD_CAP_BYTES: u64 = 1024 << 20;
+/// Default cap on the entries a trial brings back (files, directories, links: each costs the
+/// host an inode and a tar header even when empty). Generous for logs and artifacts trees;
+/// a flood of millions of empty files stops here.
+pub const DEFAULT_DOWNLOAD_CAP_ENTRIES: u64 = tasks::records::DEFAULT_DOWNLOAD_CAP_ENTRIES;
 /// Default cap on `trial.log`.
 pub const DEFAULT_TRIAL_LOG_CAP_BYTES: u64 = 100 << 20;
 /// How often a watched `storage_mb` is checked.
@@ -32,6 +36,8 @@ pub struct LimitSettings {
     pub pids_limit: Option<u32>,
     /// Cap on downloaded files per trial.
     pub download_cap_bytes: u64,
+    /// Cap on downloaded entries per trial (files, directories, links).
+    pub download_cap_entries: u64,
     /// Cap on `trial.log`.
     pub trial_log_cap_bytes: u64,
     /// How often a watched storage limit is checked.
@@ -43,6 +49,7 @@ impl Default for LimitSettings {
         Self {
             pids_limit: None,
             download_cap_bytes: DEFAULT_DOWNLOAD_CAP_BYTES,
+            download_cap_entries: DEFAULT_DOWNLOAD_CAP_ENTRIES,
             trial_log_cap_bytes: DEFAULT_TRIAL_LOG_CAP_BYTES,
             storage_check_interval: DEFAULT_STORAGE_CHECK_INTERVAL,
         }
@@ -69,6 +76,7 @@ impl LimitSettings {
                 StorageEnforcement::None
             },
             download_cap_bytes: self.download_cap_bytes,
+            download_cap_entries: self.download_cap_entries,
             trial_log_cap_bytes: self.trial_log_cap_bytes,
         }
     }

@@ -216,13 +216,14 @@ impl<B: Backend> Trial<B> {
         ));
         log.line(&format!("timeouts: {timeouts}"));
         log.line(&format!(
-            "limits: pids {}, memory {} MB (swap included), storage {}, downloads {} MB, trial.log {} MB",
+            "limits: pids {}, memory {} MB (swap included), storage {}, downloads {} MB and {} entries, trial.log {} MB",
             limits.pids_limit,
             limits.memory_mb,
             limits
                 .storage_mb
                 .map_or("unlimited".to_owned(), |mb| format!("{mb} MB")),
             limits.download_cap_bytes >> 20,
+            limits.download_cap_entries,
             limits.trial_log_cap_bytes >> 20
         ));
         let sink_log = log.clone();
@@ -421,6 +422,7 @@ impl<B: Backend> Trial<B> {
                 .push(tasks::records::TruncatedOutput {
                     path: "trial.log".into(),
                     cap_bytes: self.log.cap(),
+                    cap_entries: None,
                 });
         }
         self.result.finished_at = Some(Utc::now());
