@@ -178,7 +178,9 @@ impl DownloadBudget {
     /// Takes one entry; false when none is left.
     fn take_entry(&self) -> bool {
         self.entries_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1))
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(1)
+            })
             .is_ok()
     }
 }

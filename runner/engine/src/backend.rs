@@ -413,7 +413,9 @@ pub trait Environment: Send + Sync + 'static {
     /// What state the main service is in, asked after a failure of the runner's own work to
     /// tell the agent's doing (a container stopped from inside) from the infrastructure's.
     /// `Ok(None)`: this backend cannot tell (nothing is then blamed on the agent through it).
-    fn main_state(&self) -> impl Future<Output = Result<Option<ServiceState>, BackendError>> + Send {
+    fn main_state(
+        &self,
+    ) -> impl Future<Output = Result<Option<ServiceState>, BackendError>> + Send {
         async { Ok(None) }
     }
 

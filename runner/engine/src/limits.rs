@@ -108,7 +108,11 @@ mod tests {
         let mut task = TaskConfig::default();
         let limits = LimitSettings::default().resolve(&task);
         assert_eq!((limits.memory_mb, limits.memory_swap_mb), (4096, 4096));
-        assert_eq!(limits.storage_mb, Some(DEFAULT_STORAGE_MB), "Harbor's default");
+        assert_eq!(
+            limits.storage_mb,
+            Some(DEFAULT_STORAGE_MB),
+            "Harbor's default"
+        );
         assert_eq!(limits.storage_enforcement, StorageEnforcement::Watched);
         task.environment.memory_mb = Some(1024);
         task.environment.storage_mb = Some(2048);

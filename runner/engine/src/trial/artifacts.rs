@@ -590,10 +590,16 @@ mod tests {
     #[test]
     fn staging_goes_to_the_runners_own_fresh_directory() {
         let file = stage_file_script("/app/x", "/tmp/runner-artifact.abc", "x", 10);
-        assert!(file.contains("mkdir -m 700 '/tmp/runner-artifact.abc'"), "{file}");
+        assert!(
+            file.contains("mkdir -m 700 '/tmp/runner-artifact.abc'"),
+            "{file}"
+        );
         assert!(!file.contains("mktemp"), "{file}");
         let dir = stage_dir_script("/app", "/tmp/runner-artifact.abc", &["*.o".into()], 10);
-        assert!(dir.starts_with("mkdir -m 700 '/tmp/runner-artifact.abc' || exit 1"), "{dir}");
+        assert!(
+            dir.starts_with("mkdir -m 700 '/tmp/runner-artifact.abc' || exit 1"),
+            "{dir}"
+        );
     }
 
     #[test]

@@ -125,7 +125,8 @@ async fn shell_broken<S: Sandbox>(sandbox: &S) -> Option<String> {
         )),
         Ok(out) => Some(format!(
             "a `printf` through it exited {} and printed {:?}: {}",
-            out.exit_code.map_or("without a code".into(), |c| c.to_string()),
+            out.exit_code
+                .map_or("without a code".into(), |c| c.to_string()),
             tasks::exception::first_line(&out.stdout),
             tasks::exception::first_line(out.stderr.trim())
         )),

@@ -148,6 +148,7 @@ pub async fn run_trial<B: Backend>(
         trial.fail(failure);
     }
     trial.attribute().await;
+    trial.unscore_unverified_step_failure();
     trial.close_bridge().await;
     trial.teardown().await;
     trial.finish(started)

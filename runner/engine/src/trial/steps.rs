@@ -377,6 +377,32 @@ impl<B: Backend> Trial<B> {
         }
     }
 
+    /// A multi-step trial that ended with the agent's failure in a step that was never
+    /// verified (its setup sabotaged, its container stopped or its shell broken, its disk
+    /// full) keeps no trial reward: it is an `agent_error`, a 0. Harbor's mean over the steps
+    /// *with* a verifier result would otherwise score it on the steps before alone, so an
+    /// agent expecting a 0 on a later step could raise its score by breaking that step's
+    /// setup (two steps: 1.0 instead of 0.5). The steps' own rewards stay in `step_results`.
+    pub(super) fn unscore_unverified_step_failure(&mut self) {
+        let agents = self
+            .result
+            .exception_info
+            .as_ref()
+            .is_some_and(|info| info.exception_type.blame() == tasks::Blame::Agent);
+        let unverified = self
+            .result
+            .step_results
+            .as_ref()
+            .and_then(|steps| steps.last())
+            .is_some_and(|last| last.exception_info.is_some() && last.verifier_result.is_none());
+        if agents && unverified && self.result.verifier_result.take().is_some() {
+            self.log.line(
+                "the trial ended with the agent's failure in a step that was not verified: no \
+                 trial reward (agent_error, a 0), not the mean of the steps before it",
+            );
+        }
+    }
+
     /// Writes `agent/trajectory.json` joining the steps' (see [`tasks::steps_trajectory`]).
     fn join_step_trajectories(&self, steps: &[StepResult]) {
         let names: Vec<String> = steps.iter().map(|s| s.step_name.clone()).collect();
