@@ -127,6 +127,11 @@ exception_types! {
     /// the agent's failure, never retried (runner-only; Harbor records a `RuntimeError`). A
     /// task whose step setup fails on its own fails its oracle trials too.
     StepSetupError => false,
+    /// What the agent left in the trial kept the isolated tests from starting: a program or
+    /// library of the image's toolchain replaced by something that cannot be covered (a
+    /// directory where the image has a file), directories kept swapping while the jail anchored
+    /// them. A verification the agent made impossible counts as its failure (runner-only).
+    VerifierBlockedError => false,
     /// The environment's writable layer grew past the task's `storage_mb` (runner-only).
     StorageLimitExceededError => false,
     /// The runner itself failed inside the trial: a panic or an unexpected error (runner-only).
@@ -227,6 +232,7 @@ impl ExceptionType {
             | VerifierKilledError
             | BrokenEnvironmentError
             | StepSetupError
+            | VerifierBlockedError
             | StorageLimitExceededError => Blame::Agent,
             AddTestsDirError
             | DownloadVerifierDirError
@@ -270,7 +276,8 @@ impl ExceptionType {
             | DownloadVerifierDirError
             | VerifierEnvError
             | VerifierSandboxError
-            | VerifierKilledError => &[F::Verifier],
+            | VerifierKilledError
+            | VerifierBlockedError => &[F::Verifier],
             EnvironmentStartTimeoutError | BackendTimeoutError => &[F::Timeout, F::Environment],
             SandboxBuildFailedError
             | ImagePullError
@@ -413,6 +420,7 @@ mod tests {
             "BrokenEnvironmentError",
             "StepSetupError",
             "StorageLimitExceededError",
+            "VerifierBlockedError",
         ] {
             assert_eq!(
                 ExceptionType::from_name(agent).blame(),

@@ -1,7 +1,8 @@
 //! Running the verifier isolated from what the agent left behind: the request a verifier makes
-//! of a sandbox and what comes back. A sandbox that cannot isolate says so
-//! ([`IsolatedVerifyOutcome::Unavailable`]) and the verifier falls back to a plain exec,
-//! recording that the isolation was missing.
+//! of a sandbox and what comes back. A sandbox without isolation says so
+//! ([`IsolatedVerifyOutcome::Unsupported`]) and the verifier falls back to a plain exec,
+//! recording that the isolation was missing; a sandbox whose isolation failed to set up
+//! ([`IsolatedVerifyOutcome::Unavailable`]) fails the verification instead.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +23,10 @@ pub struct IsolatedVerifyRequest {
     pub env: BTreeMap<String, String>,
     /// The tests' deadline; the sandbox stops them (TERM, grace, KILL) when it passes.
     pub timeout: Duration,
+    /// Run the tests with the programs and startup hooks the agent left instead of the
+    /// image's own (the job's `--agent-toolchain`); what the agent changed is recorded either
+    /// way.
+    pub agent_toolchain: bool,
     /// The host directory that receives the private `/logs/verifier` (regular files and
     /// directories only, within the trial's download cap).
     pub output_dir: PathBuf,
@@ -36,8 +41,17 @@ pub struct IsolatedVerifyRequest {
 pub enum IsolatedVerifyOutcome {
     /// The tests ran isolated.
     Ran(IsolatedRun),
-    /// Isolation could not be set up (the tests did not run): why.
+    /// The sandbox has no isolation at all (a backend without a jail): the verifier runs the
+    /// tests with a plain exec and records that they were not isolated.
+    Unsupported(String),
+    /// The sandbox's isolation could not be set up, for a reason outside the trial (the
+    /// engine, the host's kernel or security profile): the tests did not run, and the
+    /// verification fails as an infrastructure error (never a fallback to a plain exec).
     Unavailable(String),
+    /// The trial's own state, which the agent made, kept the isolated tests from starting (a
+    /// program of the image replaced by a directory, paths kept swapping): the agent's
+    /// failure. The message says what was found.
+    Blocked(String),
     /// The verification was killed from inside the trial, nothing the runner did and no
     /// memory limit hit: what ran the tests died of a signal from the trial's PID namespace,
     /// or the trial's container stopped before the verification ended. No result exists; the
@@ -64,4 +78,7 @@ pub struct IsolatedRun {
     pub truncated: Vec<String>,
     /// True when the request's `then_download` was brought back.
     pub then_downloaded: bool,
+    /// The tests' programs and startup hooks the agent changed (`path: what`), whether the
+    /// tests then ran with the image's (the default) or the agent's.
+    pub toolchain_changes: Vec<String>,
 }

@@ -177,14 +177,14 @@ pub trait Sandbox: Send + Sync {
 
     /// Runs the task's tests so that no process left in the sandbox can write what they read
     /// or write (`/tests`, `/logs/verifier`), with the processes left listed. A sandbox that
-    /// cannot answers [`IsolatedVerifyOutcome::Unavailable`], which is the default.
+    /// has no isolation answers [`IsolatedVerifyOutcome::Unsupported`], which is the default.
     fn verify_isolated(
         &self,
         request: IsolatedVerifyRequest,
     ) -> impl Future<Output = Result<IsolatedVerifyOutcome, SandboxError>> + Send {
         let _ = request;
         async {
-            Ok(IsolatedVerifyOutcome::Unavailable(
+            Ok(IsolatedVerifyOutcome::Unsupported(
                 "this sandbox cannot run the verifier isolated".into(),
             ))
         }

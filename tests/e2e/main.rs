@@ -18,5 +18,6 @@ mod steering;
 mod step_phases;
 mod steps;
 mod support;
+mod toolchain;
 mod validate;
 mod view;

@@ -51,6 +51,17 @@ pub enum VerifierErrorKind {
         /// What the sandbox saw.
         message: String,
     },
+    /// What the agent left in the trial kept the isolated tests from starting (see
+    /// [`tasks::isolation::IsolatedVerifyOutcome::Blocked`]).
+    #[error(
+        "task {task}: the agent's changes to the environment kept the tests from starting: {message}; this counts as the agent's failure (if the oracle's trials end this way too, the task's image is at fault)"
+    )]
+    Blocked {
+        /// The task's name.
+        task: String,
+        /// What the sandbox found.
+        message: String,
+    },
     /// The task's `tests/` could not be copied to `/tests`.
     #[error(
         "task {task}: copying tests/ to /tests failed: {message}; check the task's tests/ directory and the container"
@@ -143,6 +154,7 @@ impl VerifierErrorKind {
             VerifierErrorKind::Env { .. } => ExceptionType::VerifierEnvError,
             VerifierErrorKind::Sandbox { .. } => ExceptionType::VerifierSandboxError,
             VerifierErrorKind::Killed { .. } => ExceptionType::VerifierKilledError,
+            VerifierErrorKind::Blocked { .. } => ExceptionType::VerifierBlockedError,
             VerifierErrorKind::Timeout { .. } => ExceptionType::VerifierTimeoutError,
             VerifierErrorKind::DownloadVerifierDir { .. } => {
                 ExceptionType::DownloadVerifierDirError

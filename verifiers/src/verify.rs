@@ -70,6 +70,11 @@ pub struct VerifyNotes {
     pub then_download: Option<(String, PathBuf)>,
     /// True when the isolated run brought `then_download` back (else it is the caller's).
     pub then_downloaded: bool,
+    /// Set by the caller: run the tests with the agent's programs and startup hooks (the
+    /// job's `--agent-toolchain`).
+    pub agent_toolchain: bool,
+    /// The tests' programs and startup hooks the agent changed, when a jail checked them.
+    pub toolchain_changes: Option<Vec<String>>,
 }
 
 /// Verifies one trial: runs `/tests/test.sh` as the `[verifier]` user with `[verifier].env`,
@@ -202,6 +207,7 @@ impl<S: Sandbox> Run<'_, S> {
             timeout: deadline.saturating_duration_since(Instant::now()),
             output_dir: self.host_dir.clone(),
             then_download: self.notes.then_download.clone(),
+            agent_toolchain: self.notes.agent_toolchain,
         };
         let started = Instant::now();
         let isolated = self.sandbox.verify_isolated(request).await;
@@ -215,11 +221,25 @@ impl<S: Sandbox> Run<'_, S> {
             IsolatedVerifyOutcome::Killed(message) => {
                 return Err(VerifierErrorKind::Killed { task, message }.into());
             }
+            IsolatedVerifyOutcome::Blocked(message) => {
+                return Err(VerifierErrorKind::Blocked { task, message }.into());
+            }
+            // Never a fallback: tests run beside the agent's leftovers would let them forge
+            // the reward, and the host's failure must not pass for a result.
             IsolatedVerifyOutcome::Unavailable(why) => {
+                return Err(VerifierErrorKind::Sandbox {
+                    task,
+                    step: "set up the verifier jail".into(),
+                    message: why,
+                }
+                .into());
+            }
+            IsolatedVerifyOutcome::Unsupported(why) => {
                 tracing::warn!(task = %task, "verifier isolation unavailable: {why}");
                 self.notes.isolation = Some(VerifierIsolation {
                     isolated: false,
                     detail: why,
+                    toolchain: None,
                 });
                 self.list_leftovers().await;
             }
@@ -249,6 +269,7 @@ impl<S: Sandbox> Run<'_, S> {
             detail: "separate verifier environment: a container of its own, running the tests \
                      its image holds"
                 .into(),
+            toolchain: None,
         });
         std::fs::create_dir_all(&self.host_dir).map_err(|e| self.download_failed(e))?;
         self.root("prepare /logs/verifier", PREPARE_LOGS).await?;
@@ -325,7 +346,16 @@ impl<S: Sandbox> Run<'_, S> {
         self.notes.isolation = Some(VerifierIsolation {
             isolated: true,
             detail: run.mechanism.clone(),
+            toolchain: Some(
+                if self.notes.agent_toolchain {
+                    "agent"
+                } else {
+                    "image"
+                }
+                .into(),
+            ),
         });
+        self.notes.toolchain_changes = Some(run.toolchain_changes);
         self.notes.leftover_processes = run.leftover_processes;
         self.notes.then_downloaded = run.then_downloaded;
         self.notes.refused_outputs = run.skipped.into_iter().chain(run.truncated).collect();

@@ -10,16 +10,25 @@ pub(crate) enum TestOutcome {
 
 /// Runs `bash -c <command>` as `identity` in its own session, with capabilities cut to `keep`,
 /// and waits for it or the deadline (TERM to the group, grace, KILL).
+/// With `root`, the tests start in that directory as their `/` (`rootview.rs`).
 pub(crate) fn run_tests(
     options: &Options,
     identity: &Identity,
     keep: u64,
+    root: Option<&str>,
 ) -> Result<TestOutcome, String> {
     let workdir = options
         .workdir
         .clone()
         .filter(|w| Path::new(w).is_dir())
         .unwrap_or_else(|| "/".to_owned());
+    let into_root = match root {
+        Some(root) => Some((
+            cstring(root).map_err(|e| e.to_string())?,
+            cstring(&workdir).map_err(|e| e.to_string())?,
+        )),
+        None => None,
+    };
     let mut command = Command::new("bash");
     command
         .arg("-c")
@@ -36,7 +45,14 @@ pub(crate) fn run_tests(
     let identity = identity.clone();
     // SAFETY: the closure runs in the forked child before exec and only makes system calls.
     unsafe {
-        command.pre_exec(move || drop_privileges(&identity, keep));
+        command.pre_exec(move || {
+            if let Some((root, workdir)) = &into_root {
+                // std changed into the workdir before this; it is then outside the new root.
+                check(sys::chroot(root.as_ptr()))?;
+                check(libc_chdir(workdir))?;
+            }
+            drop_privileges(&identity, keep)
+        });
     }
     let mut child = command
         .spawn()
@@ -71,6 +87,10 @@ pub(crate) fn run_tests(
         (None, Some(signal)) => TestOutcome::Signalled(signal),
         (None, None) => TestOutcome::Exited(-1),
     })
+}
+
+fn libc_chdir(path: &CString) -> i32 {
+    unsafe { sys::chdir(path.as_ptr()) }
 }
 
 /// In the child: a new session, the bounding set cut to `keep`, the verifier's groups and ids,

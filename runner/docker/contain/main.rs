@@ -26,8 +26,10 @@
 //!    `/logs/artifacts` is empty then); a fresh jail's results are downloaded from the stopped
 //!    jail, a warm one sends them over its stdout as a tar (`stream.rs`).
 //!
-//! Exit codes: 0 the tests ran; 2 isolation could not be set up (nothing ran; the runner falls
-//! back and records it); 3 a failure after the tests started; 64 bad arguments.
+//! Exit codes: 0 the tests ran; 2 isolation could not be set up for a reason outside the
+//! trial (nothing ran; an error of the trial, never a fallback); 3 a failure after the tests
+//! started; 5 the trial's state, which the agent made, blocked the verification (the agent's
+//! failure); 64 bad arguments.
 //!
 //! Kept std-only so the build script can compile it with `rustc` alone.
 
@@ -72,25 +74,39 @@ pub(crate) const MAX_ACCOUNT_FILE: u64 = 4 << 20;
 
 mod accounts;
 mod copy;
+mod hooks;
 mod launch;
 mod mounts;
 mod order;
+mod pins;
 mod procs;
+mod rootview;
 mod stream;
 mod sys;
 #[cfg(test)]
 mod tests;
+mod toolchain;
 
 use accounts::{Identity, read_capped, resolve_identity};
 use copy::{Budget, copy_tree};
 use launch::{TestOutcome, run_tests};
-use mounts::{anchor_all, check, join_namespaces, mount};
+use mounts::{Anchor, anchor, anchor_all, check, cstring, join_namespaces, mount};
 use procs::{bounding_set_of, list_processes};
+use toolchain::{
+    PYTEST_CONFIGS, Pin, Plan, Source, in_trial, is_site_hook, note_change,
+    without_executable_lines,
+};
+
+/// The tests' `PATH` when their environment has none (Docker's default).
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("wait") {
         std::process::exit(order::wait_and_verify());
+    }
+    if args.first().map(String::as_str) == Some("probe") {
+        std::process::exit(probe());
     }
     let code = match Options::parse(&args) {
         Ok(options) => verify(&options),
@@ -115,6 +131,9 @@ struct Options {
     max_total_bytes: u64,
     tests_tmpfs_bytes: u64,
     verifier_tmpfs_bytes: u64,
+    /// The job opted into running the tests with the agent's programs and hooks
+    /// (`toolchain.rs` still records what the agent changed).
+    agent_toolchain: bool,
 }
 
 impl Options {
@@ -134,6 +153,7 @@ impl Options {
             max_total_bytes: 256 << 20,
             tests_tmpfs_bytes: 1 << 30,
             verifier_tmpfs_bytes: 512 << 20,
+            agent_toolchain: false,
         };
         while let Some(flag) = args.next() {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -160,6 +180,7 @@ impl Options {
                 "--max-total-bytes" => options.max_total_bytes = number()?,
                 "--tests-tmpfs-bytes" => options.tests_tmpfs_bytes = number()?,
                 "--verifier-tmpfs-bytes" => options.verifier_tmpfs_bytes = number()?,
+                "--agent-toolchain" => options.agent_toolchain = value == "1",
                 other => return Err(format!("unknown flag {other}")),
             }
         }
@@ -177,6 +198,10 @@ enum Failure {
     Unavailable(String),
     /// Something failed after the tests started.
     Error(String),
+    /// What the agent left in the trial made the verification impossible (a program of the
+    /// image it replaced with a directory, paths it kept swapping, an account it broke): the
+    /// tests did not run, and that is the agent's failure.
+    Blocked(String),
 }
 
 /// The status file the runner reads, one `key\tvalue` line each.
@@ -216,6 +241,10 @@ fn verify_into(options: &Options, out_dir: &DirFd) -> i32 {
         Err(Failure::Error(why)) => {
             status.push("error", &why);
             3
+        }
+        Err(Failure::Blocked(why)) => {
+            status.push("blocked", &why);
+            5
         }
     };
     let text = status.lines.join("\n") + "\n";
@@ -260,8 +289,28 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
                 .into(),
         ));
     }
+    // Still in the jail's own root, which is the image as built: what the tests take from it.
+    let search = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
+    let plan = toolchain::plan(&search);
+    let image_passwd = read_capped("/etc/passwd").unwrap_or_default();
+    let image_group = read_capped("/etc/group").unwrap_or_default();
+    let pinning = match options.agent_toolchain {
+        true => None,
+        false => Some((pins::prepare(&plan)?, rootview::image_links())),
+    };
     join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
     anchor_all().map_err(Failure::Unavailable)?;
+    let changes = plan.changes;
+    let image_top = match pinning {
+        Some((prepared, links)) => {
+            pins::apply(prepared.clones)?;
+            Some(rootview::ImageTop {
+                links,
+                configs: prepared.configs,
+            })
+        }
+        None => None,
+    };
     check(unsafe { sys::unshare(sys::CLONE_NEWNS) })
         .map_err(|e| unavailable("unsharing the mount namespace", e))?;
     mount(None, "/", None, sys::MS_REC | sys::MS_PRIVATE, None)
@@ -277,11 +326,19 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         )
         .map_err(|e| unavailable(&format!("mounting a private {target}"), e))
     };
-    tmpfs("/tests", options.tests_tmpfs_bytes)?;
     tmpfs("/logs/verifier", options.verifier_tmpfs_bytes)?;
-    fs::set_permissions("/tests", fs::Permissions::from_mode(0o755))
+    let (root, tests) = match image_top {
+        Some(image_top) => {
+            rootview::build(image_top, options.tests_tmpfs_bytes)?;
+            (Some(rootview::ROOT), Path::new(rootview::TESTS_IN_ROOT))
+        }
+        None => {
+            tmpfs("/tests", options.tests_tmpfs_bytes)?;
+            (None, Path::new("/tests"))
+        }
+    };
+    fs::set_permissions(tests, fs::Permissions::from_mode(0o755))
         .map_err(|e| unavailable("chmod /tests", e))?;
-    let tests = Path::new("/tests");
     copy_tree(
         &tests_src.path,
         tests,
@@ -290,18 +347,29 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         &mut |_, _| {},
     )
     .map_err(|e| unavailable("copying the tests into /tests", e))?;
-    if let Ok(meta) = fs::metadata("/tests/test.sh") {
+    let script = tests.join("test.sh");
+    if let Ok(meta) = fs::metadata(&script) {
         let mode = meta.permissions().mode() | 0o755;
-        let _ = fs::set_permissions("/tests/test.sh", fs::Permissions::from_mode(mode));
+        let _ = fs::set_permissions(&script, fs::Permissions::from_mode(mode));
     }
-    let identity = resolve_identity(options.user.as_deref()).map_err(Failure::Unavailable)?;
+    for change in &changes {
+        status.push("toolchain_change", change);
+    }
+    if options.agent_toolchain {
+        status.push("toolchain", "agent");
+    }
+    // The image's accounts first: an agent that broke /etc/group cannot break the tests' user.
+    let spec = options.user.as_deref().unwrap_or("0");
+    let identity = accounts::resolve_user(spec, &image_passwd, &image_group)
+        .or_else(|_| resolve_identity(options.user.as_deref()))
+        .map_err(Failure::Blocked)?;
     let passwd = read_capped("/etc/passwd").unwrap_or_default();
     let processes = list_processes(&passwd);
     let listing: String = processes.iter().map(|p| p.to_line() + "\n").collect();
     fs::write(out.join("processes"), listing).map_err(|e| Failure::Error(e.to_string()))?;
     status.push("isolated", "private mount namespace");
     let keep = agent_caps | (1 << CAP_WAKE_ALARM);
-    let outcome = run_tests(options, &identity, keep).map_err(Failure::Error)?;
+    let outcome = run_tests(options, &identity, keep, root).map_err(Failure::Error)?;
     match outcome {
         TestOutcome::Exited(code) => status.push("exit_code", &code.to_string()),
         TestOutcome::Signalled(signal) => status.push("signal", &signal.to_string()),
@@ -329,6 +397,39 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         status.push("artifacts", "empty");
     }
     Ok(())
+}
+
+/// `contain probe`, run once before a job's first trial in a container of its own
+/// (`jail_preflight.rs`): the mount calls a verification makes, on `/probe`. Exit 0 when
+/// they work; else 2 with the refused call on stderr.
+fn probe() -> i32 {
+    let steps = || -> Result<(), String> {
+        check(unsafe { sys::unshare(sys::CLONE_NEWNS) }).map_err(|e| format!("unshare: {e}"))?;
+        mount(None, "/", None, sys::MS_REC | sys::MS_PRIVATE, None)
+            .map_err(|e| format!("making mounts private: {e}"))?;
+        mount(Some("probe"), "/probe", Some("tmpfs"), 0, Some("size=64k"))
+            .map_err(|e| format!("mounting a tmpfs: {e}"))?;
+        fs::write("/probe/file", b"").map_err(|e| format!("writing on the tmpfs: {e}"))?;
+        fs::create_dir("/probe/dir").map_err(|e| format!("a directory on the tmpfs: {e}"))?;
+        mount(
+            Some("/probe/dir"),
+            "/probe/dir",
+            None,
+            sys::MS_BIND | sys::MS_REC,
+            None,
+        )
+        .map_err(|e| format!("a bind mount: {e}"))?;
+        let clone = pins::open_tree("/probe/file").map_err(|e| format!("open_tree: {e}"))?;
+        fs::write("/probe/target", b"").map_err(|e| format!("writing on the tmpfs: {e}"))?;
+        pins::attach(&clone, "/probe/target").map_err(|e| format!("move_mount: {e}"))
+    };
+    match steps() {
+        Ok(()) => 0,
+        Err(why) => {
+            eprintln!("contain probe: {why}");
+            2
+        }
+    }
 }
 
 /// True when the trial's `/logs/artifacts` is a directory with nothing in it once the tests

@@ -75,6 +75,9 @@ pub(crate) fn anchor_all() -> Result<(), String> {
 pub(crate) enum Anchor {
     EmptyReadOnly,
     SelfBind,
+    /// A directory above a pinned file (`pins.rs`): bound onto itself with its flags and the
+    /// mounts under it as they are.
+    Directory,
 }
 
 /// Makes `path` a real directory and a mount point. A symlink or file there (left by the agent)
@@ -86,7 +89,7 @@ pub(crate) fn anchor(path: &str, kind: Anchor) -> Result<(), String> {
     for _attempt in 0..20 {
         let mounts = fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("reading mountinfo: {e}"))?;
-        if kind == Anchor::SelfBind && is_mount_point(&mounts, path) {
+        if kind != Anchor::EmptyReadOnly && is_mount_point(&mounts, path) {
             return Ok(());
         }
         let dir = match OpenOptions::new()
@@ -107,7 +110,15 @@ pub(crate) fn anchor(path: &str, kind: Anchor) -> Result<(), String> {
         };
         let fd_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
         let mounted = match kind {
-            Anchor::SelfBind => mount(Some(&fd_path), &fd_path, None, sys::MS_BIND, None),
+            // Recursive: a directory such as `/etc` carries the engine's own mounts
+            // (`/etc/hosts`, `/etc/resolv.conf`), which must stay on top of it.
+            Anchor::SelfBind | Anchor::Directory => mount(
+                Some(&fd_path),
+                &fd_path,
+                None,
+                sys::MS_BIND | sys::MS_REC,
+                None,
+            ),
             Anchor::EmptyReadOnly => mount(
                 Some("runner-anchor"),
                 &fd_path,

@@ -1,5 +1,5 @@
 //! The few libc calls std does not wrap.
-use std::os::raw::{c_char, c_int, c_ulong, c_void};
+use std::os::raw::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 
 pub const CLONE_NEWNS: c_int = 0x0002_0000;
 pub const CLONE_NEWUTS: c_int = 0x0400_0000;
@@ -17,6 +17,12 @@ pub const PR_CAP_AMBIENT: c_int = 47;
 pub const PR_CAP_AMBIENT_RAISE: c_ulong = 2;
 pub const PR_CAP_AMBIENT_CLEAR_ALL: c_ulong = 4;
 pub const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+pub const SYS_OPEN_TREE: c_long = 428;
+pub const SYS_MOVE_MOUNT: c_long = 429;
+pub const OPEN_TREE_CLONE: c_uint = 1;
+pub const OPEN_TREE_CLOEXEC: c_uint = 0o2000000;
+pub const AT_FDCWD: c_int = -100;
+pub const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 4;
 
 #[repr(C)]
 pub struct CapHeader {
@@ -55,4 +61,7 @@ unsafe extern "C" {
     pub fn setresuid(r: u32, e: u32, s: u32) -> c_int;
     pub fn setsid() -> c_int;
     pub fn kill(pid: c_int, sig: c_int) -> c_int;
+    pub fn chroot(path: *const c_char) -> c_int;
+    pub fn chdir(path: *const c_char) -> c_int;
+    pub fn syscall(number: c_long, ...) -> c_long;
 }

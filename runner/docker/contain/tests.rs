@@ -237,3 +237,79 @@ fn only_a_real_directory_with_nothing_in_it_is_empty() {
     assert!(!is_empty_dir(&base.join("file")));
     let _ = fs::remove_dir_all(base.parent().unwrap());
 }
+
+#[test]
+fn the_programs_a_test_script_runs_are_tools_and_look_alikes_are_not() {
+    use super::toolchain::is_tool_name;
+    for name in [
+        "bash",
+        "sh",
+        "dash",
+        "env",
+        "python3",
+        "python3.12",
+        "python3.12m",
+        "perl5.36.0",
+        "pip3.11",
+        "pytest",
+        "pytest-3",
+        "uvx",
+        "curl",
+    ] {
+        assert!(is_tool_name(name), "{name} is a tool");
+    }
+    for name in [
+        "python3-config",
+        "bashbug",
+        "python3.12-config",
+        "envsubst",
+        "curlie",
+        "ls",
+    ] {
+        assert!(!is_tool_name(name), "{name} is not a tool");
+    }
+}
+
+#[test]
+fn the_loader_and_the_c_library_family_are_pinned_and_other_libraries_are_not() {
+    use super::toolchain::is_pinned_library;
+    for name in [
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+        "libc.so.6",
+        "libm.so.6",
+        "libtinfo.so.6.4",
+        "libpython3.12.so.1.0",
+        "libz.so.1",
+    ] {
+        assert!(is_pinned_library(name), "{name} is pinned");
+    }
+    for name in [
+        "libcap.so.2",
+        "libcurl.so.4",
+        "libcrypto.so.3",
+        "libmagic.so.1",
+        "libc++.so",
+    ] {
+        assert!(!is_pinned_library(name), "{name} is not pinned");
+    }
+}
+
+#[test]
+fn python_startup_hooks_are_recognised_and_pth_import_lines_dropped() {
+    use super::toolchain::{is_site_hook, without_executable_lines};
+    for name in [
+        "sitecustomize.py",
+        "usercustomize.py",
+        "sitecustomize",
+        "sitecustomize.cpython-312.pyc",
+    ] {
+        assert!(is_site_hook(name), "{name}");
+    }
+    assert!(!is_site_hook("sitecustomize_helpers.py"));
+    assert_eq!(without_executable_lines(b"/opt/lib\n./vendor\n"), None);
+    assert_eq!(
+        without_executable_lines(b"/opt/lib\nimport os; os.system('forge')\nimport\tx\n"),
+        Some(b"/opt/lib\n".to_vec())
+    );
+}

@@ -196,6 +196,9 @@ fn verify_args(spec: &JailSpec, request: &IsolatedVerifyRequest) -> Vec<String> 
     if request.env.contains_key("HOME") {
         args.extend(["--keep-home".to_owned(), "1".to_owned()]);
     }
+    if request.agent_toolchain {
+        args.extend(["--agent-toolchain".to_owned(), "1".to_owned()]);
+    }
     args
 }
 
@@ -216,8 +219,17 @@ pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
         ]),
         init: Some(false),
         auto_remove: Some(false),
+        security_opt: jail_security_opt(),
         ..spec.limits.clone()
     }
+}
+
+/// The jail's security options: the engine's defaults, or no AppArmor confinement when the
+/// user set `RUNNER_JAIL_APPARMOR=unconfined` for a host whose default profile denies the
+/// jail's mounts (see `jail_preflight.rs`). The agent's container is never affected.
+pub(crate) fn jail_security_opt() -> Option<Vec<String>> {
+    let choice = std::env::var(super::jail_preflight::JAIL_APPARMOR_ENV).ok()?;
+    (choice == "unconfined").then(|| vec!["apparmor=unconfined".to_owned()])
 }
 
 fn jail_body(spec: &JailSpec, request: &IsolatedVerifyRequest) -> ContainerCreateBody {
@@ -447,11 +459,17 @@ fn outcome_of(
             truncated: status.truncated,
             // The sandbox sets it when it brought the request's directory back.
             then_downloaded: false,
+            toolchain_changes: status.toolchain_changes,
         })),
         2 => Ok(IsolatedVerifyOutcome::Unavailable(
             status
                 .unavailable
                 .unwrap_or_else(|| "the verifier jail could not isolate the tests".into()),
+        )),
+        5 => Ok(IsolatedVerifyOutcome::Blocked(
+            status.blocked.unwrap_or_else(|| {
+                "the verifier jail found the trial in a state it could not verify".into()
+            }),
         )),
         code => Err(DockerError::Jail(format!(
             "the verifier jail failed (exit {code}): {}",
@@ -558,6 +576,10 @@ struct JailStatus {
     truncated: Vec<String>,
     unavailable: Option<String>,
     error: Option<String>,
+    /// What the agent left that kept the tests from starting (exit 5).
+    blocked: Option<String>,
+    /// The tests' programs and startup hooks the agent changed.
+    toolchain_changes: Vec<String>,
     /// The trial's `/logs/artifacts` was an empty directory once the tests were over.
     artifacts_empty: bool,
 }
@@ -575,6 +597,8 @@ fn parse_status(text: &str) -> JailStatus {
             "truncated" => status.truncated.push(value.to_owned()),
             "unavailable" => status.unavailable = Some(value.to_owned()),
             "error" => status.error = Some(value.to_owned()),
+            "blocked" => status.blocked = Some(value.to_owned()),
+            "toolchain_change" => status.toolchain_changes.push(value.to_owned()),
             "artifacts" => status.artifacts_empty = value == "empty",
             _ => {}
         }
@@ -598,6 +622,12 @@ mod tests {
         assert_eq!(status.skipped, vec!["/logs/verifier/x: it is a fifo"]);
         assert_eq!(status.truncated.len(), 1);
         assert!(!status.artifacts_empty);
+        let status = parse_status(
+            "toolchain_change\t/usr/bin/python3.11: changed by the agent\n\
+             toolchain_change\t/etc/ld.so.preload: added by the agent\nblocked\t/usr/bin/bash: x\n",
+        );
+        assert_eq!(status.toolchain_changes.len(), 2);
+        assert_eq!(status.blocked.as_deref(), Some("/usr/bin/bash: x"));
         let status = parse_status("timed_out\t1\nunavailable\tno mount\nartifacts\tempty\n");
         assert!(status.artifacts_empty);
         assert!(status.timed_out);
@@ -626,6 +656,7 @@ mod tests {
             timeout: Duration::from_secs(30),
             output_dir: "/o".into(),
             then_download: None,
+            agent_toolchain: false,
         };
         let body = jail_body(&spec, &request);
         let host = body.host_config.unwrap();

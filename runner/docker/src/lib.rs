@@ -23,6 +23,7 @@ mod gpus;
 mod image;
 mod image_defaults;
 mod jail;
+mod jail_preflight;
 mod jail_signal;
 mod jail_warm;
 mod labels;
@@ -44,6 +45,7 @@ pub use facts::{EngineFacts, free_bytes};
 pub use image::{
     DEFAULT_MIN_FREE_DISK_MB, DEFAULT_PULLS_PER_MINUTE, ImagePolicy, ImageService, sanitize,
 };
+pub use jail_preflight::{JAIL_APPARMOR_ENV, check_jail};
 pub use labels::Owner;
 pub use ledger::{Ledger, LedgerEntry, LedgerOrigin, default_state_dir};
 pub use prune::{PruneItem, PruneReport, prune_images};

@@ -202,7 +202,7 @@ impl Sandbox for DockerSandbox {
         request: IsolatedVerifyRequest,
     ) -> Result<IsolatedVerifyOutcome, SandboxError> {
         let unavailable = || {
-            Ok(IsolatedVerifyOutcome::Unavailable(
+            Ok(IsolatedVerifyOutcome::Unsupported(
                 "this sandbox has no verifier jail".into(),
             ))
         };

@@ -122,6 +122,11 @@ pub struct Trial {
     pub usage: Usage,
     /// Named verifier checks.
     pub checks: Vec<Check>,
+    /// `verifier_toolchain_changes` (runner-only): the tests' programs and startup hooks the
+    /// agent changed.
+    pub toolchain_changes: Vec<String>,
+    /// `verifier_isolation.toolchain`: whose programs ran the tests (`image` or `agent`).
+    pub toolchain: Option<String>,
     /// What could not be read in this trial dir.
     pub problems: Vec<String>,
 }
@@ -274,6 +279,8 @@ pub fn load_trial(dir: &Path) -> Trial {
             .collect(),
         usage: Usage::default(),
         checks: Vec::new(),
+        toolchain_changes: Vec::new(),
+        toolchain: None,
         problems: Vec::new(),
     };
     trial.agent = trial_config
@@ -314,6 +321,18 @@ fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
     if let Some(source) = str_at(result, "/source") {
         trial.source = Some(source.to_owned());
     }
+    trial.toolchain = str_at(result, "/verifier_isolation/toolchain").map(str::to_owned);
+    trial.toolchain_changes = result
+        .get("verifier_toolchain_changes")
+        .and_then(Value::as_array)
+        .map(|changes| {
+            changes
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     trial.started_at = str_at(result, "/started_at").map(str::to_owned);
     trial.finished_at = str_at(result, "/finished_at").map(str::to_owned);
     trial.seconds = seconds_between(trial.started_at.as_deref(), trial.finished_at.as_deref());

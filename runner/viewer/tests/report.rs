@@ -212,3 +212,23 @@ fn no_jobs_or_a_bad_dir_is_an_error() {
     let err = write_report(&[out.path().join("nope")], out.path()).unwrap_err();
     assert!(matches!(err, ViewerError::NotADirectory { .. }));
 }
+
+#[test]
+fn a_trial_page_lists_the_tests_programs_the_agent_changed() {
+    let scratch = ScratchJob::new("job");
+    let result_path = scratch.job.join("hello__Ef45Gh6/result.json");
+    let mut result: serde_json::Value = serde_json::from_str(&read(&result_path)).unwrap();
+    result["verifier_toolchain_changes"] =
+        serde_json::json!(["/usr/local/bin/python3: added by the agent, earlier on PATH"]);
+    result["verifier_isolation"] =
+        serde_json::json!({"isolated": true, "detail": "jail", "toolchain": "image"});
+    std::fs::write(&result_path, result.to_string()).unwrap();
+    let out = scratch.report();
+    let page = read(&out.join("job1-2026-12-01__10-00-00/hello__Ef45Gh6.html"));
+    assert!(page.contains("the tests ran with the image"), "{page}");
+    assert!(
+        page.contains("<code>/usr/local/bin/python3: added by the agent, earlier on PATH</code>")
+    );
+    let untouched = read(&out.join("job1-2026-12-01__10-00-00/hello__Ab12Cd3.html"));
+    assert!(!untouched.contains("the tests ran with the image"));
+}

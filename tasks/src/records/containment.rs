@@ -88,6 +88,11 @@ pub struct VerifierIsolation {
     pub isolated: bool,
     /// The mechanism, or why it was unavailable.
     pub detail: String,
+    /// Whose programs and startup hooks ran the tests: `"image"` (the task image's own, the
+    /// default) or `"agent"` (the job opted into what the agent left, `--agent-toolchain`).
+    /// Absent where no jail ran (a separate verifier, a backend without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolchain: Option<String>,
 }
 
 /// A file the runner cut at a cap, or a directory whose download stopped at the entry cap

@@ -133,6 +133,11 @@ pub struct VerifierConfig {
     pub env: BTreeMap<String, String>,
     /// Skip verification.
     pub disable: bool,
+    /// Run the tests with the programs and startup hooks the agent left (Harbor's behaviour)
+    /// instead of the image's own (`runner run --agent-toolchain`; runner-only, absent when
+    /// false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agent_toolchain: bool,
 }
 
 /// `<trial>/config.json`.

@@ -224,6 +224,11 @@ pub struct TrialResult {
     /// Whether the verifier ran isolated from them (runner-only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier_isolation: Option<VerifierIsolation>,
+    /// The programs and startup hooks of the tests that the agent changed (`path: what`;
+    /// runner-only): an empty list when the jail found none, absent where no jail checked.
+    /// The tests ran with the image's own unless `verifier_isolation.toolchain` is `"agent"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier_toolchain_changes: Option<Vec<String>>,
     /// Files the runner cut at a cap (runner-only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated_outputs: Vec<TruncatedOutput>,

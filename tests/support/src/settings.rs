@@ -29,5 +29,6 @@ pub fn job_settings(dir: &Path, job_name: &str, agent: &AnyAgent, k: u32) -> Job
         runner_commit: None,
         limits: engine::LimitSettings::default(),
         bridge: None,
+        agent_toolchain: false,
     }
 }

@@ -54,6 +54,9 @@ pub struct JobSettings {
     pub limits: crate::limits::LimitSettings,
     /// The LLM bridge trials call models through (`-m` / `--llm-config`), if any.
     pub bridge: Option<crate::trial::JobBridge>,
+    /// Run the tests with the programs and startup hooks the agent left instead of the
+    /// image's own (`--agent-toolchain`; recorded as `verifier.agent_toolchain`).
+    pub agent_toolchain: bool,
 }
 
 /// A planned job.
@@ -185,7 +188,10 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             force_build: settings.force_build,
             ..EnvironmentConfig::default()
         },
-        verifier: VerifierConfig::default(),
+        verifier: VerifierConfig {
+            agent_toolchain: settings.agent_toolchain,
+            ..VerifierConfig::default()
+        },
         metrics: Vec::new(),
         agents: vec![settings.agent.clone()],
         datasets: vec![DatasetRef {

@@ -52,7 +52,10 @@ impl<B: Backend> Trial<B> {
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(Instant::now);
-        let mut notes = verifiers::VerifyNotes::default();
+        let mut notes = verifiers::VerifyNotes {
+            agent_toolchain: self.plan.config.verifier.agent_toolchain,
+            ..verifiers::VerifyNotes::default()
+        };
         let task = &self.plan.task;
         let verified = match step {
             None => {
@@ -98,12 +101,29 @@ impl<B: Backend> Trial<B> {
                 ));
             }
         }
+        match (&notes.toolchain_changes, notes.agent_toolchain) {
+            (Some(changes), _) if changes.is_empty() => self.log.line(
+                "the tests' programs and startup hooks are the image's: the agent changed none",
+            ),
+            (Some(changes), agent) => {
+                self.log.line(&format!(
+                    "the agent changed {} of the tests' programs or startup hooks; the tests ran with {}:",
+                    changes.len(),
+                    if agent { "the agent's (--agent-toolchain)" } else { "the image's own" }
+                ));
+                for change in changes {
+                    self.log.line(&format!("  {change}"));
+                }
+            }
+            (None, _) => {}
+        }
         for refused in &notes.refused_outputs {
             self.log
                 .line(&format!("verifier output not kept whole: {refused}"));
         }
         self.artifacts_collected = notes.then_downloaded;
         self.result.verifier_isolation = notes.isolation;
+        self.result.verifier_toolchain_changes = notes.toolchain_changes;
         self.result.agent_leftover_processes = notes.leftover_processes;
     }
 

@@ -57,6 +57,8 @@ pub struct FileSettings {
     pub max_download_mb: Option<u64>,
     /// Runner-only `max_trial_log_mb`.
     pub max_trial_log_mb: Option<u64>,
+    /// Runner-only `verifier.agent_toolchain`.
+    pub agent_toolchain: Option<bool>,
 }
 
 /// A config file runner cannot use, naming the file and the field.
@@ -239,6 +241,7 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         ] {
             v.default_only(field, &[])?;
         }
+        s.agent_toolchain = v.typed("agent_toolchain", "true or false")?;
         v.finish()?;
     }
     if let Some(agents) = root.take("agents") {

@@ -87,6 +87,13 @@ pub struct RunArgs {
     /// not publishable.
     #[arg(long)]
     pub allow_container_secrets: bool,
+    /// Run the tests with the programs and startup hooks the agent left (its python3, bash,
+    /// ld.so.preload, sitecustomize, /conftest.py), as Harbor does, instead of the task
+    /// image's own. Only for tasks whose tests must use what the agent built; recorded in
+    /// config.json (verifier.agent_toolchain) and each result, and validate-submission fails
+    /// a rewarded trial verified this way after the agent changed them.
+    #[arg(long)]
+    pub agent_toolchain: bool,
     /// Refuse to upload an agent source tree with uncommitted changes.
     #[arg(long)]
     pub require_clean_source: bool,
@@ -289,6 +296,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             ..engine::LimitSettings::default()
         },
         bridge,
+        agent_toolchain: args.agent_toolchain,
     };
     let mut plan = plan_job(&dataset, &settings);
     steering::record_selection(&mut plan.config, &args.steering.selection);
@@ -302,12 +310,17 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             dataset.dir.display()
         )));
     }
+    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
+    // Before the job dir is touched: a host that cannot isolate any trial's tests says so
+    // once, with the fix, instead of failing every trial.
+    docker_backend::check_jail(&client)
+        .await
+        .map_err(CliError::bad_input)?;
     let _lock = dir_lock::lock(&job_dir)?;
     if args.resume.is_some() {
         let report = resume(&job_dir, &mut plan, &selectors).map_err(CliError::bad_input)?;
         note_resume(&report, &job_dir);
     }
-    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     match reap_dead_owners(&client).await {
         Ok(0) => {}
         Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),

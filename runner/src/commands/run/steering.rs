@@ -206,6 +206,7 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
     fill!("retry_exclude", s.retry_exclude.map(Some) => args.retry_exclude);
     fill!("force_build", s.force_build => args.force_build);
     fill!("allow_container_secrets", s.allow_container_secrets => args.allow_container_secrets);
+    fill!("agent_toolchain", s.agent_toolchain => args.agent_toolchain);
     fill!("pids_limit", s.pids_limit.map(Some) => args.pids_limit);
     fill!("max_download_mb", s.max_download_mb => args.max_download_mb);
     fill!("max_trial_log_mb", s.max_trial_log_mb => args.max_trial_log_mb);

@@ -146,6 +146,15 @@ pub(crate) fn render(
                 } }
             }
         }
+        @if !trial.toolchain_changes.is_empty() {
+            div.toolchain {
+                p { strong { "The agent changed the tests' programs or startup hooks" }
+                    @if trial.toolchain.as_deref() == Some("agent") {
+                        "; the tests ran with the agent's (--agent-toolchain):"
+                    } @else { "; the tests ran with the image's own:" } }
+                ul { @for change in &trial.toolchain_changes { li { code { (change) } } } }
+            }
+        }
         (log(trial, "verifier/test-stdout.txt", links))
         h2 { "Trajectory" }
         (trajectory.markup)

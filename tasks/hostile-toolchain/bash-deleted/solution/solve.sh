@@ -1,0 +1,2 @@
+#!/bin/bash
+rm -f /usr/bin/bash /bin/bash

@@ -1,0 +1,2 @@
+#!/bin/bash
+python3 -c "open(\"/app/hello.txt\", \"w\").write(\"Hello, world!\")"
