@@ -162,16 +162,16 @@ fn a_pid_1_killed_before_the_network_switch_is_the_agents_failure() {
 }
 
 #[test]
-fn a_shell_made_unusable_between_steps_is_the_agents_failure() {
+fn root_made_unusable_between_steps_is_the_agents_failure() {
     let run = blame();
-    let task = "shell-broken-between-steps";
+    let task = "exec-broken-between-steps";
     run.assert_agents_failure(task, "BrokenEnvironmentError");
     let message = run.result(task)["exception_info"]["exception_message"]
         .as_str()
         .unwrap()
         .to_owned();
     assert!(
-        message.contains("the shell the runner's commands run through is not usable"),
+        message.contains("the runner's own commands cannot run in the container any more"),
         "{message}"
     );
 }

@@ -155,7 +155,7 @@ async fn a_shell_broken_under_the_runners_step_plumbing_is_the_agents_failure() 
         .unwrap()
         .exception_message;
     assert!(
-        message.contains("the shell the runner's commands run through is not usable")
+        message.contains("the runner's own commands cannot run in the container any more")
             && message.contains("exited 126"),
         "{message}"
     );

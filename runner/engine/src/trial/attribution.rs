@@ -16,8 +16,9 @@
 //!    OOM kill stays the infrastructure's, as everywhere else.
 //! 2. Is its writable layer at its storage limit? ([`ExceptionType::StorageLimitExceededError`];
 //!    a host disk that filled below the trial's limit stays the infrastructure's.)
-//! 3. Does a trivial command still run through its shell (`bash -c`, printing a nonce)? If the
-//!    engine runs it and it does not answer, the shell is not usable
+//! 3. Does a trivial command of the runner's (`bash -c` as root, printing a nonce) still run?
+//!    If the engine runs it and it does not answer, or the engine refuses it for the
+//!    container's own files (no `bash`, no account for root), the container is not usable
 //!    ([`ExceptionType::BrokenEnvironmentError`]).
 //!
 //! An engine that does not answer a question keeps the error as it was: nothing is blamed on
@@ -98,9 +99,9 @@ pub(super) async fn diagnose<E: Environment>(
         (
             ExceptionType::BrokenEnvironmentError,
             format!(
-                "the shell the runner's commands run through is not usable any more ({why}); \
-                 only a process inside the container (the agent, or what it left running) \
-                 changes it after the start"
+                "the runner's own commands cannot run in the container any more: its shell \
+                 or the account they run as is broken ({why}); only a process inside the \
+                 container (the agent, or what it left running) changes them after the start"
             ),
         )
     })
