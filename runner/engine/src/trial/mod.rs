@@ -262,7 +262,7 @@ impl<B: Backend> Trial<B> {
             watch.guard(self.steps()).await?;
             self.close_bridge().await;
         } else {
-            watch.guard(self.agent_run()).await?;
+            watch.guard_to_the_end(self.agent_run()).await?;
             self.close_bridge().await;
             self.collect_artifacts().await;
             watch.guard(self.verification()).await?;

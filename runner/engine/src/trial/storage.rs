@@ -1,8 +1,10 @@
 //! Watching `storage_mb` where the storage driver cannot enforce it: the environment's
 //! writable layer is measured every few seconds while the agent and the verifier run, and the
-//! trial is stopped with `StorageLimitExceededError` once it is past the limit. A phase that
-//! ends is measured once more, so a layer that grew past the limit between two looks (an
-//! agent that writes fast and exits) is caught before the next phase runs on a full disk.
+//! trial is stopped with `StorageLimitExceededError` once it is past the limit. The agent's
+//! run is measured once more as it ends ([`StorageWatch::guard_to_the_end`]), so a layer that
+//! grew past the limit between two looks (an agent that writes fast and exits) is caught
+//! before the verification runs on a full disk. (One look is one engine inspect with sizes,
+//! about half a second here, so the other phases are not measured again at their end.)
 
 use std::future::Future;
 use std::time::Duration;
@@ -37,8 +39,7 @@ impl<S: Sandbox> StorageWatch<S> {
         }
     }
 
-    /// Runs `phase`, stopping it with `StorageLimitExceededError` if the limit is passed first
-    /// or is found passed when it ends.
+    /// Runs `phase`, stopping it with `StorageLimitExceededError` if the limit is passed first.
     pub(super) async fn guard<T>(
         &self,
         phase: impl Future<Output = Result<T, TrialFailure>>,
@@ -46,12 +47,23 @@ impl<S: Sandbox> StorageWatch<S> {
         let Some(sandbox) = &self.sandbox else {
             return phase.await;
         };
-        let ended = tokio::select! {
+        tokio::select! {
             biased;
             ended = phase => ended,
-            failure = self.exceeded(sandbox) => return Err(failure),
+            failure = self.exceeded(sandbox) => Err(failure),
+        }
+    }
+
+    /// As [`Self::guard`], and a phase that ended well is measured once more: the failure
+    /// when the layer is past the limit by then.
+    pub(super) async fn guard_to_the_end<T>(
+        &self,
+        phase: impl Future<Output = Result<T, TrialFailure>>,
+    ) -> Result<T, TrialFailure> {
+        let value = self.guard(phase).await?;
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(value);
         };
-        let value = ended?;
         match self.look(sandbox, &mut true).await {
             Some(failure) => Err(failure),
             None => Ok(value),
@@ -158,11 +170,20 @@ mod tests {
     async fn a_phase_that_ends_past_the_limit_between_two_looks_is_caught_at_its_end() {
         // The first measurement (at the phase's end, before any periodic look) is past it.
         let quick = async { Ok::<_, TrialFailure>(()) };
-        let failure = watch(200 << 20, Some(100)).guard(quick).await.unwrap_err();
+        let failure = watch(200 << 20, Some(100))
+            .guard_to_the_end(quick)
+            .await
+            .unwrap_err();
         assert_eq!(failure.kind, ExceptionType::StorageLimitExceededError);
+        // Only measured at its end when asked.
+        let quick = async { Ok::<_, TrialFailure>(()) };
+        assert!(watch(200 << 20, Some(100)).guard(quick).await.is_ok());
         // A phase's own failure is returned as it is, unmeasured.
         let failed = async { Err::<(), _>(TrialFailure::cancelled()) };
-        let failure = watch(200 << 20, Some(100)).guard(failed).await.unwrap_err();
+        let failure = watch(200 << 20, Some(100))
+            .guard_to_the_end(failed)
+            .await
+            .unwrap_err();
         assert_eq!(failure.kind, ExceptionType::CancelledError);
     }
 
