@@ -114,6 +114,19 @@ exception_types! {
     /// or the trial's container stopped before its verification ended (the agent stopped its
     /// PID 1). The verification the agent destroyed counts as its failure (runner-only).
     VerifierKilledError => false,
+    /// The runner could not do its own work in the trial's environment because of the state
+    /// left inside it, outside any memory limit or engine fault: the main container stopped
+    /// without being OOM-killed (its PID 1 was ended from inside), or the shell the runner's
+    /// commands run through (`bash`) is missing, not executable or not a shell any more. Only
+    /// what runs inside (the agent, its installer, what they left running) reaches that state,
+    /// so it is the agent's failure, never retried (runner-only). An image that never had a
+    /// working `bash` fails every trial this way, the oracle's included.
+    BrokenEnvironmentError => false,
+    /// A step's `setup.sh` failed, ran past the setup deadline or could not run, or the step's
+    /// healthcheck did not pass, in the container the agent's install and earlier steps left:
+    /// the agent's failure, never retried (runner-only; Harbor records a `RuntimeError`). A
+    /// task whose step setup fails on its own fails its oracle trials too.
+    StepSetupError => false,
     /// What the agent left in the trial kept the isolated tests from starting: a program or
     /// library of the image's toolchain replaced by something that cannot be covered (a
     /// directory where the image has a file), directories kept swapping while the jail anchored
@@ -217,6 +230,8 @@ impl ExceptionType {
             | VerifierOutputParseError
             | RewardFileUnsafeError
             | VerifierKilledError
+            | BrokenEnvironmentError
+            | StepSetupError
             | VerifierBlockedError
             | StorageLimitExceededError => Blame::Agent,
             AddTestsDirError
@@ -249,6 +264,8 @@ impl ExceptionType {
             | AgentSetupError
             | AgentServerError
             | TrajectoryValidationError
+            | BrokenEnvironmentError
+            | StepSetupError
             | StorageLimitExceededError => &[F::Agent],
             VerifierTimeoutError => &[F::Timeout, F::Verifier],
             RewardFileNotFoundError
@@ -400,6 +417,9 @@ mod tests {
             "TrajectoryValidationError",
             "RewardFileNotFoundError",
             "VerifierKilledError",
+            "BrokenEnvironmentError",
+            "StepSetupError",
+            "StorageLimitExceededError",
             "VerifierBlockedError",
         ] {
             assert_eq!(

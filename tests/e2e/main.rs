@@ -1,6 +1,7 @@
 //! End-to-end tests of the `runner` binary: one integration-test binary, one module per area.
 //! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
 
+mod agent_blame;
 mod bridge;
 mod bridge_models;
 mod command_agent;

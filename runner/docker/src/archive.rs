@@ -125,25 +125,42 @@ pub async fn upload_parts(
 
 /// What a trial may still bring back to the host: a budget shared by the downloads it covers
 /// (one for agent logs and artifacts, one for the verifier's outputs), so an agent cannot fill
-/// the host's disk through any of them.
+/// the host's disk through any of them: bytes, and entries (an empty file, a directory or a
+/// link costs no bytes but an inode and a tar header each, so millions of them are bounded by
+/// their number).
 #[derive(Debug)]
 pub struct DownloadBudget {
     cap: u64,
     remaining: AtomicU64,
+    entry_cap: u64,
+    entries_left: AtomicU64,
 }
 
 impl DownloadBudget {
-    /// A budget of `cap` bytes.
+    /// A budget of `cap` bytes and the default entry cap (tests).
+    #[cfg(test)]
     pub fn new(cap: u64) -> Self {
+        Self::with_entries(cap, tasks::records::DEFAULT_DOWNLOAD_CAP_ENTRIES)
+    }
+
+    /// A budget of `cap` bytes and `entry_cap` entries.
+    pub fn with_entries(cap: u64, entry_cap: u64) -> Self {
         Self {
             cap,
             remaining: AtomicU64::new(cap),
+            entry_cap,
+            entries_left: AtomicU64::new(entry_cap),
         }
     }
 
     /// The cap in bytes.
     pub fn cap(&self) -> u64 {
         self.cap
+    }
+
+    /// The cap in entries.
+    pub fn entry_cap(&self) -> u64 {
+        self.entry_cap
     }
 
     /// Takes up to `wanted` bytes from the budget; returns how many were granted.
@@ -157,6 +174,15 @@ impl DownloadBudget {
             });
         granted
     }
+
+    /// Takes one entry; false when none is left.
+    fn take_entry(&self) -> bool {
+        self.entries_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok()
+    }
 }
 
 /// What a download left out.
@@ -168,6 +194,8 @@ pub struct DownloadReport {
     pub truncated: Vec<String>,
     /// True when the budget ran out and the rest of the archive was not read.
     pub stopped_early: bool,
+    /// True when it was the entry cap that ran out.
+    pub entries_capped: bool,
 }
 
 /// Chunks in flight between the engine's stream and the unpacker; with the engine's chunk
@@ -276,7 +304,9 @@ impl Read for ChannelReader {
 }
 
 /// Unpacks a tar whose first path component is the downloaded directory's own name, within
-/// `budget`: a file past it is cut and ends with a marker line, and nothing after it is read.
+/// `budget`: a file past it is cut and ends with a marker line, and nothing after it is read;
+/// every entry (skipped ones too: each was read) takes one of the budget's entries, and when
+/// none is left nothing more is read.
 pub(crate) fn unpack_stripped(
     reader: impl Read,
     target: &Path,
@@ -287,6 +317,11 @@ pub(crate) fn unpack_stripped(
     let mut report = DownloadReport::default();
     for entry in archive.entries()? {
         let mut entry = entry?;
+        if !budget.take_entry() {
+            report.entries_capped = true;
+            report.stopped_early = true;
+            return Ok(report);
+        }
         let path = entry.path()?.into_owned();
         let rel: std::path::PathBuf = path.components().skip(1).collect();
         if rel.as_os_str().is_empty() {
@@ -374,5 +409,25 @@ mod tests {
         assert_eq!(report.truncated, vec!["agent/b.txt".to_string()]);
         assert!(report.stopped_early);
         assert_eq!(budget.take(10), 0);
+    }
+
+    #[test]
+    fn empty_entries_are_bounded_by_number_and_the_rest_is_not_read() {
+        let src = tempfile::tempdir().unwrap();
+        for i in 0..50 {
+            std::fs::write(src.path().join(format!("empty-{i:02}")), "").unwrap();
+        }
+        let tar = pack_dir(src.path(), "/logs/agent").unwrap();
+        let budget = DownloadBudget::with_entries(1 << 20, 20);
+        let dst = tempfile::tempdir().unwrap();
+        let report = unpack_stripped(&tar[..], dst.path(), &budget).unwrap();
+        assert!(report.entries_capped && report.stopped_early);
+        let written = std::fs::read_dir(dst.path().join("agent")).unwrap().count();
+        assert_eq!(written, 20, "exactly the cap");
+        // The budget is the trial's: a second download gets nothing.
+        let again = tempfile::tempdir().unwrap();
+        let report = unpack_stripped(&tar[..], again.path(), &budget).unwrap();
+        assert!(report.entries_capped);
+        assert_eq!(std::fs::read_dir(again.path()).unwrap().count(), 0);
     }
 }

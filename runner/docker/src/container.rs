@@ -172,13 +172,16 @@ impl TrialContainer {
         let options = CreateContainerOptionsBuilder::default()
             .name(&spec.name)
             .build();
-        let with_quota = spec.storage_quota_mb.map(|mb| {
-            let mut body = body.clone();
-            if let Some(host) = body.host_config.as_mut() {
-                host.storage_opt = Some(HashMap::from([("size".to_owned(), format!("{mb}M"))]));
-            }
-            body
-        });
+        let with_quota = spec
+            .storage_quota_mb
+            .filter(|_| !client.quota_refused())
+            .map(|mb| {
+                let mut body = body.clone();
+                if let Some(host) = body.host_config.as_mut() {
+                    host.storage_opt = Some(HashMap::from([("size".to_owned(), format!("{mb}M"))]));
+                }
+                body
+            });
         // A quota is only possible on some drivers (overlay2 on xfs with pquota, btrfs, zfs):
         // where the engine refuses it, the container is made without and the runner watches.
         let mut storage_quota = false;
@@ -193,7 +196,7 @@ impl TrialContainer {
                     storage_quota = true;
                     created = Some(made);
                 }
-                Err(e) if is_storage_opt_refusal(&e) => {}
+                Err(e) if is_storage_opt_refusal(&e) => client.refuse_quotas(),
                 Err(e) => {
                     return Err(DockerError::api(
                         format!("creating container {}", spec.name),

@@ -1,7 +1,9 @@
 //! A trial environment on Docker: the main service's container, and for compose tasks the
 //! sidecars, network and volumes of `compose::ComposeRun`.
 
-use engine::{BackendError, BackendErrorKind, Environment, EnvironmentSpec, NetworkAccess};
+use engine::{
+    BackendError, BackendErrorKind, Environment, EnvironmentSpec, NetworkAccess, ServiceState,
+};
 use tasks::records::StorageEnforcement;
 
 use std::sync::Arc;
@@ -229,7 +231,7 @@ impl DockerEnvironment {
             container.id.clone(),
             workdir,
             spec.observer.clone(),
-            limits.download_cap_bytes,
+            (limits.download_cap_bytes, limits.download_cap_entries),
             removals.clone(),
         )
         .with_jail(jail.clone());
@@ -352,6 +354,37 @@ impl Environment for DockerEnvironment {
 
     fn storage_enforcement(&self) -> StorageEnforcement {
         self.storage
+    }
+
+    /// The main container's state by the engine's inspect: a 404 is `Gone`; any other
+    /// failure is the engine's, returned as an error (nothing is blamed on the agent then).
+    async fn main_state(&self) -> Result<Option<ServiceState>, BackendError> {
+        let inspected = match self
+            .client
+            .api()
+            .inspect_container(&self.container.id, None)
+            .await
+        {
+            Ok(inspected) => inspected,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return Ok(Some(ServiceState::Gone)),
+            Err(e) => {
+                return Err(BackendError::new(
+                    BackendErrorKind::Operation,
+                    format!("inspecting container {}: {e}", self.container.name),
+                ));
+            }
+        };
+        let state = inspected.state.unwrap_or_default();
+        Ok(Some(if state.running.unwrap_or(false) {
+            ServiceState::Running
+        } else {
+            ServiceState::Stopped {
+                exit_code: state.exit_code.unwrap_or(-1),
+                oom_killed: state.oom_killed.unwrap_or(false),
+            }
+        }))
     }
 }
 

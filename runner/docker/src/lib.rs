@@ -69,6 +69,10 @@ use tasks::Task;
 #[derive(Clone)]
 pub struct DockerClient {
     docker: Docker,
+    /// Set once the engine refused a writable-layer quota (`--storage-opt size`): its storage
+    /// driver cannot enforce one, so later containers are created without asking again (every
+    /// trial has a storage limit, so asking each time would double every create).
+    quota_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl DockerClient {
@@ -83,7 +87,22 @@ impl DockerClient {
             .ping()
             .await
             .map_err(|e| DockerError::Connect(e.to_string()))?;
-        Ok(DockerClient { docker })
+        Ok(DockerClient {
+            docker,
+            quota_refused: Default::default(),
+        })
+    }
+
+    /// True once the engine refused a storage quota (see the field).
+    pub(crate) fn quota_refused(&self) -> bool {
+        self.quota_refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Remembers that the engine refuses storage quotas.
+    pub(crate) fn refuse_quotas(&self) {
+        self.quota_refused
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The bollard handle.

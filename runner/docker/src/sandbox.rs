@@ -35,25 +35,30 @@ const VERIFIER_DIR: &str = "/logs/verifier";
 
 impl DockerSandbox {
     /// A sandbox over `container`; commands default to `workdir`; `observer` sees their
-    /// output and wall time; downloads share a budget of `download_cap_bytes`, except the
-    /// verifier's outputs, which have their own. It cannot isolate a verifier (see
-    /// [`DockerSandbox::with_jail`]).
+    /// output and wall time; downloads share a budget of `download_cap_bytes` and
+    /// `download_cap_entries`, except the verifier's outputs, which have their own. It cannot
+    /// isolate a verifier (see [`DockerSandbox::with_jail`]).
     pub(crate) fn new(
         client: DockerClient,
         container: String,
         workdir: Option<String>,
         observer: ExecObserver,
-        download_cap_bytes: u64,
+        caps: (u64, u64),
         removals: Removals,
     ) -> Self {
+        let (download_cap_bytes, download_cap_entries) = caps;
         Self {
             client,
             container,
             workdir,
             observer,
-            budget: Arc::new(DownloadBudget::new(download_cap_bytes)),
-            verifier_budget: Arc::new(DownloadBudget::new(
+            budget: Arc::new(DownloadBudget::with_entries(
+                download_cap_bytes,
+                download_cap_entries,
+            )),
+            verifier_budget: Arc::new(DownloadBudget::with_entries(
                 download_cap_bytes.min(VERIFIER_CAP_BYTES),
+                download_cap_entries,
             )),
             jail: None,
             removals,
@@ -166,6 +171,17 @@ impl Sandbox for DockerSandbox {
             ));
             self.observer
                 .record_truncation(shown.join(&name).display().to_string(), budget.cap());
+        }
+        if report.entries_capped {
+            say(format!(
+                "download {source}: stopped at the trial's cap of {} entries (files, directories, links); the rest was not downloaded\n",
+                budget.entry_cap()
+            ));
+            self.observer.record_entry_cap(
+                shown.display().to_string(),
+                budget.cap(),
+                budget.entry_cap(),
+            );
         }
         Ok(())
     }

@@ -46,6 +46,19 @@ impl ExecObserver {
             list.push(TruncatedOutput {
                 path: path.into(),
                 cap_bytes,
+                cap_entries: None,
+            });
+        }
+    }
+
+    /// Records that the download into `path` (a directory relative to the trial directory)
+    /// stopped at the trial's entry cap of `cap_entries`; `cap_bytes` is its byte cap.
+    pub fn record_entry_cap(&self, path: impl Into<String>, cap_bytes: u64, cap_entries: u64) {
+        if let Ok(mut list) = self.truncated.lock() {
+            list.push(TruncatedOutput {
+                path: path.into(),
+                cap_bytes,
+                cap_entries: Some(cap_entries),
             });
         }
     }
@@ -65,6 +78,23 @@ impl ExecObserver {
     pub fn exec_time(&self) -> Duration {
         Duration::from_nanos(self.exec_nanos.load(Ordering::Relaxed))
     }
+}
+
+/// The state of a running environment's main service (see [`Environment::main_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceState {
+    /// It runs.
+    Running,
+    /// It stopped: its PID 1 exited with `exit_code`; `oom_killed` when its memory limit
+    /// killed it.
+    Stopped {
+        /// The exit code its engine reports.
+        exit_code: i64,
+        /// True when the kernel's OOM killer ended it.
+        oom_killed: bool,
+    },
+    /// It no longer exists (removed by someone else than the trial).
+    Gone,
 }
 
 /// How a task's image came to be available.
@@ -378,6 +408,15 @@ pub trait Environment: Send + Sync + 'static {
             self.describe()
         );
         async move { Err(BackendError::new(BackendErrorKind::Unsupported, message)) }
+    }
+
+    /// What state the main service is in, asked after a failure of the runner's own work to
+    /// tell the agent's doing (a container stopped from inside) from the infrastructure's.
+    /// `Ok(None)`: this backend cannot tell (nothing is then blamed on the agent through it).
+    fn main_state(
+        &self,
+    ) -> impl Future<Output = Result<Option<ServiceState>, BackendError>> + Send {
+        async { Ok(None) }
     }
 
     /// How the environment enforces the task's `storage_mb` (when it sets one): by a quota of

@@ -20,7 +20,7 @@ pub mod trial;
 pub use backend::{
     Backend, BackendError, BackendErrorKind, BindMount, Environment, EnvironmentSpec, ExecObserver,
     IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
-    VerifierImage,
+    ServiceState, VerifierImage,
 };
 pub use failure::TrialFailure;
 pub use images::{ImageSource, image_source};

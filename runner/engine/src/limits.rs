@@ -14,8 +14,16 @@ pub const PIDS_PER_CPU: u32 = 256;
 /// Memory of a task that sets none, in MB (Harbor's newer default is 2048; 4096 leaves room for
 /// the tasks written against Harbor 0.13, which sets no limit at all).
 pub const DEFAULT_MEMORY_MB: u64 = 4096;
+/// Storage of a task that sets none, in MB: Harbor's newer default (`storage_mb = 10240`).
+/// Without a limit an agent could fill the host's disk, and every trial's plumbing would then
+/// fail as infrastructure errors: a limit makes a full disk the agent's failure.
+pub const DEFAULT_STORAGE_MB: u64 = 10240;
 /// Default cap on the files a trial brings back (agent logs and artifacts).
 pub const DEFAULT_DOWNLOAD_CAP_BYTES: u64 = 1024 << 20;
+/// Default cap on the entries a trial brings back (files, directories, links: each costs the
+/// host an inode and a tar header even when empty). Generous for logs and artifacts trees;
+/// a flood of millions of empty files stops here.
+pub const DEFAULT_DOWNLOAD_CAP_ENTRIES: u64 = tasks::records::DEFAULT_DOWNLOAD_CAP_ENTRIES;
 /// Default cap on `trial.log`.
 pub const DEFAULT_TRIAL_LOG_CAP_BYTES: u64 = 100 << 20;
 /// How often a watched `storage_mb` is checked.
@@ -28,6 +36,8 @@ pub struct LimitSettings {
     pub pids_limit: Option<u32>,
     /// Cap on downloaded files per trial.
     pub download_cap_bytes: u64,
+    /// Cap on downloaded entries per trial (files, directories, links).
+    pub download_cap_entries: u64,
     /// Cap on `trial.log`.
     pub trial_log_cap_bytes: u64,
     /// How often a watched storage limit is checked.
@@ -39,6 +49,7 @@ impl Default for LimitSettings {
         Self {
             pids_limit: None,
             download_cap_bytes: DEFAULT_DOWNLOAD_CAP_BYTES,
+            download_cap_entries: DEFAULT_DOWNLOAD_CAP_ENTRIES,
             trial_log_cap_bytes: DEFAULT_TRIAL_LOG_CAP_BYTES,
             storage_check_interval: DEFAULT_STORAGE_CHECK_INTERVAL,
         }
@@ -46,12 +57,13 @@ impl Default for LimitSettings {
 }
 
 impl LimitSettings {
-    /// The limits of one trial of `task`. Storage enforcement starts as `Watched` when the task
-    /// sets `storage_mb`; the backend reports `Quota` once it knows its driver enforces it.
+    /// The limits of one trial of `task`. Storage is the task's `storage_mb`, else
+    /// [`DEFAULT_STORAGE_MB`]; its enforcement starts as `Watched`, and the backend reports
+    /// `Quota` once it knows its driver enforces it.
     pub fn resolve(&self, task: &TaskConfig) -> TrialLimits {
         let env = &task.environment;
         let memory_mb = env.effective_memory_mb().unwrap_or(DEFAULT_MEMORY_MB);
-        let storage_mb = env.effective_storage_mb();
+        let storage_mb = Some(env.effective_storage_mb().unwrap_or(DEFAULT_STORAGE_MB));
         TrialLimits {
             pids_limit: self.pids_limit.unwrap_or_else(|| pids_for(env.cpus)),
             memory_mb,
@@ -64,6 +76,7 @@ impl LimitSettings {
                 StorageEnforcement::None
             },
             download_cap_bytes: self.download_cap_bytes,
+            download_cap_entries: self.download_cap_entries,
             trial_log_cap_bytes: self.trial_log_cap_bytes,
         }
     }
@@ -91,11 +104,16 @@ mod tests {
     }
 
     #[test]
-    fn memory_has_no_extra_swap_and_a_default() {
+    fn memory_has_no_extra_swap_and_memory_and_storage_have_defaults() {
         let mut task = TaskConfig::default();
         let limits = LimitSettings::default().resolve(&task);
         assert_eq!((limits.memory_mb, limits.memory_swap_mb), (4096, 4096));
-        assert_eq!(limits.storage_enforcement, StorageEnforcement::None);
+        assert_eq!(
+            limits.storage_mb,
+            Some(DEFAULT_STORAGE_MB),
+            "Harbor's default"
+        );
+        assert_eq!(limits.storage_enforcement, StorageEnforcement::Watched);
         task.environment.memory_mb = Some(1024);
         task.environment.storage_mb = Some(2048);
         let limits = LimitSettings::default().resolve(&task);

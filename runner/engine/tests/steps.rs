@@ -271,7 +271,7 @@ async fn a_steps_workdir_is_uploaded_and_its_setup_sh_runs_before_the_agent() {
 }
 
 #[tokio::test]
-async fn a_failing_setup_sh_fails_its_step_and_the_trial_as_harbor_records_it() {
+async fn a_failing_setup_sh_fails_its_step_and_the_trial_as_the_agents_step_setup_error() {
     let dir = tempfile::tempdir().unwrap();
     let extra = [(
         "steps/one/workdir/setup.sh",
@@ -285,10 +285,9 @@ async fn a_failing_setup_sh_fails_its_step_and_the_trial_as_harbor_records_it() 
         .exception_info
         .as_ref()
         .expect("the step's failure");
-    assert_eq!(
-        info.exception_type,
-        ExceptionType::Other("RuntimeError".into())
-    );
+    // Harbor's RuntimeError was read as an infrastructure error (retried, then missing data):
+    // the container the setup runs in is the one the agent has had, so it is the agent's.
+    assert_eq!(info.exception_type, ExceptionType::StepSetupError);
     assert!(
         info.exception_message
             .contains("Step 'one' setup.sh exited with code 3: broken"),
@@ -299,6 +298,7 @@ async fn a_failing_setup_sh_fails_its_step_and_the_trial_as_harbor_records_it() 
     let trial = ran.result.exception_info.as_ref().expect("the trial's too");
     assert_eq!(trial.exception_type, info.exception_type);
     assert_eq!(ran.result.reward(), None);
+    assert_eq!(ran.result.outcome(), tasks::TrialOutcome::AgentError);
     assert_eq!(ran.started_and_removed, (1, 1));
 }
 

@@ -36,8 +36,20 @@ pub struct TrialLimits {
     /// together; the verifier's outputs have a budget of their own, at most 256 MiB); past it
     /// files are cut with a marker line.
     pub download_cap_bytes: u64,
+    /// Most entries (files, directories, links, anything a tar holds) the trial may bring back
+    /// under the same budget: empty files cost no bytes, so without it an agent could make
+    /// the host create millions of them. Past it the rest of the archive is not read.
+    #[serde(default = "default_download_cap_entries")]
+    pub download_cap_entries: u64,
     /// Most bytes `trial.log` may hold; past it command output is dropped after a marker line.
     pub trial_log_cap_bytes: u64,
+}
+
+/// The entry cap of records written before it existed (the runner's default).
+pub const DEFAULT_DOWNLOAD_CAP_ENTRIES: u64 = 100_000;
+
+fn default_download_cap_entries() -> u64 {
+    DEFAULT_DOWNLOAD_CAP_ENTRIES
 }
 
 /// A process the agent left running when verification started (`result.json` →
@@ -83,13 +95,19 @@ pub struct VerifierIsolation {
     pub toolchain: Option<String>,
 }
 
-/// A file the runner cut at a cap (`result.json` → `truncated_outputs`, runner-only).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// A file the runner cut at a cap, or a directory whose download stopped at the entry cap
+/// (`result.json` → `truncated_outputs`, runner-only).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TruncatedOutput {
-    /// The file, relative to the trial directory (`agent/oracle.txt`, `trial.log`).
+    /// The file, relative to the trial directory (`agent/oracle.txt`, `trial.log`), or the
+    /// directory (`artifacts`) whose download stopped at the entry cap.
     pub path: String,
-    /// The cap that cut it, in bytes.
+    /// The cap that cut it, in bytes (the trial's byte cap when the entry cap stopped it).
     pub cap_bytes: u64,
+    /// Set when the trial's entry cap (`download_cap_entries`) stopped the download of the
+    /// directory `path`: what it held past that many entries was not brought back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_entries: Option<u64>,
 }
 
 #[cfg(test)]

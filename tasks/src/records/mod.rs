@@ -12,7 +12,8 @@ mod trial_config;
 mod trial_result;
 
 pub use containment::{
-    LeftoverProcess, StorageEnforcement, TrialLimits, TruncatedOutput, VerifierIsolation,
+    DEFAULT_DOWNLOAD_CAP_ENTRIES, LeftoverProcess, StorageEnforcement, TrialLimits,
+    TruncatedOutput, VerifierIsolation,
 };
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
 pub use job_result::{

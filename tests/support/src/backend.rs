@@ -1,6 +1,14 @@
 //! [`FakeBackend`]: the engine's `Backend` with no Docker, for unit tests of the trial state
 //! machine. Each environment is a [`FakeSandbox`]; faults and delays are injected per call, and
 //! every start and removal is counted so tests can check that nothing is left behind.
+//!
+//! What an agent can do to its own container is modelled by marker files a command creates
+//! in the sandbox: [`STOPPED_MARKER`] stands for a PID 1 ended from inside (`kill 1`), and
+//! [`BROKEN_SHELL_MARKER`] for a `bash` deleted or made `chmod 000`. From then on the fake
+//! answers as the Docker engine does: execs into a stopped container are refused, execs
+//! through a broken shell exit 126 with the runtime's message, and the main service's state
+//! says so; uploads, downloads and network switches still work (Docker's do on a stopped
+//! container).
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -9,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use engine::{
     Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver, ImageInfo,
-    ImageOrigin, OutputSink,
+    ImageOrigin, NetworkAccess, OutputSink, ServiceState,
 };
 use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
@@ -34,7 +42,14 @@ pub struct Script {
     /// What every isolated verification answers; `None` is the fake's "cannot isolate", so
     /// the verifier runs the tests by plain exec.
     pub isolated_outcome: Option<IsolatedVerifyOutcome>,
+    /// The first exec whose command contains this text fails as an engine error would (once).
+    pub exec_fault_once: Option<String>,
 }
+
+/// A command that creates this file in the sandbox has stopped the container's PID 1.
+pub const STOPPED_MARKER: &str = "/.fake-container-stopped";
+/// A command that creates this file in the sandbox has made its `bash` unusable.
+pub const BROKEN_SHELL_MARKER: &str = "/.fake-shell-broken";
 
 /// What happened, for assertions.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -184,6 +199,21 @@ impl Environment for FakeEnvironment {
             .with(|s| s.tally.removed.push(self.trial.clone()));
         Ok(())
     }
+
+    async fn set_network(&self, _access: NetworkAccess) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    async fn main_state(&self) -> Result<Option<ServiceState>, BackendError> {
+        Ok(Some(if self.sandbox.stopped() {
+            ServiceState::Stopped {
+                exit_code: 143,
+                oom_killed: false,
+            }
+        } else {
+            ServiceState::Running
+        }))
+    }
 }
 
 /// A [`FakeSandbox`] that reports its commands to the engine's observer, as a real backend's
@@ -200,10 +230,40 @@ impl ObservedSandbox {
     pub fn path(&self, container: &str) -> std::path::PathBuf {
         self.inner.path(container)
     }
+
+    fn stopped(&self) -> bool {
+        self.path(STOPPED_MARKER).exists()
+    }
 }
 
 impl Sandbox for ObservedSandbox {
     async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let fault = self.backend.with(|s| {
+            let matches = (s.script.exec_fault_once.as_deref())
+                .is_some_and(|text| request.command.contains(text));
+            matches.then(|| s.script.exec_fault_once.take())
+        });
+        if fault.is_some() {
+            return Err(SandboxError::new(
+                "exec",
+                "error reading from the engine: connection reset by peer",
+            ));
+        }
+        if self.stopped() {
+            return Err(SandboxError::new(
+                "exec",
+                "Error response from daemon: Container fake is not running",
+            ));
+        }
+        if self.path(BROKEN_SHELL_MARKER).exists() {
+            return Ok(ExecOutput {
+                exit_code: Some(126),
+                stdout: "OCI runtime exec failed: exec failed: unable to start container process: \
+                         exec: \"bash\": executable file not found in $PATH: unknown\r\n"
+                    .into(),
+                ..ExecOutput::default()
+            });
+        }
         let started = Instant::now();
         let output = self.inner.exec(request).await;
         self.observer.add_exec_time(started.elapsed());

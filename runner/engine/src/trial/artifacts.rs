@@ -6,7 +6,14 @@
 //! Every download goes through the sandbox's per-trial download budget (`--max-download-mb`),
 //! so a file past it is cut with a marker and listed in `truncated_outputs`. A single file or
 //! a directory with `exclude` patterns is first staged inside the container (as root, in a
-//! fresh `mktemp -d`), copying at most the budget's bytes, then downloaded and removed.
+//! fresh directory whose random name the runner picks and `mkdir -m 700` makes, failing if
+//! anything is there), copying at most the budget's bytes, then downloaded and removed.
+//!
+//! What lands on the host is the runner's choice alone: every destination resolves inside the
+//! artifacts directory (`..` is refused; `.` and `/` name the directory itself, where a
+//! directory's contents go and a file keeps its source's name, as `docker cp` into a
+//! directory does), and the staging directory downloaded is the path the runner picked, never
+//! one the container printed (a root agent can replace `mktemp` and the shell's output).
 //!
 //! [`upload_artifacts`] is the way back, for a separate verifier's container: each collected
 //! artifact goes from the host to its declared source path there. This is the only way
@@ -175,10 +182,13 @@ pub async fn collect_artifacts<S: Sandbox>(
             });
             continue;
         };
-        let destination = manifest_destination(artifacts_dir, &target);
-        let entry = collect_one(sandbox, spec, &target, convention, copy_cap).await;
+        let entry = collect_one(sandbox, spec, artifacts_dir, &target, convention, copy_cap).await;
+        let destination = match &entry {
+            Ok((_, _, landed)) => manifest_destination(artifacts_dir, landed),
+            Err(_) => manifest_destination(artifacts_dir, &target),
+        };
         let (kind, status) = match entry {
-            Ok((kind, status)) => (kind, status),
+            Ok((kind, status, _)) => (kind, status),
             Err((kind, why)) => {
                 log(&format!("artifact {} not collected: {why}", spec.source));
                 (kind, "failed")
@@ -197,19 +207,22 @@ pub async fn collect_artifacts<S: Sandbox>(
     entries
 }
 
-type Collected = Result<(&'static str, &'static str), (&'static str, String)>;
+/// `(type, status, where it landed on the host)`, or `(type, why it failed)`.
+type Collected = Result<(&'static str, &'static str, PathBuf), (&'static str, String)>;
 
 async fn collect_one<S: Sandbox>(
     sandbox: &S,
     spec: &ArtifactSpec,
+    artifacts_dir: &Path,
     target: &Path,
     convention: Convention,
     copy_cap: u64,
 ) -> Collected {
+    let landed = target.to_path_buf();
     let source = spec.source.trim_end_matches('/');
     let source = if source.is_empty() { "/" } else { source };
     if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Deferred {
-        return Ok(("directory", convention_status(target)));
+        return Ok(("directory", convention_status(target), landed));
     }
     if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Probe {
         let probe = format!(
@@ -220,13 +233,17 @@ async fn collect_one<S: Sandbox>(
             .exec(ExecRequest::runner_own(probe).timeout(Duration::from_secs(30)))
             .await
             .map_err(|e| ("directory", e.to_string()))?;
-        return Ok(("directory", if out.success() { "ok" } else { "empty" }));
+        return Ok((
+            "directory",
+            if out.success() { "ok" } else { "empty" },
+            landed,
+        ));
     }
     if is_convention(source) && spec.exclude.is_empty() {
         download(sandbox, source, target)
             .await
             .map_err(|why| ("directory", why))?;
-        return Ok(("directory", convention_status(target)));
+        return Ok(("directory", convention_status(target), landed));
     }
     let probe = ExecRequest::runner_own(format!("test -d {}", shell_quote(source)))
         .timeout(Duration::from_secs(30));
@@ -237,49 +254,67 @@ async fn collect_one<S: Sandbox>(
     };
     let kind = if is_dir { "directory" } else { "file" };
     let fail = |why: String| (kind, why);
+    // A file whose destination names the artifacts directory itself (`.`, `/`) keeps its
+    // source's name there, as `docker cp` into a directory does.
+    let target = if !is_dir && target == artifacts_dir {
+        match Path::new(source).file_name() {
+            Some(name) => artifacts_dir.join(name),
+            None => return Err(fail("a file artifact needs a name".into())),
+        }
+    } else {
+        target.to_path_buf()
+    };
+    // What is downloaded goes into `into`, which must be inside the artifacts directory
+    // (host_path guarantees it; checked again because the alternative is writing the
+    // trial's own records).
+    let into = if is_dir {
+        target.clone()
+    } else {
+        target.parent().unwrap_or(&target).to_path_buf()
+    };
+    if !into.starts_with(artifacts_dir) {
+        return Err(fail(format!(
+            "its destination {} is outside the artifacts directory",
+            into.display()
+        )));
+    }
     if is_dir && spec.exclude.is_empty() {
-        std::fs::create_dir_all(target).map_err(|e| fail(e.to_string()))?;
-        download(sandbox, source, target).await.map_err(fail)?;
-        return Ok((kind, "ok"));
+        std::fs::create_dir_all(&target).map_err(|e| fail(e.to_string()))?;
+        download(sandbox, source, &target).await.map_err(fail)?;
+        return Ok((kind, "ok", target));
     }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "artifact".into());
+    // The runner's own name: nothing the container prints decides what is downloaded.
+    let staged = format!("{STAGING_PREFIX}{}", uuid::Uuid::new_v4().simple());
     let stage = if is_dir {
-        stage_dir_script(source, &spec.exclude, copy_cap)
+        stage_dir_script(source, &staged, &spec.exclude, copy_cap)
     } else {
-        stage_file_script(source, &name, copy_cap)
+        stage_file_script(source, &staged, &name, copy_cap)
     };
     let out = sandbox
         .exec(ExecRequest::runner_own(stage).timeout(ARTIFACT_TIMEOUT))
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let staged = out.last_line().to_owned();
-    if !out.success() || !staged.starts_with("/tmp/runner-artifact.") {
+    let cleanup = ExecRequest::runner_own(format!("rm -rf {}", shell_quote(&staged)))
+        .timeout(Duration::from_secs(60));
+    if !out.success() {
+        let _ = sandbox.exec(cleanup).await;
         return Err(fail(format!(
             "staging it failed (exit {:?}): {}",
             out.exit_code,
             out.stderr.trim()
         )));
     }
-    let (from, into) = if is_dir {
-        (staged.clone(), target.to_path_buf())
-    } else {
-        (
-            staged.clone(),
-            target.parent().unwrap_or(target).to_path_buf(),
-        )
-    };
     let downloaded = match std::fs::create_dir_all(&into) {
-        Ok(()) => download(sandbox, &from, &into).await,
+        Ok(()) => download(sandbox, &staged, &into).await,
         Err(e) => Err(e.to_string()),
     };
-    let cleanup = ExecRequest::runner_own(format!("rm -rf {}", shell_quote(&staged)))
-        .timeout(Duration::from_secs(60));
     let _ = sandbox.exec(cleanup).await;
     downloaded.map_err(fail)?;
-    Ok((kind, "ok"))
+    Ok((kind, "ok", target))
 }
 
 /// `ok` when the host directory `dir` holds anything besides the manifest, else `empty`.
@@ -321,29 +356,37 @@ async fn download<S: Sandbox>(sandbox: &S, source: &str, target: &Path) -> Resul
     }
 }
 
-/// Copies at most `cap + 1` bytes of the file `source` to `<fresh dir>/<name>` and prints
-/// the dir (one byte over the cap lets the download budget see and mark the cut).
-fn stage_file_script(source: &str, name: &str, cap: u64) -> String {
+/// Where artifacts are staged inside the container: this prefix and a random name the runner
+/// picks (root-owned, mode 0700, made fresh: `mkdir` fails if anything is at the path).
+const STAGING_PREFIX: &str = "/tmp/runner-artifact.";
+
+/// Makes the directory `staged` (fresh, 0700) and copies at most `cap + 1` bytes of the file
+/// `source` to `staged/<name>` (one byte over the cap lets the download budget see and mark
+/// the cut).
+fn stage_file_script(source: &str, staged: &str, name: &str, cap: u64) -> String {
     format!(
         "set -e; [ -f {src} ] || {{ echo 'no such file' >&2; exit 1; }}; \
-         d=$(mktemp -d /tmp/runner-artifact.XXXXXX); head -c {limit} {src} > \"$d\"/{name}; echo \"$d\"",
+         mkdir -m 700 {d}; head -c {limit} {src} > {d}/{name}",
         src = shell_quote(source),
+        d = shell_quote(staged),
         name = shell_quote(name),
         limit = cap.saturating_add(1),
     )
 }
 
-/// Copies the directory `source` without the `exclude` patterns (tar `--exclude`) into a
-/// fresh dir, reading at most `cap` bytes of the archive, and prints the dir.
-fn stage_dir_script(source: &str, exclude: &[String], cap: u64) -> String {
+/// Makes the directory `staged` (fresh, 0700) and copies the directory `source` into it
+/// without the `exclude` patterns (tar `--exclude`), reading at most `cap` bytes of the
+/// archive.
+fn stage_dir_script(source: &str, staged: &str, exclude: &[String], cap: u64) -> String {
     let excludes: String = exclude
         .iter()
         .map(|pattern| format!(" --exclude={}", shell_quote(pattern)))
         .collect();
     format!(
-        "d=$(mktemp -d /tmp/runner-artifact.XXXXXX) || exit 1; \
-         tar -C {src}{excludes} -cf - . | head -c {cap} | tar -C \"$d\" -xf - 2>/dev/null; echo \"$d\"",
+        "mkdir -m 700 {d} || exit 1; \
+         tar -C {src}{excludes} -cf - . | head -c {cap} | tar -C {d} -xf - 2>/dev/null; exit 0",
         src = shell_quote(source),
+        d = shell_quote(staged),
     )
 }
 
@@ -499,6 +542,21 @@ mod tests {
         assert_eq!(
             manifest_destination(dir, &dir.join("reports/final.txt")),
             "artifacts/reports/final.txt"
+        );
+    }
+
+    #[test]
+    fn staging_goes_to_the_runners_own_fresh_directory() {
+        let file = stage_file_script("/app/x", "/tmp/runner-artifact.abc", "x", 10);
+        assert!(
+            file.contains("mkdir -m 700 '/tmp/runner-artifact.abc'"),
+            "{file}"
+        );
+        assert!(!file.contains("mktemp"), "{file}");
+        let dir = stage_dir_script("/app", "/tmp/runner-artifact.abc", &["*.o".into()], 10);
+        assert!(
+            dir.starts_with("mkdir -m 700 '/tmp/runner-artifact.abc' || exit 1"),
+            "{dir}"
         );
     }
 

@@ -22,10 +22,12 @@ pub(super) async fn run<S: Sandbox>(
     let mut failures = 0;
     loop {
         let request = ExecRequest::new(check.command.clone()).timeout(seconds(check.timeout_sec));
+        // A sandbox that cannot run the check at all is the plumbing's failure, not the
+        // check's verdict (the trial then questions whose it was: see `attribution`).
         let healthy = sandbox
             .exec(request)
             .await
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| TrialFailure::new(ExceptionType::EnvironmentError, e.to_string()))?
             .success();
         if healthy {
             log.line("healthcheck passed");

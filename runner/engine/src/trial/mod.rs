@@ -6,6 +6,7 @@
 
 mod agent;
 pub mod artifacts;
+mod attribution;
 mod bridge;
 mod environment;
 mod healthcheck;
@@ -146,6 +147,8 @@ pub async fn run_trial<B: Backend>(
     if let Err(failure) = ended {
         trial.fail(failure);
     }
+    trial.attribute().await;
+    trial.unscore_unverified_step_failure();
     trial.close_bridge().await;
     trial.teardown().await;
     trial.finish(started)
@@ -178,6 +181,9 @@ pub struct Trial<B: Backend> {
     /// True when the verification brought `/logs/artifacts` back after the tests (the end of
     /// trial download is then done).
     artifacts_collected: bool,
+    /// True once the agent's setup began: from then on the container's state is the agent's
+    /// to break (see [`attribution`]).
+    agent_had_container: bool,
 }
 
 impl<B: Backend> Trial<B> {
@@ -211,13 +217,14 @@ impl<B: Backend> Trial<B> {
         ));
         log.line(&format!("timeouts: {timeouts}"));
         log.line(&format!(
-            "limits: pids {}, memory {} MB (swap included), storage {}, downloads {} MB, trial.log {} MB",
+            "limits: pids {}, memory {} MB (swap included), storage {}, downloads {} MB and {} entries, trial.log {} MB",
             limits.pids_limit,
             limits.memory_mb,
             limits
                 .storage_mb
                 .map_or("unlimited".to_owned(), |mb| format!("{mb} MB")),
             limits.download_cap_bytes >> 20,
+            limits.download_cap_entries,
             limits.trial_log_cap_bytes >> 20
         ));
         let sink_log = log.clone();
@@ -237,6 +244,7 @@ impl<B: Backend> Trial<B> {
             bridge: None,
             manifest: Vec::new(),
             artifacts_collected: false,
+            agent_had_container: false,
         }
     }
 
@@ -247,13 +255,14 @@ impl<B: Backend> Trial<B> {
         self.environment().await?;
         self.start_bridge_relay().await?;
         let watch = self.storage_watch();
+        self.agent_had_container = true;
         watch.guard(self.agent_setup()).await?;
         if self.plan.task.is_multi_step() {
             // The agent runs once per step, so the bridge stays open until the last step ends.
             watch.guard(self.steps()).await?;
             self.close_bridge().await;
         } else {
-            watch.guard(self.agent_run()).await?;
+            watch.guard_to_the_end(self.agent_run()).await?;
             self.close_bridge().await;
             self.collect_artifacts().await;
             watch.guard(self.verification()).await?;
@@ -346,6 +355,38 @@ impl<B: Backend> Trial<B> {
         record::record_failure(&mut self.result, &self.dir, failure);
     }
 
+    /// When the trial ended with an infrastructure error of the runner's plumbing after the
+    /// agent had the container, asks the environment whether the state left inside caused it,
+    /// and if so records the agent's failure instead (see [`attribution`]). Skipped when the
+    /// run is interrupted; bounded by [`attribution::DIAGNOSIS_TIMEOUT`].
+    async fn attribute(&mut self) {
+        let questioned = self
+            .result
+            .exception_info
+            .as_ref()
+            .is_some_and(|info| attribution::may_be_the_agents(&info.exception_type));
+        let Some(environment) = self.environment.as_ref().filter(|_| questioned) else {
+            return;
+        };
+        if !self.agent_had_container {
+            return;
+        }
+        let diagnosis = tokio::select! {
+            biased;
+            _ = self.ctx.cancel.cancelled() => None,
+            found = tokio::time::timeout(
+                attribution::DIAGNOSIS_TIMEOUT,
+                attribution::diagnose(environment, self.limits.storage_mb),
+            ) => found.ok().flatten(),
+        };
+        if let Some((kind, why)) = diagnosis {
+            self.log.line(&format!(
+                "the failure was the agent's: {kind}: {why}; never retried"
+            ));
+            attribution::replace_exception(&mut self.result, &self.dir, kind, &why);
+        }
+    }
+
     /// Removes the environment, whatever state the trial ended in. The removal is bounded by
     /// the watchdog's grace: a removal that hangs is left to the job's sweep and the reaper.
     async fn teardown(&mut self) {
@@ -382,6 +423,7 @@ impl<B: Backend> Trial<B> {
                 .push(tasks::records::TruncatedOutput {
                     path: "trial.log".into(),
                     cap_bytes: self.log.cap(),
+                    cap_entries: None,
                 });
         }
         self.result.finished_at = Some(Utc::now());

@@ -133,12 +133,11 @@ impl<B: Backend> Trial<B> {
                 "step {:?}: {}: {}",
                 step.name, failure.kind, failure.message
             ));
-            let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure
-                && failure.kind != ExceptionType::Other("RuntimeError".into())
-                && failure.kind != ExceptionType::HealthcheckError;
+            let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure;
             record_step_failure(self.current_step(), &failure);
-            // A broken sandbox ends the trial as it would a single-step one; a failed
-            // setup.sh or healthcheck ends it through the gate (no rewards), as in Harbor.
+            // A broken sandbox ends the trial as it would a single-step one (and is questioned
+            // as one: see `attribution`); a failed setup.sh or healthcheck ends it through the
+            // gate (no rewards), as in Harbor, as the agent's `StepSetupError`.
             return if infrastructure { Err(failure) } else { Ok(()) };
         }
 
@@ -291,8 +290,10 @@ impl<B: Backend> Trial<B> {
                     .await?;
                 if !out.success() {
                     return Err(TrialFailure::new(
-                        // Harbor raises a RuntimeError here and records that class name.
-                        ExceptionType::Other("RuntimeError".into()),
+                        // Harbor raises a RuntimeError here; the container it ran in is the
+                        // one the agent's install and earlier steps shaped, so it is the
+                        // agent's failure, never a retried infrastructure error.
+                        ExceptionType::StepSetupError,
                         format!(
                             "Step '{}' setup.sh exited with code {}: {}",
                             step.name,
@@ -309,7 +310,7 @@ impl<B: Backend> Trial<B> {
             Ok(Err(failure)) => return Err(failure),
             Err(_) => {
                 return Err(TrialFailure::new(
-                    ExceptionType::Other("RuntimeError".into()),
+                    ExceptionType::StepSetupError,
                     format!(
                         "Step '{}' setup took longer than {} seconds",
                         step.name,
@@ -319,12 +320,25 @@ impl<B: Backend> Trial<B> {
             }
         }
         if let Some(check) = &step.healthcheck {
+            // The services it checks run in the container the agent has had: a step's
+            // healthcheck that fails is the agent's (the environment's own, before the agent,
+            // stays a HealthcheckError).
             let bounded = tokio::time::timeout(limit, healthcheck::run(&sandbox, check, &self.log));
             match bounded.await {
-                Ok(result) => result?,
+                Ok(Ok(())) => {}
+                Ok(Err(failure)) if failure.kind == ExceptionType::HealthcheckError => {
+                    return Err(TrialFailure::new(
+                        ExceptionType::StepSetupError,
+                        format!(
+                            "step {:?}: the step's healthcheck failed: {}",
+                            step.name, failure.message
+                        ),
+                    ));
+                }
+                Ok(Err(failure)) => return Err(failure),
                 Err(_) => {
                     return Err(TrialFailure::new(
-                        ExceptionType::HealthcheckError,
+                        ExceptionType::StepSetupError,
                         format!("step {:?}: the healthcheck did not pass in time", step.name),
                     ));
                 }
@@ -360,6 +374,32 @@ impl<B: Backend> Trial<B> {
                 "empty /logs/agent and /logs/artifacts",
             )
             .await;
+        }
+    }
+
+    /// A multi-step trial that ended with the agent's failure in a step that was never
+    /// verified (its setup sabotaged, its container stopped or its shell broken, its disk
+    /// full) keeps no trial reward: it is an `agent_error`, a 0. Harbor's mean over the steps
+    /// *with* a verifier result would otherwise score it on the steps before alone, so an
+    /// agent expecting a 0 on a later step could raise its score by breaking that step's
+    /// setup (two steps: 1.0 instead of 0.5). The steps' own rewards stay in `step_results`.
+    pub(super) fn unscore_unverified_step_failure(&mut self) {
+        let agents = self
+            .result
+            .exception_info
+            .as_ref()
+            .is_some_and(|info| info.exception_type.blame() == tasks::Blame::Agent);
+        let unverified = self
+            .result
+            .step_results
+            .as_ref()
+            .and_then(|steps| steps.last())
+            .is_some_and(|last| last.exception_info.is_some() && last.verifier_result.is_none());
+        if agents && unverified && self.result.verifier_result.take().is_some() {
+            self.log.line(
+                "the trial ended with the agent's failure in a step that was not verified: no \
+                 trial reward (agent_error, a 0), not the mean of the steps before it",
+            );
         }
     }
 

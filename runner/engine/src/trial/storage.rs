@@ -1,6 +1,10 @@
 //! Watching `storage_mb` where the storage driver cannot enforce it: the environment's
 //! writable layer is measured every few seconds while the agent and the verifier run, and the
-//! trial is stopped with `StorageLimitExceededError` once it is past the limit.
+//! trial is stopped with `StorageLimitExceededError` once it is past the limit. The agent's
+//! run is measured once more as it ends ([`StorageWatch::guard_to_the_end`]), so a layer that
+//! grew past the limit between two looks (an agent that writes fast and exits) is caught
+//! before the verification runs on a full disk. (One look is one engine inspect with sizes,
+//! about half a second here, so the other phases are not measured again at their end.)
 
 use std::future::Future;
 use std::time::Duration;
@@ -50,28 +54,52 @@ impl<S: Sandbox> StorageWatch<S> {
         }
     }
 
+    /// As [`Self::guard`], and a phase that ended well is measured once more: the failure
+    /// when the layer is past the limit by then.
+    pub(super) async fn guard_to_the_end<T>(
+        &self,
+        phase: impl Future<Output = Result<T, TrialFailure>>,
+    ) -> Result<T, TrialFailure> {
+        let value = self.guard(phase).await?;
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(value);
+        };
+        match self.look(sandbox, &mut true).await {
+            Some(failure) => Err(failure),
+            None => Ok(value),
+        }
+    }
+
     async fn exceeded(&self, sandbox: &S) -> TrialFailure {
         let mut warned = false;
         loop {
             tokio::time::sleep(self.interval).await;
-            match sandbox.disk_usage().await {
-                Ok(Some(used)) if used > self.limit_bytes => {
-                    return TrialFailure::new(
-                        ExceptionType::StorageLimitExceededError,
-                        format!(
-                            "the environment wrote {} MB, past the task's storage_mb = {}; the trial was stopped",
-                            used >> 20,
-                            self.limit_bytes >> 20
-                        ),
-                    );
-                }
-                Ok(_) => {}
-                Err(e) if !warned => {
-                    warned = true;
+            if let Some(failure) = self.look(sandbox, &mut warned).await {
+                return failure;
+            }
+        }
+    }
+
+    /// One measurement: the failure when the layer is past the limit. A measurement that
+    /// fails is logged once (`warned`) and passes.
+    async fn look(&self, sandbox: &S, warned: &mut bool) -> Option<TrialFailure> {
+        match sandbox.disk_usage().await {
+            Ok(Some(used)) if used > self.limit_bytes => Some(TrialFailure::new(
+                ExceptionType::StorageLimitExceededError,
+                format!(
+                    "the environment wrote {} MB, past the trial's storage_mb = {}; the trial was stopped",
+                    used >> 20,
+                    self.limit_bytes >> 20
+                ),
+            )),
+            Ok(_) => None,
+            Err(e) => {
+                if !*warned {
+                    *warned = true;
                     self.log
                         .line(&format!("storage watch: measuring disk usage failed: {e}"));
                 }
-                Err(_) => {}
+                None
             }
         }
     }
@@ -136,6 +164,27 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    #[tokio::test]
+    async fn a_phase_that_ends_past_the_limit_between_two_looks_is_caught_at_its_end() {
+        // The first measurement (at the phase's end, before any periodic look) is past it.
+        let quick = async { Ok::<_, TrialFailure>(()) };
+        let failure = watch(200 << 20, Some(100))
+            .guard_to_the_end(quick)
+            .await
+            .unwrap_err();
+        assert_eq!(failure.kind, ExceptionType::StorageLimitExceededError);
+        // Only measured at its end when asked.
+        let quick = async { Ok::<_, TrialFailure>(()) };
+        assert!(watch(200 << 20, Some(100)).guard(quick).await.is_ok());
+        // A phase's own failure is returned as it is, unmeasured.
+        let failed = async { Err::<(), _>(TrialFailure::cancelled()) };
+        let failure = watch(200 << 20, Some(100))
+            .guard_to_the_end(failed)
+            .await
+            .unwrap_err();
+        assert_eq!(failure.kind, ExceptionType::CancelledError);
     }
 
     #[tokio::test]

@@ -112,6 +112,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = engine::limits::DEFAULT_DOWNLOAD_CAP_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub max_download_mb: u64,
+    /// Most entries (files, directories, links) one trial brings back to the host, under the
+    /// same budget as --max-download-mb: empty files cost no bytes, so this bounds them; past
+    /// it the rest of that download is not read and the trial records it.
+    #[arg(long, default_value_t = engine::limits::DEFAULT_DOWNLOAD_CAP_ENTRIES,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub max_download_files: u64,
     /// Most MB of trial.log per trial; past it command output is dropped after a marker line.
     #[arg(long, default_value_t = engine::limits::DEFAULT_TRIAL_LOG_CAP_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
@@ -302,6 +308,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         limits: engine::LimitSettings {
             pids_limit: args.pids_limit,
             download_cap_bytes: args.max_download_mb << 20,
+            download_cap_entries: args.max_download_files,
             trial_log_cap_bytes: args.max_trial_log_mb << 20,
             ..engine::LimitSettings::default()
         },

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+test -f /opt/seed/value
