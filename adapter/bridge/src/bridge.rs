@@ -429,10 +429,12 @@ impl Bridge {
         let trial = grant.trial_name.clone();
         self.check_models(&grant.allowed_models)
             .map_err(|missing| match missing {
-                ModelKeyError::NoProvider { .. } | ModelKeyError::Unpriced { .. } => BridgeError::BadGrant {
-                    trial,
-                    reason: missing.to_string(),
-                },
+                ModelKeyError::NoProvider { .. } | ModelKeyError::Unpriced { .. } => {
+                    BridgeError::BadGrant {
+                        trial,
+                        reason: missing.to_string(),
+                    }
+                }
                 ModelKeyError::MissingKey {
                     model,
                     provider,

@@ -185,7 +185,10 @@ mod tests {
         assert!(estimated);
         assert_eq!((cut.n_input_tokens, cut.n_output_tokens), (90, 1000));
         let (unknown, _) = charge(None, true, &hold);
-        assert_eq!((unknown.n_input_tokens, unknown.n_output_tokens), (400, 1000));
+        assert_eq!(
+            (unknown.n_input_tokens, unknown.n_output_tokens),
+            (400, 1000)
+        );
     }
 
     #[test]

@@ -178,8 +178,7 @@ impl TrialRecorder {
             .calls
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.written
-            .fetch_add(line.len() as u64, Ordering::Relaxed);
+        self.written.fetch_add(line.len() as u64, Ordering::Relaxed);
         calls.write_all(&line)
     }
 
@@ -245,8 +244,7 @@ impl BodyFile {
             return;
         }
         self.written += take as u64;
-        self.trial_written
-            .fetch_add(take as u64, Ordering::Relaxed);
+        self.trial_written.fetch_add(take as u64, Ordering::Relaxed);
         if take < bytes.len() {
             self.truncated = true;
         }

@@ -175,7 +175,9 @@ impl std::fmt::Display for FieldRefusal {
                 f,
                 "{what} makes the provider reach the network or run code for the agent, which this job does not allow (the job's LLM config sets allow_network_tools = true, or runner run --llm-allow-network-tools, to allow it)"
             ),
-            FieldRefusal::BadTools => f.write_str("the request's \"tools\" must be a list of objects"),
+            FieldRefusal::BadTools => {
+                f.write_str("the request's \"tools\" must be a list of objects")
+            }
         }
     }
 }

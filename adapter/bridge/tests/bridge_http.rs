@@ -271,8 +271,7 @@ async fn all_three_endpoints_stream_and_not_and_usage_is_metered() {
         usage.cost_usd
     );
     let written: llm_bridge::TrialUsage =
-        serde_json::from_slice(&std::fs::read(trial_dir.join("llm/usage.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(trial_dir.join("llm/usage.json")).unwrap()).unwrap();
     assert_eq!(written, usage);
     assert_eq!(
         f.bridge.job_usage().totals.n_input_tokens,
@@ -564,10 +563,7 @@ async fn upstream_failures_are_passed_on_and_recorded() {
         usage.n_input_tokens,
         upstream::CHAT_USAGE.input + charged["n_input_tokens"].as_u64().unwrap()
     );
-    assert_eq!(
-        usage.n_output_tokens,
-        upstream::CHAT_USAGE.output + 32_768
-    );
+    assert_eq!(usage.n_output_tokens, upstream::CHAT_USAGE.output + 32_768);
 }
 
 #[tokio::test]
