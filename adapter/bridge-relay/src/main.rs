@@ -346,6 +346,15 @@ mod tests {
                 .contains("--bogus")
         );
         assert_eq!(parse_args(&args("--version")).unwrap(), Command::Version);
+        assert_eq!(
+            parse_args(&args("end-turn --addr 127.0.0.1:4141 --token runner-trial-x")).unwrap(),
+            Command::EndTurn {
+                addr: "127.0.0.1:4141".parse().unwrap(),
+                token: "runner-trial-x".into(),
+                timeout: Duration::from_secs(10),
+            }
+        );
+        assert!(parse_args(&args("end-turn --addr 127.0.0.1:4141")).is_err());
     }
 
     /// A real unix-socket echo server behind the relay: bytes go both ways, half-closes

@@ -507,3 +507,60 @@ async fn refused_calls_leave_no_bodies_and_the_record_stops_at_its_cap() {
     );
     assert!(upstream.seen().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_ends_the_turn_in_band_and_returns_once_the_bridge_has_paused() {
+    let (upstream, bridge, dir) = scripted_bridge(|_| {}).await;
+    let trial = start(&bridge, dir.path(), &[GPT], Budget::UNLIMITED).await;
+    let relay = dir.path().join("bridge-relay");
+    llm_bridge::relay::write_relay(&relay).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut serve = tokio::process::Command::new(&relay)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--socket"])
+        .arg(trial.socket_path())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let waited = tokio::process::Command::new(&relay)
+        .args(["wait", "--addr", &addr, "--timeout-ms", "10000"])
+        .status()
+        .await
+        .unwrap();
+    assert!(waited.success());
+    let chat = json!({"model": "gpt-scripted", "messages": [{"role": "user", "content": "hi"}]});
+    let through_relay = || {
+        reqwest::Client::new()
+            .post(format!("http://{addr}/v1/chat/completions"))
+            .bearer_auth(trial.token())
+            .json(&chat)
+            .send()
+    };
+    assert_eq!(through_relay().await.unwrap().status(), 200);
+    let wrong = tokio::process::Command::new(&relay)
+        .args(["end-turn", "--addr", &addr, "--token", "runner-trial-wrong"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!wrong.status.success());
+    assert_eq!(through_relay().await.unwrap().status(), 200);
+    let ended = tokio::process::Command::new(&relay)
+        .args(["end-turn", "--addr", &addr, "--token", trial.token()])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        ended.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ended.stderr)
+    );
+    // Paused by the time end-turn returned: nothing more reaches the provider.
+    assert_eq!(through_relay().await.unwrap().status(), 401);
+    assert_eq!(upstream.seen().len(), 2);
+    serve.kill().await.unwrap();
+    trial.close().await.unwrap();
+}
