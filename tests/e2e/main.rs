@@ -3,6 +3,7 @@
 
 mod bridge;
 mod bridge_models;
+mod bridge_phase;
 mod command_agent;
 mod compose;
 mod containment;
