@@ -13,9 +13,11 @@ use testkit::upstream::{ANTHROPIC_KEY, CHAT_USAGE, OPENAI_KEY, Script, ScriptedU
 
 use crate::support::{Job, ensure_base_image, exception, run_hello_file};
 
-/// Trials of the leftover test. The issue asks for 50; on this 2-core machine 50 trials of
-/// hello-file at `-n 4` run in about two minutes (see the report of issue 29).
-const LEFTOVER_TRIALS: usize = 50;
+/// Trials of the leftover test. The issue asks for 50; on the shared 2-core development
+/// machine 50 trials of hello-file at `-n 4` took 185 s, so this runs the most that fit in
+/// about two minutes there. (With the in-container end of the turn switched off, the first of
+/// 12 trials already let a leftover's call through.)
+const LEFTOVER_TRIALS: usize = 32;
 
 fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("agent.toml");
@@ -100,7 +102,7 @@ fn calls_from_processes_left_behind_never_reach_the_provider_after_the_agent_exi
     let config = write_config(dir.path(), LEFTOVER_AGENT);
     let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, Script::new());
     let trials = LEFTOVER_TRIALS.to_string();
-    let job = run_agent(&jobs, &config, &upstream, &["-k", &trials, "-n", "4"]);
+    let job = run_agent(&jobs, &config, &upstream, &["-k", &trials, "-n", "8"]);
     let results = job.trial_results();
     assert_eq!(results.len(), LEFTOVER_TRIALS);
     let mut refused_after = 0;
@@ -124,7 +126,10 @@ fn calls_from_processes_left_behind_never_reach_the_provider_after_the_agent_exi
         );
     }
     // The window was exercised: leftovers did call after their agent's exit.
-    assert!(refused_after > 0, "no leftover called after its agent exited");
+    assert!(
+        refused_after > 0,
+        "no leftover called after its agent exited"
+    );
     let seen: Vec<String> = upstream.seen().iter().map(|s| asked(&s.body)).collect();
     let after: Vec<&String> = seen
         .iter()

@@ -347,7 +347,10 @@ mod tests {
         );
         assert_eq!(parse_args(&args("--version")).unwrap(), Command::Version);
         assert_eq!(
-            parse_args(&args("end-turn --addr 127.0.0.1:4141 --token runner-trial-x")).unwrap(),
+            parse_args(&args(
+                "end-turn --addr 127.0.0.1:4141 --token runner-trial-x"
+            ))
+            .unwrap(),
             Command::EndTurn {
                 addr: "127.0.0.1:4141".parse().unwrap(),
                 token: "runner-trial-x".into(),

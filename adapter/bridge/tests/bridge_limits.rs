@@ -520,7 +520,12 @@ async fn the_relay_ends_the_turn_in_band_and_returns_once_the_bridge_has_paused(
         .unwrap()
         .port();
     let mut serve = tokio::process::Command::new(&relay)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--socket"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--socket",
+        ])
         .arg(trial.socket_path())
         .kill_on_drop(true)
         .spawn()
