@@ -28,6 +28,44 @@ pub struct AgentRun<'a> {
     /// single-step task. Each step is a new `run`, after one `setup`; `trial_dir` is then the
     /// step's own directory (`<trial>/steps/<name>`), so `agent/...` records stay per step.
     pub step: Option<String>,
+    /// What ends the agent's turn the moment its command exits (the LLM bridge stops serving
+    /// the trial then); `None` when nothing needs telling.
+    pub end_turn: Option<EndTurn<'a>>,
+}
+
+/// How an agent says its turn is over, as soon as it is: a command agent runs `in_container`
+/// in the same shell right after its command exits (so no process of the container can see
+/// the command gone while its turn still counts), and every agent calls [`EndTurn::now`] once
+/// its run has ended, before it collects anything.
+#[derive(Clone, Copy)]
+pub struct EndTurn<'a> {
+    /// A shell command (for `sh`), run after the agent's command in the same exec; it never
+    /// fails and prints nothing.
+    pub in_container: &'a str,
+    /// Ends the turn on the host.
+    pub on_host: &'a (dyn Fn() + Send + Sync),
+}
+
+impl EndTurn<'_> {
+    /// Ends the turn on the host (idempotent).
+    pub fn now(&self) {
+        (self.on_host)();
+    }
+}
+
+impl std::fmt::Debug for EndTurn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndTurn").finish_non_exhaustive()
+    }
+}
+
+impl AgentRun<'_> {
+    /// Ends the agent's turn on the host, when something needs telling.
+    pub fn end_turn_now(&self) {
+        if let Some(end) = &self.end_turn {
+            end.now();
+        }
+    }
 }
 
 /// Setup work stops this long before the setup deadline, so the agent (not the runner's

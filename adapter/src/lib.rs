@@ -10,7 +10,7 @@ mod nop;
 mod oracle;
 pub mod secrets;
 
-pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
+pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport, EndTurn};
 pub use any::{AnyAgent, BUILTIN_AGENTS};
 pub use command::{AgentConfigFile, CommandAgent, CommandAgentConfig, CommandAgentOptions};
 pub use installed::{AgentConfigError, InstalledAgent, InstalledAgentConfig};

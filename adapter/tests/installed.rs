@@ -477,6 +477,7 @@ file = "events.jsonl"
             run_deadline: run.map(|d| Instant::now() + d),
             agent_timeout_sec: run.map(|d| d.as_secs_f64()),
             step: None,
+            end_turn: None,
         }
     }
 

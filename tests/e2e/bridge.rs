@@ -156,7 +156,7 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
 }
 
 fn calls(job: &Job, trial: &str) -> Vec<Value> {
-    job.trial_file(trial, "agent/llm/calls.jsonl")
+    job.trial_file(trial, "llm/calls.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()

@@ -139,7 +139,7 @@ fn an_agent_configs_models_bound_m_and_are_what_the_bridge_allows() {
         "second 200\nthird 403\n"
     );
     let calls: Vec<Value> = job
-        .trial_file(name, "agent/llm/calls.jsonl")
+        .trial_file(name, "llm/calls.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

@@ -4,6 +4,7 @@
 mod agent_blame;
 mod bridge;
 mod bridge_models;
+mod bridge_phase;
 mod command_agent;
 mod compose;
 mod containment;

@@ -11,6 +11,7 @@
 //! ```text
 //! bridge-relay serve --listen 127.0.0.1:4141 --socket /run/runner-llm-bridge/bridge.sock
 //! bridge-relay wait --addr 127.0.0.1:4141 --timeout-ms 5000   # exits 0 once serve listens
+//! bridge-relay end-turn --addr 127.0.0.1:4141 --token TOKEN   # the agent's turn is over
 //! bridge-relay --version
 //! ```
 
@@ -33,6 +34,7 @@ const THREAD_STACK_BYTES: usize = 128 * 1024;
 const USAGE: &str = "usage:
   bridge-relay serve --listen 127.0.0.1:PORT --socket PATH [--max-connections N]
   bridge-relay wait --addr 127.0.0.1:PORT [--timeout-ms N]
+  bridge-relay end-turn --addr 127.0.0.1:PORT --token TOKEN [--timeout-ms N]
   bridge-relay --version";
 
 #[derive(Debug, PartialEq, Eq)]
@@ -46,6 +48,11 @@ enum Command {
         addr: SocketAddr,
         timeout: Duration,
     },
+    EndTurn {
+        addr: SocketAddr,
+        token: String,
+        timeout: Duration,
+    },
     Version,
 }
 
@@ -54,6 +61,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut listen = None;
     let mut socket = None;
     let mut addr = None;
+    let mut token = None;
     let mut max_connections = DEFAULT_MAX_CONNECTIONS;
     let mut timeout = Duration::from_secs(10);
     let mut iter = rest.iter();
@@ -63,6 +71,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
             "--listen" => listen = Some(parse_loopback(value()?)?),
             "--addr" => addr = Some(parse_loopback(value()?)?),
             "--socket" => socket = Some(PathBuf::from(value()?)),
+            "--token" => token = Some(value()?.to_owned()),
             "--max-connections" => {
                 max_connections = value()?
                     .parse()
@@ -86,6 +95,11 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         }),
         "wait" => Ok(Command::Wait {
             addr: addr.ok_or("wait needs --addr 127.0.0.1:PORT")?,
+            timeout,
+        }),
+        "end-turn" => Ok(Command::EndTurn {
+            addr: addr.ok_or("end-turn needs --addr 127.0.0.1:PORT")?,
+            token: token.ok_or("end-turn needs --token TOKEN")?,
             timeout,
         }),
         "--version" | "version" => Ok(Command::Version),
@@ -131,6 +145,17 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Command::EndTurn {
+            addr,
+            token,
+            timeout,
+        } => match end_turn(addr, &token, timeout) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("bridge-relay: {message}");
+                ExitCode::from(1)
+            }
+        },
         Command::Serve {
             listen,
             socket,
@@ -157,6 +182,33 @@ fn wait_for(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
             }
             Err(_) => thread::sleep(Duration::from_millis(20)),
         }
+    }
+}
+
+/// Tells the bridge the agent's turn is over (`POST /runner/end-turn`) and waits for its
+/// answer: once this returns 0 the bridge serves no more calls of the trial.
+fn end_turn(addr: SocketAddr, token: &str, timeout: Duration) -> Result<(), String> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| format!("cannot reach the relay at {addr}: {e}"))?;
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let request = format!(
+        "POST /runner/end-turn HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("cannot send the end of the turn: {e}"))?;
+    let mut answer = Vec::new();
+    let _ = stream.take(4096).read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.split_whitespace().nth(1).unwrap_or("");
+    if status.starts_with('2') {
+        Ok(())
+    } else {
+        Err(format!(
+            "the bridge did not end the turn: {}",
+            answer.lines().next().unwrap_or("no answer")
+        ))
     }
 }
 
@@ -294,6 +346,18 @@ mod tests {
                 .contains("--bogus")
         );
         assert_eq!(parse_args(&args("--version")).unwrap(), Command::Version);
+        assert_eq!(
+            parse_args(&args(
+                "end-turn --addr 127.0.0.1:4141 --token runner-trial-x"
+            ))
+            .unwrap(),
+            Command::EndTurn {
+                addr: "127.0.0.1:4141".parse().unwrap(),
+                token: "runner-trial-x".into(),
+                timeout: Duration::from_secs(10),
+            }
+        );
+        assert!(parse_args(&args("end-turn --addr 127.0.0.1:4141")).is_err());
     }
 
     /// A real unix-socket echo server behind the relay: bytes go both ways, half-closes

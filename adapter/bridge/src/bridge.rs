@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
 use crate::error::{BridgeError, ModelKeyError, io_error};
-use crate::policy::{ModelPolicy, budget_refusal};
+use crate::policy::{ModelPolicy, Spend, budget_refusal};
 use crate::prices::PriceTable;
 use crate::record::TrialRecorder;
 use crate::redact::Secrets;
@@ -43,6 +43,8 @@ pub(crate) struct Caps {
     pub max_concurrent_calls: usize,
     pub max_recorded_body_bytes: u64,
     pub max_usage_json_bytes: usize,
+    pub max_recorded_bytes_per_trial: u64,
+    pub default_max_output_tokens: u64,
 }
 
 /// Everything trials of one job share.
@@ -55,6 +57,11 @@ pub(crate) struct JobState {
     pub prices: PriceTable,
     pub job_budget: Budget,
     pub totals: Mutex<JobUsage>,
+    /// What calls in flight hold of the job's budget; its lock orders every admission and
+    /// settlement of the job (see `crate::ledger`).
+    pub held: Mutex<Spend>,
+    /// Forward server tools that reach the network (`BridgeConfig::allow_network_tools`).
+    pub allow_network_tools: bool,
     pub client: reqwest::Client,
     pub caps: Caps,
     close_grace: Duration,
@@ -87,7 +94,8 @@ pub struct TrialGrant {
     pub allowed_models: Vec<String>,
     /// The trial's own budget.
     pub budget: Budget,
-    /// The trial directory: calls are recorded under `<trial_dir>/agent/llm/`.
+    /// The trial directory: calls are recorded under `<trial_dir>/llm/` (beside `agent/`,
+    /// where the agent's own `/logs/agent` lands, so the agent cannot overwrite the record).
     pub trial_dir: PathBuf,
     /// The port the relay listens on inside the container; the agent's base URLs use it.
     pub relay_port: u16,
@@ -199,12 +207,16 @@ impl Bridge {
                 prices: config.prices,
                 job_budget: config.job_budget,
                 totals: Mutex::new(JobUsage::default()),
+                held: Mutex::new(Spend::default()),
+                allow_network_tools: config.allow_network_tools,
                 client,
                 caps: Caps {
                     max_request_bytes: config.max_request_bytes,
                     max_concurrent_calls: config.max_concurrent_calls_per_trial.max(1),
                     max_recorded_body_bytes: config.max_recorded_body_bytes,
                     max_usage_json_bytes: config.max_usage_json_bytes,
+                    max_recorded_bytes_per_trial: config.max_recorded_bytes_per_trial,
+                    default_max_output_tokens: config.default_max_output_tokens,
                 },
                 close_grace: config.close_grace,
                 socket_root,
@@ -264,6 +276,8 @@ impl Bridge {
             return Err(bad("the relay port must not be 0".into()));
         }
         self.check_keys(&grant)?;
+        self.check_prices(&grant.allowed_models, &grant.budget, "trial")
+            .map_err(|e| bad(e.to_string()))?;
         let token = TrialToken::generate()
             .map_err(|e| bad(format!("no randomness for the trial token: {e}")))?;
 
@@ -295,11 +309,12 @@ impl Bridge {
                 .map(|k| k.0.clone())
                 .chain([token.as_str().to_owned()]),
         ));
-        let llm_dir = grant.trial_dir.join("agent").join("llm");
+        let llm_dir = grant.trial_dir.join("llm");
         let recorder = TrialRecorder::create(
             &llm_dir,
             record_secrets,
             self.job.caps.max_recorded_body_bytes,
+            self.job.caps.max_recorded_bytes_per_trial,
         )
         .map_err(io_error(format!(
             "cannot make the call record in {}",
@@ -310,9 +325,11 @@ impl Bridge {
             name: grant.trial_name.clone(),
             token,
             open: AtomicBool::new(true),
+            serving: AtomicBool::new(true),
             policy: ModelPolicy::new(&grant.allowed_models, &self.job.providers),
             budget: grant.budget,
             usage: Mutex::new(TrialUsage::default()),
+            held: Mutex::new(Spend::default()),
             recorder,
             next_call: AtomicU64::new(1),
             call_slots: Arc::new(tokio::sync::Semaphore::new(
@@ -341,11 +358,43 @@ impl Bridge {
         })
     }
 
+    /// Checks that a dollar budget (`scope`: "trial" or "job") can price every one of
+    /// `models`: a call to a model missing from the price table could not be counted against
+    /// it. Token budgets count every model.
+    pub fn check_prices(
+        &self,
+        models: &[String],
+        budget: &Budget,
+        scope: &'static str,
+    ) -> Result<(), ModelKeyError> {
+        if budget.max_cost_usd.is_none() {
+            return Ok(());
+        }
+        let providers = &self.job.providers;
+        for model in models {
+            // The name the agent sends: a configured provider's prefix is not part of it.
+            let bare = model
+                .split_once('/')
+                .filter(|(prefix, _)| providers.iter().any(|p| p.name == *prefix))
+                .map_or(model.as_str(), |(_, name)| name);
+            if self.job.prices.price_for(model, bare).is_none() {
+                return Err(ModelKeyError::Unpriced {
+                    model: model.clone(),
+                    scope,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that every one of `models` has a provider the runner holds a key for (a
     /// qualified name's own provider; a bare or foreign-prefixed name the first provider of
-    /// either API). `runner run` calls it before planning, so a missing key is one clear
-    /// error rather than a failure per trial; [`Bridge::start_trial`] checks again.
+    /// either API), and a price when the job has a dollar budget. `runner run` calls it
+    /// before planning, so a missing key is one clear error rather than a failure per trial;
+    /// [`Bridge::start_trial`] checks again. A trial's own dollar budget is checked with
+    /// [`Bridge::check_prices`].
     pub fn check_models(&self, models: &[String]) -> Result<(), ModelKeyError> {
+        self.check_prices(models, &self.job.job_budget, "job")?;
         let providers = &self.job.providers;
         for model in models {
             let qualified = model
@@ -380,10 +429,12 @@ impl Bridge {
         let trial = grant.trial_name.clone();
         self.check_models(&grant.allowed_models)
             .map_err(|missing| match missing {
-                ModelKeyError::NoProvider { .. } => BridgeError::BadGrant {
-                    trial,
-                    reason: missing.to_string(),
-                },
+                ModelKeyError::NoProvider { .. } | ModelKeyError::Unpriced { .. } => {
+                    BridgeError::BadGrant {
+                        trial,
+                        reason: missing.to_string(),
+                    }
+                }
                 ModelKeyError::MissingKey {
                     model,
                     provider,

@@ -116,7 +116,9 @@ impl ProviderConfig {
 pub struct Budget {
     /// Input plus output tokens (cached input included).
     pub max_tokens: Option<u64>,
-    /// Dollars, from the price table; calls to unpriced models do not count towards it.
+    /// Dollars, from the price table. A dollar budget needs a price for every declared model:
+    /// [`crate::Bridge::check_models`] and [`crate::Bridge::start_trial`] refuse one that
+    /// cannot be priced.
     pub max_cost_usd: Option<f64>,
 }
 
@@ -158,6 +160,19 @@ pub struct BridgeConfig {
     /// Calls one trial may have in flight; more wait for a slot before their body is read.
     /// With `max_request_bytes` this bounds what one agent can make the runner hold.
     pub max_concurrent_calls_per_trial: usize,
+    /// Forward fields and tools that make the provider reach the network or run code for the
+    /// agent (`web_search`, `web_fetch`, `mcp_servers`, code execution; see
+    /// [`crate::request_policy`]). Off by default: a `no-network` task's agent would otherwise
+    /// browse through its model.
+    pub allow_network_tools: bool,
+    /// The output tokens a call reserves of the budgets (and is charged when its usage never
+    /// arrives) when neither the request (`max_tokens`, ...) nor the price table's
+    /// `max_output_tokens` for the model bounds them.
+    pub default_max_output_tokens: u64,
+    /// The most bytes one trial's record (`calls.jsonl` and the body files) may take; past it
+    /// bodies are no longer written and refused calls no longer get a line (their number is
+    /// still counted in `usage.json`).
+    pub max_recorded_bytes_per_trial: u64,
 }
 
 impl BridgeConfig {
@@ -175,6 +190,9 @@ impl BridgeConfig {
             upstream_read_timeout: Duration::from_secs(600),
             close_grace: Duration::from_secs(5),
             max_concurrent_calls_per_trial: 32,
+            allow_network_tools: false,
+            default_max_output_tokens: 32_768,
+            max_recorded_bytes_per_trial: 256 << 20,
         }
     }
 

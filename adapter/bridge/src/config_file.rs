@@ -16,7 +16,13 @@
 //!
 //! [budget.job]
 //! max_cost_usd = 100.0
+//!
+//! allow_network_tools = false         # true forwards server tools (web_search, web_fetch,
+//!                                     # mcp_servers, code execution); see request_policy
+//! max_recorded_bytes_per_trial = 268435456   # the cap on one trial's llm/ record
 //! ```
+//!
+//! (Top-level keys go before the first table in a real file.)
 //!
 //! Without `[[providers]]` the bridge uses OpenAI and Anthropic from the runner's environment
 //! (`OPENAI_API_KEY`/`OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`).
@@ -79,6 +85,8 @@ struct Raw {
     prices: Option<RawPrices>,
     #[serde(default)]
     budget: RawBudgets,
+    allow_network_tools: Option<bool>,
+    max_recorded_bytes_per_trial: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -181,6 +189,12 @@ impl LlmConfigFile {
             }
         };
         bridge.job_budget = raw.budget.job.into();
+        if let Some(allow) = raw.allow_network_tools {
+            bridge.allow_network_tools = allow;
+        }
+        if let Some(cap) = raw.max_recorded_bytes_per_trial {
+            bridge.max_recorded_bytes_per_trial = cap;
+        }
         Ok(LlmConfigFile {
             bridge,
             trial_budget: raw.budget.trial.into(),
@@ -203,6 +217,8 @@ mod tests {
         let path = dir.path().join("llm.toml");
         let text = r#"
             prices = "prices.toml"
+            allow_network_tools = true
+            max_recorded_bytes_per_trial = 1000
             [[providers]]
             name = "local"
             api = "openai"
@@ -222,6 +238,10 @@ mod tests {
         assert!(config.bridge.prices.models.contains_key("local/m"));
         assert_eq!(config.trial_budget.max_tokens, Some(100));
         assert_eq!(config.bridge.job_budget.max_cost_usd, Some(1.5));
+        assert!(config.bridge.allow_network_tools);
+        assert_eq!(config.bridge.max_recorded_bytes_per_trial, 1000);
+        let plain = LlmConfigFile::parse("", &path).unwrap();
+        assert!(!plain.bridge.allow_network_tools);
     }
 
     #[test]

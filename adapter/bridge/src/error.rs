@@ -80,6 +80,17 @@ pub enum ModelKeyError {
         /// Where the key is looked for.
         key: crate::config::KeySource,
     },
+    /// A dollar budget is set but the price table has no price for a declared model, so its
+    /// calls could not be counted against it.
+    #[error(
+        "the {scope} dollar budget cannot be kept: model '{model}' has no price in the price table (add [models.\"{model}\"] with input_per_mtok and output_per_mtok to the price table, or use a token budget)"
+    )]
+    Unpriced {
+        /// The declared model.
+        model: String,
+        /// Whose budget: "trial" or "job".
+        scope: &'static str,
+    },
 }
 
 /// Wraps an I/O error with what was being done.

@@ -8,8 +8,11 @@
 //! `bridge-relay` (shipped in the same directory) listens on `127.0.0.1:<port>` and copies
 //! connections to the socket; see ARCHITECTURE.md ("The LLM bridge's transport") for why. The agent gets base URLs pointing at
 //! the relay and a per-trial token (`runner-trial-…`) as its API key; the bridge checks the
-//! token, the model and the budgets, swaps the token for the real key, forwards the call, and
-//! records and meters it under `<trial>/agent/llm/`.
+//! token, the agent phase, the request's fields and tools, the model and the budgets (a hold
+//! reserved before forwarding, settled after), swaps the token for the real key, forwards the
+//! call, and records and meters it under `<trial>/llm/` (beside `agent/`, out of reach of the
+//! agent's own `/logs/agent`). The runner pauses a trial's bridge the moment the agent's
+//! command exits ([`TrialBridge::pause`]).
 //!
 //! # Use
 //!
@@ -32,7 +35,8 @@
 //! // exec trial.relay_serve_command() detached, then trial.relay_wait_command(5000),
 //! // and give the agent trial.agent_env().
 //! // ... the agent runs ...
-//! let usage = trial.close().await?; // token revoked; agent/llm/usage.json written
+//! trial.pause(); // the agent's command exited: no more calls are forwarded
+//! let usage = trial.close().await?; // token revoked; llm/usage.json written
 //! // usage.fill_agent_context(&mut trial_result.agent_result) ; job totals: bridge.job_usage()
 //! if bridge.job_budget_exhausted() { /* schedule no more trials */ }
 //! # Ok(()) }
@@ -44,11 +48,14 @@ pub mod config;
 pub mod config_file;
 mod error;
 mod forward;
+mod in_flight;
+mod ledger;
 pub mod policy;
 pub mod prices;
 pub mod record;
 pub mod redact;
 pub mod relay;
+pub mod request_policy;
 mod server;
 pub mod sse;
 pub mod summary;

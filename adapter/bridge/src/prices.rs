@@ -12,10 +12,15 @@
 //! cached_input_per_mtok = 0.30
 //! cache_write_per_mtok = 3.75    # Anthropic cache writes; defaults to input_per_mtok
 //! output_per_mtok = 15.0
+//! max_output_tokens = 64000      # optional: the model's output cap (see below)
 //! ```
 //!
-//! A model missing from the table is metered in tokens only; the call record and the trial's
-//! usage say so instead of pretending it cost nothing.
+//! A model missing from the table is metered in tokens only (it counts against token budgets);
+//! the call record and the trial's usage say so instead of pretending it cost nothing, and a
+//! dollar budget over a model missing here is refused before the job starts.
+//!
+//! `max_output_tokens` is what a call that sets no `max_tokens` reserves of the budgets while
+//! it runs, and what it is charged for output when its usage never arrives (an aborted stream).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +44,11 @@ pub struct ModelPrice {
     pub cache_write_per_mtok: Option<f64>,
     /// Output tokens (reasoning tokens included, as the providers bill them).
     pub output_per_mtok: f64,
+    /// The model's own cap on output tokens: what a call that does not set `max_tokens`
+    /// reserves of the budgets, and is charged when its usage never arrives (default:
+    /// `BridgeConfig::default_max_output_tokens`).
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
 }
 
 impl ModelPrice {

@@ -1,18 +1,25 @@
-//! The per-trial call record under `<trial>/agent/llm/`:
+//! The per-trial call record under `<trial>/llm/`:
 //!
 //! ```text
-//! agent/llm/calls.jsonl                 one JSON line per call (CallRecord), appended as calls end
-//! agent/llm/calls/000001.request.json   the request body as the agent sent it, secrets redacted
-//! agent/llm/calls/000001.response.json  the response body (.sse when streamed), secrets redacted
-//! agent/llm/usage.json                  the trial's TrialUsage, written atomically on close
+//! llm/calls.jsonl                 one JSON line per call (CallRecord), appended as calls end
+//! llm/calls/000001.request.json   the request body as the agent sent it, secrets redacted
+//! llm/calls/000001.response.json  the response body (.sse when streamed), secrets redacted
+//! llm/usage.json                  the trial's TrialUsage, written atomically on close
 //! ```
 //!
+//! It lives beside `agent/`, not in it: the agent's `/logs/agent` is downloaded into
+//! `<trial>/agent/`, and nothing the agent writes may overwrite the record of its own calls.
+//!
 //! Bodies are written as they pass, chunk by chunk, never held whole; each file stops at a cap
-//! and its call record says it was cut.
+//! and its call record says it was cut. The whole record of a trial is bounded too
+//! (`BridgeConfig::max_recorded_bytes_per_trial`): past it no more bodies are written and
+//! refused calls get no line. Request bodies are written only for calls that pass every check,
+//! so refused calls cost a line at most.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -76,15 +83,19 @@ pub struct CallRecord {
     pub error: Option<String>,
     /// Usage as the upstream reported it; `None` when it reported none.
     pub usage: Option<Usage>,
+    /// What the budgets were charged instead, when the usage never arrived whole (an aborted
+    /// or cut-off stream): the reported input or the request's size, and the output cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub charged: Option<Usage>,
     /// Cost in USD; `None` when the model has no price (tokens only) or usage is unknown.
     pub cost_usd: Option<f64>,
     /// Whether the price table has this model.
     pub price_known: bool,
-    /// The request body file, relative to `agent/llm/`.
+    /// The request body file, relative to `llm/`.
     pub request_body: Option<String>,
     /// Bytes of the request body.
     pub request_bytes: u64,
-    /// The response body file, relative to `agent/llm/`.
+    /// The response body file, relative to `llm/`.
     pub response_body: Option<String>,
     /// Bytes of the response body passed to the agent.
     pub response_bytes: u64,
@@ -92,21 +103,26 @@ pub struct CallRecord {
     pub body_truncated: bool,
 }
 
-/// Writes a trial's `agent/llm/` directory.
+/// Writes a trial's `llm/` directory.
 #[derive(Debug)]
 pub struct TrialRecorder {
     dir: PathBuf,
     calls: Mutex<File>,
     secrets: Arc<Secrets>,
     max_body: u64,
+    /// Bytes written so far to every file of the record.
+    written: Arc<AtomicU64>,
+    max_total: u64,
 }
 
 impl TrialRecorder {
-    /// Creates `llm_dir` and `llm_dir/calls/` and opens `calls.jsonl` for appending.
+    /// Creates `llm_dir` and `llm_dir/calls/` and opens `calls.jsonl` for appending. Each
+    /// body file stops at `max_body` bytes, the whole record at `max_total`.
     pub fn create(
         llm_dir: &Path,
         secrets: Arc<Secrets>,
         max_body: u64,
+        max_total: u64,
     ) -> io::Result<TrialRecorder> {
         std::fs::create_dir_all(llm_dir.join("calls"))?;
         let calls = OpenOptions::new()
@@ -118,10 +134,17 @@ impl TrialRecorder {
             calls: Mutex::new(calls),
             secrets,
             max_body,
+            written: Arc::new(AtomicU64::new(0)),
+            max_total,
         })
     }
 
-    /// The `agent/llm/` directory.
+    /// True once the record has reached its size cap.
+    pub fn full(&self) -> bool {
+        self.written.load(Ordering::Relaxed) >= self.max_total
+    }
+
+    /// The `llm/` directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -137,13 +160,17 @@ impl TrialRecorder {
             written: 0,
             seen: 0,
             max: self.max_body,
+            trial_written: self.written.clone(),
+            trial_max: self.max_total,
             truncated: false,
             error: None,
         })
     }
 
     /// Appends one call's line. One `write_all` of a whole line on an `O_APPEND` file, under a
-    /// lock, so concurrent calls never interleave within a line.
+    /// lock, so concurrent calls never interleave within a line. The line counts towards the
+    /// record's cap; it is always written (a forwarded call's line is the only account of what
+    /// it spent), so callers skip optional lines once [`TrialRecorder::full`] says so.
     pub fn append(&self, record: &CallRecord) -> io::Result<()> {
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -151,6 +178,7 @@ impl TrialRecorder {
             .calls
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.written.fetch_add(line.len() as u64, Ordering::Relaxed);
         calls.write_all(&line)
     }
 
@@ -173,6 +201,9 @@ pub struct BodyFile {
     written: u64,
     seen: u64,
     max: u64,
+    /// The trial record's running total and cap, shared by every body file of the trial.
+    trial_written: Arc<AtomicU64>,
+    trial_max: u64,
     truncated: bool,
     error: Option<io::Error>,
 }
@@ -180,7 +211,7 @@ pub struct BodyFile {
 /// What a finished body file holds.
 #[derive(Debug)]
 pub struct BodySummary {
-    /// Path relative to `agent/llm/`.
+    /// Path relative to `llm/`.
     pub relative: String,
     /// Bytes that passed (before redaction and the cap).
     pub bytes: u64,
@@ -203,13 +234,17 @@ impl BodyFile {
         if self.error.is_some() || self.truncated {
             return;
         }
-        let room = self.max.saturating_sub(self.written) as usize;
+        let trial_room = self
+            .trial_max
+            .saturating_sub(self.trial_written.load(Ordering::Relaxed));
+        let room = self.max.saturating_sub(self.written).min(trial_room) as usize;
         let take = bytes.len().min(room);
         if let Err(error) = self.file.write_all(&bytes[..take]) {
             self.error = Some(error);
             return;
         }
         self.written += take as u64;
+        self.trial_written.fetch_add(take as u64, Ordering::Relaxed);
         if take < bytes.len() {
             self.truncated = true;
         }
@@ -241,7 +276,7 @@ mod tests {
     fn bodies_are_redacted_and_capped() {
         let dir = tempfile::tempdir().unwrap();
         let secrets = Arc::new(Secrets::new(["sk-upstream-key-123", "runner-trial-tok"]));
-        let recorder = TrialRecorder::create(&dir.path().join("llm"), secrets, 40).unwrap();
+        let recorder = TrialRecorder::create(&dir.path().join("llm"), secrets, 40, 75).unwrap();
         let mut body = recorder.body_file(7, "request", "json").unwrap();
         body.write(b"{\"a\":\"sk-upstream-");
         body.write(b"key-123\",\"t\":\"runner-trial-tok\"}");
@@ -261,6 +296,17 @@ mod tests {
                 .unwrap()
                 .len(),
             40
+        );
+        // The trial's cap (75) is reached: 35 + 40 bytes were written, the next body is empty.
+        assert!(recorder.full());
+        let mut after = recorder.body_file(9, "request", "json").unwrap();
+        after.write(b"more");
+        assert!(after.finish().truncated);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("llm/calls/000009.request.json"))
+                .unwrap()
+                .len(),
+            0
         );
     }
 }

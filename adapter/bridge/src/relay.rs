@@ -55,6 +55,22 @@ pub fn relay_wait_command(relay_in_container: &str, port: u16, timeout_ms: u64) 
     ]
 }
 
+/// The command that tells the bridge, through the relay at `port`, that the agent's turn has
+/// ended (`POST /runner/end-turn` with the trial's token) and returns once it has paused.
+pub fn relay_end_turn_command(relay_in_container: &str, port: u16, token: &str) -> Vec<String> {
+    vec![
+        relay_in_container.to_owned(),
+        "end-turn".into(),
+        "--addr".into(),
+        format!("127.0.0.1:{port}"),
+        "--token".into(),
+        token.to_owned(),
+    ]
+}
+
+/// The path of the in-band end of an agent turn (see [`relay_end_turn_command`]).
+pub const END_TURN_PATH: &str = "/runner/end-turn";
+
 /// True when an ELF executable has no program interpreter, i.e. it is statically linked and
 /// runs on an image without a dynamic loader or libc.
 pub fn elf_is_static(binary: &[u8]) -> bool {

@@ -43,6 +43,7 @@ pub(crate) fn router(state: Arc<TrialState>) -> Router {
             "/v1/messages",
             post(|State(s), headers, body| handle_call(s, Endpoint::Messages, headers, body)),
         )
+        .route(crate::relay::END_TURN_PATH, post(end_turn))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{id}", get(one_model))
         .fallback(not_found)
@@ -121,13 +122,18 @@ fn unauthorized(state: &TrialState, api: ApiKind) -> Response {
 
 /// The message for a missing, wrong or revoked token.
 pub(crate) fn unauthorized_message(state: &TrialState) -> String {
-    if state.open.load(std::sync::atomic::Ordering::Acquire) {
+    if !state.open.load(std::sync::atomic::Ordering::Acquire) {
+        format!("trial '{}' has ended; its token is revoked", state.name)
+    } else if !state.serving.load(std::sync::atomic::Ordering::Acquire) {
+        format!(
+            "trial '{}' is not in its agent phase; the runner's LLM bridge serves calls only while the agent's command runs",
+            state.name
+        )
+    } else {
         format!(
             "the runner's LLM bridge for trial '{}' needs the per-trial token it gave the agent (OPENAI_API_KEY / ANTHROPIC_API_KEY)",
             state.name
         )
-    } else {
-        format!("trial '{}' has ended; its token is revoked", state.name)
     }
 }
 
@@ -192,6 +198,24 @@ async fn one_model(
             ),
         ),
     }
+}
+
+/// `POST /runner/end-turn`: the agent's command has exited (the runner's own shell says so
+/// through the relay, see `TrialBridge::end_turn_command`); the trial stops serving calls.
+/// Only the trial's token may end its turn, which only takes away its own calls.
+async fn end_turn(State(state): State<Arc<TrialState>>, headers: HeaderMap) -> Response {
+    let api = api_of(&headers);
+    if !state.presents_token(presented_tokens(&headers)) {
+        return unauthorized(&state, api);
+    }
+    state
+        .serving
+        .store(false, std::sync::atomic::Ordering::Release);
+    tracing::debug!(trial = %state.name, "llm bridge: the agent's turn ended in-band");
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(Body::empty())
+        .unwrap_or_default()
 }
 
 async fn not_found(headers: HeaderMap, uri: axum::http::Uri) -> Response {

@@ -33,8 +33,17 @@ pub struct TrialUsage {
     pub n_refused_calls: u64,
     /// Forwarded calls that failed (upstream error status, unreachable, cut off).
     pub n_failed_calls: u64,
-    /// Forwarded calls whose response reported no usage (counted as zero tokens).
+    /// Forwarded calls whose response reported no usage, or not all of it.
     pub n_calls_without_usage: u64,
+    /// Forwarded calls charged an estimate because their usage never arrived whole (an
+    /// aborted or cut-off stream, no usage reported): their reported input or request size,
+    /// and their output cap. Their tokens are in the totals above.
+    #[serde(default)]
+    pub n_calls_charged_estimate: u64,
+    /// Calls left out of `calls.jsonl` because the trial's record reached its size cap
+    /// (refused calls only; forwarded ones always get their line).
+    #[serde(default)]
+    pub n_calls_not_recorded: u64,
     /// Why calls were refused for budget, the first time it happened.
     pub budget_exhausted: Option<String>,
 }
@@ -55,6 +64,7 @@ impl TrialUsage {
         declared: Option<&str>,
         usage: Option<&Usage>,
         cost_usd: Option<f64>,
+        estimated: bool,
     ) {
         if outcome == Outcome::Refused {
             self.n_refused_calls += 1;
@@ -70,6 +80,10 @@ impl TrialUsage {
                 self.unpriced_models.insert(declared.to_owned());
             }
         }
+        if estimated {
+            self.n_calls_charged_estimate += 1;
+            self.n_calls_without_usage += 1;
+        }
         match usage {
             Some(usage) => {
                 self.n_input_tokens += usage.n_input_tokens;
@@ -77,7 +91,8 @@ impl TrialUsage {
                 self.n_cache_write_tokens += usage.n_cache_write_tokens;
                 self.n_output_tokens += usage.n_output_tokens;
             }
-            None => self.n_calls_without_usage += 1,
+            None if !estimated => self.n_calls_without_usage += 1,
+            None => {}
         }
         self.cost_usd += cost_usd.unwrap_or(0.0);
     }
@@ -97,6 +112,8 @@ impl TrialUsage {
         self.n_refused_calls += other.n_refused_calls;
         self.n_failed_calls += other.n_failed_calls;
         self.n_calls_without_usage += other.n_calls_without_usage;
+        self.n_calls_charged_estimate += other.n_calls_charged_estimate;
+        self.n_calls_not_recorded += other.n_calls_not_recorded;
         if self.budget_exhausted.is_none() {
             self.budget_exhausted.clone_from(&other.budget_exhausted);
         }
@@ -125,6 +142,7 @@ impl TrialUsage {
             "n_refused_calls": self.n_refused_calls,
             "n_failed_calls": self.n_failed_calls,
             "n_calls_without_usage": self.n_calls_without_usage,
+            "n_calls_charged_estimate": self.n_calls_charged_estimate,
             "n_cache_write_tokens": self.n_cache_write_tokens,
             "budget_exhausted": self.budget_exhausted,
             "cost_note": (!self.unpriced_models.is_empty()).then_some(
@@ -170,10 +188,11 @@ mod tests {
             Some("openai/a"),
             Some(&usage(10, 2)),
             Some(0.5),
+            false,
         );
-        trial.record_call(Outcome::Ok, Some("b"), Some(&usage(5, 1)), None);
-        trial.record_call(Outcome::Refused, None, None, None);
-        trial.record_call(Outcome::UpstreamError, Some("openai/a"), None, None);
+        trial.record_call(Outcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
+        trial.record_call(Outcome::Refused, None, None, None, false);
+        trial.record_call(Outcome::UpstreamError, Some("openai/a"), None, None, false);
         assert_eq!(
             (
                 trial.n_input_tokens,
@@ -207,7 +226,7 @@ mod tests {
     #[test]
     fn only_unpriced_calls_make_the_cost_unknown() {
         let mut trial = TrialUsage::default();
-        trial.record_call(Outcome::Ok, Some("b"), Some(&usage(5, 1)), None);
+        trial.record_call(Outcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
         assert_eq!(trial.reported_cost_usd(), None);
         let mut job = TrialUsage::default();
         job.merge(&trial);

@@ -11,9 +11,11 @@ use tokio::task::JoinHandle;
 use crate::bridge::{CONTAINER_BRIDGE_DIR, JobState, SOCKET_FILE_NAME};
 use crate::config::Budget;
 use crate::error::{BridgeError, io_error};
-use crate::policy::{ModelPolicy, budget_refusal};
+use crate::policy::{ModelPolicy, Spend};
 use crate::record::TrialRecorder;
-use crate::relay::{RELAY_FILE_NAME, relay_serve_command, relay_wait_command};
+use crate::relay::{
+    RELAY_FILE_NAME, relay_end_turn_command, relay_serve_command, relay_wait_command,
+};
 use crate::summary::TrialUsage;
 use crate::token::TrialToken;
 
@@ -25,9 +27,13 @@ pub(crate) struct TrialState {
     pub token: TrialToken,
     /// False once the trial closes: the token is revoked from then on.
     pub open: AtomicBool,
+    /// True while the agent phase runs (see [`TrialBridge::pause`]): calls are served only then.
+    pub serving: AtomicBool,
     pub policy: ModelPolicy,
     pub budget: Budget,
     pub usage: Mutex<TrialUsage>,
+    /// What calls in flight hold of the trial's budget (see `crate::ledger`).
+    pub held: Mutex<Spend>,
     pub recorder: TrialRecorder,
     pub next_call: AtomicU64,
     /// Slots for calls in flight (see `BridgeConfig::max_concurrent_calls_per_trial`).
@@ -35,36 +41,19 @@ pub(crate) struct TrialState {
 }
 
 impl TrialState {
-    /// True when one of the presented credentials is this trial's live token.
-    pub fn authorized<'a>(&self, mut presented: impl Iterator<Item = &'a str>) -> bool {
-        self.open.load(Ordering::Acquire) && presented.any(|p| self.token.matches(p))
+    /// True when one of the presented credentials is this trial's token (live or not).
+    pub fn presents_token<'a>(&self, mut presented: impl Iterator<Item = &'a str>) -> bool {
+        presented.any(|p| self.token.matches(p))
     }
 
-    /// Why a budget refuses the next call, if one does; remembers the first reason in the
-    /// trial's (and for the job budget, the job's) usage so the summaries can say why.
-    pub fn budget_refusal(&self) -> Option<String> {
-        let trial_reason = {
-            let usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-            budget_refusal(
-                &format!("trial '{}'", self.name),
-                &self.budget,
-                &usage.spend(),
-            )
-        };
-        let reason = match trial_reason {
-            Some(reason) => reason,
-            None => {
-                let reason = self.job.budget_refusal()?;
-                let mut totals = self.job.totals.lock().unwrap_or_else(|p| p.into_inner());
-                totals
-                    .budget_exhausted
-                    .get_or_insert_with(|| reason.clone());
-                reason
-            }
-        };
-        let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        usage.budget_exhausted.get_or_insert_with(|| reason.clone());
-        Some(reason)
+    /// True when the trial serves calls now: open and in its agent phase.
+    pub fn serving(&self) -> bool {
+        self.open.load(Ordering::Acquire) && self.serving.load(Ordering::Acquire)
+    }
+
+    /// True when one of the presented credentials is this trial's token and calls are served.
+    pub fn authorized<'a>(&self, presented: impl Iterator<Item = &'a str>) -> bool {
+        self.serving() && self.presents_token(presented)
     }
 }
 
@@ -150,9 +139,39 @@ impl TrialBridge {
             .clone()
     }
 
-    /// The `agent/llm/` directory of the trial.
+    /// The trial's record directory, `<trial>/llm/`.
     pub fn record_dir(&self) -> &Path {
         self.state.recorder.dir()
+    }
+
+    /// Stops serving calls until [`TrialBridge::resume`]: from now on every call (and the
+    /// model list) is refused with 401 before anything is forwarded; calls already forwarded
+    /// go on. The runner pauses the moment the agent's command exits, so a process the agent
+    /// left behind cannot reach the provider after the agent phase; the agent's command can
+    /// also end its own turn in-band, before it exits (see
+    /// [`TrialBridge::end_turn_command`]). Idempotent.
+    pub fn pause(&self) {
+        self.state.serving.store(false, Ordering::Release);
+    }
+
+    /// Serves calls again (the next agent phase of a multi-step task). A closed trial stays
+    /// closed.
+    pub fn resume(&self) {
+        self.state.serving.store(true, Ordering::Release);
+    }
+
+    /// The shell command (for `sh`) that pauses this trial from inside the container through
+    /// the relay and returns once the bridge has paused: run it right after the agent's command
+    /// exits, in the same shell, so no process can see that command gone while the token still
+    /// works. It holds the trial's token (as the agent's env does) and never fails the shell.
+    pub fn end_turn_command(&self) -> String {
+        let argv = relay_end_turn_command(
+            &format!("{CONTAINER_BRIDGE_DIR}/{RELAY_FILE_NAME}"),
+            self.relay_port,
+            self.token(),
+        );
+        let quoted: Vec<String> = argv.iter().map(|a| tasks::shell_quote(a)).collect();
+        format!("{} >/dev/null 2>&1 || true", quoted.join(" "))
     }
 
     /// Ends the trial's bridge: revokes the token at once, lets running calls finish for the

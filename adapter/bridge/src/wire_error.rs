@@ -16,6 +16,8 @@ pub enum Refusal {
     BadRequest,
     /// The model is not declared for this trial.
     ModelNotAllowed,
+    /// A request field or tool the bridge does not forward (see `crate::request_policy`).
+    FieldNotAllowed,
     /// The trial's or the job's budget is spent.
     BudgetExhausted,
     /// The request body is larger than the bridge accepts.
@@ -36,7 +38,7 @@ impl Refusal {
         match self {
             Refusal::Unauthenticated => StatusCode::UNAUTHORIZED,
             Refusal::BadRequest => StatusCode::BAD_REQUEST,
-            Refusal::ModelNotAllowed => StatusCode::FORBIDDEN,
+            Refusal::ModelNotAllowed | Refusal::FieldNotAllowed => StatusCode::FORBIDDEN,
             Refusal::BudgetExhausted => match api {
                 ApiKind::OpenAi => StatusCode::TOO_MANY_REQUESTS,
                 ApiKind::Anthropic => StatusCode::PAYMENT_REQUIRED,
@@ -54,6 +56,7 @@ impl Refusal {
             Refusal::Unauthenticated => "unauthenticated",
             Refusal::BadRequest => "bad_request",
             Refusal::ModelNotAllowed => "model_not_allowed",
+            Refusal::FieldNotAllowed => "field_not_allowed",
             Refusal::BudgetExhausted => "budget_exhausted",
             Refusal::TooLarge => "request_too_large",
             Refusal::NotFound => "not_found",
@@ -75,7 +78,7 @@ impl Refusal {
         match self {
             Refusal::Unauthenticated => "authentication_error",
             Refusal::BadRequest => "invalid_request_error",
-            Refusal::ModelNotAllowed => "permission_error",
+            Refusal::ModelNotAllowed | Refusal::FieldNotAllowed => "permission_error",
             Refusal::BudgetExhausted => "billing_error",
             Refusal::TooLarge => "request_too_large",
             Refusal::NotFound => "not_found_error",
@@ -119,6 +122,7 @@ impl Refusal {
             self,
             Refusal::BudgetExhausted
                 | Refusal::ModelNotAllowed
+                | Refusal::FieldNotAllowed
                 | Refusal::Unauthenticated
                 | Refusal::TooLarge
         ) {

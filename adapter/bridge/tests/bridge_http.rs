@@ -69,7 +69,7 @@ impl Fixture {
 }
 
 fn calls(trial_dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(trial_dir.join("agent/llm/calls.jsonl")).unwrap_or_default();
+    let text = std::fs::read_to_string(trial_dir.join("llm/calls.jsonl")).unwrap_or_default();
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
@@ -229,10 +229,10 @@ async fn all_three_endpoints_stream_and_not_and_usage_is_metered() {
         assert_eq!(record["price_known"], true);
         assert!(record["cost_usd"].as_f64().unwrap() > 0.0);
         let request_file = trial_dir
-            .join("agent/llm")
+            .join("llm")
             .join(record["request_body"].as_str().unwrap());
         let response_file = trial_dir
-            .join("agent/llm")
+            .join("llm")
             .join(record["response_body"].as_str().unwrap());
         assert!(std::fs::metadata(&request_file).unwrap().len() > 0);
         assert_eq!(
@@ -271,8 +271,7 @@ async fn all_three_endpoints_stream_and_not_and_usage_is_metered() {
         usage.cost_usd
     );
     let written: llm_bridge::TrialUsage =
-        serde_json::from_slice(&std::fs::read(trial_dir.join("agent/llm/usage.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(trial_dir.join("llm/usage.json")).unwrap()).unwrap();
     assert_eq!(written, usage);
     assert_eq!(
         f.bridge.job_usage().totals.n_input_tokens,
@@ -553,8 +552,18 @@ async fn upstream_failures_are_passed_on_and_recorded() {
         ["openai/gpt-unpriced"]
     );
     assert_eq!(usage.n_failed_calls, 2);
-    assert_eq!(usage.cost_usd, 0.0);
-    assert_eq!(usage.n_input_tokens, upstream::CHAT_USAGE.input);
+    // The stream that broke off never reported its usage: it is charged its request's size
+    // as input and the default output cap (it set no max_tokens), and priced.
+    let charged = &records[1]["charged"];
+    assert_eq!(charged["n_output_tokens"], 32_768, "{}", records[1]);
+    assert_eq!(charged["n_input_tokens"], records[1]["request_bytes"]);
+    assert_eq!(usage.n_calls_charged_estimate, 1);
+    assert!(usage.cost_usd > 0.0);
+    assert_eq!(
+        usage.n_input_tokens,
+        upstream::CHAT_USAGE.input + charged["n_input_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(usage.n_output_tokens, upstream::CHAT_USAGE.output + 32_768);
 }
 
 #[tokio::test]
@@ -727,7 +736,7 @@ async fn tool_call_answers_pass_through_metered_and_recorded_with_keys_redacted(
         );
         let body = std::fs::read_to_string(
             trial_dir
-                .join("agent/llm")
+                .join("llm")
                 .join(record["response_body"].as_str().unwrap()),
         )
         .unwrap();

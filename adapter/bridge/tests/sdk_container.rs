@@ -478,7 +478,7 @@ async fn official_sdks_call_the_bridge_from_a_no_network_container() {
         Some(budget_reason.as_str())
     );
 
-    let text = std::fs::read_to_string(trial_dir.join("agent/llm/calls.jsonl")).unwrap();
+    let text = std::fs::read_to_string(trial_dir.join("llm/calls.jsonl")).unwrap();
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

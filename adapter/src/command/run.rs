@@ -62,14 +62,21 @@ impl CommandAgent {
             &format!("creating {OUTPUT_DIR}"),
         )
         .await?;
-        let script = format!("( {command}\n) </dev/null >{out}/stdout.txt 2>{out}/stderr.txt");
+        let mut script = format!("( {command}\n) </dev/null >{out}/stdout.txt 2>{out}/stderr.txt");
+        if let Some(end) = &run.end_turn {
+            // In the same shell, before it exits: whoever watches this shell sees it gone only
+            // after the turn has ended. The command's own exit code stays the exec's.
+            script.push_str(&format!("\nrc=$?; {}; exit $rc", end.in_container));
+        }
         let mut request = ExecRequest::new(script)
             .maybe_user(self.user(run))
             .envs(&self.container_env);
         if let Some(deadline) = run.run_deadline {
             request = request.timeout(deadline.saturating_duration_since(Instant::now()));
         }
-        let output = sandbox.exec(request).await?;
+        let output = sandbox.exec(request).await;
+        run.end_turn_now();
+        let output = output?;
         let code = match (output.timed_out, output.exit_code) {
             (true, _) => "timeout".to_owned(),
             (false, Some(code)) => code.to_string(),

@@ -241,7 +241,11 @@ impl Agent for InstalledAgent {
                     .await;
             }
         };
-        match self.poll(sandbox, &api, &id, run.run_deadline).await {
+        let polled = self.poll(sandbox, &api, &id, run.run_deadline).await;
+        // The agent's task has ended (or its deadline passed): its turn is over before its
+        // traces are collected.
+        run.end_turn_now();
+        match polled {
             // A failed or cancelled final status is the agent's own outcome: recorded in
             // agent_result.metadata and task-status.json; the verifier decides the reward.
             PollOutcome::Final(status) => {

@@ -62,6 +62,7 @@ impl<B: Backend> Trial<B> {
             run_deadline: None,
             agent_timeout_sec: self.timeouts.agent.map(|d| d.as_secs_f64()),
             step: None,
+            end_turn: None,
         }
     }
 
@@ -140,22 +141,41 @@ impl<B: Backend> Trial<B> {
     ) -> Result<AgentTurnOutcome, TrialFailure> {
         self.enter(Phase::Agent);
         let sandbox = self.sandbox()?;
+        // The LLM bridge serves this turn only: from the agent's start until its command
+        // exits, which the agent says in the container's own shell (`end_turn_command`) and
+        // on the host as soon as its run ends; the pause below covers an agent that says
+        // neither. So no process the agent leaves behind reaches the provider afterwards.
+        let bridge = self.bridge.as_ref();
+        let end_turn_shell = bridge.map(|b| b.end_turn_command()).unwrap_or_default();
+        let pause = || {
+            if let Some(bridge) = bridge {
+                bridge.pause();
+            }
+        };
         let run = AgentRun {
             run_deadline: turn.timeout.map(deadline_after),
             agent_timeout_sec: turn.timeout.map(|d| d.as_secs_f64()),
             trial_dir: turn.records_dir.clone(),
             user: turn.user.clone(),
             step: turn.step.clone(),
+            end_turn: bridge.map(|_| adapter::EndTurn {
+                in_container: &end_turn_shell,
+                on_host: &pause,
+            }),
             ..self.agent_run_context()
         };
         let backstop = turn
             .timeout
             .map_or(UNBOUNDED_AGENT_BACKSTOP, |d| d.saturating_add(RUN_BACKSTOP));
+        if let Some(bridge) = bridge {
+            bridge.resume();
+        }
         let outcome = tokio::time::timeout(
             backstop,
             self.ctx.agent.run(&sandbox, &run, turn.instruction),
         )
         .await;
+        pause();
         let (context, failure) = match outcome {
             Ok(Ok(report)) => (report.context, None),
             Ok(Err(e)) => (None, Some(TrialFailure::from(e))),

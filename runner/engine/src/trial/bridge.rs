@@ -52,6 +52,8 @@ impl<B: Backend> Trial<B> {
                 let trial = job.bridge.start_trial(grant).await.map_err(|e| {
                     bridge_failure(format!("the LLM bridge refused this trial: {e}"))
                 })?;
+                // Served only during the agent's turns (see `agent_turn`), not its setup.
+                trial.pause();
                 self.log.line(&format!(
                     "LLM bridge: serving models {} on {}",
                     job.models.join(", "),
@@ -153,7 +155,7 @@ true"#
         }
     }
 
-    /// Stops the relay, revokes the trial's token, writes `agent/llm/usage.json` and puts the
+    /// Stops the relay, revokes the trial's token, writes `llm/usage.json` and puts the
     /// metered totals into `agent_result` (the bridge's counts replace what the agent said of
     /// itself). Safe to call twice; does nothing without a bridge.
     pub(super) async fn close_bridge(&mut self) {

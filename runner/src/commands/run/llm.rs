@@ -39,6 +39,11 @@ pub struct LlmArgs {
     /// Most dollars the whole job may spend; once spent no new trial starts.
     #[arg(long, value_name = "USD")]
     pub job_max_cost: Option<f64>,
+    /// Let the agent's model calls use the provider's own network tools (web search and
+    /// fetch, MCP servers, code execution); the bridge refuses them by default. Same as
+    /// `allow_network_tools = true` in --llm-config.
+    #[arg(long)]
+    pub llm_allow_network_tools: bool,
 }
 
 impl LlmArgs {
@@ -139,9 +144,15 @@ impl LlmArgs {
         let job = &mut config.bridge.job_budget;
         job.max_tokens = tokens.or(job.max_tokens);
         job.max_cost_usd = cost.or(job.max_cost_usd);
+        if self.llm_allow_network_tools {
+            config.bridge.allow_network_tools = true;
+        }
         let bridge = Bridge::new(config.bridge)
             .map_err(|e| CliError::bad_input(format!("the LLM bridge cannot start: {e}")))?;
-        if let Err(missing) = bridge.check_models(&models) {
+        let checked = bridge
+            .check_models(&models)
+            .and_then(|()| bridge.check_prices(&models, &config.trial_budget, "trial"));
+        if let Err(missing) = checked {
             return Err(CliError::bad_input(self.missing_key_message(&missing)));
         }
         Ok(Some(JobBridge {
@@ -163,6 +174,10 @@ impl LlmArgs {
             }
         };
         match missing {
+            ModelKeyError::Unpriced { model, scope } => format!(
+                "{}: {missing}; the budget comes from --{scope}-max-cost or [budget.{scope}] max_cost_usd in --llm-config",
+                origin(model)
+            ),
             ModelKeyError::NoProvider { model } => format!(
                 "{}: no provider is configured to serve it; add a [[providers]] entry to --llm-config",
                 origin(model)
