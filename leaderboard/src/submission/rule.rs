@@ -132,7 +132,7 @@ impl Rule {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"
             }
             Rule::VerifierIsolated => {
-                "every trial records verifier_isolation, and its tests ran isolated from what the agent left (isolated: true; Harbor's records do not say, so they fail)"
+                "every trial records verifier_isolation, and its tests ran isolated from what the agent left (isolated: true; Harbor's records do not say, so they fail), and no rewarded trial's tests ran with programs the agent changed (--agent-toolchain)"
             }
             Rule::DeclaredModelsOnly => {
                 "every model a trial called through the LLM bridge is one its job declares (agents[].model_name or models)"

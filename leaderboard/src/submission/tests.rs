@@ -896,3 +896,42 @@ mod duplication_and_omission {
         assert_says(&v[0], "datasets list is empty");
     }
 }
+
+#[test]
+fn a_rewarded_trial_verified_with_the_agents_changed_toolchain_fails() {
+    let s = Scratch::new();
+    let reward_of_trial = |trial: &str| {
+        let text = std::fs::read(s.job.join(trial).join("result.json")).unwrap();
+        reward_of(&serde_json::from_slice(&text).unwrap())
+    };
+    let rewarded = TRIALS
+        .iter()
+        .find(|t| reward_of_trial(t) > Some(0.0))
+        .unwrap();
+    let unrewarded = TRIALS
+        .iter()
+        .find(|t| reward_of_trial(t) == Some(0.0))
+        .unwrap();
+    let changed = json!(["/usr/local/bin/python3: added by the agent, earlier on PATH"]);
+    for trial in [rewarded, unrewarded] {
+        s.edit_json(&format!("{trial}/result.json"), |r| {
+            r["verifier_isolation"]["toolchain"] = json!("agent");
+            r["verifier_toolchain_changes"] = changed.clone();
+        });
+    }
+    let v = only_failure(&s.validate(), Rule::VerifierIsolated);
+    assert_eq!(v.len(), 1, "only the rewarded trial: {v:?}");
+    assert!(
+        v[0].file
+            .as_deref()
+            .unwrap()
+            .contains(rewarded.as_ref() as &str),
+        "{v:?}"
+    );
+    assert_says(&v[0], "/usr/local/bin/python3: added by the agent");
+    // The image's own toolchain ran the tests: what the agent changed did not matter.
+    s.edit_json(&format!("{rewarded}/result.json"), |r| {
+        r["verifier_isolation"]["toolchain"] = json!("image");
+    });
+    assert!(s.validate().valid, "{}", render::text(&s.validate()));
+}

@@ -82,6 +82,29 @@ fn unisolated_verifier(result: &Value) -> Option<String> {
     }
 }
 
+/// Why a rewarded trial's tests cannot be trusted to have run with the task's own programs:
+/// the job opted into the agent's (`verifier_isolation.toolchain: "agent"`,
+/// `--agent-toolchain`) and the agent had changed some of them (`verifier_toolchain_changes`).
+fn agent_toolchain_used(result: &Value) -> Option<String> {
+    if str_at(result, "/verifier_isolation/toolchain") != Some("agent") {
+        return None;
+    }
+    let changes: Vec<&str> = result
+        .get("verifier_toolchain_changes")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let first = changes.first()?;
+    Some(format!(
+        "the tests ran with programs or startup hooks the agent changed (--agent-toolchain): {first}{}; a reward earned that way may be the agent's own doing: re-run without --agent-toolchain",
+        match changes.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        }
+    ))
+}
+
 /// What is wrong with the rewards of a result, if anything: a value that is not a finite
 /// number (or a boolean), or a main reward outside [0, 1] (no task format declares another
 /// range: Harbor's task.toml has no such field).
@@ -428,6 +451,15 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
             ));
         }
         if let Some(problem) = unisolated_verifier(result) {
+            violations.push(Violation::new(
+                Rule::VerifierIsolated,
+                Some(result_file.clone()),
+                problem,
+            ));
+        }
+        if reward_of(result).is_some_and(|r| r > 0.0)
+            && let Some(problem) = agent_toolchain_used(result)
+        {
             violations.push(Violation::new(
                 Rule::VerifierIsolated,
                 Some(result_file.clone()),
