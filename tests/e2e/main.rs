@@ -17,5 +17,6 @@ mod steering;
 mod step_phases;
 mod steps;
 mod support;
+mod task_qa;
 mod validate;
 mod view;
