@@ -16,6 +16,7 @@ pub mod identity;
 pub mod isolation;
 pub mod layout;
 pub mod limits;
+pub mod lint;
 pub mod metrics;
 pub mod multipliers;
 pub mod outcome;

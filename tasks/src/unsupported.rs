@@ -167,7 +167,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let found = detect_in_dir(&config(""), dir.path());
         assert_eq!(found, [UnsupportedFeature::NoImage]);
-        assert!(found[0].to_string().contains("docker_image"), "{}", found[0]);
+        assert!(
+            found[0].to_string().contains("docker_image"),
+            "{}",
+            found[0]
+        );
         let pinned = config("[environment]\ndocker_image = \"alpine@sha256:00\"\n");
         assert!(detect_in_dir(&pinned, dir.path()).is_empty());
         std::fs::create_dir(dir.path().join("environment")).unwrap();
