@@ -35,6 +35,8 @@ pub enum Family {
     Scrub,
     /// `runner tasks digest`.
     Tasks,
+    /// `runner tasks check`.
+    Check,
     /// `runner view`, `runner summary`, `runner compare`: reading job directories.
     Read,
     /// `runner images pull`, `runner images prune`.
@@ -44,11 +46,12 @@ pub enum Family {
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Run,
         Family::Validate,
         Family::Scrub,
         Family::Tasks,
+        Family::Check,
         Family::Read,
         Family::Images,
     ];
@@ -59,6 +62,7 @@ impl Family {
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
+            Family::Check => "`tasks check`",
             Family::Read => "`view`, `summary`, `compare`",
             Family::Images => "`images pull`, `images prune`",
         }
@@ -99,6 +103,10 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Check) => "no check failed (warnings may be listed)",
+            (Failed, Check) => "some check failed: each failure is listed with its task, check and reason",
+            (BadInput, Check) => "bad input: a path with no task, a bad flag, or no reachable Docker engine",
+            (Interrupted, Check) => "interrupted (Ctrl-C); containers removed",
             (Success, Read) => "done",
             (Success, Images) => {
                 "every image is ready (pull) or every candidate was handled (prune)"

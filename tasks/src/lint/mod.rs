@@ -11,7 +11,7 @@ pub mod shell;
 
 use std::path::PathBuf;
 
-pub use rules::lint_task;
+pub use rules::{files_under, lint_task, verifier_network};
 
 /// Which check of `tasks check` a finding belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -1,5 +1,6 @@
 //! `runner tasks ...`: inspect, check and create tasks and datasets.
 
+mod check;
 mod digest;
 
 use std::path::PathBuf;
@@ -19,11 +20,17 @@ pub enum TasksCommand {
         #[arg(long, value_enum, default_value_t = TextFormat::Text)]
         format: TextFormat,
     },
+    /// Check each task before anyone pays for a run: it loads cleanly, the oracle scores 1
+    /// every time, the nop agent and reward-hack probes score 0, no answer leaks to the agent,
+    /// nothing is downloaded at test time. Runs real trials (Docker).
+    #[command(after_help = crate::exit::help_text(Family::Check))]
+    Check(check::CheckArgs),
 }
 
 /// Runs a `runner tasks` subcommand.
 pub fn run(command: TasksCommand) -> Result<Outcome, CliError> {
     match command {
         TasksCommand::Digest { path, format } => digest::digest(&path, format),
+        TasksCommand::Check(args) => check::run(args),
     }
 }

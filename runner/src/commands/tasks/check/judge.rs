@@ -1,0 +1,319 @@
+//! One task through every selected check: the static rules, then the oracle's trials (they
+//! build the image), then the nop agent, the probes and the leak scan at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use tasks::lint::{Area, Finding, Severity, lint_task};
+use tasks::{Task, TaskError};
+
+use super::probes::{LEAKS, PLANTED, probes, scan_and_edit};
+use super::report::{CheckName, CheckResult, Message, Status, TaskReport};
+use super::stage::probe_copy;
+use super::trials::{Runner, Trial, agent_seconds, exception, score};
+use crate::exit::CliError;
+
+/// Files of tests/ or solution/ shorter than this are not looked for: an empty `__init__.py`
+/// or a one-word file matches too much to mean a leak.
+const MIN_LEAK_BYTES: u64 = 32;
+
+/// What every task's check shares.
+pub struct Context {
+    /// The trial runner, `None` when no selected check needs containers.
+    pub runner: Option<Runner>,
+    /// The selected checks.
+    pub selected: Vec<CheckName>,
+    /// Oracle trials.
+    pub repeat: u32,
+    /// Where probe copies of tasks go.
+    pub stage_dir: PathBuf,
+    /// The task's index (keeps job names unique across tasks with one short name).
+    pub index: usize,
+}
+
+/// The report of a task that did not load: `loads` fails with the error, the rest is skipped.
+pub fn malformed(err: &TaskError) -> TaskReport {
+    let text = err.to_string();
+    let (name, path) = match err {
+        TaskError::Invalid { path, .. } | TaskError::Missing { path, .. } => {
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            (name, dir)
+        }
+        _ => (text.clone(), PathBuf::new()),
+    };
+    let mut checks = BTreeMap::new();
+    checks.insert(CheckName::Loads, CheckResult::of(vec![Message::new(Status::Fail, text)]));
+    TaskReport { name, path, digest: None, checks, oracle_seconds: Vec::new(), seconds: 0.0 }
+}
+
+/// Every selected check of `task`.
+pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
+    let findings = lint_task(task);
+    let selected = |c: CheckName| cx.selected.contains(&c);
+    let mut checks = BTreeMap::new();
+    for check in CheckName::ALL {
+        if !selected(check) {
+            checks.insert(check, CheckResult::skipped("not selected (--checks)"));
+        }
+    }
+    if selected(CheckName::Loads) {
+        let mut messages = from_findings(&findings, Area::Loads);
+        messages.extend(task.unsupported.iter().map(|f| {
+            Message::new(Status::Warn, format!("loads, but this runner cannot run it: {f}"))
+        }));
+        checks.insert(CheckName::Loads, CheckResult::of(messages));
+    }
+    if selected(CheckName::Reproducible) {
+        checks.insert(CheckName::Reproducible, CheckResult::of(from_findings(&findings, Area::Reproducible)));
+    }
+    let static_leaks = from_findings(&findings, Area::Leaks);
+    let runner = match &cx.runner {
+        Some(runner) if task.unsupported.is_empty() => runner,
+        _ => {
+            let why = if task.unsupported.is_empty() {
+                "no container checks selected"
+            } else {
+                "the task cannot run here (see loads)"
+            };
+            for check in [CheckName::Oracle, CheckName::Nop, CheckName::Hacks] {
+                checks.entry(check).or_insert_with(|| CheckResult::skipped(why));
+            }
+            if selected(CheckName::Leaks) {
+                let mut messages = static_leaks;
+                messages.push(Message::new(Status::Skip, format!("the agent's environment was not scanned: {why}")));
+                checks.insert(CheckName::Leaks, CheckResult::of(messages));
+            }
+            return report(task, checks, Vec::new());
+        }
+    };
+    let job = |what: &str| format!("{:03}-{}-{what}", cx.index, task.short_name());
+    let mut oracle_seconds = Vec::new();
+    if selected(CheckName::Oracle) {
+        let result = match runner.trials(&task.dir, "oracle", cx.repeat, &job("oracle")).await {
+            Ok(trials) => {
+                let (result, seconds) = judge_oracle(&trials, task.config.agent.timeout_sec);
+                oracle_seconds = seconds;
+                result
+            }
+            Err(err) => trials_failed(&err),
+        };
+        checks.insert(CheckName::Oracle, result);
+    }
+    let single_step = task.config.steps.is_empty();
+    let nop = async {
+        if !selected(CheckName::Nop) {
+            return None;
+        }
+        Some(match runner.trials(&task.dir, "nop", 1, &job("nop")).await {
+            Ok(trials) => judge_nop(&trials),
+            Err(err) => trials_failed(&err),
+        })
+    };
+    let hacks = async {
+        if !selected(CheckName::Hacks) {
+            return None;
+        }
+        if !single_step {
+            return Some(CheckResult::skipped("multi-step task: the probes run on single-step tasks"));
+        }
+        let runs = probes().into_iter().map(|probe| async move {
+            let outcome = run_probe(cx, runner, task, probe.name, &probe.script, &job(&format!("probe-{}", probe.name))).await;
+            judge_probe(probe.name, probe.what, outcome)
+        });
+        Some(CheckResult::of(futures_util::future::join_all(runs).await))
+    };
+    let wanted = wanted_files(task);
+    let scan = async {
+        if !single_step || !(selected(CheckName::Leaks) || selected(CheckName::Hacks)) {
+            return None;
+        }
+        let hashes: Vec<(u64, String, bool)> =
+            wanted.iter().map(|(hash, (size, _, test))| (*size, hash.clone(), *test)).collect();
+        Some(run_probe(cx, runner, task, "scan", &scan_and_edit(&hashes), &job("probe-scan")).await)
+    };
+    let (nop, hacks, scan) = tokio::join!(nop, hacks, scan);
+    if let Some(nop) = nop {
+        checks.insert(CheckName::Nop, nop);
+    }
+    if let Some(mut hacks) = hacks {
+        if let Some(scan) = &scan {
+            let edit = judge_probe("tests-edit", "test files the agent can see, rewritten to pass or deleted", clone_outcome(scan));
+            hacks.messages.push(edit);
+            hacks = CheckResult::of(hacks.messages);
+        }
+        checks.insert(CheckName::Hacks, hacks);
+    }
+    if selected(CheckName::Leaks) {
+        let mut messages = static_leaks;
+        match &scan {
+            Some(Ok(trial)) => messages.extend(judge_leaks(trial, &wanted)),
+            Some(Err(err)) => messages.push(Message::new(Status::Warn, format!("the agent's environment could not be scanned: {err}"))),
+            None => messages.push(Message::new(Status::Skip, "multi-step task: the agent's environment was not scanned")),
+        }
+        checks.insert(CheckName::Leaks, CheckResult::of(messages));
+    }
+    report(task, checks, oracle_seconds)
+}
+
+fn report(task: &Task, checks: BTreeMap<CheckName, CheckResult>, oracle_seconds: Vec<f64>) -> TaskReport {
+    TaskReport {
+        name: task.name.clone(),
+        path: task.dir.clone(),
+        digest: Some(task.digest.clone()),
+        checks,
+        oracle_seconds,
+        seconds: 0.0,
+    }
+}
+
+type ProbeOutcome = Result<Trial, String>;
+
+fn clone_outcome(outcome: &ProbeOutcome) -> ProbeOutcome {
+    match outcome {
+        Ok(trial) => Ok(Trial { result: trial.result.clone(), dir: trial.dir.clone() }),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// Stages a copy of `task` with `script` as its solution and runs the oracle on it once.
+async fn run_probe(cx: &Context, runner: &Runner, task: &Task, label: &str, script: &str, job: &str) -> ProbeOutcome {
+    let stage = cx.stage_dir.join(format!("{:03}", cx.index));
+    let copy = probe_copy(task, &stage, label, script).map_err(|e| format!("cannot stage the probe: {e}"))?;
+    let mut trials = runner.trials(&copy, "oracle", 1, job).await.map_err(|e| e.message)?;
+    trials.pop().ok_or_else(|| "the probe's trial did not finish".to_owned())
+}
+
+fn from_findings(findings: &[Finding], area: Area) -> Vec<Message> {
+    findings
+        .iter()
+        .filter(|f| f.area == area)
+        .map(|f| {
+            let status = match f.severity {
+                Severity::Warn => Status::Warn,
+                Severity::Fail => Status::Fail,
+            };
+            Message::at(status, format!("[{}] {}", f.rule, f.message), f.path.clone(), f.line)
+        })
+        .collect()
+}
+
+fn trials_failed(err: &CliError) -> CheckResult {
+    CheckResult::of(vec![Message::new(Status::Fail, format!("the trials could not run: {err}"))])
+}
+
+/// The oracle check: every trial scores 1 (some but not all is flaky), and the agent phase
+/// uses at most half of the agent timeout. Returns the verdict and each trial's seconds.
+pub fn judge_oracle(trials: &[Trial], timeout_sec: Option<f64>) -> (CheckResult, Vec<f64>) {
+    let scores: Vec<Option<f64>> = trials.iter().map(|t| score(&t.result)).collect();
+    let ones = scores.iter().filter(|s| s.is_some_and(|s| s >= 1.0 - 1e-9)).count();
+    let mut messages = Vec::new();
+    let others: Vec<String> = trials
+        .iter()
+        .zip(&scores)
+        .filter(|(_, s)| !s.is_some_and(|s| s >= 1.0 - 1e-9))
+        .map(|(t, s)| match (s, exception(&t.result)) {
+            (_, Some(e)) => e,
+            (Some(s), None) => format!("reward {s}"),
+            (None, None) => "no reward".to_owned(),
+        })
+        .collect();
+    if ones == trials.len() && !trials.is_empty() {
+        messages.push(Message::new(Status::Pass, format!("scored 1 in {ones} of {} trial(s)", trials.len())));
+    } else if ones > 0 {
+        messages.push(Message::new(Status::Fail, format!(
+            "flaky: scored 1 in {ones} of {} trials (others: {})", trials.len(), others.join("; "))));
+    } else {
+        messages.push(Message::new(Status::Fail, format!(
+            "the oracle never scored 1 in {} trial(s): {}", trials.len(), others.join("; "))));
+    }
+    let seconds: Vec<f64> = trials.iter().filter_map(|t| agent_seconds(&t.result)).collect();
+    if let (Some(timeout), Some(longest)) = (timeout_sec, seconds.iter().copied().reduce(f64::max))
+        && longest > timeout / 2.0
+    {
+        messages.push(Message::new(Status::Warn, format!(
+            "the solution took {longest:.1}s of the {timeout:.0}s agent timeout (over half): a slower machine may time it out")));
+    }
+    (CheckResult::of(messages), seconds)
+}
+
+/// The nop check: an untouched environment scores 0.
+pub fn judge_nop(trials: &[Trial]) -> CheckResult {
+    let messages = trials
+        .iter()
+        .map(|t| match (score(&t.result), exception(&t.result)) {
+            (Some(s), _) if s > 0.0 => Message::new(Status::Fail, format!(
+                "the nop agent scored {s}: the verifier passes an environment nobody touched")),
+            (Some(_), _) => Message::new(Status::Pass, "the nop agent scored 0"),
+            (None, e) => Message::new(Status::Warn, format!(
+                "the nop agent got no reward ({}); a verifier should write 0 for a missing answer",
+                e.unwrap_or_else(|| "no exception".into()))),
+        })
+        .collect();
+    CheckResult::of(messages)
+}
+
+/// One probe's verdict: reward above 0 fails, naming what was planted.
+pub fn judge_probe(name: &str, what: &str, outcome: ProbeOutcome) -> Message {
+    let trial = match outcome {
+        Ok(trial) => trial,
+        Err(err) => return Message::new(Status::Warn, format!("probe {name} could not run: {err}")),
+    };
+    let planted = std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
+    let planted: Vec<&str> = planted.lines().filter(|l| !l.is_empty()).collect();
+    if name == "tests-edit" && planted.is_empty() {
+        return Message::new(Status::Pass, "tests-edit: no test file is visible to the agent");
+    }
+    match (score(&trial.result), exception(&trial.result)) {
+        (Some(s), _) if s > 0.0 => Message::new(Status::Fail, format!(
+            "probe {name} ({what}) scored {s}; it planted: {}", planted.join(", "))),
+        (Some(_), _) => Message::new(Status::Pass, format!("probe {name} scored 0 (planted {} file(s))", planted.len())),
+        (None, e) => Message::new(Status::Warn, format!(
+            "probe {name} got no reward ({}); planted: {}", e.unwrap_or_default(), planted.join(", "))),
+    }
+}
+
+/// sha256 hex → (size, task-relative path, is a test file) of every file of tests/ and
+/// solution/ worth looking for: not tiny, and not also an input in environment/ (a file the
+/// agent is given on purpose).
+pub fn wanted_files(task: &Task) -> HashMap<String, (u64, PathBuf, bool)> {
+    let hash = |path: &Path| std::fs::read(path).ok().map(|b| tasks::digest::sha256_hex(&b));
+    let inputs: std::collections::HashSet<String> = tasks::lint::files_under(&task.environment_dir(), &task.dir)
+        .iter()
+        .filter_map(|(_, p)| hash(p))
+        .collect();
+    let mut out = HashMap::new();
+    for (dir, test) in [(task.tests_dir(), true), (task.solution_dir(), false)] {
+        for (rel, path) in tasks::lint::files_under(&dir, &task.dir) {
+            let Ok(meta) = std::fs::metadata(&path) else { continue };
+            if meta.len() < MIN_LEAK_BYTES {
+                continue;
+            }
+            if let Some(h) = hash(&path)
+                && !inputs.contains(&h)
+            {
+                out.entry(h).or_insert((meta.len(), rel, test));
+            }
+        }
+    }
+    out
+}
+
+/// The leaks the scan found: each readable copy of a tests/ or solution/ file fails.
+pub fn judge_leaks(trial: &Trial, wanted: &HashMap<String, (u64, PathBuf, bool)>) -> Vec<Message> {
+    let text = std::fs::read_to_string(trial.dir.join("agent").join(LEAKS)).unwrap_or_default();
+    let mut messages: Vec<Message> = text
+        .lines()
+        .filter_map(|line| {
+            let (hash, path) = line.split_once("  ")?;
+            let (_, rel, _) = wanted.get(hash)?;
+            Some(Message::at(Status::Fail, format!(
+                "{} is readable by the agent at {path}", rel.display()), rel.clone(), None))
+        })
+        .collect();
+    if messages.is_empty() {
+        messages.push(Message::new(Status::Pass, format!(
+            "none of {} file(s) of tests/ and solution/ is readable in the agent's environment", wanted.len())));
+    }
+    messages
+}
