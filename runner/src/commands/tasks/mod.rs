@@ -2,6 +2,7 @@
 
 mod check;
 mod digest;
+mod init;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,17 @@ pub enum TasksCommand {
     /// nothing is downloaded at test time. Runs real trials (Docker).
     #[command(after_help = crate::exit::help_text(Family::Check))]
     Check(check::CheckArgs),
+    /// Write a new task directory to start from (task.toml with the schema's fields
+    /// commented, instruction.md, environment/Dockerfile, tests/test.sh with named checks,
+    /// solution/solve.sh); it passes `tasks check` as written.
+    #[command(after_help = crate::exit::help_text(Family::Init))]
+    Init {
+        /// The task's name, `name` or `org/name`; the directory is its last part.
+        name: String,
+        /// The folder to write the task directory in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 /// Runs a `runner tasks` subcommand.
@@ -32,5 +44,6 @@ pub fn run(command: TasksCommand) -> Result<Outcome, CliError> {
     match command {
         TasksCommand::Digest { path, format } => digest::digest(&path, format),
         TasksCommand::Check(args) => check::run(args),
+        TasksCommand::Init { name, dir } => init::init(&name, &dir),
     }
 }

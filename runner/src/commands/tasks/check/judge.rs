@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use tasks::lint::{Area, Finding, Severity, lint_task};
 use tasks::{Task, TaskError};
 
-use super::probes::{LEAKS, PLANTED, probes, scan_and_edit};
+use super::probes::{LEAKS, PLANTED, broken_answers, probes, scan_and_edit};
 use super::report::{CheckName, CheckResult, Message, Status, TaskReport};
 use super::stage::probe_copy;
 use super::trials::{Runner, Trial, agent_seconds, exception, score};
@@ -76,7 +76,7 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
             } else {
                 "the task cannot run here (see loads)"
             };
-            for check in [CheckName::Oracle, CheckName::Nop, CheckName::Hacks] {
+            for check in [CheckName::Oracle, CheckName::Nop, CheckName::Broken, CheckName::Hacks] {
                 checks.entry(check).or_insert_with(|| CheckResult::skipped(why));
             }
             if selected(CheckName::Leaks) {
@@ -110,6 +110,16 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
             Err(err) => trials_failed(&err),
         })
     };
+    let broken = async {
+        if !selected(CheckName::Broken) {
+            return None;
+        }
+        if !single_step {
+            return Some(CheckResult::skipped("multi-step task: the probes run on single-step tasks"));
+        }
+        let outcome = run_probe(cx, runner, task, "broken", &broken_answers(), true, &job("probe-broken")).await;
+        Some(judge_broken(outcome))
+    };
     let hacks = async {
         if !selected(CheckName::Hacks) {
             return None;
@@ -118,7 +128,7 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
             return Some(CheckResult::skipped("multi-step task: the probes run on single-step tasks"));
         }
         let runs = probes().into_iter().map(|probe| async move {
-            let outcome = run_probe(cx, runner, task, probe.name, &probe.script, &job(&format!("probe-{}", probe.name))).await;
+            let outcome = run_probe(cx, runner, task, probe.name, &probe.script, false, &job(&format!("probe-{}", probe.name))).await;
             judge_probe(probe.name, probe.what, outcome)
         });
         Some(CheckResult::of(futures_util::future::join_all(runs).await))
@@ -130,11 +140,14 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         }
         let hashes: Vec<(u64, String, bool)> =
             wanted.iter().map(|(hash, (size, _, test))| (*size, hash.clone(), *test)).collect();
-        Some(run_probe(cx, runner, task, "scan", &scan_and_edit(&hashes), &job("probe-scan")).await)
+        Some(run_probe(cx, runner, task, "scan", &scan_and_edit(&hashes), false, &job("probe-scan")).await)
     };
-    let (nop, hacks, scan) = tokio::join!(nop, hacks, scan);
+    let (nop, broken, hacks, scan) = tokio::join!(nop, broken, hacks, scan);
     if let Some(nop) = nop {
         checks.insert(CheckName::Nop, nop);
+    }
+    if let Some(broken) = broken {
+        checks.insert(CheckName::Broken, broken);
     }
     if let Some(mut hacks) = hacks {
         if let Some(scan) = &scan {
@@ -156,7 +169,8 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
     report(task, checks, oracle_seconds)
 }
 
-fn report(task: &Task, checks: BTreeMap<CheckName, CheckResult>, oracle_seconds: Vec<f64>) -> TaskReport {
+fn report(task: &Task, mut checks: BTreeMap<CheckName, CheckResult>, oracle_seconds: Vec<f64>) -> TaskReport {
+    declared_skips(task, &mut checks);
     TaskReport {
         name: task.name.clone(),
         path: task.dir.clone(),
@@ -164,6 +178,33 @@ fn report(task: &Task, checks: BTreeMap<CheckName, CheckResult>, oracle_seconds:
         checks,
         oracle_seconds,
         seconds: 0.0,
+    }
+}
+
+/// Checks a task declares it fails on purpose (`[metadata.check] skip = ["oracle"]` with a
+/// `reason`; Harbor's metadata is free-form, so the task stays Harbor's): each is reported as
+/// skipped with the reason instead of its verdict. A name that is not a check is a warning.
+fn declared_skips(task: &Task, checks: &mut BTreeMap<CheckName, CheckResult>) {
+    let Some(table) = task.config.metadata.get("check").and_then(|v| v.as_table()) else {
+        return;
+    };
+    let reason = table.get("reason").and_then(|v| v.as_str()).unwrap_or("no reason given");
+    let names = table.get("skip").and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    for name in names {
+        let name = name.as_str().unwrap_or_default().to_owned();
+        match CheckName::ALL.into_iter().find(|c| c.as_str() == name) {
+            Some(check) => {
+                let was = checks.get(&check).map_or(Status::Skip, |c| c.status);
+                checks.insert(check, CheckResult::skipped(format!(
+                    "the task skips it ([metadata.check] skip): {reason} (its verdict was {was:?})")));
+            }
+            None => {
+                let loads = checks.entry(CheckName::Loads).or_insert_with(|| CheckResult::of(vec![]));
+                loads.messages.push(Message::at(Status::Warn, format!(
+                    "[metadata.check] skip names {name:?}, not a check of tasks check"), "task.toml".into(), None));
+                *loads = CheckResult::of(std::mem::take(&mut loads.messages));
+            }
+        }
     }
 }
 
@@ -177,9 +218,17 @@ fn clone_outcome(outcome: &ProbeOutcome) -> ProbeOutcome {
 }
 
 /// Stages a copy of `task` with `script` as its solution and runs the oracle on it once.
-async fn run_probe(cx: &Context, runner: &Runner, task: &Task, label: &str, script: &str, job: &str) -> ProbeOutcome {
+async fn run_probe(
+    cx: &Context,
+    runner: &Runner,
+    task: &Task,
+    label: &str,
+    script: &str,
+    keep_solution: bool,
+    job: &str,
+) -> ProbeOutcome {
     let stage = cx.stage_dir.join(format!("{:03}", cx.index));
-    let copy = probe_copy(task, &stage, label, script).map_err(|e| format!("cannot stage the probe: {e}"))?;
+    let copy = probe_copy(task, &stage, label, script, keep_solution).map_err(|e| format!("cannot stage the probe: {e}"))?;
     let mut trials = runner.trials(&copy, "oracle", 1, job).await.map_err(|e| e.message)?;
     trials.pop().ok_or_else(|| "the probe's trial did not finish".to_owned())
 }
@@ -273,9 +322,31 @@ pub fn judge_probe(name: &str, what: &str, outcome: ProbeOutcome) -> Message {
     }
 }
 
+/// The broken-answers verdict: with every file the solution made emptied, the verifier must
+/// give 0.
+pub fn judge_broken(outcome: ProbeOutcome) -> CheckResult {
+    let trial = match outcome {
+        Ok(trial) => trial,
+        Err(err) => return CheckResult::of(vec![Message::new(Status::Warn, format!("could not run: {err}"))]),
+    };
+    let planted = std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
+    let emptied: Vec<&str> = planted.lines().filter(|l| !l.is_empty()).collect();
+    if emptied.is_empty() {
+        return CheckResult::of(vec![Message::new(Status::Warn, "the solution created or changed no file, so there was nothing to empty")]);
+    }
+    let listed = emptied.iter().map(|l| l.trim_end_matches(" (emptied)")).collect::<Vec<_>>().join(", ");
+    CheckResult::of(vec![match (score(&trial.result), exception(&trial.result)) {
+        (Some(s), _) if s > 0.0 => Message::new(Status::Fail, format!(
+            "the verifier gave {s} with every file the solution made emptied ({listed}): it checks nothing the solution made")),
+        (Some(_), _) => Message::new(Status::Pass, format!("emptied outputs score 0 ({listed})")),
+        (None, e) => Message::new(Status::Warn, format!(
+            "no reward with the outputs emptied ({}); a verifier should write 0", e.unwrap_or_default())),
+    }])
+}
+
 /// sha256 hex → (size, task-relative path, is a test file) of every file of tests/ and
-/// solution/ worth looking for: not tiny, and not also an input in environment/ (a file the
-/// agent is given on purpose).
+/// solution/ worth looking for: not tiny, and for tests/ not also an input in environment/
+/// (a file the agent is given on purpose; a solution file there is still a leak).
 pub fn wanted_files(task: &Task) -> HashMap<String, (u64, PathBuf, bool)> {
     let hash = |path: &Path| std::fs::read(path).ok().map(|b| tasks::digest::sha256_hex(&b));
     let inputs: std::collections::HashSet<String> = tasks::lint::files_under(&task.environment_dir(), &task.dir)
@@ -290,7 +361,7 @@ pub fn wanted_files(task: &Task) -> HashMap<String, (u64, PathBuf, bool)> {
                 continue;
             }
             if let Some(h) = hash(&path)
-                && !inputs.contains(&h)
+                && !(test && inputs.contains(&h))
             {
                 out.entry(h).or_insert((meta.len(), rel, test));
             }
@@ -307,8 +378,7 @@ pub fn judge_leaks(trial: &Trial, wanted: &HashMap<String, (u64, PathBuf, bool)>
         .filter_map(|line| {
             let (hash, path) = line.split_once("  ")?;
             let (_, rel, _) = wanted.get(hash)?;
-            Some(Message::at(Status::Fail, format!(
-                "{} is readable by the agent at {path}", rel.display()), rel.clone(), None))
+            Some(Message::at(Status::Fail, format!("readable by the agent at {path}"), rel.clone(), None))
         })
         .collect();
     if messages.is_empty() {

@@ -49,13 +49,28 @@ pub fn probes() -> Vec<Probe> {
 for d in $(dirs); do
     mkdir -p "$d/." 2>/dev/null
     cat >> "$d/conftest.py" 2>/dev/null <<'PY' && note "$d/conftest.py"
-import pytest
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
+try:
+    import pytest
+except ImportError:  # a harness that imports conftest.py as pytest would
+    pytest = None
+if pytest is not None:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item, call):
+        outcome = yield
+        report = outcome.get_result()
+        report.outcome = "passed"
+        report.longrepr = None
+else:
+    import atexit, os
+    def _pass():
+        try:
+            os.makedirs("/logs/verifier", exist_ok=True)
+            with open("/logs/verifier/reward.txt", "w") as f:
+                f.write("1")
+        except Exception:
+            pass
+        os._exit(0)
+    atexit.register(_pass)
 PY
 done
 "#
@@ -132,6 +147,23 @@ done
             ),
         },
     ]
+}
+
+/// The broken-answers probe: runs the real solution (staged as `solve.real.sh`), then
+/// empties every regular file it created or changed (newer than a marker made before it;
+/// caches such as `__pycache__` aside), all together. A verifier that still passes checks
+/// nothing the solution made.
+pub fn broken_answers() -> String {
+    format!(
+        r#"{HEADER}
+marker=$(mktemp /tmp/.runner-marker.XXXXXX)
+/solution/solve.real.sh > /logs/agent/solution.txt 2>&1
+find / \( -path /proc -o -path /sys -o -path /dev -o -path /logs -o -path /solution \) -prune \
+    -o -type f -newer "$marker" ! -path "$marker" ! -path '*/__pycache__/*' ! -name '*.pyc' -print 2>/dev/null \
+    | while read -r f; do : > "$f" 2>/dev/null && note "$f (emptied)"; done
+rm -f "$marker"
+"#
+    )
 }
 
 /// The scan-and-edit probe: lists every file the agent can read whose size and sha256 are a

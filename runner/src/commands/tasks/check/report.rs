@@ -17,6 +17,8 @@ pub enum CheckName {
     Oracle,
     /// The nop agent scores 0.
     Nop,
+    /// The oracle's outputs, all emptied, score 0.
+    Broken,
     /// Reward-hack probes after a do-nothing agent score 0.
     Hacks,
     /// No file of tests/ or solution/ is readable by the agent; the instruction holds no solution.
@@ -27,10 +29,11 @@ pub enum CheckName {
 
 impl CheckName {
     /// Every check, in column order.
-    pub const ALL: [CheckName; 6] = [
+    pub const ALL: [CheckName; 7] = [
         CheckName::Loads,
         CheckName::Oracle,
         CheckName::Nop,
+        CheckName::Broken,
         CheckName::Hacks,
         CheckName::Leaks,
         CheckName::Reproducible,
@@ -42,6 +45,7 @@ impl CheckName {
             CheckName::Loads => "loads",
             CheckName::Oracle => "oracle",
             CheckName::Nop => "nop",
+            CheckName::Broken => "broken",
             CheckName::Hacks => "hacks",
             CheckName::Leaks => "leaks",
             CheckName::Reproducible => "reproducible",

@@ -7,8 +7,15 @@ use std::path::{Path, PathBuf};
 use tasks::Task;
 
 /// Copies `task` to `<stage_dir>/<label>/<task dir name>` with `script` as its only solution
-/// file, and returns the copy's directory.
-pub fn probe_copy(task: &Task, stage_dir: &Path, label: &str, script: &str) -> std::io::Result<PathBuf> {
+/// file (with `keep_solution`, beside the task's solution, whose `solve.sh` becomes
+/// `solve.real.sh`), and returns the copy's directory.
+pub fn probe_copy(
+    task: &Task,
+    stage_dir: &Path,
+    label: &str,
+    script: &str,
+    keep_solution: bool,
+) -> std::io::Result<PathBuf> {
     let name = task.dir.file_name().unwrap_or_default();
     let dest = stage_dir.join(label).join(name);
     if dest.exists() {
@@ -16,6 +23,12 @@ pub fn probe_copy(task: &Task, stage_dir: &Path, label: &str, script: &str) -> s
     }
     copy_dir(&task.dir, &dest, true)?;
     let solve = dest.join("solution/solve.sh");
+    if keep_solution && task.solution_dir().is_dir() {
+        copy_dir(&task.solution_dir(), &dest.join("solution"), false)?;
+        if solve.exists() {
+            std::fs::rename(&solve, dest.join("solution/solve.real.sh"))?;
+        }
+    }
     std::fs::create_dir_all(solve.parent().unwrap_or(&dest))?;
     std::fs::write(&solve, script)?;
     use std::os::unix::fs::PermissionsExt;
@@ -65,12 +78,16 @@ mod tests {
         }
         let task = Task::read(&dir).unwrap();
         let stage = tempfile::tempdir().unwrap();
-        let copy = probe_copy(&task, stage.path(), "conftest", "#!/bin/bash\n").unwrap();
+        let copy = probe_copy(&task, stage.path(), "conftest", "#!/bin/bash\n", false).unwrap();
         assert_eq!(copy.file_name().unwrap(), "my-task");
         assert!(!copy.join("solution/answer.txt").exists());
         assert_eq!(std::fs::read_to_string(copy.join("solution/solve.sh")).unwrap(), "#!/bin/bash\n");
         let copied = Task::read(&copy).unwrap();
         assert_eq!(copied.name, task.name);
         assert!(copy.join("environment/Dockerfile").is_file());
+        let kept = probe_copy(&task, stage.path(), "broken", "#!/bin/bash\n", true).unwrap();
+        assert_eq!(std::fs::read_to_string(kept.join("solution/solve.real.sh")).unwrap(), "echo answer\n");
+        assert!(kept.join("solution/answer.txt").is_file());
+        assert_eq!(std::fs::read_to_string(kept.join("solution/solve.sh")).unwrap(), "#!/bin/bash\n");
     }
 }
