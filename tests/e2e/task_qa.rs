@@ -166,7 +166,7 @@ fn failures_beyond_the_jail(doc: &serde_json::Value) -> Vec<String> {
                 let jail = check == "hacks"
                     && (text.starts_with("probe sitecustomize") || text.starts_with("probe path-shims"));
                 if m["status"] == "fail" && !jail {
-                    out.push(format!("{} {check}: {text}", task["name"]));
+                    out.push(format!("{} {check}: {text}", task["name"].as_str().unwrap()));
                 }
             }
         }
