@@ -110,8 +110,12 @@ impl ExitCode {
             (Success, Init) => "the task directory was written (its path is printed)",
             (BadInput, Init) => "bad input: not a task name, or the directory exists",
             (Success, Check) => "no check failed (warnings may be listed)",
-            (Failed, Check) => "some check failed: each failure is listed with its task, check and reason",
-            (BadInput, Check) => "bad input: a path with no task, a bad flag, or no reachable Docker engine",
+            (Failed, Check) => {
+                "some check failed: each failure is listed with its task, check and reason"
+            }
+            (BadInput, Check) => {
+                "bad input: a path with no task, a bad flag, or no reachable Docker engine"
+            }
             (Interrupted, Check) => "interrupted (Ctrl-C); containers removed",
             (Success, Read) => "done",
             (Success, Images) => {

@@ -72,7 +72,12 @@ fn digest_of_a_folder_without_a_task_is_bad_input_naming_it() {
 #[test]
 fn digest_hashes_tasks_this_runner_cannot_run() {
     let dir = tempfile::tempdir().unwrap();
-    task(dir.path(), "windows", "[environment]\nos = \"windows\"\n", true);
+    task(
+        dir.path(),
+        "windows",
+        "[environment]\nos = \"windows\"\n",
+        true,
+    );
     task(
         dir.path(),
         "allowlist",
@@ -151,7 +156,10 @@ fn verdict(doc: &serde_json::Value, task: &str, check: &str) -> (String, String)
         .iter()
         .map(|m| m["text"].as_str().unwrap())
         .collect();
-    (result["status"].as_str().unwrap().to_owned(), texts.join(" | "))
+    (
+        result["status"].as_str().unwrap().to_owned(),
+        texts.join(" | "),
+    )
 }
 
 /// The failures of a report, except the two probes the verifier jail answers (the lead's
@@ -164,9 +172,13 @@ fn failures_beyond_the_jail(doc: &serde_json::Value) -> Vec<String> {
             for m in result["messages"].as_array().unwrap() {
                 let text = m["text"].as_str().unwrap();
                 let jail = check == "hacks"
-                    && (text.starts_with("probe sitecustomize") || text.starts_with("probe path-shims"));
+                    && (text.starts_with("probe sitecustomize")
+                        || text.starts_with("probe path-shims"));
                 if m["status"] == "fail" && !jail {
-                    out.push(format!("{} {check}: {text}", task["name"].as_str().unwrap()));
+                    out.push(format!(
+                        "{} {check}: {text}",
+                        task["name"].as_str().unwrap()
+                    ));
                 }
             }
         }
@@ -177,7 +189,10 @@ fn failures_beyond_the_jail(doc: &serde_json::Value) -> Vec<String> {
 #[test]
 fn check_reports_each_broken_task_by_the_right_check() {
     let root = workspace_root().join("tests/fixtures/broken-tasks");
-    let (doc, code) = check_json(&root, &["--checks", "loads,nop,broken,hacks,leaks,reproducible"]);
+    let (doc, code) = check_json(
+        &root,
+        &["--checks", "loads,nop,broken,hacks,leaks,reproducible"],
+    );
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(doc["passed"], false);
 
@@ -187,7 +202,10 @@ fn check_reports_each_broken_task_by_the_right_check() {
 
     let (status, text) = verdict(&doc, "broken/conftest-in-workdir", "hacks");
     assert_eq!(status, "fail", "{text}");
-    assert!(text.contains("probe conftest") && text.contains("/app/conftest.py"), "{text}");
+    assert!(
+        text.contains("probe conftest") && text.contains("/app/conftest.py"),
+        "{text}"
+    );
 
     let (status, text) = verdict(&doc, "broken/solution-in-image", "leaks");
     assert_eq!(status, "fail", "{text}");
@@ -195,7 +213,10 @@ fn check_reports_each_broken_task_by_the_right_check() {
 
     let (status, text) = verdict(&doc, "broken/offline-download", "reproducible");
     assert_eq!(status, "fail", "{text}");
-    assert!(text.contains("pip install") && text.contains("without network"), "{text}");
+    assert!(
+        text.contains("pip install") && text.contains("without network"),
+        "{text}"
+    );
 
     // Each defect is reported by its check alone: nothing else fails beyond the jail's probes.
     let mut others = failures_beyond_the_jail(&doc);

@@ -334,7 +334,10 @@ mod tests {
         assert_eq!(found[0].0[2], "https://a.org/x|y");
         assert_eq!(found[2].0, ["echo", "a;b"]);
         assert!(commands("echo 'open").is_empty());
-        assert_eq!(words("if PIP_X=1 sudo pip install a==1"), ["pip", "install", "a==1"]);
+        assert_eq!(
+            words("if PIP_X=1 sudo pip install a==1"),
+            ["pip", "install", "a==1"]
+        );
     }
 
     #[test]

@@ -12,8 +12,16 @@ use crate::say;
 const FILES: &[(&str, &str, bool)] = &[
     ("task.toml", include_str!("init/task.toml"), false),
     ("instruction.md", include_str!("init/instruction.md"), false),
-    ("environment/Dockerfile", include_str!("init/Dockerfile"), false),
-    ("environment/numbers.txt", include_str!("init/numbers.txt"), false),
+    (
+        "environment/Dockerfile",
+        include_str!("init/Dockerfile"),
+        false,
+    ),
+    (
+        "environment/numbers.txt",
+        include_str!("init/numbers.txt"),
+        false,
+    ),
     ("tests/test.sh", include_str!("init/test.sh"), true),
     ("solution/solve.sh", include_str!("init/solve.sh"), true),
 ];
@@ -35,7 +43,9 @@ fn task_dir(name: &str, parent: &Path) -> Result<PathBuf, CliError> {
         !part.is_empty()
             && part != "."
             && part != ".."
-            && part.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     };
     if name.matches('/').count() > 1 || !name.split('/').all(valid) {
         return Err(CliError::bad_input(format!(
@@ -72,11 +82,19 @@ mod tests {
     #[test]
     fn a_new_task_loads_with_no_finding() {
         let parent = tempfile::tempdir().unwrap();
-        write_task("me/sum-numbers", &task_dir("me/sum-numbers", parent.path()).unwrap()).unwrap();
+        write_task(
+            "me/sum-numbers",
+            &task_dir("me/sum-numbers", parent.path()).unwrap(),
+        )
+        .unwrap();
         let task = tasks::Task::load(&parent.path().join("sum-numbers")).unwrap();
         assert_eq!(task.name, "me/sum-numbers");
         assert!(task.warnings.is_empty(), "{:?}", task.warnings);
-        assert!(tasks::lint::lint_task(&task).is_empty(), "{:?}", tasks::lint::lint_task(&task));
+        assert!(
+            tasks::lint::lint_task(&task).is_empty(),
+            "{:?}",
+            tasks::lint::lint_task(&task)
+        );
     }
 
     #[test]

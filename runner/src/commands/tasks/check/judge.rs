@@ -37,14 +37,27 @@ pub fn malformed(err: &TaskError) -> TaskReport {
     let (name, path) = match err {
         TaskError::Invalid { path, .. } | TaskError::Missing { path, .. } => {
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             (name, dir)
         }
         _ => (text.clone(), PathBuf::new()),
     };
     let mut checks = BTreeMap::new();
-    checks.insert(CheckName::Loads, CheckResult::of(vec![Message::new(Status::Fail, text)]));
-    TaskReport { name, path, digest: None, checks, oracle_seconds: Vec::new(), seconds: 0.0 }
+    checks.insert(
+        CheckName::Loads,
+        CheckResult::of(vec![Message::new(Status::Fail, text)]),
+    );
+    TaskReport {
+        name,
+        path,
+        digest: None,
+        checks,
+        oracle_seconds: Vec::new(),
+        seconds: 0.0,
+    }
 }
 
 /// Every selected check of `task`.
@@ -60,12 +73,18 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
     if selected(CheckName::Loads) {
         let mut messages = from_findings(&findings, Area::Loads);
         messages.extend(task.unsupported.iter().map(|f| {
-            Message::new(Status::Warn, format!("loads, but this runner cannot run it: {f}"))
+            Message::new(
+                Status::Warn,
+                format!("loads, but this runner cannot run it: {f}"),
+            )
         }));
         checks.insert(CheckName::Loads, CheckResult::of(messages));
     }
     if selected(CheckName::Reproducible) {
-        checks.insert(CheckName::Reproducible, CheckResult::of(from_findings(&findings, Area::Reproducible)));
+        checks.insert(
+            CheckName::Reproducible,
+            CheckResult::of(from_findings(&findings, Area::Reproducible)),
+        );
     }
     let static_leaks = from_findings(&findings, Area::Leaks);
     let runner = match &cx.runner {
@@ -76,12 +95,22 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
             } else {
                 "the task cannot run here (see loads)"
             };
-            for check in [CheckName::Oracle, CheckName::Nop, CheckName::Broken, CheckName::Hacks] {
-                checks.entry(check).or_insert_with(|| CheckResult::skipped(why));
+            for check in [
+                CheckName::Oracle,
+                CheckName::Nop,
+                CheckName::Broken,
+                CheckName::Hacks,
+            ] {
+                checks
+                    .entry(check)
+                    .or_insert_with(|| CheckResult::skipped(why));
             }
             if selected(CheckName::Leaks) {
                 let mut messages = static_leaks;
-                messages.push(Message::new(Status::Skip, format!("the agent's environment was not scanned: {why}")));
+                messages.push(Message::new(
+                    Status::Skip,
+                    format!("the agent's environment was not scanned: {why}"),
+                ));
                 checks.insert(CheckName::Leaks, CheckResult::of(messages));
             }
             return report(task, checks, Vec::new());
@@ -90,7 +119,10 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
     let job = |what: &str| format!("{:03}-{}-{what}", cx.index, task.short_name());
     let mut oracle_seconds = Vec::new();
     if selected(CheckName::Oracle) {
-        let result = match runner.trials(&task.dir, "oracle", cx.repeat, &job("oracle")).await {
+        let result = match runner
+            .trials(&task.dir, "oracle", cx.repeat, &job("oracle"))
+            .await
+        {
             Ok(trials) => {
                 let (result, seconds) = judge_oracle(&trials, task.config.agent.timeout_sec);
                 oracle_seconds = seconds;
@@ -105,19 +137,32 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         if !selected(CheckName::Nop) {
             return None;
         }
-        Some(match runner.trials(&task.dir, "nop", 1, &job("nop")).await {
-            Ok(trials) => judge_nop(&trials),
-            Err(err) => trials_failed(&err),
-        })
+        Some(
+            match runner.trials(&task.dir, "nop", 1, &job("nop")).await {
+                Ok(trials) => judge_nop(&trials),
+                Err(err) => trials_failed(&err),
+            },
+        )
     };
     let broken = async {
         if !selected(CheckName::Broken) {
             return None;
         }
         if !single_step {
-            return Some(CheckResult::skipped("multi-step task: the probes run on single-step tasks"));
+            return Some(CheckResult::skipped(
+                "multi-step task: the probes run on single-step tasks",
+            ));
         }
-        let outcome = run_probe(cx, runner, task, "broken", &broken_answers(), true, &job("probe-broken")).await;
+        let outcome = run_probe(
+            cx,
+            runner,
+            task,
+            "broken",
+            &broken_answers(),
+            true,
+            &job("probe-broken"),
+        )
+        .await;
         Some(judge_broken(outcome))
     };
     let hacks = async {
@@ -125,10 +170,21 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
             return None;
         }
         if !single_step {
-            return Some(CheckResult::skipped("multi-step task: the probes run on single-step tasks"));
+            return Some(CheckResult::skipped(
+                "multi-step task: the probes run on single-step tasks",
+            ));
         }
         let runs = probes().into_iter().map(|probe| async move {
-            let outcome = run_probe(cx, runner, task, probe.name, &probe.script, false, &job(&format!("probe-{}", probe.name))).await;
+            let outcome = run_probe(
+                cx,
+                runner,
+                task,
+                probe.name,
+                &probe.script,
+                false,
+                &job(&format!("probe-{}", probe.name)),
+            )
+            .await;
             judge_probe(probe.name, probe.what, outcome)
         });
         Some(CheckResult::of(futures_util::future::join_all(runs).await))
@@ -138,9 +194,22 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         if !single_step || !(selected(CheckName::Leaks) || selected(CheckName::Hacks)) {
             return None;
         }
-        let hashes: Vec<(u64, String, bool)> =
-            wanted.iter().map(|(hash, (size, _, test))| (*size, hash.clone(), *test)).collect();
-        Some(run_probe(cx, runner, task, "scan", &scan_and_edit(&hashes), false, &job("probe-scan")).await)
+        let hashes: Vec<(u64, String, bool)> = wanted
+            .iter()
+            .map(|(hash, (size, _, test))| (*size, hash.clone(), *test))
+            .collect();
+        Some(
+            run_probe(
+                cx,
+                runner,
+                task,
+                "scan",
+                &scan_and_edit(&hashes),
+                false,
+                &job("probe-scan"),
+            )
+            .await,
+        )
     };
     let (nop, broken, hacks, scan) = tokio::join!(nop, broken, hacks, scan);
     if let Some(nop) = nop {
@@ -151,7 +220,11 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
     }
     if let Some(mut hacks) = hacks {
         if let Some(scan) = &scan {
-            let edit = judge_probe("tests-edit", "test files the agent can see, rewritten to pass or deleted", clone_outcome(scan));
+            let edit = judge_probe(
+                "tests-edit",
+                "test files the agent can see, rewritten to pass or deleted",
+                clone_outcome(scan),
+            );
             hacks.messages.push(edit);
             hacks = CheckResult::of(hacks.messages);
         }
@@ -161,15 +234,25 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         let mut messages = static_leaks;
         match &scan {
             Some(Ok(trial)) => messages.extend(judge_leaks(trial, &wanted)),
-            Some(Err(err)) => messages.push(Message::new(Status::Warn, format!("the agent's environment could not be scanned: {err}"))),
-            None => messages.push(Message::new(Status::Skip, "multi-step task: the agent's environment was not scanned")),
+            Some(Err(err)) => messages.push(Message::new(
+                Status::Warn,
+                format!("the agent's environment could not be scanned: {err}"),
+            )),
+            None => messages.push(Message::new(
+                Status::Skip,
+                "multi-step task: the agent's environment was not scanned",
+            )),
         }
         checks.insert(CheckName::Leaks, CheckResult::of(messages));
     }
     report(task, checks, oracle_seconds)
 }
 
-fn report(task: &Task, mut checks: BTreeMap<CheckName, CheckResult>, oracle_seconds: Vec<f64>) -> TaskReport {
+fn report(
+    task: &Task,
+    mut checks: BTreeMap<CheckName, CheckResult>,
+    oracle_seconds: Vec<f64>,
+) -> TaskReport {
     declared_skips(task, &mut checks);
     TaskReport {
         name: task.name.clone(),
@@ -188,8 +271,15 @@ fn declared_skips(task: &Task, checks: &mut BTreeMap<CheckName, CheckResult>) {
     let Some(table) = task.config.metadata.get("check").and_then(|v| v.as_table()) else {
         return;
     };
-    let reason = table.get("reason").and_then(|v| v.as_str()).unwrap_or("no reason given");
-    let names = table.get("skip").and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let reason = table
+        .get("reason")
+        .and_then(|v| v.as_str())
+        .unwrap_or("no reason given");
+    let names = table
+        .get("skip")
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
     for name in names {
         let name = name.as_str().unwrap_or_default().to_owned();
         match CheckName::ALL.into_iter().find(|c| c.as_str() == name) {
@@ -199,9 +289,15 @@ fn declared_skips(task: &Task, checks: &mut BTreeMap<CheckName, CheckResult>) {
                     "the task skips it ([metadata.check] skip): {reason} (its verdict was {was:?})")));
             }
             None => {
-                let loads = checks.entry(CheckName::Loads).or_insert_with(|| CheckResult::of(vec![]));
-                loads.messages.push(Message::at(Status::Warn, format!(
-                    "[metadata.check] skip names {name:?}, not a check of tasks check"), "task.toml".into(), None));
+                let loads = checks
+                    .entry(CheckName::Loads)
+                    .or_insert_with(|| CheckResult::of(vec![]));
+                loads.messages.push(Message::at(
+                    Status::Warn,
+                    format!("[metadata.check] skip names {name:?}, not a check of tasks check"),
+                    "task.toml".into(),
+                    None,
+                ));
                 *loads = CheckResult::of(std::mem::take(&mut loads.messages));
             }
         }
@@ -212,7 +308,10 @@ type ProbeOutcome = Result<Trial, String>;
 
 fn clone_outcome(outcome: &ProbeOutcome) -> ProbeOutcome {
     match outcome {
-        Ok(trial) => Ok(Trial { result: trial.result.clone(), dir: trial.dir.clone() }),
+        Ok(trial) => Ok(Trial {
+            result: trial.result.clone(),
+            dir: trial.dir.clone(),
+        }),
         Err(e) => Err(e.clone()),
     }
 }
@@ -228,9 +327,15 @@ async fn run_probe(
     job: &str,
 ) -> ProbeOutcome {
     let stage = cx.stage_dir.join(format!("{:03}", cx.index));
-    let copy = probe_copy(task, &stage, label, script, keep_solution).map_err(|e| format!("cannot stage the probe: {e}"))?;
-    let mut trials = runner.trials(&copy, "oracle", 1, job).await.map_err(|e| e.message)?;
-    trials.pop().ok_or_else(|| "the probe's trial did not finish".to_owned())
+    let copy = probe_copy(task, &stage, label, script, keep_solution)
+        .map_err(|e| format!("cannot stage the probe: {e}"))?;
+    let mut trials = runner
+        .trials(&copy, "oracle", 1, job)
+        .await
+        .map_err(|e| e.message)?;
+    trials
+        .pop()
+        .ok_or_else(|| "the probe's trial did not finish".to_owned())
 }
 
 fn from_findings(findings: &[Finding], area: Area) -> Vec<Message> {
@@ -242,20 +347,31 @@ fn from_findings(findings: &[Finding], area: Area) -> Vec<Message> {
                 Severity::Warn => Status::Warn,
                 Severity::Fail => Status::Fail,
             };
-            Message::at(status, format!("[{}] {}", f.rule, f.message), f.path.clone(), f.line)
+            Message::at(
+                status,
+                format!("[{}] {}", f.rule, f.message),
+                f.path.clone(),
+                f.line,
+            )
         })
         .collect()
 }
 
 fn trials_failed(err: &CliError) -> CheckResult {
-    CheckResult::of(vec![Message::new(Status::Fail, format!("the trials could not run: {err}"))])
+    CheckResult::of(vec![Message::new(
+        Status::Fail,
+        format!("the trials could not run: {err}"),
+    )])
 }
 
 /// The oracle check: every trial scores 1 (some but not all is flaky), and the agent phase
 /// uses at most half of the agent timeout. Returns the verdict and each trial's seconds.
 pub fn judge_oracle(trials: &[Trial], timeout_sec: Option<f64>) -> (CheckResult, Vec<f64>) {
     let scores: Vec<Option<f64>> = trials.iter().map(|t| score(&t.result)).collect();
-    let ones = scores.iter().filter(|s| s.is_some_and(|s| s >= 1.0 - 1e-9)).count();
+    let ones = scores
+        .iter()
+        .filter(|s| s.is_some_and(|s| s >= 1.0 - 1e-9))
+        .count();
     let mut messages = Vec::new();
     let others: Vec<String> = trials
         .iter()
@@ -268,15 +384,33 @@ pub fn judge_oracle(trials: &[Trial], timeout_sec: Option<f64>) -> (CheckResult,
         })
         .collect();
     if ones == trials.len() && !trials.is_empty() {
-        messages.push(Message::new(Status::Pass, format!("scored 1 in {ones} of {} trial(s)", trials.len())));
+        messages.push(Message::new(
+            Status::Pass,
+            format!("scored 1 in {ones} of {} trial(s)", trials.len()),
+        ));
     } else if ones > 0 {
-        messages.push(Message::new(Status::Fail, format!(
-            "flaky: scored 1 in {ones} of {} trials (others: {})", trials.len(), others.join("; "))));
+        messages.push(Message::new(
+            Status::Fail,
+            format!(
+                "flaky: scored 1 in {ones} of {} trials (others: {})",
+                trials.len(),
+                others.join("; ")
+            ),
+        ));
     } else {
-        messages.push(Message::new(Status::Fail, format!(
-            "the oracle never scored 1 in {} trial(s): {}", trials.len(), others.join("; "))));
+        messages.push(Message::new(
+            Status::Fail,
+            format!(
+                "the oracle never scored 1 in {} trial(s): {}",
+                trials.len(),
+                others.join("; ")
+            ),
+        ));
     }
-    let seconds: Vec<f64> = trials.iter().filter_map(|t| agent_seconds(&t.result)).collect();
+    let seconds: Vec<f64> = trials
+        .iter()
+        .filter_map(|t| agent_seconds(&t.result))
+        .collect();
     if let (Some(timeout), Some(longest)) = (timeout_sec, seconds.iter().copied().reduce(f64::max))
         && longest > timeout / 2.0
     {
@@ -306,19 +440,39 @@ pub fn judge_nop(trials: &[Trial]) -> CheckResult {
 pub fn judge_probe(name: &str, what: &str, outcome: ProbeOutcome) -> Message {
     let trial = match outcome {
         Ok(trial) => trial,
-        Err(err) => return Message::new(Status::Warn, format!("probe {name} could not run: {err}")),
+        Err(err) => {
+            return Message::new(Status::Warn, format!("probe {name} could not run: {err}"));
+        }
     };
-    let planted = std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
+    let planted =
+        std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
     let planted: Vec<&str> = planted.lines().filter(|l| !l.is_empty()).collect();
     if name == "tests-edit" && planted.is_empty() {
-        return Message::new(Status::Pass, "tests-edit: no test file is visible to the agent");
+        return Message::new(
+            Status::Pass,
+            "tests-edit: no test file is visible to the agent",
+        );
     }
     match (score(&trial.result), exception(&trial.result)) {
-        (Some(s), _) if s > 0.0 => Message::new(Status::Fail, format!(
-            "probe {name} ({what}) scored {s}; it planted: {}", planted.join(", "))),
-        (Some(_), _) => Message::new(Status::Pass, format!("probe {name} scored 0 (planted {} file(s))", planted.len())),
-        (None, e) => Message::new(Status::Warn, format!(
-            "probe {name} got no reward ({}); planted: {}", e.unwrap_or_default(), planted.join(", "))),
+        (Some(s), _) if s > 0.0 => Message::new(
+            Status::Fail,
+            format!(
+                "probe {name} ({what}) scored {s}; it planted: {}",
+                planted.join(", ")
+            ),
+        ),
+        (Some(_), _) => Message::new(
+            Status::Pass,
+            format!("probe {name} scored 0 (planted {} file(s))", planted.len()),
+        ),
+        (None, e) => Message::new(
+            Status::Warn,
+            format!(
+                "probe {name} got no reward ({}); planted: {}",
+                e.unwrap_or_default(),
+                planted.join(", ")
+            ),
+        ),
     }
 }
 
@@ -327,36 +481,69 @@ pub fn judge_probe(name: &str, what: &str, outcome: ProbeOutcome) -> Message {
 pub fn judge_broken(outcome: ProbeOutcome) -> CheckResult {
     let trial = match outcome {
         Ok(trial) => trial,
-        Err(err) => return CheckResult::of(vec![Message::new(Status::Warn, format!("could not run: {err}"))]),
+        Err(err) => {
+            return CheckResult::of(vec![Message::new(
+                Status::Warn,
+                format!("could not run: {err}"),
+            )]);
+        }
     };
-    let planted = std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
+    let planted =
+        std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
     let emptied: Vec<&str> = planted.lines().filter(|l| !l.is_empty()).collect();
     if emptied.is_empty() {
-        return CheckResult::of(vec![Message::new(Status::Warn, "the solution created or changed no file, so there was nothing to empty")]);
+        return CheckResult::of(vec![Message::new(
+            Status::Warn,
+            "the solution created or changed no file, so there was nothing to empty",
+        )]);
     }
-    let listed = emptied.iter().map(|l| l.trim_end_matches(" (emptied)")).collect::<Vec<_>>().join(", ");
-    CheckResult::of(vec![match (score(&trial.result), exception(&trial.result)) {
-        (Some(s), _) if s > 0.0 => Message::new(Status::Fail, format!(
-            "the verifier gave {s} with every file the solution made emptied ({listed}): it checks nothing the solution made")),
-        (Some(_), _) => Message::new(Status::Pass, format!("emptied outputs score 0 ({listed})")),
-        (None, e) => Message::new(Status::Warn, format!(
-            "no reward with the outputs emptied ({}); a verifier should write 0", e.unwrap_or_default())),
-    }])
+    let listed = emptied
+        .iter()
+        .map(|l| l.trim_end_matches(" (emptied)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    CheckResult::of(vec![
+        match (score(&trial.result), exception(&trial.result)) {
+            (Some(s), _) if s > 0.0 => Message::new(
+                Status::Fail,
+                format!(
+                    "the verifier gave {s} with every file the solution made emptied ({listed}): it checks nothing the solution made"
+                ),
+            ),
+            (Some(_), _) => {
+                Message::new(Status::Pass, format!("emptied outputs score 0 ({listed})"))
+            }
+            (None, e) => Message::new(
+                Status::Warn,
+                format!(
+                    "no reward with the outputs emptied ({}); a verifier should write 0",
+                    e.unwrap_or_default()
+                ),
+            ),
+        },
+    ])
 }
 
 /// sha256 hex → (size, task-relative path, is a test file) of every file of tests/ and
 /// solution/ worth looking for: not tiny, and for tests/ not also an input in environment/
 /// (a file the agent is given on purpose; a solution file there is still a leak).
 pub fn wanted_files(task: &Task) -> HashMap<String, (u64, PathBuf, bool)> {
-    let hash = |path: &Path| std::fs::read(path).ok().map(|b| tasks::digest::sha256_hex(&b));
-    let inputs: std::collections::HashSet<String> = tasks::lint::files_under(&task.environment_dir(), &task.dir)
-        .iter()
-        .filter_map(|(_, p)| hash(p))
-        .collect();
+    let hash = |path: &Path| {
+        std::fs::read(path)
+            .ok()
+            .map(|b| tasks::digest::sha256_hex(&b))
+    };
+    let inputs: std::collections::HashSet<String> =
+        tasks::lint::files_under(&task.environment_dir(), &task.dir)
+            .iter()
+            .filter_map(|(_, p)| hash(p))
+            .collect();
     let mut out = HashMap::new();
     for (dir, test) in [(task.tests_dir(), true), (task.solution_dir(), false)] {
         for (rel, path) in tasks::lint::files_under(&dir, &task.dir) {
-            let Ok(meta) = std::fs::metadata(&path) else { continue };
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
             if meta.len() < MIN_LEAK_BYTES {
                 continue;
             }
@@ -378,12 +565,22 @@ pub fn judge_leaks(trial: &Trial, wanted: &HashMap<String, (u64, PathBuf, bool)>
         .filter_map(|line| {
             let (hash, path) = line.split_once("  ")?;
             let (_, rel, _) = wanted.get(hash)?;
-            Some(Message::at(Status::Fail, format!("readable by the agent at {path}"), rel.clone(), None))
+            Some(Message::at(
+                Status::Fail,
+                format!("readable by the agent at {path}"),
+                rel.clone(),
+                None,
+            ))
         })
         .collect();
     if messages.is_empty() {
-        messages.push(Message::new(Status::Pass, format!(
-            "none of {} file(s) of tests/ and solution/ is readable in the agent's environment", wanted.len())));
+        messages.push(Message::new(
+            Status::Pass,
+            format!(
+                "none of {} file(s) of tests/ and solution/ is readable in the agent's environment",
+                wanted.len()
+            ),
+        ));
     }
     messages
 }

@@ -69,7 +69,9 @@ pub fn run(args: CheckArgs) -> Result<Outcome, CliError> {
 async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
     let dataset = Dataset::read(&args.path).map_err(CliError::bad_input)?;
     if dataset.tasks.is_empty() && dataset.skipped.is_empty() {
-        return Err(CliError::bad_input(super::digest::no_task_message(&dataset)));
+        return Err(CliError::bad_input(super::digest::no_task_message(
+            &dataset,
+        )));
     }
     let selected: Vec<CheckName> = if args.checks.is_empty() {
         CheckName::ALL.to_vec()
@@ -85,9 +87,12 @@ async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
         }
         None => scratch.path().to_path_buf(),
     };
-    let dynamic = selected
-        .iter()
-        .any(|c| matches!(c, CheckName::Oracle | CheckName::Nop | CheckName::Hacks | CheckName::Leaks));
+    let dynamic = selected.iter().any(|c| {
+        matches!(
+            c,
+            CheckName::Oracle | CheckName::Nop | CheckName::Hacks | CheckName::Leaks
+        )
+    });
     let runner = if dynamic && dataset.tasks.iter().any(|t| t.unsupported.is_empty()) {
         let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
         Some(trials::Runner {

@@ -36,7 +36,8 @@ dirs() {
 "#;
 
 /// A shim that passes whatever tests call it: writes reward 1 and exits 0.
-const PASS: &str = "mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null; exit 0";
+const PASS: &str =
+    "mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null; exit 0";
 
 /// The probes, in report order.
 pub fn probes() -> Vec<Probe> {
@@ -177,7 +178,11 @@ pub fn scan_and_edit(wanted: &[(u64, String, bool)]) -> String {
         sizes.dedup();
         sizes.iter().map(|s| format!("-size {s}c")).collect()
     };
-    let tests: Vec<&str> = wanted.iter().filter(|w| w.2).map(|w| w.1.as_str()).collect();
+    let tests: Vec<&str> = wanted
+        .iter()
+        .filter(|w| w.2)
+        .map(|w| w.1.as_str())
+        .collect();
     let size_filter = if sizes.is_empty() {
         "-false".to_owned()
     } else {
@@ -223,7 +228,10 @@ mod tests {
     fn probes_are_bash_scripts_that_record_what_they_plant() {
         let all = probes();
         let names: Vec<&str> = all.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["conftest", "pytest-config", "sitecustomize", "path-shims"]);
+        assert_eq!(
+            names,
+            ["conftest", "pytest-config", "sitecustomize", "path-shims"]
+        );
         for probe in &all {
             assert!(probe.script.starts_with("#!/bin/bash\n"), "{}", probe.name);
             assert!(probe.script.contains("note \""), "{}", probe.name);
@@ -233,7 +241,10 @@ mod tests {
     #[test]
     fn the_scan_looks_only_at_files_of_the_wanted_sizes() {
         let script = scan_and_edit(&[(120, "aa".into(), true), (7000, "bb".into(), false)]);
-        assert!(script.contains(r"\( -size 120c -o -size 7000c \)"), "{script}");
+        assert!(
+            script.contains(r"\( -size 120c -o -size 7000c \)"),
+            "{script}"
+        );
         assert!(script.contains("tests=\"aa\""), "{script}");
         assert!(scan_and_edit(&[]).contains("-false"));
     }

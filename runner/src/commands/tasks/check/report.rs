@@ -110,7 +110,11 @@ impl CheckResult {
             .map(|m| m.status)
             .filter(|s| *s != Status::Skip)
             .max()
-            .unwrap_or(if messages.is_empty() { Status::Pass } else { Status::Skip });
+            .unwrap_or(if messages.is_empty() {
+                Status::Pass
+            } else {
+                Status::Skip
+            });
         CheckResult { status, messages }
     }
 
@@ -123,12 +127,27 @@ impl CheckResult {
 impl Message {
     /// A message about no file in particular.
     pub fn new(status: Status, text: impl Into<String>) -> Message {
-        Message { status, text: text.into(), path: None, line: None }
+        Message {
+            status,
+            text: text.into(),
+            path: None,
+            line: None,
+        }
     }
 
     /// A message about `path` (relative to the task), at `line` if known.
-    pub fn at(status: Status, text: impl Into<String>, path: PathBuf, line: Option<usize>) -> Message {
-        Message { status, text: text.into(), path: Some(path), line }
+    pub fn at(
+        status: Status,
+        text: impl Into<String>,
+        path: PathBuf,
+        line: Option<usize>,
+    ) -> Message {
+        Message {
+            status,
+            text: text.into(),
+            path: Some(path),
+            line,
+        }
     }
 }
 
@@ -158,16 +177,28 @@ impl TaskReport {
 
 /// The table: one row per task, one column per check, then each non-pass reason.
 pub fn text(reports: &[TaskReport]) -> String {
-    let width = reports.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let width = reports
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = format!("{:width$}", "task");
     for check in CheckName::ALL {
-        out.push_str(&format!("  {:<w$}", check.as_str(), w = check.as_str().len().max(4)));
+        out.push_str(&format!(
+            "  {:<w$}",
+            check.as_str(),
+            w = check.as_str().len().max(4)
+        ));
     }
     out.push_str("  time\n");
     for report in reports {
         out.push_str(&format!("{:width$}", report.name));
         for check in CheckName::ALL {
-            let label = report.checks.get(&check).map_or("skip", |c| c.status.label());
+            let label = report
+                .checks
+                .get(&check)
+                .map_or("skip", |c| c.status.label());
             out.push_str(&format!("  {:<w$}", label, w = check.as_str().len().max(4)));
         }
         out.push_str(&format!("  {:.0}s\n", report.seconds));
@@ -196,7 +227,10 @@ pub fn text(reports: &[TaskReport]) -> String {
         out.push_str(&reasons);
     }
     let failed = reports.iter().filter(|r| r.failed()).count();
-    out.push_str(&format!("\n{} task(s) checked, {failed} with a failing check\n", reports.len()));
+    out.push_str(&format!(
+        "\n{} task(s) checked, {failed} with a failing check\n",
+        reports.len()
+    ));
     out
 }
 
@@ -221,7 +255,9 @@ pub fn github(reports: &[TaskReport]) -> String {
                     Status::Warn => "warning",
                     _ => continue,
                 };
-                let file = report.path.join(m.path.clone().unwrap_or_else(|| "task.toml".into()));
+                let file = report
+                    .path
+                    .join(m.path.clone().unwrap_or_else(|| "task.toml".into()));
                 let line = m.line.map_or(String::new(), |l| format!(",line={l}"));
                 out.push_str(&format!(
                     "::{level} file={}{line},title={} {}::{}\n",
@@ -238,7 +274,9 @@ pub fn github(reports: &[TaskReport]) -> String {
 
 /// GitHub's escaping of a command's message.
 fn escape_data(text: &str) -> String {
-    text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 /// GitHub's escaping of a command's property.

@@ -81,13 +81,22 @@ mod tests {
         let copy = probe_copy(&task, stage.path(), "conftest", "#!/bin/bash\n", false).unwrap();
         assert_eq!(copy.file_name().unwrap(), "my-task");
         assert!(!copy.join("solution/answer.txt").exists());
-        assert_eq!(std::fs::read_to_string(copy.join("solution/solve.sh")).unwrap(), "#!/bin/bash\n");
+        assert_eq!(
+            std::fs::read_to_string(copy.join("solution/solve.sh")).unwrap(),
+            "#!/bin/bash\n"
+        );
         let copied = Task::read(&copy).unwrap();
         assert_eq!(copied.name, task.name);
         assert!(copy.join("environment/Dockerfile").is_file());
         let kept = probe_copy(&task, stage.path(), "broken", "#!/bin/bash\n", true).unwrap();
-        assert_eq!(std::fs::read_to_string(kept.join("solution/solve.real.sh")).unwrap(), "echo answer\n");
+        assert_eq!(
+            std::fs::read_to_string(kept.join("solution/solve.real.sh")).unwrap(),
+            "echo answer\n"
+        );
         assert!(kept.join("solution/answer.txt").is_file());
-        assert_eq!(std::fs::read_to_string(kept.join("solution/solve.sh")).unwrap(), "#!/bin/bash\n");
+        assert_eq!(
+            std::fs::read_to_string(kept.join("solution/solve.sh")).unwrap(),
+            "#!/bin/bash\n"
+        );
     }
 }
