@@ -1,21 +1,20 @@
 //! One task through every selected check: the static rules, then the oracle's trials (they
 //! build the image), then the nop agent, the probes and the leak scan at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tasks::lint::{Area, Finding, Severity, lint_task};
 use tasks::{Task, TaskError};
 
-use super::probes::{LEAKS, PLANTED, broken_answers, probes, scan_and_edit};
+use super::probes::{broken_answers, probes, scan_and_edit};
 use super::report::{CheckName, CheckResult, Message, Status, TaskReport};
 use super::stage::probe_copy;
-use super::trials::{Runner, Trial, agent_seconds, exception, score};
+use super::trials::{Runner, Trial};
+use super::verdicts::{
+    judge_broken, judge_leaks, judge_nop, judge_oracle, judge_probe, wanted_files,
+};
 use crate::exit::CliError;
-
-/// Files of tests/ or solution/ shorter than this are not looked for: an empty `__init__.py`
-/// or a one-word file matches too much to mean a leak.
-const MIN_LEAK_BYTES: u64 = 32;
 
 /// What every task's check shares.
 pub struct Context {
@@ -304,7 +303,8 @@ fn declared_skips(task: &Task, checks: &mut BTreeMap<CheckName, CheckResult>) {
     }
 }
 
-type ProbeOutcome = Result<Trial, String>;
+/// A probe's trial, or why it could not run.
+pub type ProbeOutcome = Result<Trial, String>;
 
 fn clone_outcome(outcome: &ProbeOutcome) -> ProbeOutcome {
     match outcome {
@@ -362,225 +362,4 @@ fn trials_failed(err: &CliError) -> CheckResult {
         Status::Fail,
         format!("the trials could not run: {err}"),
     )])
-}
-
-/// The oracle check: every trial scores 1 (some but not all is flaky), and the agent phase
-/// uses at most half of the agent timeout. Returns the verdict and each trial's seconds.
-pub fn judge_oracle(trials: &[Trial], timeout_sec: Option<f64>) -> (CheckResult, Vec<f64>) {
-    let scores: Vec<Option<f64>> = trials.iter().map(|t| score(&t.result)).collect();
-    let ones = scores
-        .iter()
-        .filter(|s| s.is_some_and(|s| s >= 1.0 - 1e-9))
-        .count();
-    let mut messages = Vec::new();
-    let others: Vec<String> = trials
-        .iter()
-        .zip(&scores)
-        .filter(|(_, s)| !s.is_some_and(|s| s >= 1.0 - 1e-9))
-        .map(|(t, s)| match (s, exception(&t.result)) {
-            (_, Some(e)) => e,
-            (Some(s), None) => format!("reward {s}"),
-            (None, None) => "no reward".to_owned(),
-        })
-        .collect();
-    if ones == trials.len() && !trials.is_empty() {
-        messages.push(Message::new(
-            Status::Pass,
-            format!("scored 1 in {ones} of {} trial(s)", trials.len()),
-        ));
-    } else if ones > 0 {
-        messages.push(Message::new(
-            Status::Fail,
-            format!(
-                "flaky: scored 1 in {ones} of {} trials (others: {})",
-                trials.len(),
-                others.join("; ")
-            ),
-        ));
-    } else {
-        messages.push(Message::new(
-            Status::Fail,
-            format!(
-                "the oracle never scored 1 in {} trial(s): {}",
-                trials.len(),
-                others.join("; ")
-            ),
-        ));
-    }
-    let seconds: Vec<f64> = trials
-        .iter()
-        .filter_map(|t| agent_seconds(&t.result))
-        .collect();
-    if let (Some(timeout), Some(longest)) = (timeout_sec, seconds.iter().copied().reduce(f64::max))
-        && longest > timeout / 2.0
-    {
-        messages.push(Message::new(Status::Warn, format!(
-            "the solution took {longest:.1}s of the {timeout:.0}s agent timeout (over half): a slower machine may time it out")));
-    }
-    (CheckResult::of(messages), seconds)
-}
-
-/// The nop check: an untouched environment scores 0.
-pub fn judge_nop(trials: &[Trial]) -> CheckResult {
-    let messages = trials
-        .iter()
-        .map(|t| match (score(&t.result), exception(&t.result)) {
-            (Some(s), _) if s > 0.0 => Message::new(Status::Fail, format!(
-                "the nop agent scored {s}: the verifier passes an environment nobody touched")),
-            (Some(_), _) => Message::new(Status::Pass, "the nop agent scored 0"),
-            (None, e) => Message::new(Status::Warn, format!(
-                "the nop agent got no reward ({}); a verifier should write 0 for a missing answer",
-                e.unwrap_or_else(|| "no exception".into()))),
-        })
-        .collect();
-    CheckResult::of(messages)
-}
-
-/// One probe's verdict: reward above 0 fails, naming what was planted.
-pub fn judge_probe(name: &str, what: &str, outcome: ProbeOutcome) -> Message {
-    let trial = match outcome {
-        Ok(trial) => trial,
-        Err(err) => {
-            return Message::new(Status::Warn, format!("probe {name} could not run: {err}"));
-        }
-    };
-    let planted =
-        std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
-    let planted: Vec<&str> = planted.lines().filter(|l| !l.is_empty()).collect();
-    if name == "tests-edit" && planted.is_empty() {
-        return Message::new(
-            Status::Pass,
-            "tests-edit: no test file is visible to the agent",
-        );
-    }
-    match (score(&trial.result), exception(&trial.result)) {
-        (Some(s), _) if s > 0.0 => Message::new(
-            Status::Fail,
-            format!(
-                "probe {name} ({what}) scored {s}; it planted: {}",
-                planted.join(", ")
-            ),
-        ),
-        (Some(_), _) => Message::new(
-            Status::Pass,
-            format!("probe {name} scored 0 (planted {} file(s))", planted.len()),
-        ),
-        (None, e) => Message::new(
-            Status::Warn,
-            format!(
-                "probe {name} got no reward ({}); planted: {}",
-                e.unwrap_or_default(),
-                planted.join(", ")
-            ),
-        ),
-    }
-}
-
-/// The broken-answers verdict: with every file the solution made emptied, the verifier must
-/// give 0.
-pub fn judge_broken(outcome: ProbeOutcome) -> CheckResult {
-    let trial = match outcome {
-        Ok(trial) => trial,
-        Err(err) => {
-            return CheckResult::of(vec![Message::new(
-                Status::Warn,
-                format!("could not run: {err}"),
-            )]);
-        }
-    };
-    let planted =
-        std::fs::read_to_string(trial.dir.join("agent").join(PLANTED)).unwrap_or_default();
-    let emptied: Vec<&str> = planted.lines().filter(|l| !l.is_empty()).collect();
-    if emptied.is_empty() {
-        return CheckResult::of(vec![Message::new(
-            Status::Warn,
-            "the solution created or changed no file, so there was nothing to empty",
-        )]);
-    }
-    let listed = emptied
-        .iter()
-        .map(|l| l.trim_end_matches(" (emptied)"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    CheckResult::of(vec![
-        match (score(&trial.result), exception(&trial.result)) {
-            (Some(s), _) if s > 0.0 => Message::new(
-                Status::Fail,
-                format!(
-                    "the verifier gave {s} with every file the solution made emptied ({listed}): it checks nothing the solution made"
-                ),
-            ),
-            (Some(_), _) => {
-                Message::new(Status::Pass, format!("emptied outputs score 0 ({listed})"))
-            }
-            (None, e) => Message::new(
-                Status::Warn,
-                format!(
-                    "no reward with the outputs emptied ({}); a verifier should write 0",
-                    e.unwrap_or_default()
-                ),
-            ),
-        },
-    ])
-}
-
-/// sha256 hex → (size, task-relative path, is a test file) of every file of tests/ and
-/// solution/ worth looking for: not tiny, and for tests/ not also an input in environment/
-/// (a file the agent is given on purpose; a solution file there is still a leak).
-pub fn wanted_files(task: &Task) -> HashMap<String, (u64, PathBuf, bool)> {
-    let hash = |path: &Path| {
-        std::fs::read(path)
-            .ok()
-            .map(|b| tasks::digest::sha256_hex(&b))
-    };
-    let inputs: std::collections::HashSet<String> =
-        tasks::lint::files_under(&task.environment_dir(), &task.dir)
-            .iter()
-            .filter_map(|(_, p)| hash(p))
-            .collect();
-    let mut out = HashMap::new();
-    for (dir, test) in [(task.tests_dir(), true), (task.solution_dir(), false)] {
-        for (rel, path) in tasks::lint::files_under(&dir, &task.dir) {
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            if meta.len() < MIN_LEAK_BYTES {
-                continue;
-            }
-            if let Some(h) = hash(&path)
-                && !(test && inputs.contains(&h))
-            {
-                out.entry(h).or_insert((meta.len(), rel, test));
-            }
-        }
-    }
-    out
-}
-
-/// The leaks the scan found: each readable copy of a tests/ or solution/ file fails.
-pub fn judge_leaks(trial: &Trial, wanted: &HashMap<String, (u64, PathBuf, bool)>) -> Vec<Message> {
-    let text = std::fs::read_to_string(trial.dir.join("agent").join(LEAKS)).unwrap_or_default();
-    let mut messages: Vec<Message> = text
-        .lines()
-        .filter_map(|line| {
-            let (hash, path) = line.split_once("  ")?;
-            let (_, rel, _) = wanted.get(hash)?;
-            Some(Message::at(
-                Status::Fail,
-                format!("readable by the agent at {path}"),
-                rel.clone(),
-                None,
-            ))
-        })
-        .collect();
-    if messages.is_empty() {
-        messages.push(Message::new(
-            Status::Pass,
-            format!(
-                "none of {} file(s) of tests/ and solution/ is readable in the agent's environment",
-                wanted.len()
-            ),
-        ));
-    }
-    messages
 }

@@ -7,6 +7,7 @@ mod probes;
 mod report;
 mod stage;
 mod trials;
+mod verdicts;
 
 use std::path::PathBuf;
 use std::sync::Arc;
