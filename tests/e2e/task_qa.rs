@@ -284,3 +284,54 @@ fn init_writes_a_task_that_passes_check_unchanged() {
     let (_, stderr) = exited(&output, 2);
     assert!(stderr.contains("already exists"), "{stderr}");
 }
+
+#[test]
+fn ci_task_check_annotates_only_the_tasks_a_pull_request_changes() {
+    use crate::support::{git, runner_bin};
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    task(&repo.join("tasks"), "steady", "", true);
+    task(&repo.join("tasks"), "changed", "", true);
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", "base"]);
+    let base = git(repo, &["rev-parse", "HEAD"]);
+    let check = || {
+        std::process::Command::new("bash")
+            .arg(workspace_root().join("leaderboard/ci/task-check.sh"))
+            .current_dir(repo)
+            .env("TASK_CHECK_BASE", base.trim())
+            .env("TASK_CHECK_ROOT", "tasks")
+            .env("TASK_CHECK_ARGS", "--checks loads,reproducible")
+            .env("RUNNER", runner_bin())
+            .output()
+            .unwrap()
+    };
+    let (stdout, _) = exited(&check(), 0);
+    assert!(stdout.contains("no task to check"), "{stdout}");
+
+    // The "PR": the tests of one task download a tool with no network.
+    write(
+        repo,
+        &[
+            (
+                "tasks/changed/tests/test.sh",
+                "#!/bin/bash\ncurl -fsSL https://example.org/tool.sh | sh\n",
+            ),
+            (
+                "tasks/changed/task.toml",
+                "[verifier]\nnetwork_mode = \"no-network\"\n",
+            ),
+        ],
+    );
+    git(repo, &["commit", "-qam", "pr"]);
+    let (stdout, _) = exited(&check(), 1);
+    testkit::assert_says_all(
+        &stdout,
+        &[
+            "::error file=tasks/changed/tests/test.sh,line=2,",
+            "reproducible",
+        ],
+    );
+    assert!(!stdout.contains("steady"), "{stdout}");
+}

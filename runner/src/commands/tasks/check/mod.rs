@@ -146,7 +146,8 @@ async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
             serde_json::to_string_pretty(&report::json(&reports)).map_err(CliError::runner)?
         ),
         CheckFormat::Github => {
-            let annotations = report::github(&reports);
+            let base = std::env::current_dir().unwrap_or_default();
+            let annotations = report::github(&reports, &base);
             if !annotations.is_empty() {
                 say!("{}", annotations.trim_end());
             }

@@ -244,8 +244,9 @@ pub fn json(reports: &[TaskReport]) -> Value {
 }
 
 /// GitHub workflow commands: one `::error`/`::warning` per reason, on the task's file
-/// (task.toml when the reason has none), so a pull request shows them on its diff.
-pub fn github(reports: &[TaskReport]) -> String {
+/// (task.toml when the reason has none), so a pull request shows them on its diff. Paths are
+/// made relative to `base` (the checkout, where the workflow runs) when they are under it.
+pub fn github(reports: &[TaskReport], base: &std::path::Path) -> String {
     let mut out = String::new();
     for report in reports {
         for (check, result) in &report.checks {
@@ -258,6 +259,7 @@ pub fn github(reports: &[TaskReport]) -> String {
                 let file = report
                     .path
                     .join(m.path.clone().unwrap_or_else(|| "task.toml".into()));
+                let file = file.strip_prefix(base).unwrap_or(&file);
                 let line = m.line.map_or(String::new(), |l| format!(",line={l}"));
                 out.push_str(&format!(
                     "::{level} file={}{line},title={} {}::{}\n",
@@ -321,6 +323,6 @@ mod tests {
         assert!(reports[0].failed());
         insta::assert_snapshot!("check-text", text(&reports));
         insta::assert_json_snapshot!("check-json", json(&reports));
-        insta::assert_snapshot!("check-github", github(&reports));
+        insta::assert_snapshot!("check-github", github(&reports, std::path::Path::new("/d")));
     }
 }
