@@ -205,6 +205,9 @@ pub fn text(reports: &[TaskReport]) -> String {
     }
     let mut reasons = String::new();
     for report in reports {
+        if let Some(digest) = &report.digest {
+            reasons.push_str(&format!("{} digest {digest}\n", report.name));
+        }
         for (check, result) in &report.checks {
             for m in result.messages.iter().filter(|m| m.status != Status::Pass) {
                 let place = match (&m.path, m.line) {
