@@ -67,7 +67,7 @@ impl Runner {
             job_name: job_name.to_owned(),
             jobs_dir: self.jobs_dir.display().to_string(),
             k,
-            n_concurrent: k,
+            n_concurrent: k.min(self.n_concurrent),
             multipliers: Multipliers::default(),
             force_build: false,
             agent: agent.job_config(),
