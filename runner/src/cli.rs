@@ -191,6 +191,8 @@ mod tests {
             &["run"][..],
             &["jobs", "resume"],
             &["tasks", "digest"],
+            &["tasks", "check"],
+            &["tasks", "init"],
             &["validate-submission"],
             &["validate-trajectory"],
             &["scrub"],

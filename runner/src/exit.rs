@@ -35,6 +35,10 @@ pub enum Family {
     Scrub,
     /// `runner tasks digest`.
     Tasks,
+    /// `runner tasks check`.
+    Check,
+    /// `runner tasks init`.
+    Init,
     /// `runner view`, `runner summary`, `runner compare`: reading job directories.
     Read,
     /// `runner images pull`, `runner images prune`.
@@ -46,11 +50,13 @@ pub enum Family {
 #[cfg(test)]
 impl Family {
     /// Every family, in the README's column order.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 9] = [
         Family::Run,
         Family::Validate,
         Family::Scrub,
         Family::Tasks,
+        Family::Check,
+        Family::Init,
         Family::Read,
         Family::Images,
         Family::Merge,
@@ -62,6 +68,8 @@ impl Family {
             Family::Validate => "`validate-submission`, `validate-trajectory`",
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
+            Family::Check => "`tasks check`",
+            Family::Init => "`tasks init`",
             Family::Read => "`view`, `summary`, `compare`",
             Family::Images => "`images pull`, `images prune`",
             Family::Merge => "`merge`",
@@ -103,6 +111,16 @@ impl ExitCode {
             (Success, Validate) => "valid",
             (Success, Scrub) => "clean copy written",
             (Success, Tasks) => "every task loaded",
+            (Success, Init) => "the task directory was written (its path is printed)",
+            (BadInput, Init) => "bad input: not a task name, or the directory exists",
+            (Success, Check) => "no check failed (warnings may be listed)",
+            (Failed, Check) => {
+                "some check failed: each failure is listed with its task, check and reason"
+            }
+            (BadInput, Check) => {
+                "bad input: a path with no task, a bad flag, or no reachable Docker engine"
+            }
+            (Interrupted, Check) => "interrupted (Ctrl-C); containers removed",
             (Success, Read) => "done",
             (Success, Images) => {
                 "every image is ready (pull) or every candidate was handled (prune)"

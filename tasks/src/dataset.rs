@@ -207,6 +207,32 @@ impl Dataset {
         dataset_digest(&digests, &self.files)
     }
 
+    /// The subdirectories of the dataset directory that hold task directories themselves:
+    /// Harbor reads only a dataset's immediate subdirectories, so tasks there are not part of
+    /// this dataset, but each such folder is one (for a hint when this one has no task).
+    pub fn nested_datasets(&self) -> Vec<PathBuf> {
+        if self.single_task {
+            return Vec::new();
+        }
+        let children = |dir: &Path| -> Vec<PathBuf> {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect();
+            found.sort();
+            found
+        };
+        children(&self.dir)
+            .into_iter()
+            .filter(|sub| {
+                !sub.join("task.toml").is_file()
+                    && children(sub).iter().any(|p| p.join("task.toml").is_file())
+            })
+            .collect()
+    }
+
     /// Finds a task by full name or short name.
     pub fn task(&self, name: &str) -> Option<&Task> {
         self.tasks
@@ -332,6 +358,18 @@ mod tests {
             ds.digest(),
             dataset_digest(&[ds.tasks[0].digest.clone()], &ds.files)
         );
+    }
+
+    #[test]
+    fn tasks_two_levels_down_are_not_the_datasets_but_are_named() {
+        let dir = tasks_dir(&[("group/one", ""), ("group/two", "")]);
+        std::fs::create_dir(dir.path().join("empty")).unwrap();
+        let ds = Dataset::read(dir.path()).unwrap();
+        assert!(ds.tasks.is_empty() && ds.skipped.is_empty());
+        assert_eq!(ds.nested_datasets(), [dir.path().join("group")]);
+        let group = Dataset::read(&dir.path().join("group")).unwrap();
+        assert_eq!(group.tasks.len(), 2);
+        assert!(group.nested_datasets().is_empty());
     }
 
     #[test]

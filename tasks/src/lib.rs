@@ -17,6 +17,7 @@ pub mod identity;
 pub mod isolation;
 pub mod layout;
 pub mod limits;
+pub mod lint;
 pub mod metrics;
 pub mod multipliers;
 pub mod nesting;

@@ -69,27 +69,16 @@ impl Task {
         crate::confined::check_task_dir(&dir)?;
         let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError::io(&toml_path, e))?;
         let parsed = parse_task_config(&toml_path, &text)?;
+        // Harbor reads a task without environment/ when it names a docker_image
+        // (`Task.is_valid_dir`); one with neither is not a task.
         let env_dir = dir.join("environment");
-        if !env_dir.is_dir() {
+        if !env_dir.is_dir() && parsed.config.environment.docker_image.is_none() {
             return Err(TaskError::Missing {
                 path: env_dir,
                 what: "an environment/ directory",
             });
         }
         layout::check(&dir, &toml_path, &parsed.config)?;
-        // A compose task may get its main image from the compose file's `services.main`
-        // (Harbor's compose merge); the backend resolves it, and refuses a file that gives none.
-        let compose = env_dir.join("docker-compose.yaml").exists();
-        if !compose
-            && !env_dir.join("Dockerfile").is_file()
-            && parsed.config.environment.docker_image.is_none()
-        {
-            return Err(TaskError::invalid(
-                &toml_path,
-                "environment.docker_image",
-                "the task has no environment/Dockerfile, so it must name a docker_image",
-            ));
-        }
         let instruction = if parsed.config.steps.is_empty() {
             let path = dir.join("instruction.md");
             strip_canary(&std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?)
@@ -106,7 +95,7 @@ impl Task {
         };
         let digest = task_digest(&dir)?;
         let warnings = parsed.warnings;
-        let unsupported = unsupported::detect(&parsed.config, &dir);
+        let unsupported = unsupported::detect_in_dir(&parsed.config, &dir);
         Ok(Task {
             dir,
             name,

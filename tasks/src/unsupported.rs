@@ -24,6 +24,9 @@ pub enum UnsupportedFeature {
     Tpu,
     /// `os = "windows"` in `[environment]` or in a verifier environment (task- or step-level).
     Windows,
+    /// No `environment/Dockerfile`, no `docker_image` and no compose file: Harbor reads and
+    /// hashes such a task, but no environment can be made for it.
+    NoImage,
 }
 
 impl UnsupportedFeature {
@@ -33,6 +36,7 @@ impl UnsupportedFeature {
             UnsupportedFeature::Allowlist { .. } => "allowlist",
             UnsupportedFeature::Tpu => "tpu",
             UnsupportedFeature::Windows => "windows",
+            UnsupportedFeature::NoImage => "no-image",
         }
     }
 }
@@ -51,6 +55,10 @@ impl fmt::Display for UnsupportedFeature {
                 f,
                 "Windows containers (os = \"windows\" in [environment] or a verifier environment) are not supported yet"
             ),
+            UnsupportedFeature::NoImage => write!(
+                f,
+                "the task has no environment/Dockerfile, so it must name a docker_image (environment.docker_image)"
+            ),
         }
     }
 }
@@ -61,12 +69,20 @@ pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 /// Every detector, in the order features are reported.
 pub const DETECTORS: &[Detector] = &[allowlist, tpu, windows];
 
-/// The features of the task at `task_dir` (with config `config`) that the runner cannot run.
+/// The features of the task at `task_dir` (with config `config`) that the runner cannot run
+/// ([`DETECTORS`], config-level), then whether it has an image at all (files).
 pub fn detect(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
     DETECTORS
         .iter()
         .filter_map(|detector| detector(config, task_dir))
         .collect()
+}
+
+/// [`detect`] and [`no_image`]: everything that keeps the task at `task_dir` from running.
+pub fn detect_in_dir(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFeature> {
+    let mut found = detect(config, task_dir);
+    found.extend(no_image(config, task_dir));
+    found
 }
 
 fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
@@ -115,6 +131,17 @@ fn windows(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
         .then_some(UnsupportedFeature::Windows)
 }
 
+/// A task with nothing to build or pull. A compose task may get its main image from the
+/// compose file's `services.main` (Harbor's compose merge); the backend resolves it, and
+/// refuses a file that gives none.
+pub fn no_image(config: &TaskConfig, task_dir: &Path) -> Option<UnsupportedFeature> {
+    let env = task_dir.join("environment");
+    let has_image = config.environment.docker_image.is_some()
+        || env.join("Dockerfile").is_file()
+        || env.join("docker-compose.yaml").exists();
+    (!has_image).then_some(UnsupportedFeature::NoImage)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +155,28 @@ mod tests {
             .iter()
             .map(UnsupportedFeature::key)
             .collect()
+    }
+
+    #[test]
+    fn a_task_with_nothing_to_build_or_pull_is_named() {
+        let config = |toml: &str| {
+            parse_task_config(Path::new("t/task.toml"), toml)
+                .unwrap()
+                .config
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let found = detect_in_dir(&config(""), dir.path());
+        assert_eq!(found, [UnsupportedFeature::NoImage]);
+        assert!(
+            found[0].to_string().contains("docker_image"),
+            "{}",
+            found[0]
+        );
+        let pinned = config("[environment]\ndocker_image = \"alpine@sha256:00\"\n");
+        assert!(detect_in_dir(&pinned, dir.path()).is_empty());
+        std::fs::create_dir(dir.path().join("environment")).unwrap();
+        std::fs::write(dir.path().join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+        assert!(detect_in_dir(&config(""), dir.path()).is_empty());
     }
 
     #[test]

@@ -23,5 +23,6 @@ mod steps;
 mod support;
 mod task_inputs;
 mod toolchain;
+mod task_qa;
 mod validate;
 mod view;

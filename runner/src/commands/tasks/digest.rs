@@ -1,34 +1,14 @@
-//! `runner tasks ...`: inspect tasks and datasets.
+//! `runner tasks digest`: Harbor's content digest of each task and of the dataset.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::{Value, json};
 use tasks::Dataset;
 
-use super::view::TextFormat;
-use crate::exit::{CliError, Family, Outcome};
+use super::super::view::TextFormat;
+use crate::exit::CliError;
+use crate::exit::Outcome;
 use crate::{note, say};
-
-/// `runner tasks` subcommands.
-#[derive(Debug, clap::Subcommand)]
-pub enum TasksCommand {
-    /// Print the content digest of each task and of the dataset.
-    #[command(after_help = crate::exit::help_text(Family::Tasks))]
-    Digest {
-        /// A task directory or a dataset directory.
-        path: PathBuf,
-        /// Output format: `json` prints one `runner.digest/v1` document.
-        #[arg(long, value_enum, default_value_t = TextFormat::Text)]
-        format: TextFormat,
-    },
-}
-
-/// Runs a `runner tasks` subcommand.
-pub fn run(command: TasksCommand) -> Result<Outcome, CliError> {
-    match command {
-        TasksCommand::Digest { path, format } => digest(&path, format),
-    }
-}
 
 /// One task as the digest lists it: name, digest, directory.
 struct Row<'a> {
@@ -51,8 +31,14 @@ fn digest_json(rows: &[Row<'_>], dataset: Option<(&str, &str)>, skipped: &[Strin
     })
 }
 
-fn digest(path: &std::path::Path, format: TextFormat) -> Result<Outcome, CliError> {
-    let dataset = Dataset::load(path).map_err(CliError::bad_input)?;
+/// Prints the digests of the task or dataset at `path`. Every task Harbor would read is
+/// hashed, whether or not this runner can run it (a digest is of content); a path with no
+/// task is bad input, naming the subfolders that hold tasks when there are any.
+pub fn digest(path: &Path, format: TextFormat) -> Result<Outcome, CliError> {
+    let dataset = Dataset::read(path).map_err(CliError::bad_input)?;
+    if dataset.tasks.is_empty() && dataset.skipped.is_empty() {
+        return Err(CliError::bad_input(no_task_message(&dataset)));
+    }
     let skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
     match format {
         TextFormat::Text => {
@@ -94,6 +80,23 @@ fn digest(path: &std::path::Path, format: TextFormat) -> Result<Outcome, CliErro
             skipped.len()
         )))
     }
+}
+
+/// Why a dataset directory with no task is refused, and where its tasks may be.
+pub fn no_task_message(dataset: &Dataset) -> String {
+    let dir = dataset.dir.display();
+    let mut message = format!(
+        "{dir} has no task: it has no task.toml and none of its immediate subdirectories has one (Harbor reads a dataset's immediate subdirectories only)"
+    );
+    let nested = dataset.nested_datasets();
+    if !nested.is_empty() {
+        let names: Vec<String> = nested.iter().map(|p| p.display().to_string()).collect();
+        message.push_str(&format!(
+            "; these folders hold tasks, pass one of them: {}",
+            names.join(", ")
+        ));
+    }
+    message
 }
 
 #[cfg(test)]

@@ -1,0 +1,365 @@
+//! One task through every selected check: the static rules, then the oracle's trials (they
+//! build the image), then the nop agent, the probes and the leak scan at once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tasks::lint::{Area, Finding, Severity, lint_task};
+use tasks::{Task, TaskError};
+
+use super::probes::{broken_answers, probes, scan_and_edit};
+use super::report::{CheckName, CheckResult, Message, Status, TaskReport};
+use super::stage::probe_copy;
+use super::trials::{Runner, Trial};
+use super::verdicts::{
+    judge_broken, judge_leaks, judge_nop, judge_oracle, judge_probe, wanted_files,
+};
+use crate::exit::CliError;
+
+/// What every task's check shares.
+pub struct Context {
+    /// The trial runner, `None` when no selected check needs containers.
+    pub runner: Option<Runner>,
+    /// The selected checks.
+    pub selected: Vec<CheckName>,
+    /// Oracle trials.
+    pub repeat: u32,
+    /// Where probe copies of tasks go.
+    pub stage_dir: PathBuf,
+    /// The task's index (keeps job names unique across tasks with one short name).
+    pub index: usize,
+}
+
+/// The report of a task that did not load: `loads` fails with the error, the rest is skipped.
+pub fn malformed(err: &TaskError) -> TaskReport {
+    let text = err.to_string();
+    let (name, path) = match err {
+        TaskError::Invalid { path, .. } | TaskError::Missing { path, .. } => {
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, dir)
+        }
+        _ => (text.clone(), PathBuf::new()),
+    };
+    let mut checks = BTreeMap::new();
+    checks.insert(
+        CheckName::Loads,
+        CheckResult::of(vec![Message::new(Status::Fail, text)]),
+    );
+    TaskReport {
+        name,
+        path,
+        digest: None,
+        checks,
+        oracle_seconds: Vec::new(),
+        seconds: 0.0,
+    }
+}
+
+/// Every selected check of `task`.
+pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
+    let findings = lint_task(task);
+    let selected = |c: CheckName| cx.selected.contains(&c);
+    let mut checks = BTreeMap::new();
+    for check in CheckName::ALL {
+        if !selected(check) {
+            checks.insert(check, CheckResult::skipped("not selected (--checks)"));
+        }
+    }
+    if selected(CheckName::Loads) {
+        let mut messages = from_findings(&findings, Area::Loads);
+        messages.extend(task.unsupported.iter().map(|f| {
+            Message::new(
+                Status::Warn,
+                format!("loads, but this runner cannot run it: {f}"),
+            )
+        }));
+        checks.insert(CheckName::Loads, CheckResult::of(messages));
+    }
+    if selected(CheckName::Reproducible) {
+        checks.insert(
+            CheckName::Reproducible,
+            CheckResult::of(from_findings(&findings, Area::Reproducible)),
+        );
+    }
+    let static_leaks = from_findings(&findings, Area::Leaks);
+    let runner = match &cx.runner {
+        Some(runner) if task.unsupported.is_empty() => runner,
+        _ => {
+            let why = if task.unsupported.is_empty() {
+                "no container checks selected"
+            } else {
+                "the task cannot run here (see loads)"
+            };
+            for check in [
+                CheckName::Oracle,
+                CheckName::Nop,
+                CheckName::Broken,
+                CheckName::Hacks,
+            ] {
+                checks
+                    .entry(check)
+                    .or_insert_with(|| CheckResult::skipped(why));
+            }
+            if selected(CheckName::Leaks) {
+                let mut messages = static_leaks;
+                messages.push(Message::new(
+                    Status::Skip,
+                    format!("the agent's environment was not scanned: {why}"),
+                ));
+                checks.insert(CheckName::Leaks, CheckResult::of(messages));
+            }
+            return report(task, checks, Vec::new());
+        }
+    };
+    let job = |what: &str| format!("{:03}-{}-{what}", cx.index, task.short_name());
+    let mut oracle_seconds = Vec::new();
+    if selected(CheckName::Oracle) {
+        let result = match runner
+            .trials(&task.dir, "oracle", cx.repeat, &job("oracle"))
+            .await
+        {
+            Ok(trials) => {
+                let (result, seconds) = judge_oracle(&trials, task.config.agent.timeout_sec);
+                oracle_seconds = seconds;
+                result
+            }
+            Err(err) => trials_failed(&err),
+        };
+        checks.insert(CheckName::Oracle, result);
+    }
+    let single_step = task.config.steps.is_empty();
+    let nop = async {
+        if !selected(CheckName::Nop) {
+            return None;
+        }
+        Some(
+            match runner.trials(&task.dir, "nop", 1, &job("nop")).await {
+                Ok(trials) => judge_nop(&trials),
+                Err(err) => trials_failed(&err),
+            },
+        )
+    };
+    let broken = async {
+        if !selected(CheckName::Broken) {
+            return None;
+        }
+        if !single_step {
+            return Some(CheckResult::skipped(
+                "multi-step task: the probes run on single-step tasks",
+            ));
+        }
+        let outcome = run_probe(
+            cx,
+            runner,
+            task,
+            "broken",
+            &broken_answers(),
+            true,
+            &job("probe-broken"),
+        )
+        .await;
+        Some(judge_broken(outcome))
+    };
+    let hacks = async {
+        if !selected(CheckName::Hacks) {
+            return None;
+        }
+        if !single_step {
+            return Some(CheckResult::skipped(
+                "multi-step task: the probes run on single-step tasks",
+            ));
+        }
+        let runs = probes().into_iter().map(|probe| async move {
+            let outcome = run_probe(
+                cx,
+                runner,
+                task,
+                probe.name,
+                &probe.script,
+                false,
+                &job(&format!("probe-{}", probe.name)),
+            )
+            .await;
+            judge_probe(probe.name, probe.what, outcome)
+        });
+        Some(CheckResult::of(futures_util::future::join_all(runs).await))
+    };
+    let wanted = wanted_files(task);
+    let scan = async {
+        if !single_step || !(selected(CheckName::Leaks) || selected(CheckName::Hacks)) {
+            return None;
+        }
+        let hashes: Vec<(u64, String, bool)> = wanted
+            .iter()
+            .map(|(hash, (size, _, test))| (*size, hash.clone(), *test))
+            .collect();
+        Some(
+            run_probe(
+                cx,
+                runner,
+                task,
+                "scan",
+                &scan_and_edit(&hashes),
+                false,
+                &job("probe-scan"),
+            )
+            .await,
+        )
+    };
+    let (nop, broken, hacks, scan) = tokio::join!(nop, broken, hacks, scan);
+    if let Some(nop) = nop {
+        checks.insert(CheckName::Nop, nop);
+    }
+    if let Some(broken) = broken {
+        checks.insert(CheckName::Broken, broken);
+    }
+    if let Some(mut hacks) = hacks {
+        if let Some(scan) = &scan {
+            let edit = judge_probe(
+                "tests-edit",
+                "test files the agent can see, rewritten to pass or deleted",
+                clone_outcome(scan),
+            );
+            hacks.messages.push(edit);
+            hacks = CheckResult::of(hacks.messages);
+        }
+        checks.insert(CheckName::Hacks, hacks);
+    }
+    if selected(CheckName::Leaks) {
+        let mut messages = static_leaks;
+        match &scan {
+            Some(Ok(trial)) => messages.extend(judge_leaks(trial, &wanted)),
+            Some(Err(err)) => messages.push(Message::new(
+                Status::Warn,
+                format!("the agent's environment could not be scanned: {err}"),
+            )),
+            None => messages.push(Message::new(
+                Status::Skip,
+                "multi-step task: the agent's environment was not scanned",
+            )),
+        }
+        checks.insert(CheckName::Leaks, CheckResult::of(messages));
+    }
+    report(task, checks, oracle_seconds)
+}
+
+fn report(
+    task: &Task,
+    mut checks: BTreeMap<CheckName, CheckResult>,
+    oracle_seconds: Vec<f64>,
+) -> TaskReport {
+    declared_skips(task, &mut checks);
+    TaskReport {
+        name: task.name.clone(),
+        path: task.dir.clone(),
+        digest: Some(task.digest.clone()),
+        checks,
+        oracle_seconds,
+        seconds: 0.0,
+    }
+}
+
+/// Checks a task declares it fails on purpose (`[metadata.check] skip = ["oracle"]` with a
+/// `reason`; Harbor's metadata is free-form, so the task stays Harbor's): each is reported as
+/// skipped with the reason instead of its verdict. A name that is not a check is a warning.
+fn declared_skips(task: &Task, checks: &mut BTreeMap<CheckName, CheckResult>) {
+    let Some(table) = task.config.metadata.get("check").and_then(|v| v.as_table()) else {
+        return;
+    };
+    let reason = table
+        .get("reason")
+        .and_then(|v| v.as_str())
+        .unwrap_or("no reason given");
+    let names = table
+        .get("skip")
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for name in names {
+        let name = name.as_str().unwrap_or_default().to_owned();
+        match CheckName::ALL.into_iter().find(|c| c.as_str() == name) {
+            Some(check) => {
+                let was = checks.get(&check).map_or(Status::Skip, |c| c.status);
+                checks.insert(check, CheckResult::skipped(format!(
+                    "the task skips it ([metadata.check] skip): {reason} (its verdict was {was:?})")));
+            }
+            None => {
+                let loads = checks
+                    .entry(CheckName::Loads)
+                    .or_insert_with(|| CheckResult::of(vec![]));
+                loads.messages.push(Message::at(
+                    Status::Warn,
+                    format!("[metadata.check] skip names {name:?}, not a check of tasks check"),
+                    "task.toml".into(),
+                    None,
+                ));
+                *loads = CheckResult::of(std::mem::take(&mut loads.messages));
+            }
+        }
+    }
+}
+
+/// A probe's trial, or why it could not run.
+pub type ProbeOutcome = Result<Trial, String>;
+
+fn clone_outcome(outcome: &ProbeOutcome) -> ProbeOutcome {
+    match outcome {
+        Ok(trial) => Ok(Trial {
+            result: trial.result.clone(),
+            dir: trial.dir.clone(),
+        }),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// Stages a copy of `task` with `script` as its solution and runs the oracle on it once.
+async fn run_probe(
+    cx: &Context,
+    runner: &Runner,
+    task: &Task,
+    label: &str,
+    script: &str,
+    keep_solution: bool,
+    job: &str,
+) -> ProbeOutcome {
+    let stage = cx.stage_dir.join(format!("{:03}", cx.index));
+    let copy = probe_copy(task, &stage, label, script, keep_solution)
+        .map_err(|e| format!("cannot stage the probe: {e}"))?;
+    let mut trials = runner
+        .trials(&copy, "oracle", 1, job)
+        .await
+        .map_err(|e| e.message)?;
+    trials
+        .pop()
+        .ok_or_else(|| "the probe's trial did not finish".to_owned())
+}
+
+fn from_findings(findings: &[Finding], area: Area) -> Vec<Message> {
+    findings
+        .iter()
+        .filter(|f| f.area == area)
+        .map(|f| {
+            let status = match f.severity {
+                Severity::Warn => Status::Warn,
+                Severity::Fail => Status::Fail,
+            };
+            Message::at(
+                status,
+                format!("[{}] {}", f.rule, f.message),
+                f.path.clone(),
+                f.line,
+            )
+        })
+        .collect()
+}
+
+fn trials_failed(err: &CliError) -> CheckResult {
+    CheckResult::of(vec![Message::new(
+        Status::Fail,
+        format!("the trials could not run: {err}"),
+    )])
+}

@@ -1,0 +1,49 @@
+//! `runner tasks ...`: inspect, check and create tasks and datasets.
+
+mod check;
+mod digest;
+mod init;
+
+use std::path::PathBuf;
+
+use super::view::TextFormat;
+use crate::exit::{CliError, Family, Outcome};
+
+/// `runner tasks` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum TasksCommand {
+    /// Print the content digest of each task and of the dataset.
+    #[command(after_help = crate::exit::help_text(Family::Tasks))]
+    Digest {
+        /// A task directory or a dataset directory.
+        path: PathBuf,
+        /// Output format: `json` prints one `runner.digest/v1` document.
+        #[arg(long, value_enum, default_value_t = TextFormat::Text)]
+        format: TextFormat,
+    },
+    /// Check each task before anyone pays for a run: it loads cleanly, the oracle scores 1
+    /// every time, the nop agent and reward-hack probes score 0, no answer leaks to the agent,
+    /// nothing is downloaded at test time. Runs real trials (Docker).
+    #[command(after_help = crate::exit::help_text(Family::Check))]
+    Check(check::CheckArgs),
+    /// Write a new task directory to start from (task.toml with the schema's fields
+    /// commented, instruction.md, environment/Dockerfile, tests/test.sh with named checks,
+    /// solution/solve.sh); it passes `tasks check` as written.
+    #[command(after_help = crate::exit::help_text(Family::Init))]
+    Init {
+        /// The task's name, `name` or `org/name`; the directory is its last part.
+        name: String,
+        /// The folder to write the task directory in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+}
+
+/// Runs a `runner tasks` subcommand.
+pub fn run(command: TasksCommand) -> Result<Outcome, CliError> {
+    match command {
+        TasksCommand::Digest { path, format } => digest::digest(&path, format),
+        TasksCommand::Check(args) => check::run(args),
+        TasksCommand::Init { name, dir } => init::init(&name, &dir),
+    }
+}
