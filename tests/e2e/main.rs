@@ -22,7 +22,7 @@ mod step_phases;
 mod steps;
 mod support;
 mod task_inputs;
-mod toolchain;
 mod task_qa;
+mod toolchain;
 mod validate;
 mod view;
