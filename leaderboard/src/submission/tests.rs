@@ -921,13 +921,7 @@ fn a_rewarded_trial_verified_with_the_agents_changed_toolchain_fails() {
     }
     let v = only_failure(&s.validate(), Rule::VerifierIsolated);
     assert_eq!(v.len(), 1, "only the rewarded trial: {v:?}");
-    assert!(
-        v[0].file
-            .as_deref()
-            .unwrap()
-            .contains(rewarded.as_ref() as &str),
-        "{v:?}"
-    );
+    assert!(v[0].file.as_deref().unwrap().contains(*rewarded), "{v:?}");
     assert_says(&v[0], "/usr/local/bin/python3: added by the agent");
     // The image's own toolchain ran the tests: what the agent changed did not matter.
     s.edit_json(&format!("{rewarded}/result.json"), |r| {
