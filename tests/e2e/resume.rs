@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use testkit::files::copy_dir;
+
 use crate::support::{
     containers_with_label, ensure_base_image, exited, runner, runner_bin, workspace_root,
 };
@@ -412,8 +414,20 @@ fn raising_k_adds_only_the_missing_trials_and_a_real_start_failure_is_retried() 
 fn a_paused_runner_records_the_pause_and_retries_the_timeout_it_caused() {
     let (root, logs) = scratch();
     let job = root.path().join("paused");
+    // slow-oracle with a 10 s agent timeout instead of 5 s: on a loaded machine the runner
+    // may be stopped a few seconds into the agent phase, and the timeout must still fall
+    // inside the pause.
+    let task = root.path().join("slow-oracle");
+    copy_dir(&workspace_root().join("tasks/examples/slow-oracle"), &task);
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    assert!(toml.contains("timeout_sec = 5.0"), "{toml}");
+    std::fs::write(
+        task.join("task.toml"),
+        toml.replace("timeout_sec = 5.0", "timeout_sec = 10.0"),
+    )
+    .unwrap();
     let mut args = os(&["run", "--agent", "oracle", "--path"]);
-    args.push(workspace_root().join("tasks/examples/slow-oracle").into());
+    args.push(task.into());
     args.extend(os(&[
         "--jobs-dir",
         root.path().to_str().unwrap(),
@@ -426,29 +440,29 @@ fn a_paused_runner_records_the_pause_and_retries_the_timeout_it_caused() {
     });
     let pid = child.id() as i32;
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    // Longer than the task's 5 s agent timeout and the detector's threshold.
-    std::thread::sleep(Duration::from_secs(8));
+    // Longer than the task's 10 s agent timeout and the detector's threshold.
+    std::thread::sleep(Duration::from_secs(14));
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let (code, output) = finish(child, &logs, 1, Duration::from_secs(300));
     assert_eq!(code, 0, "{output}");
     let (name, _) = complete(&job).into_iter().next().unwrap();
     let paused = json(&job.join(&name).join("attempts/1/result.json"));
+    let log = std::fs::read_to_string(job.join("job.log")).unwrap();
     assert_eq!(
         paused["exception_info"]["exception_type"], "RunnerPausedError",
-        "{paused}"
+        "{paused}\n{log}"
     );
-    assert_eq!(paused["outcome"], "infra_error");
+    assert_eq!(paused["outcome"], "infra_error", "{paused}");
     assert!(
         paused["pauses"][0]["seconds"].as_f64().unwrap() >= 5.0,
         "{paused}"
     );
     let result = json(&job.join(&name).join("result.json"));
     assert_eq!(
-        result["exception_info"]["exception_type"],
-        "AgentTimeoutError"
+        result["exception_info"]["exception_type"], "AgentTimeoutError",
+        "{result}\n{log}"
     );
-    assert_eq!(result["outcome"], "scored");
-    assert_eq!(result["attempts"], 2);
-    let log = std::fs::read_to_string(job.join("job.log")).unwrap();
+    assert_eq!(result["outcome"], "scored", "{result}");
+    assert_eq!(result["attempts"], 2, "{result}\n{log}");
     assert!(log.contains("the runner was paused for"), "{log}");
 }

@@ -131,6 +131,12 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         "{config}"
     );
     assert_eq!(config["job_name"], "merged");
+    // The parts' ids, which the merged trials keep recording as their job id.
+    let part_ids: Vec<Value> = [&s1, &s2]
+        .iter()
+        .map(|dir| json(&dir.join("result.json"))["id"].clone())
+        .collect();
+    assert_eq!(config["merged_from"], Value::Array(part_ids));
     let result = json(&merged.join("result.json"));
     assert_eq!(result["n_total_trials"], 6);
     assert_eq!(result["stats"]["n_completed_trials"], 6);
@@ -225,6 +231,19 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         .unwrap();
     let (out, _) = exited(&output, 3);
     assert!(out.contains("missing shard(s): 1 of 2"), "{out}");
+
+    // The merged job resumes with nothing to run and still names its parts.
+    let output = runner()
+        .args(["jobs", "resume", "-p"])
+        .arg(&merged)
+        .output()
+        .unwrap();
+    let (_, err) = exited(&output, 0);
+    assert!(err.contains("0 to run again, 0 new"), "{err}");
+    assert_eq!(
+        json(&merged.join("config.json"))["merged_from"],
+        config["merged_from"]
+    );
 
     // A shard resumes as itself: nothing to run; as another shard it is refused.
     let output = runner()

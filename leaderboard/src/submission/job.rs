@@ -37,6 +37,9 @@ pub struct Job {
     pub images: Vec<TrialImage>,
     /// The job's id (`result.json` `id`), if recorded.
     pub id: Option<String>,
+    /// Runner-only `merged_from` of the job config: the ids of the jobs `runner merge` made
+    /// this one from, which its trials record as their job id.
+    pub merged_from: Vec<String>,
     /// The trials `lock.json` planned; `None` when the job has no readable lock.
     pub plan: Option<super::planned::Plan>,
 }
@@ -149,6 +152,15 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         .flatten()
         .and_then(|r| r.get("id")?.as_str().map(str::to_owned));
     let plan = lock.as_ref().map(super::planned::Plan::of_lock);
+    let merged_from = config
+        .get("merged_from")
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|id| id.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
     let agents = config
         .get("agents")
         .and_then(Value::as_array)
@@ -213,6 +225,7 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
         violations,
         images,
         id,
+        merged_from,
         plan,
     })
 }

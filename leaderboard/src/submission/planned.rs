@@ -7,6 +7,8 @@
 //! plan is `lock.json`'s `trials`: runner's entries name each trial, Harbor's give one entry
 //! per planned trial of a task, so a job's trials are matched by name or by count per task.
 //! A trial a job planned and nobody submitted (a cherry-picked job) is named as missing.
+//! A job `runner merge` made lists the ids of its parts (`merged_from`): their trials count
+//! against the merged job's plan, and still dedupe against the parts' own copies.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -67,6 +69,16 @@ fn job_key(trial: &TrialFacts, jobs: &[Job]) -> String {
         .unwrap_or_else(|| jobs[trial.job].display.clone())
 }
 
+/// The job a trial counts for in the plan check: its job dir's (by id) when the trial
+/// records that id or one of the jobs the dir was merged from, else the job it records.
+fn plan_key(trial: &TrialFacts, jobs: &[Job]) -> String {
+    let job = &jobs[trial.job];
+    match (&trial.job_id, &job.id) {
+        (Some(recorded), Some(dir_id)) if job.merged_from.contains(recorded) => dir_id.clone(),
+        _ => job_key(trial, jobs),
+    }
+}
+
 /// Removes every trial given more than once (the first stays) and returns the violations
 /// of `unique_trials`, one per duplicated trial.
 pub fn dedup(trials: &mut Vec<TrialFacts>, jobs: &[Job]) -> Vec<Violation> {
@@ -123,9 +135,10 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
     let mut violations = Vec::new();
     let mut by_job: BTreeMap<String, Vec<&TrialFacts>> = BTreeMap::new();
     for trial in trials {
-        let key = job_key(trial, jobs);
+        let key = plan_key(trial, jobs);
         if let (Some(recorded), Some(dir_id)) = (&trial.job_id, &jobs[trial.job].id)
             && recorded != dir_id
+            && !jobs[trial.job].merged_from.contains(recorded)
         {
             violations.push(Violation::new(
                 Rule::PlannedTrials,
@@ -148,7 +161,7 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
                 trials
                     .iter()
                     .find(|t| t.job == index)
-                    .map(|t| job_key(t, jobs))
+                    .map(|t| plan_key(t, jobs))
             })
             .unwrap_or_else(|| job.display.clone());
         if !checked.insert(key.clone()) {

@@ -800,6 +800,36 @@ mod duplication_and_omission {
     }
 
     #[test]
+    fn a_merged_jobs_trials_count_for_it_through_merged_from_alone() {
+        let s = Scratch::new();
+        lock_images(&s, ["sha256:1"; 5]);
+        // Trials 0-2 ran in one part and 3-4 in another; the merged dir has an id of its own.
+        for (trial, part) in TRIALS
+            .iter()
+            .zip(["part-a", "part-a", "part-a", "part-b", "part-b"])
+        {
+            s.edit_json(&format!("{trial}/config.json"), |c| {
+                c["job_id"] = json!(part)
+            });
+        }
+        s.edit_json("result.json", |r| r["id"] = json!("merged"));
+        let unlisted = s.validate();
+        assert_any_says(
+            &unlisted.outcome(Rule::PlannedTrials).violations,
+            "records job id part-a",
+        );
+        s.edit_json("config.json", |c| c["merged_from"] = json!(["part-a"]));
+        let one_listed = s.validate();
+        let v = one_listed.outcome(Rule::PlannedTrials).violations.clone();
+        assert_any_says(&v, "records job id part-b");
+        assert!(!v.iter().any(|v| v.message.contains("part-a")), "{v:?}");
+        s.edit_json("config.json", |c| {
+            c["merged_from"] = json!(["part-a", "part-b"])
+        });
+        assert!(s.validate().valid);
+    }
+
+    #[test]
     fn agent_info_and_verifier_isolation_are_required() {
         let s = Scratch::new();
         s.edit_json(&format!("{}/result.json", TRIALS[0]), |r| {

@@ -130,4 +130,9 @@ pub struct JobConfig {
     /// Runner-only: the host variables task env templates may read (`--task-env-from`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_env_from: Vec<String>,
+    /// Runner-only: the ids of the jobs `runner merge` made this job from (their trials keep
+    /// the job id they ran under, so validation counts them as this job's); empty for a job
+    /// that ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
 }

@@ -211,6 +211,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         shard: None,
         n_shards: None,
         task_env_from: Vec::new(),
+        merged_from: Vec::new(),
     };
     let mut skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
     let mut runnable: Vec<(Arc<Task>, BTreeMap<String, String>, String)> = Vec::new();

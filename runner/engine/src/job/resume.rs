@@ -149,6 +149,8 @@ pub fn resume(
         })
         .unwrap_or_else(|| plan.job_id.clone());
     plan.job_id = job_id.clone();
+    // A merged job keeps naming its parts: its trials record their ids.
+    plan.config.merged_from = config.merged_from.clone();
     plan.resumed = true;
     plan.started_at = job_result.as_ref().map(|r| r.started_at);
     if let Some(old) = &lock {

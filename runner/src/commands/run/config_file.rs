@@ -505,6 +505,7 @@ mod tests {
             shard: Some(2),
             n_shards: Some(3),
             task_env_from: vec!["DATASET_VERSION".into()],
+            merged_from: Vec::new(),
         };
         let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
         assert_eq!(

@@ -202,6 +202,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
     let mut config = parts[0].config.clone();
     config.shard = None;
     config.n_shards = None;
+    config.merged_from = part_ids(&parts, &taken);
     config.job_name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -424,6 +425,30 @@ fn shards(parts: &[Part]) -> (Option<u32>, Vec<u32>) {
 }
 
 /// One job id when every part has the same (the same job given twice), else a new one.
+/// The job ids the merged trials record (their parts' ids, also of a part that has no
+/// result.json yet), each once, in the parts' order.
+fn part_ids(parts: &[Part], taken: &BTreeMap<&str, usize>) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let recorded = taken
+            .iter()
+            .filter(|(_, p)| **p == i)
+            .filter_map(|(name, _)| part.trials[*name].config.as_ref().map(|c| &c.job_id));
+        for id in part
+            .result
+            .as_ref()
+            .map(|r| &r.id)
+            .into_iter()
+            .chain(recorded)
+        {
+            if !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
+    }
+    ids
+}
+
 fn job_id(parts: &[Part]) -> String {
     let ids: BTreeSet<&str> = parts
         .iter()
