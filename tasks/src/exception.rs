@@ -291,17 +291,59 @@ impl ExceptionType {
     }
 
     /// The types a flag value names: a family name means every member, any other known name
-    /// means that type alone. Unknown names are refused, so a typo never empties a list.
+    /// means that type alone, and a name Harbor excludes by default means itself (see
+    /// [`HARBOR_DEFAULT_EXCLUDED`]). Other names are refused, so a typo never empties a list.
     pub fn expand_pattern(name: &str) -> Result<Vec<ExceptionType>, UnknownExceptionName> {
         if let Some(family) = ExceptionFamily::from_name(name) {
             return Ok(family.members());
         }
         match ExceptionType::from_name(name) {
+            other @ ExceptionType::Other(_) if HARBOR_DEFAULT_EXCLUDED.contains(&name) => {
+                Ok(vec![other])
+            }
             ExceptionType::Other(_) => Err(UnknownExceptionName(name.to_owned())),
             known => Ok(vec![known]),
         }
     }
 }
+
+/// The exception types Harbor 0.26's retry config excludes by default
+/// (`RetryConfig.exclude_exceptions`, written into every job config it saves). Those runner
+/// does not have are raised by Harbor's own agents and model clients; a retry list naming them
+/// is read, and they match nothing runner records, so Harbor's configs run unchanged. Any other
+/// unknown name is still refused: a typo must not empty a list.
+pub const HARBOR_DEFAULT_EXCLUDED: &[&str] = &[
+    "APIResponseValidationError",
+    "AgentAuthenticationError",
+    "AgentSafetyRefusalError",
+    "AgentTimeoutError",
+    "ApiProviderResourceNotFoundError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BudgetExceededError",
+    "CancelledError",
+    "ContentPolicyViolationError",
+    "ContextLengthExceededError",
+    "ContextWindowExceededError",
+    "DspyImportError",
+    "MissingExtraError",
+    "ModelNotFoundError",
+    "NonZeroAgentExitCodeError",
+    "NotFoundError",
+    "OutputLengthExceededError",
+    "OutputTokenExceededError",
+    "PermissionDeniedError",
+    "RegradeError",
+    "RewardFileEmptyError",
+    "RewardFileNotFoundError",
+    "ServiceOperationsUnsupportedError",
+    "UnprocessableEntityError",
+    "UnsupportedModelParametersError",
+    "UnsupportedParamsError",
+    "VercelScopeError",
+    "VerifierOutputParseError",
+    "VerifierTimeoutError",
+];
 
 /// A flag named an exception type or family that does not exist.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -354,6 +396,17 @@ impl<'de> Deserialize<'de> for ExceptionType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn harbors_default_exclusions_are_read_and_typos_still_refused() {
+        for name in HARBOR_DEFAULT_EXCLUDED {
+            let types = ExceptionType::expand_pattern(name).unwrap();
+            assert_eq!(types.len(), 1, "{name}");
+            assert_eq!(types[0].as_str(), *name);
+        }
+        assert!(ExceptionType::expand_pattern("BadRequestErorr").is_err());
+        assert!(ExceptionType::expand_pattern("ApiRateLimitError").is_err());
+    }
 
     #[test]
     fn one_line_reports_show_the_first_line_of_a_message() {

@@ -21,7 +21,8 @@ enum Expect {
     /// Harbor accepts; the runner runs it.
     Loads,
     /// Harbor accepts; the runner refuses it naming exactly these features (by key): network
-    /// allowlists (Harbor's Docker environment refuses them too) and Windows containers
+    /// allowlists (Harbor 0.26's Docker environment enforces them with an egress sidecar image
+    /// it pulls; runner cannot yet) and Windows containers
     /// (`tasks::unsupported`).
     Refused(&'static [&'static str]),
     /// Harbor rejects; the runner's error contains this text (a field or Harbor's words).

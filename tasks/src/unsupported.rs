@@ -46,7 +46,7 @@ impl fmt::Display for UnsupportedFeature {
         match self {
             UnsupportedFeature::Allowlist { section } => write!(
                 f,
-                "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet (Harbor's Docker environment refuses them too); use \"public\" or \"no-network\""
+                "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet (Harbor 0.26 enforces them with an egress sidecar image pulled from a public registry); use \"public\" or \"no-network\""
             ),
             UnsupportedFeature::Tpu => {
                 write!(f, "TPUs ([environment.tpu]) are not supported yet")

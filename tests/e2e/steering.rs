@@ -1,7 +1,8 @@
 //! Choosing what runs and how it is shown, against the real Docker engine: task selection
 //! (`-i/-x/-l`), a job's own config.json run again with `-c` (same trials, same names), config
 //! files in TOML and YAML, `RUNNER_*` variables, `--progress lines`, `--format json`,
-//! `tasks digest --format json` and the intervals in result.json.
+//! `tasks digest --format json`, the intervals in result.json, and a job config Harbor 0.26
+//! wrote.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -329,4 +330,37 @@ fn an_installed_agents_job_config_runs_the_same_agent_again() {
         "the agent's config file is recorded, runner-only"
     );
     run_again(&first);
+}
+
+/// A job config Harbor 0.26 wrote through its own models (tests/fixtures/harbor-0.26, made by
+/// scripts/harbor-026-job-config.py) runs with `-c`: every field it has is read, and the job
+/// is the one it describes. Only the dataset path is pointed at this checkout.
+#[test]
+fn a_config_written_by_harbor_0_26_runs() {
+    ensure_base_image();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = workspace_root().join("tests/fixtures/harbor-0.26/config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+    assert_eq!(config["schema_version"], 1, "a 0.26 config: {config}");
+    config["datasets"][0]["path"] = examples().display().to_string().into();
+    config["jobs_dir"] = dir.path().join("jobs").display().to_string().into();
+    let file = dir.path().join("config.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let output = runner()
+        .args(["run", "-c"])
+        .arg(&file)
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let job = Job {
+        dir: dir.path().join("jobs/harbor-026"),
+    };
+    let results = job.trial_results();
+    assert_eq!(results.len(), 1, "{stderr}");
+    assert!(results[0].0.starts_with("hello-file__"), "{}", results[0].0);
+    assert_eq!(results[0].1["verifier_result"]["rewards"]["reward"], 1.0);
+    assert_eq!(job.json("config.json")["n_concurrent_trials"], 2);
 }

@@ -1,5 +1,6 @@
 //! GPUs for `[environment] gpus = N`: requested through a device request when the engine has
-//! the NVIDIA runtime, refused by name otherwise (Harbor's Docker backend refuses GPU tasks).
+//! the NVIDIA runtime, refused by name otherwise (Harbor 0.26's Docker backend reserves NVIDIA GPUs through compose
+//! the same way; 0.13's refused GPU tasks).
 
 use bollard::models::DeviceRequest;
 

@@ -1,7 +1,8 @@
 //! Networks of trial environments: the per-trial bridge a compose environment's services share
 //! (service names resolve through Docker's DNS on it), and switching the main container's
-//! networks between phases (Harbor's per-phase `network_mode`; Harbor's Docker backend refuses
-//! it, the engine API can do it on a running container).
+//! networks between phases (Harbor's per-phase `network_mode`; Harbor 0.26's Docker backend
+//! refuses a change after the container starts, the engine API can do it on a running
+//! container).
 //!
 //! No-network means no interface but loopback: the container is disconnected from every
 //! network (the same namespace `--network none` gives), so neither the internet nor the

@@ -1,8 +1,9 @@
 //! Per-phase network policy (Harbor's `trial/network_policy.py`): each phase runs
 //! under the `[agent]` or `[verifier]` `network_mode` when it declares one (a step's
 //! `[steps.agent]`/`[steps.verifier]` over the task's), else under its environment's
-//! baseline, which is restored after the phase. Harbor's Docker backend refuses a phase that differs from the
-//! baseline; runner switches the running container's networks instead
+//! baseline, which is restored after the phase. Harbor's Docker backend (0.26) fixes the policy
+//! when the container starts and refuses a later change; runner switches the running
+//! container's networks instead
 //! ([`crate::Environment::set_network`]).
 
 use tasks::ExceptionType;

@@ -1,6 +1,6 @@
 //! `runner run -c FILE`: a job config in TOML, JSON or YAML with Harbor's `JobConfig` field
-//! names (`harbor.models.job.config`), runner's own `<job>/config.json` included, so any job
-//! can be run again as it was. Flags on the command line (and `RUNNER_*` variables) win over
+//! names (`harbor.models.job.config`, every field of Harbor 0.13 and 0.26), runner's own
+//! `<job>/config.json` included, so any job can be run again as it was. Flags on the command line (and `RUNNER_*` variables) win over
 //! the file.
 //!
 //! The file is read as a JSON value and walked field by field: a field runner has a flag for
@@ -11,7 +11,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+mod section;
+
+use section::Section;
 
 /// What a config file sets, in the terms of `runner run`'s flags.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -113,97 +117,6 @@ pub fn parse_text(extension: Option<&str>, text: &str) -> Result<Value, String> 
     }
 }
 
-/// One object being read: its path in the document, and the fields not yet read.
-struct Section {
-    path: String,
-    fields: Map<String, Value>,
-}
-
-impl Section {
-    fn new(path: &str, value: &Value) -> Result<Section, String> {
-        match value {
-            Value::Object(map) => Ok(Section {
-                path: path.to_owned(),
-                fields: map.clone(),
-            }),
-            _ => Err(format!("{}: expected a table of fields", label(path))),
-        }
-    }
-
-    fn name(&self, field: &str) -> String {
-        if self.path.is_empty() {
-            field.to_owned()
-        } else {
-            format!("{}.{field}", self.path)
-        }
-    }
-
-    /// Takes a field; `null` counts as absent (Harbor writes unset options as null).
-    fn take(&mut self, field: &str) -> Option<Value> {
-        self.fields.remove(field).filter(|v| !v.is_null())
-    }
-
-    fn typed<T: serde::de::DeserializeOwned>(
-        &mut self,
-        field: &str,
-        what: &str,
-    ) -> Result<Option<T>, String> {
-        let name = self.name(field);
-        self.take(field)
-            .map(|v| serde_json::from_value(v).map_err(|_| format!("{name}: expected {what}")))
-            .transpose()
-    }
-
-    /// A field runner does not support: absent, or one of the values meaning "unused".
-    fn default_only(&mut self, field: &str, allowed: &[Value]) -> Result<(), String> {
-        match self.take(field) {
-            None => Ok(()),
-            Some(v) if is_empty(&v) || allowed.contains(&v) => Ok(()),
-            Some(v) => Err(format!(
-                "{}: {} is not supported by runner (leave it unset)",
-                self.name(field),
-                short(&v)
-            )),
-        }
-    }
-
-    /// Every field left is unknown.
-    fn finish(self) -> Result<(), String> {
-        match self.fields.keys().next() {
-            None => Ok(()),
-            Some(field) => Err(format!(
-                "{}: unknown field (Harbor's JobConfig has no such field, and runner adds only agent_config, allow_container_secrets, instruction_suffix, pids_limit, max_download_mb, max_trial_log_mb, task_env_from, shard and n_shards)",
-                self.name(field)
-            )),
-        }
-    }
-}
-
-fn label(path: &str) -> &str {
-    if path.is_empty() {
-        "the document"
-    } else {
-        path
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null | Value::Bool(false) => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    }
-}
-
-fn short(v: &Value) -> String {
-    let text = v.to_string();
-    match text.char_indices().nth(60) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text,
-    }
-}
-
 /// The settings of a parsed document.
 pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
     let mut root = Section::new("", doc)?;
@@ -235,8 +148,24 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
     };
     // Recorded by runner from the agent config; the agent gives it again.
     let _: Option<String> = root.typed("instruction_suffix", "a string")?;
+    // A merged job's parts: a run of its config is a new job of the same plan.
+    let _: Option<Vec<String>> = root.typed("merged_from", "a list of job ids")?;
+    // Harbor 0.26 writes schema 1 of its job config; 0.13 wrote none.
+    root.default_only("schema_version", &[1.into()])?;
     root.default_only("debug", &[])?;
-    for field in ["metrics", "artifacts", "extra_instruction_paths", "plugins"] {
+    // Harbor 0.26 fields with no runner counterpart yet: only their unused values pass.
+    for field in [
+        "metrics",
+        "artifacts",
+        "extra_instruction_paths",
+        "extra_instructions",
+        "plugins",
+        "install_only",
+        "skip_credential_checks",
+        "override_error_policy",
+        "user_agent",
+        "source_jobs",
+    ] {
         root.default_only(field, &[])?;
     }
     if let Some(retry) = root.take("retry") {
@@ -254,6 +183,9 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
             "import_path",
             "kwargs",
             "disable",
+            "include_logs",
+            "exclude_logs",
+            "extra_allowed_hosts",
         ] {
             v.default_only(field, &[])?;
         }
@@ -299,6 +231,7 @@ fn read_environment(environment: &Value, s: &mut FileSettings) -> Result<(), Str
     e.default_only("type", &["docker".into()])?;
     s.force_build = e.typed("force_build", "true or false")?;
     e.default_only("delete", &[true.into()])?;
+    e.default_only("stream", &[])?;
     e.default_only("cpu_enforcement_policy", &["auto".into()])?;
     e.default_only("memory_enforcement_policy", &["auto".into()])?;
     for field in [
@@ -350,6 +283,17 @@ fn read_agents(agents: &Value, s: &mut FileSettings) -> Result<(), String> {
         "max_timeout_sec",
         "extra_allowed_hosts",
         "mcp_servers",
+        // Harbor 0.26's agent fields.
+        "base_url",
+        "model_api_key_name",
+        "model_api_format",
+        "skip_model_parsing",
+        "n_concurrent",
+        "concurrency_group",
+        "resume_trajectory",
+        "load_trajectory",
+        "include_logs",
+        "exclude_logs",
     ] {
         a.default_only(field, &[])?;
     }
@@ -391,6 +335,7 @@ fn read_sources(
                 "overwrite",
                 "download_dir",
                 "registry",
+                "repo",
             ] {
                 d.default_only(field, &[])?;
             }
@@ -425,195 +370,4 @@ fn read_sources(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(ext: &str, text: &str) -> Result<FileSettings, String> {
-        settings_of(&parse_text(Some(ext), text)?)
-    }
-
-    #[test]
-    fn the_three_formats_read_the_same_settings() {
-        let toml = r#"
-            n_attempts = 3
-            n_concurrent_trials = 2
-            timeout_multiplier = 1.5
-            [[agents]]
-            name = "oracle"
-            [[datasets]]
-            path = "tasks/examples"
-            task_names = ["hello-*"]
-            n_tasks = 1
-            [retry]
-            max_retries = 2
-            exclude_exceptions = ["AgentTimeoutError"]
-        "#;
-        let yaml = "n_attempts: 3\nn_concurrent_trials: 2\ntimeout_multiplier: 1.5\nagents:\n  - name: oracle\ndatasets:\n  - {path: tasks/examples, task_names: [hello-*], n_tasks: 1}\nretry:\n  max_retries: 2\n  exclude_exceptions: [AgentTimeoutError]\n";
-        let json = r#"{"n_attempts": 3, "n_concurrent_trials": 2, "timeout_multiplier": 1.5,
-            "agents": [{"name": "oracle", "model_name": null}],
-            "datasets": [{"path": "tasks/examples", "task_names": ["hello-*"], "n_tasks": 1}],
-            "retry": {"max_retries": 2, "exclude_exceptions": ["AgentTimeoutError"]}}"#;
-        let expected = FileSettings {
-            k: Some(3),
-            n_concurrent: Some(2),
-            multipliers: BTreeMap::from([("timeout_multiplier", 1.5)]),
-            agent: Some("oracle".into()),
-            path: Some("tasks/examples".into()),
-            include: Some(vec!["hello-*".into()]),
-            n_tasks: Some(1),
-            max_retries: Some(2),
-            retry_exclude: Some(vec!["AgentTimeoutError".into()]),
-            ..FileSettings::default()
-        };
-        assert_eq!(settings("toml", toml), Ok(expected.clone()));
-        assert_eq!(settings("yaml", yaml), Ok(expected.clone()));
-        assert_eq!(settings("json", json), Ok(expected));
-    }
-
-    #[test]
-    fn a_runner_job_config_reads_back() {
-        let config = tasks::records::JobConfig {
-            job_name: "j".into(),
-            jobs_dir: "jobs".into(),
-            n_attempts: 2,
-            multipliers: tasks::Multipliers::default(),
-            debug: false,
-            n_concurrent_trials: 4,
-            quiet: false,
-            retry: engine::job::RetryPolicy::new(1, &[], None)
-                .unwrap()
-                .record(),
-            environment: Default::default(),
-            verifier: Default::default(),
-            metrics: Vec::new(),
-            agents: vec![tasks::records::AgentConfig {
-                name: Some("nop".into()),
-                ..Default::default()
-            }],
-            datasets: vec![tasks::records::DatasetRef {
-                path: Some("/d".into()),
-                task_names: Some(vec!["a*".into()]),
-                ..Default::default()
-            }],
-            tasks: Vec::new(),
-            artifacts: Vec::new(),
-            extra_instruction_paths: Vec::new(),
-            plugins: Vec::new(),
-            allow_container_secrets: false,
-            instruction_suffix: None,
-            agent_config: Some("/agents/a.toml".into()),
-            shard: Some(2),
-            n_shards: Some(3),
-            task_env_from: vec!["DATASET_VERSION".into()],
-            merged_from: Vec::new(),
-        };
-        let s = settings_of(&serde_json::to_value(&config).unwrap()).unwrap();
-        assert_eq!(
-            (
-                s.job_name.as_deref(),
-                s.k,
-                s.agent.as_deref(),
-                s.max_retries
-            ),
-            (Some("j"), Some(2), Some("nop"), Some(1))
-        );
-        assert_eq!(s.task_env_from, Some(vec!["DATASET_VERSION".to_owned()]));
-        assert_eq!(s.path, Some(PathBuf::from("/d")));
-        assert_eq!(s.include, Some(vec!["a*".to_owned()]));
-        assert_eq!(s.multipliers.get("timeout_multiplier"), Some(&1.0));
-        assert_eq!(s.force_build, Some(false));
-        assert_eq!(s.agent_config, Some(PathBuf::from("/agents/a.toml")));
-        // A shard's config runs that shard again.
-        assert_eq!(s.shard, Some(engine::job::Shard { index: 2, count: 3 }));
-        for (doc, problem) in [
-            (r#"{"shard": 2}"#, "give both"),
-            (r#"{"shard": 4, "n_shards": 3}"#, "from 1 to N"),
-        ] {
-            let err = settings_of(&serde_json::from_str(doc).unwrap()).unwrap_err();
-            assert!(
-                err.starts_with("shard, n_shards: ") && err.contains(problem),
-                "{err}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_and_unsupported_fields_are_named() {
-        let cases = [
-            (r#"{"n_atempts": 3}"#, "n_atempts: unknown field"),
-            (
-                r#"{"environment": {"override_cpus": 2}}"#,
-                "environment.override_cpus: 2 is not supported",
-            ),
-            (
-                r#"{"environment": {"type": "daytona"}}"#,
-                "environment.type: \"daytona\" is not supported",
-            ),
-            (
-                r#"{"datasets": [{"name": "terminal-bench", "version": "2.0"}]}"#,
-                "datasets[0]: registry datasets",
-            ),
-            (
-                r#"{"datasets": [{"path": "d", "colour": 1}]}"#,
-                "datasets[0].colour: unknown field",
-            ),
-            (
-                r#"{"agents": [{"name": "a"}, {"name": "b"}]}"#,
-                "agents: 2 agents",
-            ),
-            (
-                r#"{"n_attempts": "five"}"#,
-                "n_attempts: expected a whole number",
-            ),
-            (r#"{"retry": {"max_wait_sec": 5}}"#, "retry.max_wait_sec: 5"),
-            (r#"{"debug": true}"#, "debug: true is not supported"),
-            (
-                r#"{"agents": [{"name": "oracle", "model_name": "openai/gpt-5"}]}"#,
-                "agents[0].model_name: \"openai/gpt-5\" is not supported",
-            ),
-            (r#"[1]"#, "the document: expected a table"),
-        ];
-        for (text, expected) in cases {
-            let err = settings("json", text).unwrap_err();
-            assert!(err.starts_with(expected), "{text}: {err}");
-        }
-        assert!(
-            parse_text(Some("ini"), "")
-                .unwrap_err()
-                .contains(".toml, .json, .yaml")
-        );
-        assert!(
-            settings("yaml", "n_attempts: [")
-                .unwrap_err()
-                .starts_with("not valid YAML")
-        );
-    }
-
-    #[test]
-    fn a_deeply_nested_config_is_refused_naming_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let deep = 300_000;
-        for (name, text, says) in [
-            (
-                "job.yaml",
-                format!("agents:\n{}x\n", "- ".repeat(deep)),
-                "nested deeper than 128",
-            ),
-            (
-                "job.json",
-                format!("{{\"agents\": {}{}}}", "[".repeat(deep), "]".repeat(deep)),
-                "recursion limit exceeded",
-            ),
-            (
-                "job.toml",
-                format!("agents = {}{}\n", "[".repeat(deep), "]".repeat(deep)),
-                "not valid TOML",
-            ),
-        ] {
-            let path = dir.path().join(name);
-            std::fs::write(&path, text).unwrap();
-            let err = load(&path).unwrap_err().to_string();
-            assert!(err.contains(name) && err.contains(says), "{name}: {err}");
-        }
-    }
-}
+mod tests;
