@@ -8,6 +8,7 @@ mod bridge_phase;
 mod command_agent;
 mod compose;
 mod containment;
+mod dry_run;
 mod images;
 mod installed;
 mod integrity;

@@ -325,13 +325,7 @@ impl ImageService {
         log: &OutputSink,
     ) -> Result<ImageInfo, DockerError> {
         let env_dir = spec.context.as_path();
-        let context = provenance::build_context(env_dir, &spec.dockerfile).map_err(|e| {
-            DockerError::Build {
-                task: task.name.clone(),
-                message: format!("packing {} as a build context: {e}", env_dir.display()),
-            }
-        })?;
-        let tag = format!("runner-task-{}:{}", sanitize(name), spec.digest(&context));
+        let (tag, context) = tagged_context(task, spec, name)?;
         let facts = self.facts().await?.clone();
         if !force_build && let Some(found) = inspect(&self.client, &tag).await? {
             self.record_use(&tag, &found, None, log).await;
@@ -463,6 +457,23 @@ fn image_info(
         engine_version: facts.version.clone(),
         size_bytes: found.size.and_then(|s| u64::try_from(s).ok()),
     }
+}
+
+/// The build context of `spec` packed, and the content-addressed tag its build gets:
+/// `runner-task-<name>:<sha16>` of the context, Dockerfile, arguments and target.
+pub(crate) fn tagged_context(
+    task: &Task,
+    spec: &BuildSpec,
+    name: &str,
+) -> Result<(String, Vec<u8>), DockerError> {
+    let env_dir = spec.context.as_path();
+    let context =
+        provenance::build_context(env_dir, &spec.dockerfile).map_err(|e| DockerError::Build {
+            task: task.name.clone(),
+            message: format!("packing {} as a build context: {e}", env_dir.display()),
+        })?;
+    let tag = format!("runner-task-{}:{}", sanitize(name), spec.digest(&context));
+    Ok((tag, context))
 }
 
 /// The engine's view of `image`, or `None` when it does not have it.

@@ -29,6 +29,7 @@ mod jail_warm;
 mod labels;
 mod ledger;
 mod network;
+mod planned_image;
 mod prune;
 mod pull;
 mod rate;
@@ -48,6 +49,7 @@ pub use image::{
 pub use jail_preflight::{JAIL_APPARMOR_ENV, check_jail};
 pub use labels::Owner;
 pub use ledger::{Ledger, LedgerEntry, LedgerOrigin, default_state_dir};
+pub use planned_image::{ImageAction, PlannedImage, planned_image};
 pub use prune::{PruneItem, PruneReport, prune_images};
 pub use pull::{RetryPolicy, is_retryable};
 pub use reap::{reap_dead_owners, remove_job_containers};

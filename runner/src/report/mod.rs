@@ -4,5 +4,6 @@ mod frame;
 mod live;
 mod summary;
 
+pub use frame::short_duration;
 pub use live::{Notice, Reporter};
 pub use summary::{SummaryInput, colorize_summary, render_summary};

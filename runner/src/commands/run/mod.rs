@@ -3,6 +3,7 @@
 
 mod config_file;
 mod dir_lock;
+mod dry_run;
 mod finish;
 pub mod invocation;
 mod llm;
@@ -167,6 +168,9 @@ pub struct RunArgs {
     /// Task selection (-i/-x/-l), job config file (-c), progress display and output format.
     #[command(flatten)]
     pub steering: steering::SteeringArgs,
+    /// --dry-run, --print-config and --history: a job shown instead of run.
+    #[command(flatten)]
+    pub preview: dry_run::PreviewArgs,
     /// The invocation to record instead of this process's argv (`runner jobs resume` replays
     /// the recorded one).
     #[arg(skip)]
@@ -270,7 +274,8 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
                     .format("%Y-%m-%d__%H-%M-%S")
                     .to_string()
             });
-            let job_dir = check_job_dir(&args.jobs_dir, &job_name)?;
+            let preview = args.preview.dry_run || args.preview.print_config;
+            let job_dir = check_job_dir(&args.jobs_dir, &job_name, !preview)?;
             (args.jobs_dir.clone(), job_name, job_dir)
         }
     };
@@ -338,6 +343,16 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
             plan.tasks().len(),
             plan.trials.len()
         );
+    }
+    if args.preview.print_config {
+        dry_run::print_config(&plan)?;
+        return Ok(Outcome::Success);
+    }
+    if args.preview.dry_run {
+        let json = args.steering.format == super::view::TextFormat::Json;
+        let shard = args.shard.map(|s| s.to_string());
+        dry_run::print_plan(&plan, &settings, &args.preview, shard, json).await?;
+        return Ok(Outcome::Success);
     }
     let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     // Before the job dir is touched: a host that cannot isolate any trial's tests says so
@@ -462,7 +477,9 @@ fn note_resume(report: &ResumeReport, job_dir: &Path) {
 
 /// The job directory under `jobs_dir`, refused when it already holds anything (nothing
 /// already written is ever overwritten) or when `jobs_dir` cannot hold it.
-fn check_job_dir(jobs_dir: &Path, job_name: &str) -> Result<PathBuf, CliError> {
+/// `<jobs_dir>/<job_name>`, refused when it holds a job; made when `create` (not for a
+/// preview, which writes nothing).
+fn check_job_dir(jobs_dir: &Path, job_name: &str, create: bool) -> Result<PathBuf, CliError> {
     if jobs_dir.exists() && !jobs_dir.is_dir() {
         return Err(CliError::bad_input(format!(
             "--jobs-dir {}: not a directory",
@@ -477,6 +494,9 @@ fn check_job_dir(jobs_dir: &Path, job_name: &str) -> Result<PathBuf, CliError> {
             job_dir.display(),
             job_dir.display()
         )));
+    }
+    if !create {
+        return Ok(job_dir);
     }
     std::fs::create_dir_all(&job_dir).map_err(|e| {
         CliError::bad_input(format!(
@@ -505,12 +525,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, "x").unwrap();
-        let err = check_job_dir(&file, "j").unwrap_err();
+        let err = check_job_dir(&file, "j", true).unwrap_err();
         assert!(err.message.starts_with("--jobs-dir"), "{err}");
         let used = dir.path().join("used");
         std::fs::create_dir_all(used.join("trial")).unwrap();
-        assert!(check_job_dir(dir.path(), "used").is_err());
-        assert!(check_job_dir(dir.path(), "fresh").unwrap().is_dir());
+        assert!(check_job_dir(dir.path(), "used", true).is_err());
+        assert!(check_job_dir(dir.path(), "fresh", true).unwrap().is_dir());
     }
 
     fn outcome(scored: u32, agent_error: u32, infra_error: u32, not_run: u32) -> JobOutcome {
