@@ -64,7 +64,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let matches = Cli::command().try_get_matches_from(argv)?;
+    let matches = command().try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
         let on_command_line = given_flags(sub, &[ValueSource::CommandLine]);
@@ -78,6 +78,25 @@ where
             given_flags(sub, &[ValueSource::CommandLine, ValueSource::EnvVariable]);
     }
     Ok(cli)
+}
+
+/// The command line as users meet it. The global `-q/--quiet` and `--color` are explained
+/// once, in `runner --help`; each subcommand's help hides them (its exit-code text points
+/// there) instead of repeating both blocks on every page.
+pub fn command() -> clap::Command {
+    let mut command = Cli::command();
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .map(|arg| arg.clone().hide(true))
+        .collect();
+    // Each subcommand gets its own hidden copy before the command is built: clap propagates
+    // a global flag only to subcommands that lack one of that id, and a copy that is itself
+    // global carries on to nested subcommands. Values still reach `Cli` by id.
+    for sub in command.get_subcommands_mut() {
+        *sub = std::mem::take(sub).args(hidden.iter().cloned());
+    }
+    command
 }
 
 /// [`try_parse_from`] of this process's argv; exits with clap's message on bad usage.
@@ -146,6 +165,19 @@ mod tests {
     }
 
     #[test]
+    fn global_flags_still_parse_after_a_subcommand_whose_help_hides_them() {
+        let cli = try_parse_from(["runner", "summary", "j", "-q", "--color", "never"]).unwrap();
+        assert!(cli.quiet);
+        let help = try_parse_from(["runner", "summary", "--help"])
+            .unwrap_err()
+            .render()
+            .to_string();
+        assert!(!help.contains("-q, --quiet"), "{help}");
+        let top = command().render_long_help().to_string();
+        assert!(top.contains("--quiet") && top.contains("--color"), "{top}");
+    }
+
+    #[test]
     fn long_version_names_the_commit_and_completions_cover_every_subcommand() {
         let version = Cli::command().render_long_version();
         assert!(
@@ -203,15 +235,13 @@ mod tests {
             &["images", "pull"],
             &["images", "prune"],
         ] {
-            let mut command = Cli::command();
-            let mut sub = &mut command;
-            for name in path {
-                sub = sub
-                    .find_subcommand_mut(name)
-                    .expect("the subcommand exists");
-            }
+            let argv = std::iter::once("runner")
+                .chain(path.iter().copied())
+                .chain(["--help"]);
+            let help = try_parse_from(argv).expect_err("--help ends the parse");
+            assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
             let name = format!("help-{}", path.join("-"));
-            insta::assert_snapshot!(name, sub.render_long_help().to_string());
+            insta::assert_snapshot!(name, help.render().to_string());
         }
     }
 }

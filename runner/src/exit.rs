@@ -20,8 +20,24 @@ pub enum ExitCode {
     TrialsErrored,
     /// The runner itself failed: a record or report could not be written.
     RunnerFailed,
-    /// Interrupted by Ctrl-C, SIGTERM or SIGHUP.
+    /// Interrupted by Ctrl-C (SIGINT): 128 + 2, as shells report it.
     Interrupted,
+    /// Stopped by SIGTERM (a scheduler's or `kill`'s): 128 + 15.
+    Terminated,
+    /// Stopped by SIGHUP (the terminal closed): 128 + 1.
+    HungUp,
+}
+
+/// The signal that ended a command early; its exit code is 128 + the signal's number, so a
+/// scheduler (Slurm, Kubernetes, systemd) sees the cause it would see of any other program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interruption {
+    /// SIGINT: Ctrl-C.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+    /// SIGHUP.
+    HangUp,
 }
 
 /// The subcommand families whose codes the README documents side by side.
@@ -79,13 +95,15 @@ impl Family {
 
 impl ExitCode {
     /// Every code, in ascending order.
-    pub const ALL: [ExitCode; 6] = [
+    pub const ALL: [ExitCode; 8] = [
         ExitCode::Success,
         ExitCode::Failed,
         ExitCode::BadInput,
         ExitCode::TrialsErrored,
         ExitCode::RunnerFailed,
+        ExitCode::HungUp,
         ExitCode::Interrupted,
+        ExitCode::Terminated,
     ];
 
     /// The numeric code.
@@ -96,7 +114,9 @@ impl ExitCode {
             ExitCode::BadInput => 2,
             ExitCode::TrialsErrored => 3,
             ExitCode::RunnerFailed => 4,
+            ExitCode::HungUp => 129,
             ExitCode::Interrupted => 130,
+            ExitCode::Terminated => 143,
         }
     }
 
@@ -121,6 +141,8 @@ impl ExitCode {
                 "bad input: a path with no task, a bad flag, or no reachable Docker engine"
             }
             (Interrupted, Check) => "interrupted (Ctrl-C); containers removed",
+            (Terminated, Check) => "stopped by SIGTERM; containers removed",
+            (HungUp, Check) => "stopped by SIGHUP; containers removed",
             (Success, Read) => "done",
             (Success, Images) => {
                 "every image is ready (pull) or every candidate was handled (prune)"
@@ -150,11 +172,22 @@ impl ExitCode {
             (RunnerFailed, _) => {
                 "the runner itself failed: a record or report could not be written"
             }
-            (Interrupted, Run) => {
-                "interrupted (Ctrl-C, SIGTERM or SIGHUP); containers removed, finished trials kept"
+            (Interrupted, Run) => "interrupted (Ctrl-C); containers removed, finished trials kept",
+            (Terminated, Run) => "stopped by SIGTERM; containers removed, finished trials kept",
+            (HungUp, Run) => {
+                "stopped by SIGHUP (the terminal closed); containers removed, finished trials kept"
             }
             _ => return None,
         })
+    }
+
+    /// The code of a command ended early by `by`.
+    pub fn interrupted_by(by: Interruption) -> ExitCode {
+        match by {
+            Interruption::Interrupt => ExitCode::Interrupted,
+            Interruption::Terminate => ExitCode::Terminated,
+            Interruption::HangUp => ExitCode::HungUp,
+        }
     }
 
     /// The code of a subcommand's result.
@@ -166,7 +199,7 @@ impl ExitCode {
             // though the rest ran.
             Ok(Outcome::TasksSkipped) => ExitCode::BadInput,
             Ok(Outcome::TrialsErrored) => ExitCode::TrialsErrored,
-            Ok(Outcome::Interrupted) => ExitCode::Interrupted,
+            Ok(Outcome::Interrupted(by)) => ExitCode::interrupted_by(*by),
             Err(e) => match e.kind {
                 CliErrorKind::BadInput => ExitCode::BadInput,
                 CliErrorKind::Runner => ExitCode::RunnerFailed,
@@ -186,8 +219,8 @@ pub enum Outcome {
     TasksSkipped,
     /// A job ran, but some planned trials have no result (or coverage is too low).
     TrialsErrored,
-    /// A job was interrupted.
-    Interrupted,
+    /// A job was ended early by a signal.
+    Interrupted(Interruption),
 }
 
 /// Who is at fault when a subcommand fails.
@@ -262,6 +295,9 @@ pub fn help_text(family: Family) -> String {
             out.push_str(&format!("  {:>3}  {meaning}\n", code.code()));
         }
     }
+    out.push_str(
+        "\nGlobal options: -q/--quiet and --color WHEN work here too (see `runner --help`).\n",
+    );
     out
 }
 
@@ -314,7 +350,9 @@ mod tests {
             (Ok(Outcome::Rejected), 1),
             (Ok(Outcome::TasksSkipped), 2),
             (Ok(Outcome::TrialsErrored), 3),
-            (Ok(Outcome::Interrupted), 130),
+            (Ok(Outcome::Interrupted(Interruption::Interrupt)), 130),
+            (Ok(Outcome::Interrupted(Interruption::Terminate)), 143),
+            (Ok(Outcome::Interrupted(Interruption::HangUp)), 129),
             (Err(CliError::bad_input("x")), 2),
             (Err(CliError::runner("x")), 4),
         ];

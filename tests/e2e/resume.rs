@@ -466,3 +466,62 @@ fn a_paused_runner_records_the_pause_and_retries_the_timeout_it_caused() {
     assert_eq!(result["attempts"], 2, "{result}\n{log}");
     assert!(log.contains("the runner was paused for"), "{log}");
 }
+
+#[test]
+fn resume_alone_replays_the_recorded_flags_and_a_record_that_cannot_be_moved_exits_4() {
+    ensure_base_image();
+    let root = tempfile::tempdir().unwrap();
+    let jobs = root.path().to_str().unwrap().to_owned();
+    let job = root.path().join("j");
+    let out = oracle_quick(&["--k", "2", "--jobs-dir", &jobs, "--job-name", "j"]);
+    exited(out.get_output(), 0);
+    let before = complete(&job);
+    assert_eq!(before.len(), 2);
+
+    // A trial lost its record (killed inside it): `--resume` alone runs it with the job's
+    // own flags (k 2, the oracle, the quick task) and leaves the other untouched.
+    let (lost, kept) = {
+        let mut names = before.keys();
+        (names.next().unwrap().clone(), names.next().unwrap().clone())
+    };
+    std::fs::remove_file(job.join(&lost).join("result.json")).unwrap();
+    let out = runner()
+        .args(["run", "--resume", job.to_str().unwrap()])
+        .assert();
+    let (_, stderr) = exited(out.get_output(), 0);
+    assert!(stderr.contains("with its recorded invocation"), "{stderr}");
+    let after = complete(&job);
+    assert_eq!(after.len(), 2, "the lost trial ran again: {after:?}");
+    assert_eq!(
+        after.get(&kept),
+        before.get(&kept),
+        "the kept trial is untouched"
+    );
+
+    // A flag the replay would drop is refused by name, before anything runs.
+    let out = runner()
+        .args([
+            "run",
+            "--resume",
+            job.to_str().unwrap(),
+            "--n-concurrent",
+            "8",
+        ])
+        .assert();
+    let (_, stderr) = exited(out.get_output(), 2);
+    assert!(
+        stderr.contains("--n-concurrent would be ignored"),
+        "{stderr}"
+    );
+
+    // A record the file system will not move is the runner's failure (4), not bad input (2):
+    // the trial to run again cannot be set aside, as its staging path is a file.
+    let trial = job.join(&kept);
+    std::fs::remove_file(trial.join("result.json")).unwrap();
+    std::fs::write(job.join(format!(".{kept}.retiring")), b"not a directory").unwrap();
+    let out = runner()
+        .args(["run", "--resume", job.to_str().unwrap()])
+        .assert();
+    let (_, stderr) = exited(out.get_output(), 4);
+    assert!(stderr.contains(&trial.display().to_string()), "{stderr}");
+}

@@ -290,20 +290,40 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
     None
 }
 
-#[test]
-fn ctrl_c_removes_containers_and_records_the_cancel() {
+/// Each signal a user or scheduler sends ends the run the same way (containers removed, the
+/// cancel recorded) and exits 128 + its number, so Slurm or systemd sees the cause.
+fn a_signal_removes_containers_and_records_the_cancel(signal: i32, name: &str) {
     let jobs = tempfile::tempdir().unwrap();
     let (mut child, job_id) = start_sleepy(jobs.path());
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let code = wait_exit(&mut child, Duration::from_secs(60));
-    assert_eq!(code, Some(130), "an interrupted run exits 130");
+    assert_eq!(
+        code,
+        Some(128 + signal),
+        "a run ended by {name} exits 128 + {signal}"
+    );
     assert!(
         containers_with_label(&format!("runner.job={job_id}")).is_empty(),
-        "Ctrl-C left a container"
+        "{name} left a container"
     );
     let job = Job::single_in(jobs.path());
     let (_, result) = &job.trial_results()[0];
     assert_eq!(exception(result).as_deref(), Some("CancelledError"));
+}
+
+#[test]
+fn ctrl_c_removes_containers_and_records_the_cancel() {
+    a_signal_removes_containers_and_records_the_cancel(libc::SIGINT, "SIGINT");
+}
+
+#[test]
+fn sigterm_removes_containers_and_exits_143() {
+    a_signal_removes_containers_and_records_the_cancel(libc::SIGTERM, "SIGTERM");
+}
+
+#[test]
+fn sighup_removes_containers_and_exits_129() {
+    a_signal_removes_containers_and_records_the_cancel(libc::SIGHUP, "SIGHUP");
 }
 
 #[test]

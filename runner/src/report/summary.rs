@@ -1,4 +1,4 @@
-//! The end-of-job summary: per task trials, mean reward and errors; overall mean and pass@k;
+//! The end-of-job summary: per task trials, mean reward and trials with an exception; overall mean and pass@k;
 //! coverage (scored / planned) by outcome; the failed trials by name with their exception;
 //! trials not run; skipped tasks (repeated here, not only at the top); and the wall time.
 
@@ -24,7 +24,7 @@ pub struct TaskRow {
     pub trials: usize,
     /// Mean reward, errored trials counting 0.
     pub mean: f64,
-    /// Trials with an exception.
+    /// Trials that ended with an exception (a timeout, an agent or an infrastructure error).
     pub errors: usize,
 }
 
@@ -73,13 +73,13 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     let mut out = String::from("\n");
     let _ = writeln!(
         out,
-        "{:<width$}  {:>6}  {:>6}  {:>6}",
-        "task", "trials", "mean", "errors"
+        "{:<width$}  {:>6}  {:>6}  {:>10}",
+        "task", "trials", "mean", "exceptions"
     );
     for row in &rows {
         let _ = writeln!(
             out,
-            "{:<width$}  {:>6}  {:>6.3}  {:>6}",
+            "{:<width$}  {:>6}  {:>6.3}  {:>10}",
             row.task, row.trials, row.mean, row.errors
         );
     }
@@ -88,6 +88,8 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     for r in results {
         per_task.entry(&r.task_name).or_default().push(r.reward());
     }
+    // "Exception", not "error": a timed-out trial is scored, and only the coverage line below
+    // says which exceptions were agent or infrastructure errors.
     let errors = results.iter().filter(|r| r.exception.is_some()).count();
     let _ = writeln!(out);
     let estimate = stats::summarize(
@@ -100,7 +102,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     });
     let _ = writeln!(
         out,
-        "trials: {}  errors: {errors}  mean: {:.3}{interval}",
+        "trials: {}  with an exception: {errors}  mean: {:.3}{interval}",
         results.len(),
         metrics::mean(&rewards)
     );

@@ -7,6 +7,7 @@ mod dry_run;
 mod finish;
 pub mod invocation;
 mod llm;
+pub mod resume;
 mod selection;
 mod signals;
 pub mod steering;
@@ -17,13 +18,13 @@ use std::time::Instant;
 
 use adapter::Agent;
 use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
-use engine::job::resume::{ResumeReport, parse_selectors, resume};
+use engine::job::resume::{parse_selectors, resume};
 use engine::job::{AgentFingerprint, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
 use engine::trial::watchdog;
 use tasks::{Dataset, Multipliers};
 use tokio_util::sync::CancellationToken;
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, Family, Interruption, Outcome};
 use crate::note;
 use crate::report::Reporter;
 
@@ -32,7 +33,7 @@ use crate::report::Reporter;
 #[command(after_help = crate::exit::help_text(Family::Run))]
 pub struct RunArgs {
     /// A task directory or a dataset directory (a folder of task directories).
-    #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present = "config",
+    #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present_any = ["config", "resume"],
           default_value = "", hide_default_value = true, value_parser = any_path)]
     pub path: PathBuf,
     /// A built-in agent (`oracle` runs the task's solution, `nop` does nothing), or the path
@@ -42,7 +43,7 @@ pub struct RunArgs {
         long,
         env = "RUNNER_AGENT",
         conflicts_with = "agent_config",
-        required_unless_present_any = ["agent_config", "config"]
+        required_unless_present_any = ["agent_config", "config", "resume"]
     )]
     pub agent: Option<String>,
     /// An agent config file (TOML): an installed agent (`[server]`) or a command-style one (`[run]`).
@@ -137,8 +138,9 @@ pub struct RunArgs {
     /// VerifierEnvError).
     #[arg(long = "retry-exclude", value_name = "TYPE")]
     pub retry_exclude: Option<Vec<String>>,
-    /// Continue the job in JOB_DIR with these flags: complete trials are kept untouched,
-    /// missing and interrupted ones run (a raised --k adds trials). Refused, naming the
+    /// Continue the job in JOB_DIR: complete trials are kept untouched, missing and
+    /// interrupted ones run (a raised --k adds trials). Alone (no --path/--agent), it replays
+    /// the flags the job was started with; with flags, they are refused, naming the
     /// difference, when the agent, tasks, multipliers or limits differ from the job's.
     // Not a clap conflict with --jobs-dir: RUNNER_JOBS_DIR would then forbid every resume;
     // a --jobs-dir on the command line is refused by `cli::try_parse_from`.
@@ -211,6 +213,9 @@ fn parse_job_name(name: &str) -> Result<String, String> {
 
 /// Runs `runner run`.
 pub fn run(mut args: RunArgs) -> Result<Outcome, CliError> {
+    if resume::resumes_alone(&args) {
+        args = resume::replayed_for_resume(args)?;
+    }
     steering::apply_config_file(&mut args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -267,7 +272,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         args.allow_container_secrets,
     )?;
     let (jobs_dir, job_name, job_dir) = match &args.resume {
-        Some(dir) => existing_job_dir(dir)?,
+        Some(dir) => resume::existing_job_dir(dir)?,
         None => {
             let job_name = args.job_name.clone().unwrap_or_else(|| {
                 chrono::Local::now()
@@ -363,8 +368,8 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     let _lock = dir_lock::lock(&job_dir)?;
     task_env::keep_key(&host, &job_dir)?;
     if args.resume.is_some() {
-        let report = resume(&job_dir, &mut plan, &selectors).map_err(CliError::bad_input)?;
-        note_resume(&report, &job_dir);
+        let report = resume(&job_dir, &mut plan, &selectors).map_err(resume::resume_error)?;
+        resume::note_resume(&report, &job_dir);
     }
     match reap_dead_owners(&client).await {
         Ok(0) => {}
@@ -412,66 +417,35 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         started.elapsed(),
         args.steering.format,
     )?;
-    Ok(gate(&outcome, !skipped.is_empty(), args.min_coverage))
+    Ok(gate(
+        &outcome,
+        !skipped.is_empty(),
+        args.min_coverage,
+        signals::received(),
+    ))
 }
 
 /// The exit outcome of a finished job: interrupted, tasks skipped, then the coverage gate
 /// (every planned trial has a result, scored or an agent error, or at least `min_coverage`
 /// of them are scored).
-fn gate(outcome: &JobOutcome, any_skipped: bool, min_coverage: Option<f64>) -> Outcome {
+fn gate(
+    outcome: &JobOutcome,
+    any_skipped: bool,
+    min_coverage: Option<f64>,
+    by: Interruption,
+) -> Outcome {
     let passes = match min_coverage {
         Some(min) => outcome.coverage.fraction + 1e-9 >= min,
         None => outcome.missing() == 0,
     };
     if outcome.interrupted {
-        Outcome::Interrupted
+        Outcome::Interrupted(by)
     } else if any_skipped {
         Outcome::TasksSkipped
     } else if !passes {
         Outcome::TrialsErrored
     } else {
         Outcome::Success
-    }
-}
-
-/// `--resume JOB_DIR`: its jobs dir, its name and itself; it must be a directory.
-fn existing_job_dir(dir: &Path) -> Result<(PathBuf, String, PathBuf), CliError> {
-    if !dir.is_dir() {
-        return Err(CliError::bad_input(format!(
-            "--resume {}: not a job directory (it does not exist or is not a directory)",
-            dir.display()
-        )));
-    }
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| {
-            CliError::bad_input(format!(
-                "--resume {}: name the job directory itself",
-                dir.display()
-            ))
-        })?;
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    Ok((parent, name, dir.to_path_buf()))
-}
-
-fn note_resume(report: &ResumeReport, job_dir: &Path) {
-    for trial in &report.recovered {
-        note!("finished moving an interrupted attempt of {trial} under attempts/");
-    }
-    note!(
-        "resuming {}: {} trial(s) complete and kept, {} to run again, {} new",
-        job_dir.display(),
-        report.complete,
-        report.rerun.len(),
-        report.new
-    );
-    for (trial, why) in &report.rerun {
-        note!("  {trial}: {why}; the old attempt is kept under {trial}/attempts/");
     }
 }
 
@@ -556,30 +530,46 @@ mod tests {
 
     #[test]
     fn the_gate_accepts_agent_errors_and_refuses_missing_data_unless_coverage_suffices() {
-        assert_eq!(gate(&outcome(9, 1, 0, 0), false, None), Outcome::Success);
         assert_eq!(
-            gate(&outcome(9, 0, 1, 0), false, None),
-            Outcome::TrialsErrored
-        );
-        assert_eq!(
-            gate(&outcome(9, 0, 0, 1), false, None),
-            Outcome::TrialsErrored
-        );
-        assert_eq!(
-            gate(&outcome(9, 0, 1, 0), false, Some(0.9)),
+            gate(&outcome(9, 1, 0, 0), false, None, Interruption::Interrupt),
             Outcome::Success
         );
         assert_eq!(
-            gate(&outcome(8, 1, 1, 0), false, Some(0.9)),
+            gate(&outcome(9, 0, 1, 0), false, None, Interruption::Interrupt),
             Outcome::TrialsErrored
         );
         assert_eq!(
-            gate(&outcome(10, 0, 0, 0), true, None),
+            gate(&outcome(9, 0, 0, 1), false, None, Interruption::Interrupt),
+            Outcome::TrialsErrored
+        );
+        assert_eq!(
+            gate(
+                &outcome(9, 0, 1, 0),
+                false,
+                Some(0.9),
+                Interruption::Interrupt
+            ),
+            Outcome::Success
+        );
+        assert_eq!(
+            gate(
+                &outcome(8, 1, 1, 0),
+                false,
+                Some(0.9),
+                Interruption::Interrupt
+            ),
+            Outcome::TrialsErrored
+        );
+        assert_eq!(
+            gate(&outcome(10, 0, 0, 0), true, None, Interruption::Interrupt),
             Outcome::TasksSkipped
         );
         let mut interrupted = outcome(5, 0, 0, 5);
         interrupted.interrupted = true;
-        assert_eq!(gate(&interrupted, false, None), Outcome::Interrupted);
+        assert_eq!(
+            gate(&interrupted, false, None, Interruption::Terminate),
+            Outcome::Interrupted(Interruption::Terminate)
+        );
     }
 
     #[test]

@@ -137,7 +137,7 @@ async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
     }
     reports.sort_by(|a, b| a.name.cmp(&b.name));
     if runner.as_ref().is_some_and(|r| r.cancel.is_cancelled()) {
-        return Ok(Outcome::Interrupted);
+        return Ok(Outcome::Interrupted(crate::exit::Interruption::Interrupt));
     }
     match args.format {
         CheckFormat::Text => say!("{}", report::text(&reports).trim_end()),
