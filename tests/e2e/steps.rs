@@ -82,6 +82,43 @@ fn the_oracle_passes_both_steps_of_the_gated_task() {
     let step = &result["step_results"][1];
     assert!(step["agent_execution"]["started_at"].is_string());
     assert!(step["verifier"]["finished_at"].is_string());
+
+    // `runner view` shows each step: its instruction (recorded by the run), rewards, timings
+    // relative to the trial's start, and files, instead of the one-step page's "No …" notes.
+    let report = tempfile::tempdir().unwrap();
+    runner()
+        .arg("view")
+        .arg(&job.dir)
+        .arg("--out")
+        .arg(report.path())
+        .assert()
+        .code(0);
+    let page = std::fs::read_dir(report.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .find_map(|dir| std::fs::read_to_string(dir.path().join(format!("{name}.html"))).ok())
+        .expect("the trial's page");
+    assert_eq!(
+        page.matches("<section class=\"step-section\"").count(),
+        2,
+        "{page}"
+    );
+    assert!(page.contains("Step 1 of 2 (draft)"), "{page}");
+    assert!(page.contains("Step 2 of 2 (finalize)"), "{page}");
+    assert!(
+        page.contains("data-file=\"steps/finalize/verifier/test-stdout.txt\""),
+        "{page}"
+    );
+    assert!(!page.contains("No verifier/test-stdout.txt"), "{page}");
+    assert!(!page.contains("No agent/trajectory.json"), "{page}");
+    let started = result["step_results"][0]["agent_execution"]["started_at"]
+        .as_str()
+        .unwrap();
+    assert!(
+        page.contains(&format!("<span title=\"{started}\">+")),
+        "phase times relative to the trial's start, the recorded time in the title: {page}"
+    );
 }
 
 #[test]

@@ -57,6 +57,22 @@ pub struct Check {
     pub status: String,
 }
 
+/// One step of a multi-step trial (Harbor's `step_results`); its files are under
+/// `steps/<name>/` of the trial dir.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// `step_name`.
+    pub name: String,
+    /// The step's own rewards (its tests), in file order.
+    pub rewards: Vec<(String, f64)>,
+    /// The step's first failure.
+    pub exception: Option<Exception>,
+    /// Its agent run's start, end and duration.
+    pub agent: Phase,
+    /// Its verification's start, end and duration.
+    pub verifier: Phase,
+}
+
 /// Token usage and cost: one trial's as the agent reported them (`agent_result`), or the
 /// totals over the trials that reported them. `None` where nothing was reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -118,6 +134,8 @@ pub struct Trial {
     pub seconds: Option<f64>,
     /// Phase timings (all four, absent ones with no times).
     pub phases: Vec<Phase>,
+    /// The steps of a multi-step trial, in the order they ran (empty for one-step trials).
+    pub steps: Vec<Step>,
     /// Token usage.
     pub usage: Usage,
     /// Named verifier checks.
@@ -222,6 +240,34 @@ fn rewards_of(result: &Value, problems: &mut Vec<String>) -> Vec<(String, f64)> 
     rewards
 }
 
+/// `record`'s `exception_info` (a trial's or a step's), when one was recorded.
+fn exception_of(record: &Value) -> Option<Exception> {
+    record
+        .get("exception_info")
+        .filter(|e| e.is_object())
+        .map(|e| Exception {
+            kind: str_at(e, "/exception_type")
+                .unwrap_or(tasks::ExceptionType::UNKNOWN_NAME)
+                .to_owned(),
+            message: text(e, "exception_message"),
+            traceback: text(e, "exception_traceback"),
+            occurred_at: str_at(e, "/occurred_at").map(str::to_owned),
+        })
+}
+
+/// The timing `record[key]` (a trial's or a step's), named `name`; no times when absent.
+fn phase_of(record: &Value, key: &str, name: &'static str) -> Phase {
+    let timing = record.get(key).filter(|t| t.is_object());
+    let at = |field: &str| timing.and_then(|t| str_at(t, field)).map(str::to_owned);
+    let (started_at, finished_at) = (at("/started_at"), at("/finished_at"));
+    Phase {
+        name,
+        seconds: seconds_between(started_at.as_deref(), finished_at.as_deref()),
+        started_at,
+        finished_at,
+    }
+}
+
 fn text(value: &Value, key: &str) -> String {
     match value.get(key) {
         Some(Value::String(s)) => s.clone(),
@@ -277,6 +323,7 @@ pub fn load_trial(dir: &Path) -> Trial {
                 seconds: None,
             })
             .collect(),
+        steps: Vec::new(),
         usage: Usage::default(),
         checks: Vec::new(),
         toolchain_changes: Vec::new(),
@@ -298,17 +345,7 @@ pub fn load_trial(dir: &Path) -> Trial {
 
 fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
     trial.rewards = rewards_of(result, problems);
-    trial.exception = result
-        .get("exception_info")
-        .filter(|e| e.is_object())
-        .map(|e| Exception {
-            kind: str_at(e, "/exception_type")
-                .unwrap_or(tasks::ExceptionType::UNKNOWN_NAME)
-                .to_owned(),
-            message: text(e, "exception_message"),
-            traceback: text(e, "exception_traceback"),
-            occurred_at: str_at(e, "/occurred_at").map(str::to_owned),
-        });
+    trial.exception = exception_of(result);
     if let Some(name) = str_at(result, "/agent_info/name") {
         trial.agent = Some(name.to_owned());
     }
@@ -336,13 +373,21 @@ fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
     trial.started_at = str_at(result, "/started_at").map(str::to_owned);
     trial.finished_at = str_at(result, "/finished_at").map(str::to_owned);
     trial.seconds = seconds_between(trial.started_at.as_deref(), trial.finished_at.as_deref());
-    for (phase, (key, _)) in trial.phases.iter_mut().zip(PHASES) {
-        let Some(timing) = result.get(key).filter(|t| t.is_object()) else {
-            continue;
-        };
-        phase.started_at = str_at(timing, "/started_at").map(str::to_owned);
-        phase.finished_at = str_at(timing, "/finished_at").map(str::to_owned);
-        phase.seconds = seconds_between(phase.started_at.as_deref(), phase.finished_at.as_deref());
+    for (phase, (key, name)) in trial.phases.iter_mut().zip(PHASES) {
+        *phase = phase_of(result, key, name);
+    }
+    if let Some(steps) = result.get("step_results").and_then(Value::as_array) {
+        trial.steps = steps
+            .iter()
+            .filter(|step| step.is_object())
+            .map(|step| Step {
+                name: text(step, "step_name"),
+                rewards: rewards_of(step, problems),
+                exception: exception_of(step),
+                agent: phase_of(step, "agent_execution", "agent execution"),
+                verifier: phase_of(step, "verifier", "verifier"),
+            })
+            .collect();
     }
     if let Some(context) = result.get("agent_result").filter(|c| c.is_object()) {
         trial.usage = Usage {

@@ -36,6 +36,9 @@ use crate::timeouts::PhaseTimeouts;
 const RESET_LOGS: &str = "find /logs/agent /logs/artifacts -mindepth 1 -delete 2>/dev/null; \
     mkdir -p /logs/agent /logs/artifacts && chmod 777 /logs/agent /logs/artifacts";
 
+/// `steps/<name>/instruction.md`: the instruction the step's agent run was given (runner-only).
+const STEP_INSTRUCTION: &str = "instruction.md";
+
 /// The deadlines of step `step`: its `[steps.agent] timeout_sec` or the task's, and its
 /// `[steps.verifier] timeout_sec` (Harbor's default 600 s when it sets none, not the task's),
 /// under the job's multipliers; the other phases' are the trial's.
@@ -120,6 +123,17 @@ impl<B: Backend> Trial<B> {
         let step_dir = self.dir.join("steps").join(&step.name);
         for sub in ["agent", "verifier", "artifacts"] {
             let _ = std::fs::create_dir_all(step_dir.join(sub));
+        }
+        // The instruction this step's agent run gets, kept beside (not inside) the agent's
+        // downloaded logs so the agent cannot rewrite it; `runner view` shows it per step.
+        if let Err(e) = tasks::atomic::write_atomic(
+            &step_dir.join(STEP_INSTRUCTION),
+            task.steps[index].instruction.as_bytes(),
+        ) {
+            self.log.line(&format!(
+                "step {:?}: instruction not recorded: {e}",
+                step.name
+            ));
         }
         let agent_user = step
             .agent

@@ -1,12 +1,13 @@
-//! One trial's page: facts and rewards, phase timings, exception, verifier checks and output,
-//! the trajectory as a conversation, and trial.log; long logs are cut with a link to the file.
+//! One trial's page: facts and rewards, phase timings (relative to the trial's start),
+//! exception, each step of a multi-step trial, verifier checks and output, the trajectory as a
+//! conversation, and trial.log; long logs are cut with a link to the file.
 
 use maud::{Markup, html};
 
 use super::index::{duration, interval, num, outcome};
 use super::{JobPages, Links, page, task_anchor, trajectory};
 use crate::files;
-use crate::load::Trial;
+use crate::load::{Exception, Phase, Trial, parse_time};
 
 /// The pages before and after this one in the job, for links.
 pub(crate) struct Neighbours<'a> {
@@ -41,17 +42,34 @@ fn log(trial: &Trial, rel: &str, links: &Links) -> Markup {
     }
 }
 
-fn phases(trial: &Trial) -> Markup {
-    let total: f64 = trial.phases.iter().filter_map(|p| p.seconds).sum();
+/// `at` as seconds after the trial's start (`+1.234 s`), which reads better than two
+/// nanosecond timestamps; the recorded time stays in the cell's title. The recorded text when
+/// either does not parse.
+fn since_start(trial: &Trial, at: Option<&str>) -> Markup {
+    let Some(at) = at else {
+        return html! { "—" };
+    };
+    let start = trial.started_at.as_deref().and_then(parse_time);
+    match (start, parse_time(at)) {
+        (Some(start), Some(time)) => {
+            let seconds = (time - start).num_milliseconds() as f64 / 1000.0;
+            html! { span title=(at) { (format!("{seconds:+.3} s")) } }
+        }
+        _ => html! { (at) },
+    }
+}
+
+fn phase_table(trial: &Trial, phases: &[&Phase]) -> Markup {
+    let total: f64 = phases.iter().filter_map(|p| p.seconds).sum();
     html! {
         table.phases {
             thead { tr { th { "phase" } th { "started" } th { "finished" } th.n { "duration" } th.bar-cell { } } }
             tbody {
-                @for p in &trial.phases {
+                @for p in phases {
                     tr.phase-row {
                         td { (p.name) }
-                        td { (p.started_at.as_deref().unwrap_or("—")) }
-                        td { (p.finished_at.as_deref().unwrap_or("—")) }
+                        td { (since_start(trial, p.started_at.as_deref())) }
+                        td { (since_start(trial, p.finished_at.as_deref())) }
                         td.n { (duration(p.seconds)) }
                         td.bar-cell {
                             @if let Some(s) = p.seconds.filter(|_| total > 0.0) {
@@ -59,6 +77,53 @@ fn phases(trial: &Trial) -> Markup {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+fn rewards_table(rewards: &[(String, f64)]) -> Markup {
+    html! {
+        table.rewards { tbody { @for (key, value) in rewards {
+            tr.reward-row data-key=(key) { td { code { (key) } } td.n { (num(*value)) } }
+        } } }
+    }
+}
+
+fn exception_block(trial: &Trial, e: &Exception, links: &Links, file: &str) -> Markup {
+    html! {
+        div.exception {
+            p { strong { (e.kind) } @if let Some(at) = &e.occurred_at { " at " (since_start(trial, Some(at))) } }
+            pre.message { (e.message) }
+            @if !e.traceback.is_empty() { details { summary { "traceback" } pre { (e.traceback) } } }
+        }
+        (log(trial, file, links))
+    }
+}
+
+/// Each step of a multi-step trial: its instruction, rewards or failure, timings, verifier
+/// output and trajectory, all from `steps/<name>/`.
+fn steps(trial: &Trial, links: &Links) -> Markup {
+    html! {
+        @for step in &trial.steps {
+            section.step-section data-step=(step.name) {
+                h3 { "Step " code { (step.name) } }
+                (log(trial, &format!("steps/{}/instruction.md", step.name), links))
+                @if step.rewards.is_empty() {
+                    p.note { "No rewards recorded for this step." }
+                } @else {
+                    (rewards_table(&step.rewards))
+                }
+                (phase_table(trial, &[&step.agent, &step.verifier]))
+                @if let Some(e) = &step.exception {
+                    (exception_block(trial, e, links, &format!("steps/{}/exception.txt", step.name)))
+                }
+                (log(trial, &format!("steps/{}/verifier/test-stdout.txt", step.name), links))
+                @let step_dir = trial.dir.join("steps").join(&step.name);
+                // An agent without a trajectory (the oracle) would repeat "No …" per step.
+                @if files::regular_file(&step_dir, "agent/trajectory.json").is_some() {
+                    (trajectory::render(&step_dir, links).markup)
                 }
             }
         }
@@ -120,20 +185,17 @@ pub(crate) fn render(
         @if trial.rewards.is_empty() {
             p.note { @if trial.finished { "No rewards recorded." } @else { "The trial has no result.json: it is running or was interrupted." } }
         } @else {
-            table.rewards { tbody { @for (key, value) in &trial.rewards {
-                tr.reward-row data-key=(key) { td { code { (key) } } td.n { (num(*value)) } }
-            } } }
+            (rewards_table(&trial.rewards))
         }
         h2 { "Phases" }
-        (phases(trial))
+        (phase_table(trial, &trial.phases.iter().collect::<Vec<_>>()))
         @if let Some(e) = &trial.exception {
             h2 { "Exception" }
-            div.exception {
-                p { strong { (e.kind) } @if let Some(at) = &e.occurred_at { " at " (at) } }
-                pre.message { (e.message) }
-                @if !e.traceback.is_empty() { details { summary { "traceback" } pre { (e.traceback) } } }
-            }
-            (log(trial, "exception.txt", links))
+            (exception_block(trial, e, links, "exception.txt"))
+        }
+        @if !trial.steps.is_empty() {
+            h2 { "Steps" }
+            (steps(trial, links))
         }
         h2 { "Verifier" }
         @if !trial.checks.is_empty() {
@@ -155,9 +217,13 @@ pub(crate) fn render(
                 ul { @for change in &trial.toolchain_changes { li { code { (change) } } } }
             }
         }
-        (log(trial, "verifier/test-stdout.txt", links))
-        h2 { "Trajectory" }
-        (trajectory.markup)
+        @if trial.steps.is_empty() || files::regular_file(&trial.dir, "verifier/test-stdout.txt").is_some() {
+            (log(trial, "verifier/test-stdout.txt", links))
+        }
+        @if trial.steps.is_empty() || trajectory.steps.is_some() {
+            h2 { "Trajectory" }
+            (trajectory.markup)
+        }
         h2 { "trial.log" }
         (log(trial, "trial.log", links))
         @if !trial.problems.is_empty() {
