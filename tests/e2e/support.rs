@@ -87,7 +87,7 @@ pub fn exited(output: &Output, code: i32) -> (String, String) {
 
 /// Starts `runner run --agent oracle <args…> --jobs-dir <jobs> --path <task>` in the background
 /// (output discarded) and returns once the job has recorded its id and `up` holds for the
-/// job's container label `runner.job=<id>`, two seconds later so the agent phase has begun:
+/// job's container label `runner.job=<id>` and a trial's log says its agent phase began:
 /// the child, which the caller waits on, and the job id. `never` is the failure message when
 /// five minutes pass first.
 // The caller waits on the child; only a failed assertion here leaves it to the test's end.
@@ -121,13 +121,24 @@ pub fn start_job_until(
             let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
             if let Some(id) = value["id"].as_str()
                 && up(&format!("runner.job={id}"))
+                && agent_running(&job.path())
             {
-                std::thread::sleep(Duration::from_secs(2));
                 return (child, id.to_owned());
             }
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether a trial of the job in `job_dir` has begun its agent phase (its trial.log says so):
+/// an event to wait for, where a fixed sleep would race a loaded machine.
+fn agent_running(job_dir: &Path) -> bool {
+    std::fs::read_dir(job_dir).is_ok_and(|entries| {
+        entries.flatten().any(|trial| {
+            std::fs::read_to_string(trial.path().join("trial.log"))
+                .is_ok_and(|log| log.contains("phase: running agent started"))
+        })
+    })
 }
 
 /// Runs `git args…` in `repo` as a fixed test identity (no signing) and returns its trimmed

@@ -60,20 +60,25 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    /// Paused time: the clock moves only when every task waits, so each wait is exact.
+    #[tokio::test(start_paused = true)]
     async fn starts_beyond_the_limit_wait_for_the_window_to_slide() {
-        let limiter = RateLimiter::new(3, Duration::from_millis(300));
+        let window = Duration::from_millis(300);
+        let limiter = RateLimiter::new(3, window);
         let begin = Instant::now();
         for _ in 0..3 {
-            assert!(limiter.acquire().await < Duration::from_millis(50));
+            assert_eq!(limiter.acquire().await, Duration::ZERO);
         }
-        let waited = limiter.acquire().await;
-        assert!(waited >= Duration::from_millis(250), "{waited:?}");
-        assert!(begin.elapsed() >= Duration::from_millis(300));
-        // The first three have left the window: two more go at once, the next one waits.
-        assert!(limiter.acquire().await < Duration::from_millis(50));
-        assert!(limiter.acquire().await < Duration::from_millis(50));
-        let seventh = limiter.acquire().await;
-        assert!(seventh >= Duration::from_millis(250), "{seventh:?}");
+        assert_eq!(
+            limiter.acquire().await,
+            window,
+            "the fourth waits a whole window"
+        );
+        assert_eq!(begin.elapsed(), window);
+        // The first three have left the window: two more go at once, the next one waits
+        // until the fourth leaves it.
+        assert_eq!(limiter.acquire().await, Duration::ZERO);
+        assert_eq!(limiter.acquire().await, Duration::ZERO);
+        assert_eq!(limiter.acquire().await, window);
     }
 }

@@ -17,6 +17,9 @@
 //! - `FAIL_500`: answer 500 with a provider-shaped error.
 //! - `ECHO_KEY`: put the API key it received in the completion text (to test redaction).
 //! - `SLOW_STREAM`: wait 500 ms between the first and the second stream event.
+//! - `HOLD_STREAM`: after the first stream event, wait until the test calls
+//!   [`ScriptedUpstream::release_held_streams`] (at most a minute): a test then knows that
+//!   whatever it saw arrived while the upstream was still answering, with no clock involved.
 //! - `BREAK_STREAM`: stop a stream in the middle by closing the connection.
 //!
 //! Requests with a wrong key get 401. Every request is remembered ([`ScriptedUpstream::seen`]).
@@ -86,6 +89,8 @@ struct Shared {
     seen: Arc<Mutex<Vec<Seen>>>,
     /// Numbers the answers, so tool call ids differ between calls.
     calls: Arc<AtomicU64>,
+    /// Becomes true when the test releases the `HOLD_STREAM` streams.
+    released: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The running upstream; dropping it stops it.
@@ -93,6 +98,7 @@ pub struct ScriptedUpstream {
     /// Where it listens (127.0.0.1, an ephemeral port).
     pub addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    release: tokio::sync::watch::Sender<bool>,
     stop: Stop,
 }
 
@@ -113,7 +119,7 @@ impl ScriptedUpstream {
         anthropic_key: &str,
         script: Script,
     ) -> ScriptedUpstream {
-        let (shared, seen) = shared(openai_key, anthropic_key, script);
+        let (shared, seen, release) = shared(openai_key, anthropic_key, script);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1");
@@ -122,6 +128,7 @@ impl ScriptedUpstream {
         ScriptedUpstream {
             addr,
             seen,
+            release,
             stop: Stop::Task(task),
         }
     }
@@ -140,7 +147,7 @@ impl ScriptedUpstream {
         anthropic_key: &str,
         script: Script,
     ) -> std::io::Result<ScriptedUpstream> {
-        let (shared, seen) = shared(openai_key, anthropic_key, script);
+        let (shared, seen, release) = shared(openai_key, anthropic_key, script);
         let listener = std::net::TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
@@ -162,6 +169,7 @@ impl ScriptedUpstream {
         Ok(ScriptedUpstream {
             addr,
             seen,
+            release,
             stop: Stop::Thread(Some(stop)),
         })
     }
@@ -174,6 +182,11 @@ impl ScriptedUpstream {
     /// The base URL for an Anthropic SDK or the bridge's Anthropic provider (`http://…`).
     pub fn anthropic_base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Lets every `HOLD_STREAM` stream, held or still to come, send the rest of its events.
+    pub fn release_held_streams(&self) {
+        let _ = self.release.send(true);
     }
 
     /// Every request received so far.
@@ -199,16 +212,22 @@ fn shared(
     openai_key: &str,
     anthropic_key: &str,
     script: Script,
-) -> (Shared, Arc<Mutex<Vec<Seen>>>) {
+) -> (
+    Shared,
+    Arc<Mutex<Vec<Seen>>>,
+    tokio::sync::watch::Sender<bool>,
+) {
     let seen = Arc::new(Mutex::new(Vec::new()));
+    let (release, released) = tokio::sync::watch::channel(false);
     let shared = Shared {
         openai_key: openai_key.to_owned(),
         anthropic_key: anthropic_key.to_owned(),
         script: Arc::new(script),
         seen: seen.clone(),
         calls: Arc::new(AtomicU64::new(1)),
+        released,
     };
-    (shared, seen)
+    (shared, seen, release)
 }
 
 fn router(shared: Shared) -> Router {
@@ -322,5 +341,6 @@ fn intake(
         tool_calls: scripted.tool_calls,
         number: shared.calls.fetch_add(1, Ordering::Relaxed),
         usage,
+        released: shared.released.clone(),
     })
 }

@@ -27,6 +27,8 @@ pub(super) struct Call {
     pub usage: Usage,
     /// The model asked for, echoed in the answer.
     pub model: String,
+    /// Becomes true when the test releases `HOLD_STREAM` streams.
+    pub released: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Call {
@@ -77,27 +79,36 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
 }
 
 /// An SSE response from a list of events, with the control words' pacing and failures.
-fn sse(events: Vec<String>, text: &str) -> Response {
+fn sse(events: Vec<String>, call: &Call) -> Response {
+    let text = &call.text;
     let slow = text.contains("SLOW_STREAM");
     let broken = text.contains("BREAK_STREAM");
+    let hold = text.contains("HOLD_STREAM").then(|| call.released.clone());
     let stream = futures_util::stream::unfold(
-        (events.into_iter().enumerate(), slow, broken),
-        |(mut iter, slow, broken)| async move {
+        (events.into_iter().enumerate(), slow, broken, hold),
+        |(mut iter, slow, broken, mut hold)| async move {
             let (i, event) = iter.next()?;
             if i == 1 && slow {
                 tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            if let Some(released) = hold.as_mut().filter(|_| i == 1) {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(60),
+                    released.wait_for(|released| *released),
+                )
+                .await;
             }
             if i == 2 && broken {
                 // Let the first events reach the wire, so the break is mid-stream, not before it.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 return Some((
                     Err(std::io::Error::other("scripted break")),
-                    (iter, slow, broken),
+                    (iter, slow, broken, hold),
                 ));
             }
             Some((
                 Ok::<Bytes, std::io::Error>(Bytes::from(event)),
-                (iter, slow, broken),
+                (iter, slow, broken, hold),
             ))
         },
     );
@@ -184,7 +195,7 @@ pub(super) fn chat(call: Call) -> Response {
         ));
     }
     events.push("data: [DONE]\n\n".into());
-    sse(events, &call.text)
+    sse(events, &call)
 }
 
 /// `/v1/responses`.
@@ -266,7 +277,7 @@ pub(super) fn responses(call: Call) -> Response {
             format!("event: {kind}\ndata: {data}\n\n")
         })
         .collect();
-    sse(events, &call.text)
+    sse(events, &call)
 }
 
 /// `/v1/messages`.
@@ -348,5 +359,5 @@ pub(super) fn messages(call: Call) -> Response {
         json!({"delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": output}}),
     ));
     events.push(event("message_stop", json!({})));
-    sse(events, &call.text)
+    sse(events, &call)
 }
