@@ -113,17 +113,30 @@ fn selection_then_the_jobs_own_config_runs_the_same_trials_again() {
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("stdout is one JSON document: {e}\n{stderr}"));
     assert_eq!(summary["n_finished"], 4, "{summary}");
-    // --progress lines: one timestamped line per finished trial, no phase lines.
+    // --progress lines: job.log's own lines (one renderer), each finished trial's with the
+    // progress after it; no phase lines.
     let finished: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.contains("] ") && l.contains(": reward "))
+        .filter(|l| l.contains(": scored, reward ") && l.contains(" mean so far "))
         .collect();
     assert_eq!(finished.len(), 4, "{stderr}");
+    let job_log = std::fs::read_to_string(jobs.path().join("first/job.log")).unwrap();
     for line in &finished {
         let stamp = line.split(' ').next().unwrap();
         assert!(
-            stamp.len() == 20 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
+            stamp.len() == 24 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
             "no timestamp: {line}"
+        );
+        let words = line.rsplit_once("  [").unwrap().0;
+        assert!(
+            job_log.lines().any(|l| l == words),
+            "the finished line is job.log's, word for word and to the millisecond: {words}\n{job_log}"
+        );
+    }
+    for event in job_log.lines().filter(|l| l.contains(": started")) {
+        assert!(
+            stderr.lines().any(|l| l == event),
+            "{event} not in\n{stderr}"
         );
     }
     assert!(!stderr.contains(": agent run"), "{stderr}");

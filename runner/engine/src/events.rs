@@ -1,6 +1,12 @@
-//! Events the job emits; the recorder (job dir) and the reporter (terminal) consume them.
+//! Events the job emits, each stamped with its time as it is sent ([`TimedEvent`]); the
+//! recorder (job dir) and the reporter (terminal) consume them, and [`crate::event_text`]
+//! gives both the same words.
 
 use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::error::SendError;
 
 use tasks::ExceptionType;
 use tasks::records::TrialResult;
@@ -109,4 +115,43 @@ pub enum Event {
     },
     /// Something the user should know that is not a trial's outcome.
     Warning(String),
+}
+
+/// An event with when it happened: stamped as it was sent, so every consumer (job.log, the
+/// terminal, a library user) agrees on its time however late it reads it.
+#[derive(Debug, Clone)]
+pub struct TimedEvent {
+    /// The wall-clock time, UTC.
+    pub at: DateTime<Utc>,
+    /// Time since the job started.
+    pub elapsed: Duration,
+    /// What happened.
+    pub event: Event,
+}
+
+/// The sending end of a job's events: every event sent through it is stamped.
+#[derive(Debug, Clone)]
+pub struct EventSender {
+    tx: UnboundedSender<TimedEvent>,
+    // tokio's clock, so a test on paused time sees elapsed times that agree with its own.
+    started: tokio::time::Instant,
+}
+
+impl EventSender {
+    /// A sender over `tx`, measuring elapsed time from now (the job's start).
+    pub fn new(tx: UnboundedSender<TimedEvent>) -> EventSender {
+        EventSender {
+            tx,
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Stamps `event` and sends it; fails only when the job's collector has gone.
+    pub fn send(&self, event: Event) -> Result<(), SendError<TimedEvent>> {
+        self.tx.send(TimedEvent {
+            at: Utc::now(),
+            elapsed: self.started.elapsed(),
+            event,
+        })
+    }
 }

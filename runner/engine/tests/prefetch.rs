@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use adapter::AnyAgent;
 use engine::events::Event;
@@ -46,7 +46,6 @@ async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, E
     let plan = plan_job(&dataset, &settings);
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = events.clone();
-    let started = Instant::now();
     run_job(
         backend,
         agent,
@@ -54,11 +53,8 @@ async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, E
         dir.join("jobs/job"),
         &settings,
         CancellationToken::new(),
-        move |event| {
-            seen.lock()
-                .unwrap()
-                .push((started.elapsed(), event.clone()))
-        },
+        // Each event carries its time since the job started, stamped as it was sent.
+        move |timed| seen.lock().unwrap().push((timed.elapsed, timed.event.clone())),
     )
     .await
     .expect("the job directory is written");

@@ -144,7 +144,7 @@ async fn run_at(
         &settings,
         cancel,
         move |event| {
-            if let Event::Phase { phase, .. } = event
+            if let Event::Phase { phase, .. } = &event.event
                 && Some(*phase) == cancel_at
             {
                 trigger.cancel();

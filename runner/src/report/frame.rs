@@ -190,21 +190,26 @@ pub fn finished_text(prefix: &str, result: &TrialResult, mean: f64, color: bool)
     format!("{styled}  (mean so far {mean:.3})")
 }
 
-/// The line non-terminal output prints when a trial finishes: a UTC timestamp, `[done/total]`
-/// and the outcome.
+/// The line non-terminal output prints when a trial finishes: `line`, the job.log line of
+/// the event (stamped), coloured by outcome, then the progress: `[done/total, elapsed, mean
+/// so far]`.
 pub fn finished_line(
-    timestamp: &str,
+    line: &str,
     done: u64,
     total: u64,
+    elapsed: Duration,
     result: &TrialResult,
     mean: f64,
     color: bool,
 ) -> String {
-    finished_text(
-        &format!("{timestamp} [{done}/{total}]"),
-        result,
-        mean,
-        color,
+    let styled = match result.reward() {
+        Some(r) if r >= 1.0 => style(color).green().apply_to(line),
+        Some(_) => style(color).yellow().apply_to(line),
+        None => style(color).red().apply_to(line),
+    };
+    format!(
+        "{styled}  [{done}/{total} at +{}, mean so far {mean:.3}]",
+        short_duration(elapsed)
     )
 }
 
@@ -323,10 +328,19 @@ mod tests {
             .map(|(i, r)| {
                 sum += r.reward().unwrap_or(0.0);
                 let done = i as u64 + 1;
+                let timed = engine::events::TimedEvent {
+                    at: chrono::DateTime::parse_from_rfc3339(&format!("2026-12-01T12:00:0{i}Z"))
+                        .unwrap()
+                        .to_utc(),
+                    elapsed: secs(10 * done),
+                    event: engine::events::Event::TrialFinished(Box::new(r.clone())),
+                };
+                let line = engine::event_text::line(&timed).unwrap();
                 finished_line(
-                    &format!("2026-12-01T12:00:0{i}Z"),
+                    line.trim_end(),
                     done,
                     3,
+                    timed.elapsed,
                     r,
                     sum / done as f64,
                     false,

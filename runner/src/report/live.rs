@@ -1,7 +1,8 @@
 //! Progress while a job runs, in one of three modes (`--progress`): `bar`, the live view on a
 //! terminal (one indicatif bar whose multi-line message is [`frame::render`] of the job's
 //! state, redrawn four times a second by a ticker thread so elapsed times and the ETA move);
-//! `lines`, one timestamped line per finished trial (logs, CI); `none`.
+//! `lines`, job.log's own lines (the same renderer, `engine::event_text`) with the progress
+//! added to each finished trial's (logs, CI); `none`.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -11,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tasks::TrialOutcome;
-use tasks::exception::first_line;
 use tasks::records::{TrialResult, TrialTotals};
 
-use engine::events::Event;
+use engine::event_text;
+use engine::events::{Event, TimedEvent};
 
 use super::frame::{self, RunningRow, Snapshot};
 use crate::commands::run::steering::ProgressMode;
@@ -191,21 +192,10 @@ impl Reporter {
         }
     }
 
-    /// Prints a line above the live view (or plainly, timestamped in lines mode).
-    pub fn note(&self, text: &str) {
-        match &self.live {
-            Some(live) => {
-                if let Some(text) = crate::output::note_text(text.to_owned()) {
-                    live.bar.println(text);
-                }
-            }
-            None if self.mode == ProgressMode::Lines => note!("{} {text}", timestamp()),
-            None => note!("{text}"),
-        }
-    }
-
-    /// Handles one event.
-    pub fn event(&mut self, event: &Event) {
+    /// Handles one event: the live view's state, then its words, which are `job.log`'s
+    /// (`engine::event_text`), stamped as there in lines mode.
+    pub fn event(&mut self, timed: &TimedEvent) {
+        let event = &timed.event;
         match event {
             Event::TrialStarted { trial, attempt } => {
                 let mut s = lock(&self.state);
@@ -220,19 +210,8 @@ impl Reporter {
                     entry.0 = phase.label().to_owned();
                 }
             }
-            Event::ImageReady {
-                task,
-                tag,
-                seconds,
-                image,
-                ..
-            } => {
+            Event::ImageReady { task, .. } | Event::ImageFailed { task, .. } => {
                 lock(&self.state).images.remove(task);
-                let how = match image.origin {
-                    engine::ImageOrigin::Reused => "reused".to_owned(),
-                    origin => format!("{} in {seconds:.1}s", origin.as_str()),
-                };
-                self.note(&format!("image of {task}: {tag} ({how})"));
             }
             // Without a terminal, progress is left to `trial.log` (it would flood a CI log).
             Event::ImageProgress { task, line } => {
@@ -240,34 +219,34 @@ impl Reporter {
                     lock(&self.state).images.insert(task.clone(), line.clone());
                 }
             }
-            Event::ImageFailed { task, message } => {
-                lock(&self.state).images.remove(task);
-                // In full: for a build, its last lines say why.
-                self.note(&format!("image of {task} failed: {message}"));
-            }
-            Event::TrialFinished(result) => self.finished(result),
-            Event::TrialRetrying {
-                trial,
-                attempt,
-                exception,
-                message,
-                delay,
-            } => {
+            Event::TrialRetrying { trial, .. } => {
                 lock(&self.state).running.remove(trial);
-                self.note(&format!(
-                    "warning: {trial}: attempt {attempt} failed ({exception}: {}); retrying in {:.1}s",
-                    first_line(message),
-                    delay.as_secs_f64()
-                ));
             }
-            Event::Paused { seconds } => self.note(&format!(
-                "warning: the runner was paused for {seconds:.1}s; trials that timed out meanwhile are recorded as RunnerPausedError (infrastructure) and retried"
-            )),
-            Event::Warning(text) => self.note(&format!("warning: {text}")),
+            Event::TrialFinished(result) => return self.finished(timed, result),
+            Event::Paused { .. } | Event::Warning(_) => {}
+        }
+        let Some(text) = event_text::describe(event) else {
+            return;
+        };
+        match (&self.live, self.mode) {
+            // The live view shows a started trial in its table.
+            (_, ProgressMode::Bar | ProgressMode::None)
+                if matches!(event, Event::TrialStarted { .. }) => {}
+            (Some(live), _) => {
+                if let Some(text) = crate::output::note_text(text) {
+                    live.bar.println(text);
+                }
+            }
+            (None, ProgressMode::Lines) => {
+                if let Some(line) = event_text::line(timed) {
+                    note!("{}", line.trim_end());
+                }
+            }
+            (None, _) => note!("{text}"),
         }
     }
 
-    fn finished(&mut self, result: &TrialResult) {
+    fn finished(&mut self, timed: &TimedEvent, result: &TrialResult) {
         let (done, total, mean) = {
             let mut s = lock(&self.state);
             if let Some((_, started, _)) = s.running.remove(&result.trial_name) {
@@ -291,10 +270,21 @@ impl Reporter {
                 mean,
                 color,
             )),
-            (None, ProgressMode::Lines) => note!(
-                "{}",
-                frame::finished_line(&timestamp(), done, total, result, mean, color)
-            ),
+            (None, ProgressMode::Lines) => {
+                let line = event_text::line(timed).unwrap_or_default();
+                note!(
+                    "{}",
+                    frame::finished_line(
+                        line.trim_end(),
+                        done,
+                        total,
+                        timed.elapsed,
+                        result,
+                        mean,
+                        color
+                    )
+                );
+            }
             (None, _) => {}
         }
     }
@@ -320,11 +310,6 @@ impl Drop for Reporter {
     fn drop(&mut self) {
         self.finish();
     }
-}
-
-/// Now, in UTC to the second (`2026-12-01T12:00:00Z`).
-fn timestamp() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `trial: reward 1.0` or `trial: no reward, infra_error (Type: message)`.

@@ -18,7 +18,7 @@ mod stats;
 
 pub use attempts::{ATTEMPTS_DIR, kept_attempts};
 pub use identity::{AgentFingerprint, json_differences};
-pub use log::{JOB_LOG, JobLog, finished_line};
+pub use log::{JOB_LOG, JobLog};
 pub use pause::PauseMonitor;
 pub use plan::{JobPlan, JobSettings, PlannedTrial, plan_job};
 pub use recorder::{JobRecorder, coverage};
@@ -38,7 +38,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
-use crate::events::Event;
+use crate::events::{Event, EventSender, TimedEvent};
 use crate::trial::{JobContext, image::image_cache};
 
 /// How a job ended.
@@ -95,7 +95,7 @@ pub async fn run_job<B: Backend>(
     job_dir: PathBuf,
     settings: &JobSettings,
     cancel: CancellationToken,
-    mut on_event: impl FnMut(&Event),
+    mut on_event: impl FnMut(&TimedEvent),
 ) -> Result<JobOutcome, JobError> {
     let io = |source| JobError {
         dir: job_dir.clone(),
@@ -119,7 +119,8 @@ pub async fn run_job<B: Backend>(
     recorder.set_shard(plan.config.shard, plan.config.n_shards);
     recorder.write_lock().map_err(io)?;
     recorder.write_initial().map_err(io)?;
-    let (events, mut receiver) = mpsc::unbounded_channel();
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    let events = EventSender::new(sender);
     let pauses = PauseMonitor::new();
     let ctx = Arc::new(JobContext {
         backend,

@@ -20,7 +20,7 @@ use tasks::records::{
 use super::log::JobLog;
 use super::stats::job_stats;
 use crate::backend::ImageInfo;
-use crate::events::Event;
+use crate::events::{Event, TimedEvent};
 
 /// The most often result.json is rewritten while trials run.
 pub const RESULT_INTERVAL: Duration = Duration::from_millis(500);
@@ -84,9 +84,9 @@ impl JobRecorder {
     }
 
     /// Updates the records for `event`.
-    pub fn record(&mut self, event: &Event) -> std::io::Result<()> {
+    pub fn record(&mut self, event: &TimedEvent) -> std::io::Result<()> {
         self.log.event(event);
-        match event {
+        match &event.event {
             Event::TrialStarted { .. } => self.trial_started(),
             Event::TrialFinished(result) => self.trial_finished(result),
             Event::TrialRetrying { .. } => {

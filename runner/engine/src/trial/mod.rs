@@ -38,11 +38,10 @@ use chrono::Utc;
 use futures_util::FutureExt;
 use tasks::records::{TrialConfig, TrialIdentity, TrialLimits, TrialResult};
 use tasks::{Multipliers, Task};
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, Environment, ExecObserver, OutputSink};
-use crate::events::{Event, Phase};
+use crate::events::{Event, EventSender, Phase};
 use crate::failure::TrialFailure;
 use crate::job::PauseMonitor;
 use crate::limits::LimitSettings;
@@ -71,7 +70,7 @@ pub struct JobContext<B: Backend> {
     /// Images per task, prepared once by the first trial that needs one.
     pub images: ImageCache,
     /// Progress, for the recorder and the reporter.
-    pub events: UnboundedSender<Event>,
+    pub events: EventSender,
     /// Cancelled on Ctrl-C, SIGTERM or SIGHUP.
     pub cancel: CancellationToken,
     /// Pauses of the runner seen so far.
