@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::mpsc::error::SendError;
 
 use tasks::ExceptionType;
 use tasks::records::TrialResult;
@@ -146,12 +145,15 @@ impl EventSender {
         }
     }
 
-    /// Stamps `event` and sends it; fails only when the job's collector has gone.
-    pub fn send(&self, event: Event) -> Result<(), SendError<TimedEvent>> {
-        self.tx.send(TimedEvent {
-            at: Utc::now(),
-            elapsed: self.started.elapsed(),
-            event,
-        })
+    /// Stamps `event` and sends it. False when the job's collector has gone (the job is
+    /// over), which no sender needs to act on.
+    pub fn send(&self, event: Event) -> bool {
+        self.tx
+            .send(TimedEvent {
+                at: Utc::now(),
+                elapsed: self.started.elapsed(),
+                event,
+            })
+            .is_ok()
     }
 }

@@ -54,7 +54,11 @@ async fn run_one_at_a_time(dir: &Path, backend: FakeBackend) -> Vec<(Duration, E
         &settings,
         CancellationToken::new(),
         // Each event carries its time since the job started, stamped as it was sent.
-        move |timed| seen.lock().unwrap().push((timed.elapsed, timed.event.clone())),
+        move |timed| {
+            seen.lock()
+                .unwrap()
+                .push((timed.elapsed, timed.event.clone()))
+        },
     )
     .await
     .expect("the job directory is written");
