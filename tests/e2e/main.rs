@@ -12,12 +12,15 @@ mod dry_run;
 mod images;
 mod installed;
 mod integrity;
+mod outputs;
 mod registry;
 mod resume;
 mod run;
 mod scrub;
 mod shards;
 mod slurm;
+#[macro_use]
+mod snapshot;
 mod steering;
 mod step_phases;
 mod steps;

@@ -69,7 +69,7 @@ pub fn summary_text(s: &JobSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", s.title.text());
     let mut counts = format!(
-        "job {}: {} of {}, {} errored",
+        "job {}: {} of {}, {} with an exception",
         s.job_name,
         plural(s.n_finished, "trial", "trials"),
         plural(s.n_tasks, "task", "tasks"),
@@ -81,7 +81,7 @@ pub fn summary_text(s: &JobSummary) -> String {
     let _ = writeln!(out, "{counts}\n");
 
     let ks: Vec<u64> = s.main.pass_at_k.iter().map(|p| p.k).collect();
-    let mut header: Vec<String> = ["task", "trials", "errors", "mean", "95% CI"]
+    let mut header: Vec<String> = ["task", "trials", "exceptions", "mean", "95% CI"]
         .map(String::from)
         .to_vec();
     header.extend(ks.iter().map(|k| format!("pass@{k}")));
@@ -141,7 +141,7 @@ pub fn summary_text(s: &JobSummary) -> String {
             .iter()
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
-        let _ = writeln!(out, "errors: {}", parts.join(", "));
+        let _ = writeln!(out, "exceptions: {}", parts.join(", "));
     }
     let u = &s.usage;
     if u.input_tokens.is_some() || u.output_tokens.is_some() || u.cost_usd.is_some() {
