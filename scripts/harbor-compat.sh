@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Cross-check against Harbor itself: Harbor 0.13.1's own models and trajectory validator read a
-# job directory written by `runner run`, and `runner validate-submission` reads a job written
-# through Harbor's models (failing only the rules Harbor's records cannot meet).
+# Cross-check against Harbor itself: Harbor 0.13.1's own models and trajectory validator, and
+# Harbor 0.26.0's models, read a job directory written by `runner run`, and `runner
+# validate-submission` reads a job written through Harbor's models (failing only the rules
+# Harbor's records cannot meet).
 #
 #   scripts/harbor-compat.sh JOB_DIR      JOB_DIR: a job written by `runner run` (any agent)
 #
@@ -45,6 +46,22 @@ trap 'rm -rf "$work"' EXIT
 
 echo "== Harbor $harbor_version reads the job runner wrote"
 "$venv/bin/python" scripts/harbor-compat/harbor_compat.py read "$job"
+
+# Harbor 0.26 too: its models read every record but lock.json (its schema 3 is another
+# document), and every field they define is in runner's records.
+harbor_026=0.26.0
+venv_026=".cache/harbor-compat/harbor-$harbor_026"
+if [[ ! -x "$venv_026/bin/python" ]] || ! "$venv_026/bin/python" -c 'import harbor' 2>/dev/null; then
+    rm -rf "$venv_026"
+    "$python" -m venv "$venv_026"
+    if ! "$venv_026/bin/pip" install --quiet --disable-pip-version-check "harbor==$harbor_026"; then
+        rm -rf "$venv_026"
+        echo "harbor-compat: SKIPPED: could not install harbor $harbor_026 from the Python package registry" >&2
+        exit 3
+    fi
+fi
+echo "== Harbor $harbor_026 reads the job runner wrote"
+"$venv_026/bin/python" scripts/harbor-compat/harbor_026_read.py "$job"
 
 echo "== runner validates a job written through Harbor's models"
 "$runner" tasks digest tasks/examples > "$work/digests.txt"

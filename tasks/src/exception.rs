@@ -292,13 +292,19 @@ impl ExceptionType {
 
     /// The types a flag value names: a family name means every member, any other known name
     /// means that type alone, and a name Harbor excludes by default means itself (see
-    /// [`HARBOR_DEFAULT_EXCLUDED`]). Other names are refused, so a typo never empties a list.
+    /// [`crate::error_policy::default_retry_exclusions`]). Other names are refused, so a typo
+    /// never empties a list.
     pub fn expand_pattern(name: &str) -> Result<Vec<ExceptionType>, UnknownExceptionName> {
         if let Some(family) = ExceptionFamily::from_name(name) {
             return Ok(family.members());
         }
         match ExceptionType::from_name(name) {
-            other @ ExceptionType::Other(_) if HARBOR_DEFAULT_EXCLUDED.contains(&name) => {
+            // Harbor 0.26 writes its default retry exclusions into every job config it saves;
+            // those runner does not have are raised by Harbor's own agents and model clients,
+            // and match nothing runner records, so Harbor's configs run unchanged.
+            other @ ExceptionType::Other(_)
+                if crate::error_policy::default_retry_exclusions().any(|n| n == name) =>
+            {
                 Ok(vec![other])
             }
             ExceptionType::Other(_) => Err(UnknownExceptionName(name.to_owned())),
@@ -306,44 +312,6 @@ impl ExceptionType {
         }
     }
 }
-
-/// The exception types Harbor 0.26's retry config excludes by default
-/// (`RetryConfig.exclude_exceptions`, written into every job config it saves). Those runner
-/// does not have are raised by Harbor's own agents and model clients; a retry list naming them
-/// is read, and they match nothing runner records, so Harbor's configs run unchanged. Any other
-/// unknown name is still refused: a typo must not empty a list.
-pub const HARBOR_DEFAULT_EXCLUDED: &[&str] = &[
-    "APIResponseValidationError",
-    "AgentAuthenticationError",
-    "AgentSafetyRefusalError",
-    "AgentTimeoutError",
-    "ApiProviderResourceNotFoundError",
-    "AuthenticationError",
-    "BadRequestError",
-    "BudgetExceededError",
-    "CancelledError",
-    "ContentPolicyViolationError",
-    "ContextLengthExceededError",
-    "ContextWindowExceededError",
-    "DspyImportError",
-    "MissingExtraError",
-    "ModelNotFoundError",
-    "NonZeroAgentExitCodeError",
-    "NotFoundError",
-    "OutputLengthExceededError",
-    "OutputTokenExceededError",
-    "PermissionDeniedError",
-    "RegradeError",
-    "RewardFileEmptyError",
-    "RewardFileNotFoundError",
-    "ServiceOperationsUnsupportedError",
-    "UnprocessableEntityError",
-    "UnsupportedModelParametersError",
-    "UnsupportedParamsError",
-    "VercelScopeError",
-    "VerifierOutputParseError",
-    "VerifierTimeoutError",
-];
 
 /// A flag named an exception type or family that does not exist.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -399,10 +367,10 @@ mod tests {
 
     #[test]
     fn harbors_default_exclusions_are_read_and_typos_still_refused() {
-        for name in HARBOR_DEFAULT_EXCLUDED {
+        for name in crate::error_policy::default_retry_exclusions() {
             let types = ExceptionType::expand_pattern(name).unwrap();
             assert_eq!(types.len(), 1, "{name}");
-            assert_eq!(types[0].as_str(), *name);
+            assert_eq!(types[0].as_str(), name);
         }
         assert!(ExceptionType::expand_pattern("BadRequestErorr").is_err());
         assert!(ExceptionType::expand_pattern("ApiRateLimitError").is_err());
@@ -417,6 +385,7 @@ mod tests {
             exception_message: "Agent execution timed out after 5 seconds\nkilled".into(),
             exception_traceback: String::new(),
             occurred_at: chrono::Utc::now(),
+            policy: None,
         };
         assert_eq!(
             info.headline(),

@@ -10,6 +10,7 @@ pub mod confined;
 pub mod dataset;
 pub mod digest;
 pub mod error;
+pub mod error_policy;
 pub mod exception;
 #[cfg(test)]
 mod harbor_cases;

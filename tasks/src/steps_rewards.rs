@@ -105,6 +105,7 @@ mod tests {
             exception_message: "late".into(),
             exception_traceback: String::new(),
             occurred_at: chrono::Utc::now(),
+            policy: None,
         });
         result
     }

@@ -1,5 +1,6 @@
 //! `<job>/config.json`: Harbor's `JobConfig`.
 
+use super::harbor_026::JobConfig026;
 use serde::{Deserialize, Serialize};
 
 use crate::exception::ExceptionType;
@@ -109,6 +110,9 @@ pub struct JobConfig {
     pub extra_instruction_paths: Vec<String>,
     /// Plugins.
     pub plugins: Vec<serde_json::Value>,
+    /// Harbor 0.26's additions, at their defaults.
+    #[serde(flatten)]
+    pub harbor_026: JobConfig026,
     /// Runner-only: the user opted in to passing credentials into containers. Such a job is
     /// not publishable; validation rejects it.
     #[serde(default)]

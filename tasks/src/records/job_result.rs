@@ -1,5 +1,6 @@
 //! `<job>/result.json`: Harbor's `JobResult` without `trial_results`.
 
+use super::harbor_026::SchemaVersion;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -90,6 +91,9 @@ pub struct JobStats {
 /// `<job>/result.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct JobResult {
+    /// Harbor 0.26's document version (1; older records omit it).
+    #[serde(default)]
+    pub schema_version: SchemaVersion,
     /// Job id.
     pub id: String,
     /// Start.

@@ -4,6 +4,7 @@
 //! so older Harbor shapes are accepted too.
 
 mod containment;
+mod harbor_026;
 mod job_config;
 mod job_result;
 mod lock;
@@ -14,6 +15,10 @@ mod trial_result;
 pub use containment::{
     DEFAULT_DOWNLOAD_CAP_ENTRIES, LeftoverProcess, StorageEnforcement, TrialLimits,
     TruncatedOutput, VerifierIsolation,
+};
+pub use harbor_026::{
+    AGENT_026_KEYS, AgentConfig026, ENVIRONMENT_026_KEYS, EnvironmentConfig026, JobConfig026,
+    SchemaVersion, TrialConfig026,
 };
 pub use job_config::{DatasetRef, JobConfig, RetryConfig};
 pub use job_result::{

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::containment::TrialLimits;
+use super::harbor_026::{AgentConfig026, EnvironmentConfig026, TrialConfig026};
 use crate::multipliers::Multipliers;
 
 /// Which task a trial runs.
@@ -54,6 +55,9 @@ pub struct AgentConfig {
     pub env: BTreeMap<String, String>,
     /// MCP servers (unused).
     pub mcp_servers: Vec<serde_json::Value>,
+    /// Harbor 0.26's additions, at their defaults.
+    #[serde(flatten)]
+    pub harbor_026: AgentConfig026,
     /// Runner-only: every model the agent was allowed to call through the LLM bridge
     /// (`model_name` is the first); absent when no bridge ran. `validate-submission`'s
     /// `declared_models_only` accepts calls of these.
@@ -97,6 +101,9 @@ pub struct EnvironmentConfig {
     pub kwargs: serde_json::Map<String, serde_json::Value>,
     /// Harbor field.
     pub extra_allowed_hosts: Vec<String>,
+    /// Harbor 0.26's addition, at its default.
+    #[serde(flatten)]
+    pub harbor_026: EnvironmentConfig026,
 }
 
 impl Default for EnvironmentConfig {
@@ -118,6 +125,7 @@ impl Default for EnvironmentConfig {
             env: BTreeMap::new(),
             kwargs: serde_json::Map::new(),
             extra_allowed_hosts: Vec::new(),
+            harbor_026: EnvironmentConfig026::default(),
         }
     }
 }
@@ -164,6 +172,9 @@ pub struct TrialConfig {
     pub extra_instruction_paths: Vec<String>,
     /// The job's id.
     pub job_id: String,
+    /// Harbor 0.26's additions, at their defaults.
+    #[serde(flatten)]
+    pub harbor_026: TrialConfig026,
     /// The limits the trial ran under (runner-only; absent in Harbor's records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<TrialLimits>,

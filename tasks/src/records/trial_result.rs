@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::containment::{LeftoverProcess, TruncatedOutput, VerifierIsolation};
 use super::trial_config::TrialConfig;
+use crate::error_policy::ErrorPolicy;
 use crate::exception::{ExceptionType, first_line};
 use crate::outcome::TrialOutcome;
 
@@ -102,6 +103,11 @@ pub struct ExceptionInfo {
     pub exception_traceback: String,
     /// When.
     pub occurred_at: DateTime<Utc>,
+    /// Harbor 0.26's policy for this type (its `ExceptionInfo.policy`), written by runner as
+    /// 0.26 computes it; absent in older records. Runner's own verdict is the trial's
+    /// `outcome`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ErrorPolicy>,
 }
 
 impl ExceptionInfo {
@@ -179,6 +185,9 @@ impl StepResult {
 /// `<trial>/result.json`. `Default` is the empty record a trial's own fields are filled into.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TrialResult {
+    /// Harbor 0.26's document version (1); absent in older records, which are version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
     /// Random id.
     pub id: String,
     /// The task's name.
@@ -201,6 +210,10 @@ pub struct TrialResult {
     pub agent_result: Option<AgentContext>,
     /// Rewards.
     pub verifier_result: Option<VerifierResult>,
+    /// Where the trial-level verification ran: `shared` (the agent's container) or `separate`
+    /// (its own); null for multi-step trials, as Harbor 0.26 records them.
+    #[serde(default)]
+    pub verifier_environment_mode: Option<String>,
     /// First exception.
     pub exception_info: Option<ExceptionInfo>,
     /// Trial start.
@@ -218,6 +231,10 @@ pub struct TrialResult {
     /// One entry per step a multi-step trial ran, in order (Harbor's `step_results`); `None`
     /// for a single-step task.
     pub step_results: Option<Vec<StepResult>>,
+    /// Harbor 0.26's `reward_valid`: rewards were recorded and no recorded exception's policy
+    /// voids them (see [`TrialResult::complete_harbor_fields`]); absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward_valid: Option<bool>,
     /// Processes the agent left running when verification started (runner-only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agent_leftover_processes: Vec<LeftoverProcess>,
@@ -270,6 +287,30 @@ impl TrialResult {
                 self.reward().is_some(),
             )
         })
+    }
+
+    /// Fills the fields Harbor 0.26 computes from the others, as it computes them: the
+    /// document version, each recorded exception's policy (the trial's and its steps') and
+    /// `reward_valid`.
+    pub fn complete_harbor_fields(&mut self) {
+        self.schema_version = Some(1);
+        let steps = self.step_results.iter_mut().flatten();
+        let exceptions = self
+            .exception_info
+            .iter_mut()
+            .chain(steps.filter_map(|step| step.exception_info.as_mut()));
+        let mut voided = false;
+        for exception in exceptions {
+            let policy = crate::error_policy::policy_for(exception.exception_type.as_str());
+            voided |= !policy.has_valid_reward;
+            exception.policy = Some(policy);
+        }
+        let rewarded = self
+            .verifier_result
+            .as_ref()
+            .and_then(|v| v.rewards.as_ref())
+            .is_some_and(|rewards| !rewards.is_empty());
+        self.reward_valid = Some(rewarded && !voided);
     }
 
     /// How many attempts the trial took (1 for records that do not say).

@@ -45,6 +45,7 @@ pub fn trial_result(
         artifacts: Vec::new(),
         extra_instruction_paths: Vec::new(),
         job_id: "job".into(),
+        harbor_026: Default::default(),
         limits: None,
         identity: None,
     };
@@ -53,6 +54,7 @@ pub fn trial_result(
         exception_message: format!("{name} happened"),
         exception_traceback: String::new(),
         occurred_at: started,
+        policy: None,
     });
     let verifier_result = reward.map(|r| VerifierResult {
         rewards: Some(BTreeMap::from([("reward".to_owned(), r)])),

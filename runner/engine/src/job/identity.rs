@@ -78,7 +78,7 @@ pub fn trial_identity(
 fn key_input(task_digest: &str, config: &TrialConfig, identity: &TrialIdentity) -> Value {
     serde_json::json!({
         "task": task_digest,
-        "agent": config.agent,
+        "agent": agent_without_026_defaults(config),
         "agent_version": identity.agent_version,
         "agent_source": identity.agent_source,
         "instruction_suffix": identity.instruction_suffix,
@@ -105,8 +105,24 @@ fn environment_without_force_build(config: &TrialConfig) -> Value {
     let mut environment = value(&config.environment);
     if let Some(map) = environment.as_object_mut() {
         map.remove("force_build");
+        // Harbor 0.26's additions (always their defaults here) were added after trials had
+        // names: leaving them out keeps every trial's name what it was.
+        for key in tasks::records::ENVIRONMENT_026_KEYS {
+            map.remove(key);
+        }
     }
     environment
+}
+
+/// The agent's config without Harbor 0.26's additions (see [`environment_without_force_build`]).
+fn agent_without_026_defaults(config: &TrialConfig) -> Value {
+    let mut agent = value(&config.agent);
+    if let Some(map) = agent.as_object_mut() {
+        for key in tasks::records::AGENT_026_KEYS {
+            map.remove(key);
+        }
+    }
+    agent
 }
 
 /// JSON text with every object's keys sorted, so the key does not depend on field order.
@@ -140,7 +156,7 @@ pub fn identity_differences(old: &TrialConfig, new: &TrialConfig) -> Vec<String>
     };
     let config_fields: [Compared<TrialConfig>; 5] = [
         ("task ref", |c| value(&c.task.reference)),
-        ("agent", |c| value(&c.agent)),
+        ("agent", agent_without_026_defaults),
         ("environment", environment_without_force_build),
         ("verifier", |c| value(&c.verifier)),
         ("multipliers", |c| value(&c.multipliers)),

@@ -205,6 +205,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         artifacts: Vec::new(),
         extra_instruction_paths: Vec::new(),
         plugins: Vec::new(),
+        harbor_026: Default::default(),
         allow_container_secrets: settings.allow_container_secrets,
         instruction_suffix: settings.instruction_suffix.clone(),
         agent_config: None,
@@ -248,6 +249,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             extra_instruction_paths: Vec::new(),
             // Filled in as each trial starts (a resume takes the job's id).
             job_id: String::new(),
+            harbor_026: Default::default(),
             // Resolved here so the identity covers them; the trial resolves them again
             // (the same pure rule) and records how storage is enforced.
             limits: Some(settings.limits.resolve(&task.config)),

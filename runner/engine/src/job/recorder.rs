@@ -57,6 +57,7 @@ impl JobRecorder {
     ) -> JobRecorder {
         let now = Utc::now();
         let result = JobResult {
+            schema_version: Default::default(),
             id: job_id.to_owned(),
             started_at: started_at.unwrap_or(now),
             updated_at: now,

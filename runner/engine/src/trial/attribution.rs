@@ -192,6 +192,7 @@ fn replaced(old: &ExceptionInfo, kind: ExceptionType, why: &str) -> ExceptionInf
         exception_message: message,
         exception_traceback: traceback,
         occurred_at: old.occurred_at,
+        policy: None,
     }
 }
 

@@ -154,9 +154,11 @@ pub async fn run_trial<B: Backend>(
 }
 
 /// Writes `result` as `<dir>/result.json`, durably (file and directory fsynced) before the
-/// caller reports the trial complete.
+/// caller reports the trial complete, with the fields Harbor 0.26 computes filled in.
 pub fn write_result(dir: &Path, result: &TrialResult) -> std::io::Result<()> {
-    tasks::atomic::write_json_atomic(&dir.join("result.json"), result)
+    let mut result = result.clone();
+    result.complete_harbor_fields();
+    tasks::atomic::write_json_atomic(&dir.join("result.json"), &result)
 }
 
 /// A trial in progress.

@@ -57,6 +57,7 @@ pub(super) fn record_failure(result: &mut TrialResult, trial_dir: &Path, failure
         exception_message: failure.message,
         exception_traceback: trace,
         occurred_at: Utc::now(),
+        policy: None,
     });
 }
 

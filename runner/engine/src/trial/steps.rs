@@ -450,6 +450,7 @@ fn record_step_failure(step: &mut StepResult, failure: &TrialFailure) {
         exception_message: failure.message.clone(),
         exception_traceback: format!("{}: {}\n", failure.kind, failure.message),
         occurred_at: Utc::now(),
+        policy: None,
     });
 }
 

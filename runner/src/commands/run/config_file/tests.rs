@@ -72,6 +72,7 @@ fn a_runner_job_config_reads_back() {
         artifacts: Vec::new(),
         extra_instruction_paths: Vec::new(),
         plugins: Vec::new(),
+        harbor_026: Default::default(),
         allow_container_secrets: false,
         instruction_suffix: None,
         agent_config: Some("/agents/a.toml".into()),
