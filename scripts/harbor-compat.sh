@@ -28,16 +28,22 @@ if [[ -z "$python" ]]; then
     exit 3
 fi
 
-venv=".cache/harbor-compat/harbor-$harbor_version"
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import harbor' 2>/dev/null; then
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-    if ! "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$harbor_version"; then
+# A venv with harbor==$1 under .cache/harbor-compat/, made once; its path on stdout.
+harbor_venv() {
+    local venv=".cache/harbor-compat/harbor-$1"
+    if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import harbor' 2>/dev/null; then
         rm -rf "$venv"
-        echo "harbor-compat: SKIPPED: could not install harbor $harbor_version from the Python package registry" >&2
-        exit 3
+        "$python" -m venv "$venv" >&2
+        if ! "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$1" >&2; then
+            rm -rf "$venv"
+            echo "harbor-compat: SKIPPED: could not install harbor $1 from the Python package registry" >&2
+            exit 3
+        fi
     fi
-fi
+    echo "$venv"
+}
+
+venv=$(harbor_venv "$harbor_version")
 
 cargo build --quiet -p runner
 runner=target/debug/runner
@@ -50,16 +56,7 @@ echo "== Harbor $harbor_version reads the job runner wrote"
 # Harbor 0.26 too: its models read every record but lock.json (its schema 3 is another
 # document), and every field they define is in runner's records.
 harbor_026=0.26.0
-venv_026=".cache/harbor-compat/harbor-$harbor_026"
-if [[ ! -x "$venv_026/bin/python" ]] || ! "$venv_026/bin/python" -c 'import harbor' 2>/dev/null; then
-    rm -rf "$venv_026"
-    "$python" -m venv "$venv_026"
-    if ! "$venv_026/bin/pip" install --quiet --disable-pip-version-check "harbor==$harbor_026"; then
-        rm -rf "$venv_026"
-        echo "harbor-compat: SKIPPED: could not install harbor $harbor_026 from the Python package registry" >&2
-        exit 3
-    fi
-fi
+venv_026=$(harbor_venv "$harbor_026")
 echo "== Harbor $harbor_026 reads the job runner wrote"
 "$venv_026/bin/python" scripts/harbor-compat/harbor_026_read.py "$job"
 
