@@ -32,13 +32,20 @@ fi
 harbor_venv() {
     local venv=".cache/harbor-compat/harbor-$1"
     if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import harbor' 2>/dev/null; then
-        rm -rf "$venv"
-        "$python" -m venv "$venv" >&2
-        if ! "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$1" >&2; then
+        # Twice: a venv's ensurepip has failed once in a while on a loaded machine.
+        local attempt
+        for attempt in 1 2; do
             rm -rf "$venv"
-            echo "harbor-compat: SKIPPED: could not install harbor $1 from the Python package registry" >&2
-            exit 3
-        fi
+            if "$python" -m venv "$venv" >&2 \
+                && "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$1" >&2; then
+                break
+            fi
+            rm -rf "$venv"
+            if [[ $attempt == 2 ]]; then
+                echo "harbor-compat: SKIPPED: could not install harbor $1 from the Python package registry" >&2
+                exit 3
+            fi
+        done
     fi
     echo "$venv"
 }

@@ -5,6 +5,7 @@
 //! path (`$.steps[2].tool_calls[0].arguments`), the way Harbor's `trajectory_validator` collects
 //! all errors instead of stopping at the first.
 
+mod model_usage;
 mod schema;
 mod timestamp;
 mod types;
@@ -16,6 +17,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use model_usage::model_usage;
 pub use types::{
     Agent, Content, ContentPart, FinalMetrics, ImageSource, Metrics, Observation,
     ObservationResult, Step, StepSource, ToolCall, Trajectory,

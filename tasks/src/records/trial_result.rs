@@ -58,10 +58,32 @@ pub struct AgentContext {
     pub n_output_tokens: Option<u64>,
     /// Cost in USD.
     pub cost_usd: Option<f64>,
+    /// Tokens and cost by model name, as the agent reported them or (Harbor 0.26's backfill)
+    /// summed from its trajectory by [`crate::atif::model_usage`]; `null` when neither says.
+    #[serde(default)]
+    pub model_usage: Option<BTreeMap<String, ModelUsage>>,
     /// Rollout details (unused).
     pub rollout_details: Option<serde_json::Value>,
     /// Free-form agent metadata (final status, exit codes).
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Harbor 0.26's `ModelUsage`: one model's share of an agent's tokens and cost
+/// (`n_input_tokens` includes cached tokens, as on [`AgentContext`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelUsage {
+    /// Input tokens including cached ones.
+    #[serde(default)]
+    pub n_input_tokens: u64,
+    /// Cached input tokens.
+    #[serde(default)]
+    pub n_cache_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub n_output_tokens: u64,
+    /// Cost in USD; `None` when any of the model's token-bearing steps had no cost.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// A check the verifier reported by name.

@@ -417,6 +417,7 @@ impl<B: Backend> Trial<B> {
     /// records the outcome and reports the trial's overhead.
     fn finish(mut self, started: Instant) -> FinishedTrial {
         record::close_open_timings(&mut self.result);
+        record::backfill_model_usage(&mut self.result, &self.dir);
         self.result.truncated_outputs = self.observer.truncations();
         if self.log.is_truncated() {
             self.result

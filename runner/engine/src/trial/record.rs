@@ -109,6 +109,32 @@ pub fn describe_outcome(result: &TrialResult) -> String {
     }
 }
 
+/// Harbor 0.26's backfill: an agent result that does not say which models spent its tokens
+/// gets `model_usage` summed from the agent's trajectory (the trial's `agent/trajectory.json`,
+/// each step's `steps/<name>/agent/trajectory.json`). A missing or unreadable trajectory, or
+/// one with no attributable step, leaves it `null`, as in Harbor.
+pub(super) fn backfill_model_usage(result: &mut TrialResult, trial_dir: &Path) {
+    fill_from(result.agent_result.as_mut(), &trial_dir.join("agent"));
+    for step in result.step_results.iter_mut().flatten() {
+        let dir = trial_dir.join("steps").join(&step.step_name).join("agent");
+        fill_from(step.agent_result.as_mut(), &dir);
+    }
+}
+
+fn fill_from(context: Option<&mut tasks::records::AgentContext>, agent_dir: &Path) {
+    let Some(context) = context.filter(|c| c.model_usage.is_none()) else {
+        return;
+    };
+    let path = agent_dir.join("trajectory.json");
+    let bytes =
+        tasks::bounded::read_capped(&path, tasks::bounded::MAX_TRAJECTORY_BYTES, "trajectory");
+    let Some(trajectory) = bytes.ok().and_then(|b| serde_json::from_slice(&b).ok()) else {
+        return;
+    };
+    let usage = tasks::atif::model_usage(&trajectory);
+    context.model_usage = (!usage.is_empty()).then_some(usage);
+}
+
 /// Marks every phase that started and never finished (the trial was interrupted or failed in
 /// it) as finished now, so its timing shows how long it ran.
 pub(super) fn close_open_timings(result: &mut TrialResult) {
@@ -184,5 +210,44 @@ mod tests {
         }
         let mut unpaused = trial_result("t", "a", None, Some("AgentTimeoutError"));
         assert!(!reclassify_for_pauses(&mut unpaused, dir.path()));
+    }
+
+    #[test]
+    fn model_usage_is_backfilled_from_the_trajectory_only_when_the_agent_left_it_unsaid() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("agent")).unwrap();
+        let trajectory = serde_json::json!({
+            "agent": {"name": "a", "version": "1", "model_name": "m"},
+            "steps": [{"step_id": 1, "source": "agent", "message": "x",
+                       "metrics": {"prompt_tokens": 3, "completion_tokens": 2, "cost_usd": 0.5}}]
+        });
+        std::fs::write(
+            dir.path().join("agent/trajectory.json"),
+            trajectory.to_string(),
+        )
+        .unwrap();
+        let mut result = trial_result("t", "a", Some(1.0), None);
+        backfill_model_usage(&mut result, dir.path());
+        assert_eq!(
+            result.agent_result, None,
+            "no agent result: nothing to backfill"
+        );
+        result.agent_result = Some(Default::default());
+        backfill_model_usage(&mut result, dir.path());
+        let usage = result
+            .agent_result
+            .as_ref()
+            .unwrap()
+            .model_usage
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (usage["m"].n_input_tokens, usage["m"].cost_usd),
+            (3, Some(0.5))
+        );
+        let said = std::collections::BTreeMap::from([("own".to_owned(), Default::default())]);
+        result.agent_result.as_mut().unwrap().model_usage = Some(said.clone());
+        backfill_model_usage(&mut result, dir.path());
+        assert_eq!(result.agent_result.unwrap().model_usage, Some(said));
     }
 }
