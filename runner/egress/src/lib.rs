@@ -1,0 +1,37 @@
+//! The egress proxy behind a task's network allowlist (`network_mode = "allowlist"` with
+//! `allowed_hosts`).
+//!
+//! A container in an allowlist phase has no route out. Its one way out is this proxy, which
+//! runs on the host and listens on a unix socket that the engine bind-mounts into the container
+//! beside the static relay (`bridge-relay`) that turns `127.0.0.1:<port>` inside into that
+//! socket; the container's `HTTP_PROXY`/`HTTPS_PROXY` point there. So nothing listens on a host
+//! network address, and tools that ignore proxies simply cannot connect.
+//!
+//! The proxy speaks the two things HTTP proxies are asked for: `CONNECT host:port` (HTTPS and
+//! anything tunnelled) and plain HTTP requests in absolute form (`GET http://host/path`). It
+//! resolves names itself, so DNS from the container is never needed, and checks every address
+//! it would connect to ([`Allowlist::decide`]). Each attempt, allowed or refused, is one JSON
+//! line in the current phase's log; bodies are never recorded.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use egress::{Allowlist, EgressProxy, Policy, Resolver};
+//! let dir = tempfile::tempdir()?;
+//! let proxy = EgressProxy::start(dir.path(), Resolver::system()).await?;
+//! let hosts = Allowlist::parse(&["pypi.org".into(), "*.pythonhosted.org".into()]).unwrap();
+//! proxy.set_phase("agent", Policy::Allow(hosts), Some("trial/agent/network.jsonl".into()));
+//! // bind-mount proxy.socket_dir() into the container, start the relay, run the agent ...
+//! let counts = proxy.counts();
+//! # Ok(()) }
+//! ```
+
+mod allowlist;
+mod attempt_log;
+mod proxy;
+mod request;
+mod resolver;
+
+pub use allowlist::{Allowlist, Decision, HostPattern, Policy};
+pub use attempt_log::{Attempt, PhaseCounts};
+pub use proxy::{EgressProxy, SOCKET_FILE_NAME};
+pub use resolver::Resolver;

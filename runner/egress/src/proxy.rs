@@ -1,0 +1,509 @@
+//! The proxy server: a unix socket, one task per connection, the phase's policy checked for
+//! every request and every connection cut when the phase changes.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use crate::allowlist::{Decision, Policy};
+use crate::attempt_log::{self, Attempt, PhaseCounts};
+use crate::request::{self, MAX_HEAD_BYTES, ProxyRequest};
+use crate::resolver::Resolver;
+
+/// The socket's file name in the proxy's directory.
+pub const SOCKET_FILE_NAME: &str = "egress.sock";
+/// Connections open at once; more wait for a slot.
+const MAX_CONNECTIONS: usize = 256;
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting to one destination address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The phase the proxy serves: its name, policy and log.
+#[derive(Debug, Clone)]
+struct Phase {
+    name: String,
+    policy: Policy,
+    log: Option<PathBuf>,
+}
+
+struct Shared {
+    resolver: Resolver,
+    phase: watch::Sender<Arc<Phase>>,
+    counts: Mutex<BTreeMap<String, PhaseCounts>>,
+    slots: Semaphore,
+}
+
+/// A trial's egress proxy; stops (and removes its socket) when dropped.
+pub struct EgressProxy {
+    dir: PathBuf,
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl EgressProxy {
+    /// Listens on `<dir>/egress.sock` with every attempt refused until [`Self::set_phase`].
+    pub async fn start(dir: &Path, resolver: Resolver) -> io::Result<EgressProxy> {
+        let socket = dir.join(SOCKET_FILE_NAME);
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket)?;
+        let closed = Phase {
+            name: "between phases".into(),
+            policy: Policy::Closed,
+            log: None,
+        };
+        let shared = Arc::new(Shared {
+            resolver,
+            phase: watch::channel(Arc::new(closed)).0,
+            counts: Mutex::new(BTreeMap::new()),
+            slots: Semaphore::new(MAX_CONNECTIONS),
+        });
+        let server = tokio::spawn(serve(listener, shared.clone()));
+        Ok(EgressProxy {
+            dir: dir.to_path_buf(),
+            shared,
+            server,
+        })
+    }
+
+    /// The directory holding the socket (bind-mount it into the container).
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The socket's path on the host.
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.join(SOCKET_FILE_NAME)
+    }
+
+    /// Serves phase `name` under `policy` from now on, logging its attempts to `log`. Every
+    /// connection opened before is cut, so nothing a phase opened outlives it.
+    pub fn set_phase(&self, name: &str, policy: Policy, log: Option<PathBuf>) {
+        self.shared.phase.send_replace(Arc::new(Phase {
+            name: name.to_owned(),
+            policy,
+            log,
+        }));
+    }
+
+    /// Attempts and refusals so far, by phase name.
+    pub fn counts(&self) -> BTreeMap<String, PhaseCounts> {
+        self.shared
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        self.server.abort();
+        // Connections still open end with the phase channel's sender.
+        self.shared.phase.send_replace(Arc::new(Phase {
+            name: "closed".into(),
+            policy: Policy::Closed,
+            log: None,
+        }));
+        let _ = std::fs::remove_file(self.socket_path());
+    }
+}
+
+async fn serve(listener: UnixListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let Ok(_slot) = shared.slots.acquire().await else {
+                return;
+            };
+            let mut phase_changes = shared.phase.subscribe();
+            let phase = phase_changes.borrow_and_update().clone();
+            if let Some(attempt) = handle(stream, &shared, &phase, phase_changes).await {
+                record(&shared, &phase, &attempt);
+            }
+        });
+    }
+}
+
+fn record(shared: &Shared, phase: &Phase, attempt: &Attempt) {
+    attempt_log::count(
+        &mut shared.counts.lock().unwrap_or_else(|e| e.into_inner()),
+        attempt,
+    );
+    if let Some(log) = &phase.log {
+        // The log is evidence, not a gate: a full disk must not break the agent's traffic.
+        let _ = attempt_log::append(log, attempt);
+    }
+}
+
+/// Serves one connection to its end; the attempt to record, `None` when nothing was asked.
+async fn handle(
+    mut client: UnixStream,
+    shared: &Shared,
+    phase: &Phase,
+    mut phase_changes: watch::Receiver<Arc<Phase>>,
+) -> Option<Attempt> {
+    let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
+        Ok(Ok(Some(read))) => read,
+        Ok(Ok(None)) => return None,
+        Ok(Err(reason)) => {
+            let _ = respond(&mut client, 400, &reason).await;
+            return Some(attempt(phase, "", "", 0, Some(reason)));
+        }
+        Err(_) => {
+            let reason = "no request head within 30 s".to_owned();
+            let _ = respond(&mut client, 408, &reason).await;
+            return Some(attempt(phase, "", "", 0, Some(reason)));
+        }
+    };
+    let request = match request::parse(&head) {
+        Ok(request) => request,
+        Err(reason) => {
+            let _ = respond(&mut client, 400, &reason).await;
+            return Some(attempt(phase, "", "", 0, Some(reason)));
+        }
+    };
+    let mut record = attempt(phase, &request.method, &request.host, request.port, None);
+    let upstream = match connect(shared, &phase.policy, &request).await {
+        Ok((upstream, address)) => {
+            record.address = Some(address.to_string());
+            upstream
+        }
+        Err((status, reason)) => {
+            let _ = respond(&mut client, status, &reason).await;
+            record.reason = Some(reason);
+            return Some(record);
+        }
+    };
+    record.allowed = true;
+    let counted = Counted::default();
+    tokio::select! {
+        () = relay(client, upstream, &request, &rest, &counted) => {}
+        _ = phase_changes.changed() => {
+            record.reason = Some("cut when the phase ended".into());
+        }
+    }
+    record.bytes_sent = counted.sent.load(Ordering::Relaxed);
+    record.bytes_received = counted.received.load(Ordering::Relaxed);
+    Some(record)
+}
+
+fn attempt(phase: &Phase, method: &str, host: &str, port: u16, reason: Option<String>) -> Attempt {
+    Attempt {
+        time: chrono::Utc::now(),
+        phase: phase.name.clone(),
+        method: method.to_owned(),
+        host: host.to_owned(),
+        port,
+        allowed: false,
+        reason,
+        address: None,
+        bytes_sent: 0,
+        bytes_received: 0,
+    }
+}
+
+/// Reads up to the end of the head: the head, and whatever bytes came after it.
+async fn read_head(client: &mut UnixStream) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+    let mut buffer = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = client
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("reading the request: {e}"))?;
+        if n == 0 {
+            return if buffer.is_empty() {
+                Ok(None)
+            } else {
+                Err("the connection closed before the request head ended".into())
+            };
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+        if let Some(end) = request::head_end(&buffer) {
+            let rest = buffer.split_off(end);
+            return Ok(Some((buffer, rest)));
+        }
+        if buffer.len() > MAX_HEAD_BYTES {
+            return Err(format!("the request head is over {MAX_HEAD_BYTES} bytes"));
+        }
+    }
+}
+
+/// Checks the host, resolves it, checks each address and connects to the first that answers.
+async fn connect(
+    shared: &Shared,
+    policy: &Policy,
+    request: &ProxyRequest,
+) -> Result<(TcpStream, SocketAddr), (u16, String)> {
+    let host_decision = policy.decide_host(&request.host);
+    if let Decision::Refuse(reason) = &host_decision {
+        return Err((403, reason.clone()));
+    }
+    let addresses = shared
+        .resolver
+        .resolve(&request.host, request.port)
+        .await
+        .map_err(|e| (502, format!("resolving {}: {e}", request.host)))?;
+    let mut last = format!("{} resolved to no address", request.host);
+    let mut refused = None;
+    for address in addresses {
+        if let Decision::Refuse(reason) = policy.decide_address(&host_decision, address.ip()) {
+            refused = Some(reason);
+            continue;
+        }
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
+            Ok(Ok(stream)) => return Ok((stream, address)),
+            Ok(Err(e)) => last = format!("connecting to {address}: {e}"),
+            Err(_) => last = format!("connecting to {address}: no answer within 10 s"),
+        }
+    }
+    Err(match refused {
+        Some(reason) => (403, reason),
+        None => (502, last),
+    })
+}
+
+/// Bytes moved so far, readable after the relay is cut.
+#[derive(Default)]
+struct Counted {
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+/// Carries bytes both ways until both sides are done, counting them as they go.
+async fn relay(
+    mut client: UnixStream,
+    mut upstream: TcpStream,
+    request: &ProxyRequest,
+    rest: &[u8],
+    counted: &Counted,
+) {
+    let opened = match &request.forward_head {
+        Some(head) => upstream.write_all(head).await,
+        None => {
+            client
+                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                .await
+        }
+    };
+    if opened.is_err() || upstream.write_all(rest).await.is_err() {
+        return;
+    }
+    let head = request.forward_head.as_ref().map_or(0, Vec::len);
+    counted
+        .sent
+        .fetch_add((head + rest.len()) as u64, Ordering::Relaxed);
+    let (mut client_read, mut client_write) = client.split();
+    let (mut upstream_read, mut upstream_write) = upstream.split();
+    let up = copy_counting(&mut client_read, &mut upstream_write, &counted.sent);
+    let down = copy_counting(&mut upstream_read, &mut client_write, &counted.received);
+    tokio::join!(up, down);
+}
+
+/// Copies until end of input (then shuts the writer, half-closing that direction) or an error.
+async fn copy_counting<R, W>(reader: &mut R, writer: &mut W, counter: &AtomicU64)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if writer.write_all(&buffer[..n]).await.is_err() {
+                    break;
+                }
+                counter.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn respond(client: &mut UnixStream, status: u16, reason: &str) -> io::Result<()> {
+    let phrase = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        _ => "Bad Gateway",
+    };
+    let body = format!("runner egress proxy: {reason}\n");
+    let response = format!(
+        "HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(response.as_bytes()).await?;
+    client.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allowlist::Allowlist;
+
+    /// A tiny HTTP server on loopback answering every request with `name`.
+    async fn origin(name: &'static str) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buffer = vec![0u8; 4096];
+                    let mut seen = Vec::new();
+                    while request::head_end(&seen).is_none() {
+                        let Ok(n) = stream.read(&mut buffer).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buffer[..n]);
+                    }
+                    let body = format!(
+                        "{name} saw {}",
+                        String::from_utf8_lossy(&seen)
+                            .lines()
+                            .next()
+                            .unwrap_or_default()
+                    );
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        address
+    }
+
+    async fn ask(proxy: &EgressProxy, head: &str) -> String {
+        let mut stream = UnixStream::connect(proxy.socket_path()).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer)).await;
+        answer
+    }
+
+    #[tokio::test]
+    async fn the_allowlist_decides_who_is_reached_and_every_attempt_is_logged() {
+        let allowed = origin("allowed").await;
+        let other = origin("other").await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut resolver = Resolver::system();
+        resolver.pin("allowed.test", allowed.ip());
+        resolver.pin("other.test", other.ip());
+        resolver.pin("sneaky.wild.test", other.ip());
+        let proxy = EgressProxy::start(dir.path(), resolver).await.unwrap();
+        assert!(
+            ask(&proxy, "GET http://allowed.test/ HTTP/1.1\r\n\r\n")
+                .await
+                .contains("403"),
+            "closed until a phase is set"
+        );
+        let log = dir.path().join("agent/network.jsonl");
+        let hosts = ["allowed.test".to_owned(), "*.wild.test".to_owned()];
+        proxy.set_phase(
+            "agent",
+            Policy::Allow(Allowlist::parse(&hosts).unwrap()),
+            Some(log.clone()),
+        );
+
+        let port = allowed.port();
+        let answer = ask(&proxy, &format!("GET http://allowed.test:{port}/x HTTP/1.1\r\nHost: allowed.test:{port}\r\nProxy-Connection: keep-alive\r\n\r\n")).await;
+        assert!(answer.contains("allowed saw GET /x HTTP/1.1"), "{answer}");
+        let tunnel = ask(
+            &proxy,
+            &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\nGET /t HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            tunnel.starts_with("HTTP/1.1 200 Connection Established"),
+            "{tunnel}"
+        );
+        assert!(tunnel.contains("allowed saw GET /t"), "{tunnel}");
+        let refused = [
+            format!("GET http://other.test:{}/ HTTP/1.1\r\n\r\n", other.port()),
+            format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"),
+            format!("CONNECT sneaky.wild.test:{} HTTP/1.1\r\n\r\n", other.port()),
+        ];
+        for head in &refused {
+            let answer = ask(&proxy, head).await;
+            assert!(answer.starts_with("HTTP/1.1 403"), "{head}: {answer}");
+        }
+        assert!(
+            ask(&proxy, "NONSENSE\r\n\r\n")
+                .await
+                .starts_with("HTTP/1.1 400")
+        );
+
+        let lines: Vec<Attempt> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        assert_eq!(lines.iter().filter(|a| a.allowed).count(), 2);
+        assert!(lines.iter().all(|a| a.phase == "agent"));
+        let sneaky = lines.iter().find(|a| a.host == "sneaky.wild.test").unwrap();
+        assert!(
+            sneaky.reason.as_deref().unwrap().contains("loopback"),
+            "{sneaky:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .filter(|a| a.allowed)
+                .all(|a| a.bytes_received > 0 && a.bytes_sent > 0)
+        );
+        assert_eq!(
+            proxy.counts()["agent"],
+            PhaseCounts {
+                attempts: 6,
+                refused: 4
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_phase_change_cuts_the_tunnels_the_phase_opened() {
+        let allowed = origin("allowed").await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut resolver = Resolver::system();
+        resolver.pin("allowed.test", allowed.ip());
+        let proxy = EgressProxy::start(dir.path(), resolver).await.unwrap();
+        let list = Allowlist::parse(&["allowed.test".to_owned()]).unwrap();
+        proxy.set_phase("agent", Policy::Allow(list), None);
+        let mut tunnel = UnixStream::connect(proxy.socket_path()).await.unwrap();
+        tunnel
+            .write_all(
+                format!("CONNECT allowed.test:{} HTTP/1.1\r\n\r\n", allowed.port()).as_bytes(),
+            )
+            .await
+            .unwrap();
+        let mut established = [0u8; 39];
+        tunnel.read_exact(&mut established).await.unwrap();
+        assert!(established.starts_with(b"HTTP/1.1 200"));
+        proxy.set_phase("verifier", Policy::Closed, None);
+        let mut rest = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), tunnel.read_to_end(&mut rest)).await;
+        assert!(matches!(read, Ok(Ok(0))), "the tunnel was cut: {read:?}");
+        assert_eq!(proxy.counts()["agent"].attempts, 1);
+    }
+}

@@ -1,0 +1,172 @@
+//! The head of one proxy request: `CONNECT host:port`, or a plain HTTP request in absolute
+//! form, rewritten to the origin form the destination expects.
+
+/// Largest request head the proxy reads; a longer one is refused.
+pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// What a client asked the proxy for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ProxyRequest {
+    /// `CONNECT`, `GET`, ...
+    pub method: String,
+    /// The destination host (a name or an IP literal, IPv6 without brackets).
+    pub host: String,
+    /// The destination port.
+    pub port: u16,
+    /// For plain HTTP, the head to send the destination (origin form, `Connection: close`);
+    /// `None` for `CONNECT`, whose tunnel carries the client's bytes unchanged.
+    pub forward_head: Option<Vec<u8>>,
+}
+
+/// The end of the head (the index after `\r\n\r\n`), once `buffer` holds it.
+pub(crate) fn head_end(buffer: &[u8]) -> Option<usize> {
+    buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4)
+}
+
+/// Parses a complete head; `Err` is the reason for a 400 answer.
+pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
+    let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8")?;
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().unwrap_or_default();
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(format!("malformed request line {request_line:?}"));
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(format!("unsupported protocol {version:?}"));
+    }
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = split_authority(target, None)?;
+        return Ok(ProxyRequest {
+            method: "CONNECT".into(),
+            host,
+            port,
+            forward_head: None,
+        });
+    }
+    let Some(rest) = target.strip_prefix("http://") else {
+        return Err(if target.starts_with("https://") {
+            "https:// URLs go through CONNECT".into()
+        } else {
+            format!("a proxy request needs an absolute http:// URL, not {target:?}")
+        });
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = split_authority(authority, Some(80))?;
+    let mut forward = format!("{method} {path} {version}\r\n");
+    let mut has_host = false;
+    for line in lines.filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or_default().trim();
+        // Hop-by-hop and proxy-only headers stop here; one request per connection.
+        let dropped = [
+            "proxy-connection",
+            "proxy-authorization",
+            "connection",
+            "keep-alive",
+        ];
+        if dropped.iter().any(|d| name.eq_ignore_ascii_case(d)) {
+            continue;
+        }
+        has_host |= name.eq_ignore_ascii_case("host");
+        forward.push_str(line);
+        forward.push_str("\r\n");
+    }
+    if !has_host {
+        forward.push_str(&format!("Host: {authority}\r\n"));
+    }
+    forward.push_str("Connection: close\r\n\r\n");
+    Ok(ProxyRequest {
+        method: method.to_owned(),
+        host,
+        port,
+        forward_head: Some(forward.into_bytes()),
+    })
+}
+
+/// `host:port` (or `[v6]:port`), with `default_port` when the port is left out.
+fn split_authority(authority: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
+    if authority.contains('@') {
+        return Err("credentials in the URL are not forwarded".into());
+    }
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("malformed address {authority:?}"))?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    let port = match (port, default_port) {
+        (Some(port), _) => port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("bad port in {authority:?}"))?,
+        (None, Some(default)) => default,
+        (None, None) => return Err(format!("CONNECT needs host:port, not {authority:?}")),
+    };
+    if host.is_empty() {
+        return Err(format!("no host in {authority:?}"));
+    }
+    Ok((host.to_ascii_lowercase(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_and_absolute_form_requests_are_understood() {
+        let connect =
+            parse(b"CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n").unwrap();
+        assert_eq!((connect.host.as_str(), connect.port), ("pypi.org", 443));
+        assert!(connect.forward_head.is_none());
+        let v6 = parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+        let get = parse(
+            b"GET http://Example.test:8080/a?b=1 HTTP/1.1\r\nHost: example.test:8080\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!((get.host.as_str(), get.port), ("example.test", 8080));
+        let head = String::from_utf8(get.forward_head.unwrap()).unwrap();
+        assert_eq!(
+            head,
+            "GET /a?b=1 HTTP/1.1\r\nHost: example.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        let bare = parse(b"GET http://example.test HTTP/1.0\r\n\r\n").unwrap();
+        let head = String::from_utf8(bare.forward_head.unwrap()).unwrap();
+        assert!(
+            head.starts_with("GET / HTTP/1.0\r\nHost: example.test\r\n"),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn what_a_proxy_cannot_serve_is_refused_with_a_reason() {
+        for (head, reason) in [
+            (&b"GET /path HTTP/1.1\r\n\r\n"[..], "absolute http://"),
+            (b"GET https://x.test/ HTTP/1.1\r\n\r\n", "CONNECT"),
+            (b"CONNECT x.test HTTP/1.1\r\n\r\n", "host:port"),
+            (b"CONNECT x.test:0 HTTP/1.1\r\n\r\n", "bad port"),
+            (b"GET http://u:p@x.test/ HTTP/1.1\r\n\r\n", "credentials"),
+            (b"BREW\r\n\r\n", "malformed"),
+            (b"GET http://x.test/ SPDY/3\r\n\r\n", "protocol"),
+        ] {
+            let err = parse(head).unwrap_err();
+            assert!(err.contains(reason), "{err}");
+        }
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+}
