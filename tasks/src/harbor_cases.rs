@@ -21,9 +21,8 @@ enum Expect {
     /// Harbor accepts; the runner runs it.
     Loads,
     /// Harbor accepts; the runner refuses it naming exactly these features (by key): network
-    /// allowlists (Harbor 0.26's Docker environment enforces them with an egress sidecar image
-    /// it pulls; runner cannot yet) and Windows containers
-    /// (`tasks::unsupported`).
+    /// allowlists in multi-step tasks (runner enforces the others with its egress proxy) and
+    /// Windows containers (`tasks::unsupported`).
     Refused(&'static [&'static str]),
     /// Harbor rejects; the runner's error contains this text (a field or Harbor's words).
     Fails(&'static str),
@@ -281,7 +280,7 @@ fn test_task_config_network() {
     config_case(
         "test_parse_allowlist_hosts",
         "\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"PyPI.org\", \"ubuntu.com.\"]\n",
-        Refused(&["allowlist"]),
+        Loads,
     );
     let c = config(
         "[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"PyPI.org\", \"ubuntu.com.\"]\n",
@@ -396,11 +395,11 @@ fn test_task_config_network() {
         Loads,
     );
     // The agent's public differs from the environment's no-network baseline (runner switches
-    // networks between phases), and the verifier asks for an allowlist, which it refuses.
+    // networks between phases), and the verifier's allowlist goes through the egress proxy.
     config_case(
         "test_environment_allow_internet_does_not_override_explicit_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n",
-        Refused(&["allowlist"]),
+        Loads,
     );
     separate_verifier_case(
         "test_verifier_environment_allow_internet_sets_separate_env_baseline_only",
@@ -428,7 +427,7 @@ fn test_task_config_network() {
     config_case(
         "test_roundtrip_preserves_network_policy",
         "\n[agent]\nnetwork_mode = \"public\"\n\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
-        Refused(&["allowlist"]),
+        Loads,
     );
 }
 

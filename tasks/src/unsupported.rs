@@ -13,7 +13,8 @@ use crate::config::{EnvironmentSection, NetworkMode, TaskConfig, TaskOs};
 /// A feature of a task that the runner does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedFeature {
-    /// `network_mode = "allowlist"` with `allowed_hosts`.
+    /// `network_mode = "allowlist"` where runner cannot enforce it yet: anywhere in a
+    /// multi-step task.
     Allowlist {
         /// The section declaring it: `environment`, `agent`, `verifier`,
         /// `verifier.environment`, or a step's `steps.agent`, `steps.verifier`,
@@ -46,7 +47,7 @@ impl fmt::Display for UnsupportedFeature {
         match self {
             UnsupportedFeature::Allowlist { section } => write!(
                 f,
-                "network allowlists ([{section}] network_mode = \"allowlist\" with allowed_hosts) are not supported yet (Harbor 0.26 enforces them with an egress sidecar image pulled from a public registry); use \"public\" or \"no-network\""
+                "network allowlists in [{section}] are not supported yet: runner enforces them in single-step tasks only; use \"public\" or \"no-network\" in a multi-step task"
             ),
             UnsupportedFeature::Tpu => {
                 write!(f, "TPUs ([environment.tpu]) are not supported yet")
@@ -85,8 +86,15 @@ pub fn detect_in_dir(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFea
     found
 }
 
+/// Allowlists runner enforces: a single-step task's `[environment]`, `[agent]`, `[verifier]`
+/// and `[verifier.environment]`. Those of a multi-step task (a step's own, or the task's
+/// inherited by its steps) are refused by section.
 fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
+    if config.steps.is_empty() {
+        return None;
+    }
     let env = |e: Option<&EnvironmentSection>| e.map(EnvironmentSection::effective_network);
+    let allowlist = Some(NetworkMode::Allowlist);
     let mut sections = vec![
         ("environment", Some(config.environment.effective_network())),
         ("agent", config.agent.network_mode),
@@ -108,7 +116,7 @@ fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
     }
     sections
         .into_iter()
-        .find(|(_, mode)| *mode == Some(NetworkMode::Allowlist))
+        .find(|(_, mode)| *mode == allowlist)
         .map(|(section, _)| UnsupportedFeature::Allowlist { section })
 }
 
@@ -198,11 +206,8 @@ mod tests {
     fn each_feature_is_named() {
         let cases = [
             (
-                "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
-                "allowlist",
-            ),
-            (
-                "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
+                "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\
+                 [[steps]]\nname = \"one\"\n",
                 "allowlist",
             ),
             (
@@ -211,10 +216,6 @@ mod tests {
             ),
             (
                 "[[steps]]\nname = \"one\"\n[steps.agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
-                "allowlist",
-            ),
-            (
-                "[verifier.environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
                 "allowlist",
             ),
             ("[environment]\nos = \"WINDOWS\"\n", "windows"),
@@ -226,6 +227,18 @@ mod tests {
         for (toml, key) in cases {
             assert_eq!(keys(toml), [key], "{toml}");
         }
+    }
+
+    #[test]
+    fn allowlists_of_a_single_step_task_are_enforced_not_refused() {
+        let shared = "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a.test\"]\n\
+                      [agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"b.test\"]\n\
+                      [verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"c.test\"]\n";
+        assert!(keys(shared).is_empty(), "{:?}", keys(shared));
+        let separate = "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\
+                        [verifier]\nenvironment_mode = \"separate\"\n\
+                        [verifier.environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a.test\"]\n";
+        assert!(keys(separate).is_empty(), "{:?}", keys(separate));
     }
 
     #[test]

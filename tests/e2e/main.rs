@@ -9,6 +9,7 @@ mod command_agent;
 mod compose;
 mod containment;
 mod dry_run;
+mod egress;
 mod images;
 mod installed;
 mod integrity;

@@ -81,8 +81,13 @@ fn digest_hashes_tasks_this_runner_cannot_run() {
     task(
         dir.path(),
         "allowlist",
-        "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"example.org\"]\n",
+        "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"example.org\"]\n\
+         [[steps]]\nname = \"one\"\n",
         true,
+    );
+    write(
+        dir.path(),
+        &[("allowlist/steps/one/instruction.md", "Do it.\n")],
     );
     task(dir.path(), "no-image", "", false);
     let output = runner()

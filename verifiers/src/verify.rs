@@ -75,6 +75,8 @@ pub struct VerifyNotes {
     pub agent_toolchain: bool,
     /// The tests' programs and startup hooks the agent changed, when a jail checked them.
     pub toolchain_changes: Option<Vec<String>>,
+    /// Set by the caller: env over the target's (the egress proxy of an allowlist phase).
+    pub extra_env: BTreeMap<String, String>,
 }
 
 /// Verifies one trial: runs `/tests/test.sh` as the `[verifier]` user with `[verifier].env`,
@@ -139,7 +141,12 @@ async fn verify_target<S: Sandbox>(
         sandbox,
         task,
         host_dir: target.host_dir.clone(),
-        env: target.env.clone(),
+        env: target
+            .env
+            .iter()
+            .chain(&notes.extra_env)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         tests_dir: target.tests_dir.clone(),
         tests_in_image: target.tests_in_image,
         user: target.user.clone(),

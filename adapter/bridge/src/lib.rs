@@ -70,7 +70,9 @@ pub use config_file::{LlmConfigError, LlmConfigFile};
 pub use error::{BridgeError, ModelKeyError};
 pub use prices::{ModelPrice, PriceTable, PriceTableError};
 pub use record::{CallRecord, Outcome};
-pub use relay::{RELAY_BINARY, RELAY_FILE_NAME};
+pub use relay::{
+    RELAY_BINARY, RELAY_FILE_NAME, relay_serve_command, relay_wait_command, write_relay,
+};
 pub use summary::{JobUsage, TrialUsage};
 pub use token::{TOKEN_PREFIX, is_trial_token_shaped};
 pub use trial::TrialBridge;

@@ -67,7 +67,7 @@ impl HostPattern {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         };
-        if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
+        if name.is_empty() || !name.split('.').all(label_ok) {
             return Err(format!(
                 "{entry:?} is not a host name, a `*.suffix` pattern or an IP address"
             ));

@@ -145,6 +145,9 @@ pub struct Trial {
     pub toolchain_changes: Vec<String>,
     /// `verifier_isolation.toolchain`: whose programs ran the tests (`image` or `agent`).
     pub toolchain: Option<String>,
+    /// `network_attempts` (runner-only): attempts through the egress proxy of an allowlist
+    /// task and how many were refused, by phase, as (phase, attempts, refused).
+    pub network_attempts: Vec<(String, u64, u64)>,
     /// What could not be read in this trial dir.
     pub problems: Vec<String>,
 }
@@ -328,6 +331,7 @@ pub fn load_trial(dir: &Path) -> Trial {
         checks: Vec::new(),
         toolchain_changes: Vec::new(),
         toolchain: None,
+        network_attempts: Vec::new(),
         problems: Vec::new(),
     };
     trial.agent = trial_config
@@ -359,6 +363,13 @@ fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
         trial.source = Some(source.to_owned());
     }
     trial.toolchain = str_at(result, "/verifier_isolation/toolchain").map(str::to_owned);
+    if let Some(phases) = result.get("network_attempts").and_then(Value::as_object) {
+        let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+        trial.network_attempts = phases
+            .iter()
+            .map(|(phase, v)| (phase.clone(), count(v, "attempts"), count(v, "refused")))
+            .collect();
+    }
     trial.toolchain_changes = result
         .get("verifier_toolchain_changes")
         .and_then(Value::as_array)

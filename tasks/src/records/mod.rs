@@ -30,8 +30,8 @@ pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,
 };
 pub use trial_result::{
-    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, ModelUsage, NamedCheck, PauseRecord,
-    PhaseTiming, StepResult, TrialResult, VerifierResult,
+    AgentContext, AgentInfo, ExceptionInfo, ModelInfo, ModelUsage, NamedCheck, NetworkAttempts,
+    PauseRecord, PhaseTiming, StepResult, TrialResult, VerifierResult,
 };
 
 /// The non-empty string at `pointer` in a record read as JSON: how readers of foreign job dirs

@@ -86,6 +86,15 @@ pub struct ModelUsage {
     pub cost_usd: Option<f64>,
 }
 
+/// One phase's connection attempts through the egress proxy (runner-only).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NetworkAttempts {
+    /// Every attempt, allowed or not.
+    pub attempts: u64,
+    /// Attempts refused by the allowlist (or failing to connect).
+    pub refused: u64,
+}
+
 /// A check the verifier reported by name.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NamedCheck {
@@ -268,6 +277,11 @@ pub struct TrialResult {
     /// The tests ran with the image's own unless `verifier_isolation.toolchain` is `"agent"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier_toolchain_changes: Option<Vec<String>>,
+    /// Connection attempts through the egress proxy of a task with a network allowlist, and
+    /// how many were refused, by phase (`setup`, `agent`, `verifier`; runner-only). Each
+    /// attempt is a line of `agent/network.jsonl` or `verifier/network.jsonl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_attempts: Option<BTreeMap<String, NetworkAttempts>>,
     /// Files the runner cut at a cap (runner-only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated_outputs: Vec<TruncatedOutput>,

@@ -102,6 +102,7 @@ impl<B: Backend> Trial<B> {
         let network = self.network_plan();
         self.switch_network("agent run", network.agent_baseline, network.agent_phase)
             .await?;
+        self.egress_phase(super::egress::EgressPhase::Agent).await?;
         let turn = AgentTurn {
             instruction: &task.instruction,
             step: None,
@@ -129,6 +130,8 @@ impl<B: Backend> Trial<B> {
             network.agent_baseline,
         )
         .await?;
+        // Until the verifier's phase, what the agent left running has the baseline's network.
+        self.egress_policy(super::egress::EgressPhase::Setup)?;
         Ok(())
     }
 

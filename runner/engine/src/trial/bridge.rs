@@ -4,14 +4,13 @@
 //! when the agent phase ends, its metered usage written into `agent_result`.
 
 use llm_bridge::{Bridge, Budget, CONTAINER_BRIDGE_DIR, TrialGrant};
-use tasks::{ExceptionType, ExecRequest, Sandbox, shell_quote};
+use tasks::ExceptionType;
 
 use super::Trial;
+use super::relay::{self, RELAY_WAIT_MS};
 use crate::backend::{Backend, BindMount, EnvironmentSpec};
 use crate::failure::TrialFailure;
 
-/// How long the relay may take to listen once started.
-const RELAY_WAIT_MS: u64 = 5_000;
 /// Where the relay's own complaints go inside the container (read back if it fails).
 const RELAY_LOG: &str = "/tmp/runner-llm-bridge-relay.log";
 /// The relay's pid inside the container, so closing can stop exactly that process.
@@ -82,39 +81,12 @@ impl<B: Backend> Trial<B> {
             return Ok(());
         };
         let sandbox = self.sandbox()?;
-        let quote = |argv: Vec<String>| {
-            argv.iter()
-                .map(|a| shell_quote(a))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let serve = format!(
-            "{} >{RELAY_LOG} 2>&1 </dev/null & echo $! > {RELAY_PID}",
-            quote(trial.relay_serve_command())
-        );
-        let wait = quote(trial.relay_wait_command(RELAY_WAIT_MS));
-        let started = sandbox
-            .exec(ExecRequest::runner_own(serve))
+        let serve = trial.relay_serve_command();
+        let wait = trial.relay_wait_command(RELAY_WAIT_MS);
+        let pid = relay::start_relay(&sandbox, &serve, &wait, RELAY_LOG, RELAY_PID)
             .await
-            .map_err(|e| bridge_failure(format!("starting the LLM bridge relay: {e}")))?;
-        if !started.success() {
-            return Err(bridge_failure(format!(
-                "starting the LLM bridge relay failed: {}",
-                started.stderr.trim()
-            )));
-        }
-        let waited = sandbox
-            .exec(ExecRequest::runner_own(format!(
-                "{wait} || {{ cat {RELAY_LOG} >&2; exit 1; }}"
-            )))
-            .await
-            .map_err(|e| bridge_failure(format!("waiting for the LLM bridge relay: {e}")))?;
-        if !waited.success() {
-            return Err(bridge_failure(format!(
-                "the LLM bridge relay did not listen within {RELAY_WAIT_MS} ms: {}",
-                waited.stderr.trim()
-            )));
-        }
+            .map_err(|e| bridge_failure(format!("LLM bridge: {e}")))?;
+        self.bridge_relay_pid = Some(pid);
         self.log.line(&format!(
             "LLM bridge: relay listening on 127.0.0.1:{} in the container",
             trial.relay_port()
@@ -126,30 +98,14 @@ impl<B: Backend> Trial<B> {
     /// each verification, so it is neither reported as an agent leftover nor a way to the
     /// bridge while tests run. Best effort: closing revokes the token either way. Does nothing
     /// without a bridge.
-    pub(super) async fn stop_bridge_relay(&self) {
-        if self.bridge.is_none() {
+    pub(super) async fn stop_bridge_relay(&mut self) {
+        let Some(pid) = self.bridge_relay_pid.take() else {
             return;
-        }
+        };
         let Ok(sandbox) = self.sandbox() else {
             return;
         };
-        // A TERM is only a request: the listing of leftovers runs next, so wait (2 s at most)
-        // until the relay is gone or a zombie, then KILL whatever still runs.
-        let stop = format!(
-            r#"p=$(cat {RELAY_PID} 2>/dev/null); rm -f {RELAY_PID}
-[ -n "$p" ] || exit 0
-kill "$p" 2>/dev/null
-running() {{ case "$(cat /proc/$p/status 2>/dev/null)" in ""|*"(zombie)"*) return 1;; esac; }}
-i=0; while running && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done
-if running; then kill -9 "$p" 2>/dev/null; fi
-true"#
-        );
-        let stopped = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            sandbox.exec(ExecRequest::runner_own(stop)),
-        )
-        .await;
-        if !matches!(stopped, Ok(Ok(_))) {
+        if !relay::stop_relay(&sandbox, pid, RELAY_PID).await {
             self.log
                 .line("LLM bridge: could not stop the relay in the container");
         }

@@ -34,6 +34,7 @@ impl<B: Backend> Trial<B> {
         self.enter(Phase::Environment);
         let deadline = self.timeouts.environment_build;
         let spec = self.with_bridge(self.environment_spec(&image.id)).await?;
+        let spec = self.with_egress(spec).await?;
         let ready = tokio::time::timeout(deadline, async {
             let environment = self.ctx.backend.start_environment(&spec).await?;
             self.log.line(&format!(

@@ -8,6 +8,7 @@ mod agent;
 pub mod artifacts;
 mod attribution;
 mod bridge;
+pub mod egress;
 mod environment;
 mod healthcheck;
 pub mod image;
@@ -15,6 +16,7 @@ mod log;
 mod naming;
 mod phase_network;
 mod record;
+mod relay;
 mod separate_verifier;
 mod steps;
 mod storage;
@@ -149,6 +151,7 @@ pub async fn run_trial<B: Backend>(
     trial.attribute().await;
     trial.unscore_unverified_step_failure();
     trial.close_bridge().await;
+    trial.close_egress().await;
     trial.teardown().await;
     trial.finish(started)
 }
@@ -175,6 +178,10 @@ pub struct Trial<B: Backend> {
     clock: Arc<PhaseClock>,
     limits: TrialLimits,
     bridge: Option<llm_bridge::TrialBridge>,
+    /// The pid of the LLM bridge's relay in the container, while it runs.
+    bridge_relay_pid: Option<u32>,
+    /// The egress proxy of a task with a network allowlist.
+    egress: Option<egress::TrialEgress>,
     /// The artifacts manifest of a single-step trial collected with
     /// [`artifacts::Convention::Deferred`], whose convention entry is settled once
     /// `/logs/artifacts` is downloaded at the end (empty otherwise).
@@ -243,6 +250,8 @@ impl<B: Backend> Trial<B> {
             clock: Arc::new(PhaseClock::new()),
             limits,
             bridge: None,
+            bridge_relay_pid: None,
+            egress: None,
             manifest: Vec::new(),
             artifacts_collected: false,
             agent_had_container: false,
@@ -255,6 +264,7 @@ impl<B: Backend> Trial<B> {
     async fn phases(&mut self) -> Result<(), TrialFailure> {
         self.environment().await?;
         self.start_bridge_relay().await?;
+        self.egress_phase(egress::EgressPhase::Setup).await?;
         let watch = self.storage_watch();
         self.agent_had_container = true;
         watch.guard(self.agent_setup()).await?;

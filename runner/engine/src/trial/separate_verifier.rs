@@ -7,7 +7,8 @@
 //! where they were collected on the host (Harbor's `upload_artifacts`, see
 //! [`super::artifacts::upload_artifacts`]). Nothing else of the agent's container reaches it,
 //! and its network is its own: the verifier environment's baseline, switched to the phase's
-//! `network_mode` when that differs. One container per verification (per step), removed after.
+//! `network_mode` when that differs (an allowlist through the trial's egress proxy, with a
+//! relay of its own: see [`super::egress`]). One container per verification (per step), removed after.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -106,6 +107,11 @@ impl<B: Backend> Trial<B> {
         spec.compose_task = None;
         spec.network_switchable = network.verifier_phase != baseline;
         spec.gpus = venv.gpus.unwrap_or(0);
+        // An allowlist's way out: the trial's proxy, through a relay of this container's own.
+        let egress_port = match step {
+            None => self.with_separate_verifier_egress(&mut spec),
+            Some(_) => None,
+        };
         let image = verifier_image(&task, venv, step_config.map(|s| s.name.as_str()));
 
         // Progress lines are for the live view; trial.log keeps the build's own output.
@@ -147,6 +153,7 @@ impl<B: Backend> Trial<B> {
             timeout,
             baseline,
             phase: network.verifier_phase,
+            egress_port,
         };
         let verified = self.verify_in(&environment, place).await;
         let what = environment.describe();
@@ -207,6 +214,9 @@ impl<B: Backend> Trial<B> {
                 place.baseline.as_str()
             ));
         }
+        if let Some(port) = place.egress_port {
+            self.egress_separate_verifier(&verifier, port).await?;
+        }
         let deadline = Instant::now()
             .checked_add(place.timeout)
             .unwrap_or_else(Instant::now);
@@ -232,6 +242,8 @@ struct VerifierPlace<'a> {
     timeout: Duration,
     baseline: tasks::NetworkMode,
     phase: tasks::NetworkMode,
+    /// The port of the egress relay to start in the container, for a task with an allowlist.
+    egress_port: Option<u16>,
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ impl<B: Backend> Trial<B> {
         if !separate {
             self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
                 .await?;
+            self.egress_phase(super::egress::EgressPhase::Verifier)
+                .await?;
         }
         start_timing(&mut self.result.verifier);
         // Harbor 0.26's record of where the trial-level verification ran (multi-step trials
@@ -58,6 +60,7 @@ impl<B: Backend> Trial<B> {
             .unwrap_or_else(Instant::now);
         let mut notes = verifiers::VerifyNotes {
             agent_toolchain: self.plan.config.verifier.agent_toolchain,
+            extra_env: self.egress_tests_env(),
             ..verifiers::VerifyNotes::default()
         };
         let task = &self.plan.task;
@@ -80,7 +83,12 @@ impl<B: Backend> Trial<B> {
 
     /// Records how the verifier was isolated and what the agent left running, in the result
     /// and in `trial.log`.
-    pub(super) fn record_notes(&mut self, notes: verifiers::VerifyNotes) {
+    pub(super) fn record_notes(&mut self, mut notes: verifiers::VerifyNotes) {
+        // The egress relay of the verifier's phase is the runner's, not the agent's.
+        let relays = self.egress_relay_pids();
+        notes
+            .leftover_processes
+            .retain(|p| !relays.contains(&p.pid));
         match &notes.isolation {
             Some(isolation) if isolation.isolated => self
                 .log

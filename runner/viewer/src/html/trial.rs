@@ -197,6 +197,19 @@ pub(crate) fn render(
             h2 { "Steps" }
             (steps(trial, links))
         }
+        @if !trial.network_attempts.is_empty() {
+            h2 { "Network" }
+            p.note { "Connection attempts through the egress proxy of the task's allowlist, by phase." }
+            table.network {
+                thead { tr { th { "phase" } th { "attempts" } th { "refused" } } }
+                tbody { @for (phase, attempts, refused) in &trial.network_attempts {
+                    tr { td { (phase) } td { (attempts) } td { (refused) } }
+                } }
+            }
+            @for rel in ["agent/network.jsonl", "verifier/network.jsonl"] {
+                @if files::regular_file(&trial.dir, rel).is_some() { (log(trial, rel, links)) }
+            }
+        }
         h2 { "Verifier" }
         @if !trial.checks.is_empty() {
             table.checks {

@@ -1,0 +1,411 @@
+//! Network allowlists (`network_mode = "allowlist"` with `allowed_hosts`) enforced on any
+//! engine with no extra image: a task that names one gets a host-side egress proxy
+//! ([`egress::EgressProxy`]) for the whole trial, its socket directory bind-mounted read-only
+//! with the static relay in it. An allowlist phase's container has no network (as
+//! `no-network`); the relay turns `127.0.0.1:<port>` inside into the proxy's socket, and
+//! `HTTP_PROXY`/`HTTPS_PROXY` (both cases) point there. Each phase sets the proxy's policy
+//! (its own hosts, `Open` for a public phase, `Closed` for `no-network`) and restarts the
+//! relay, so nothing the agent did to the last one carries over; the verifier's relay gets a
+//! port of its own, given to the tests in their env.
+
+use std::collections::BTreeMap;
+
+use egress::{Allowlist, EgressProxy, Policy, Resolver};
+use tasks::config::{NetworkMode, TaskConfig};
+use tasks::{ExceptionType, Sandbox};
+
+use super::Trial;
+use super::phase_network::{NetworkPlan, verifier_environment};
+use super::relay::{self, RELAY_WAIT_MS};
+use crate::backend::{Backend, BindMount, EnvironmentSpec};
+use crate::failure::TrialFailure;
+
+/// Where the proxy's directory (socket and relay) is mounted in the container.
+pub const CONTAINER_EGRESS_DIR: &str = "/run/runner-egress";
+/// Names the proxy resolves to fixed addresses (`name=ip[,name=ip…]`), as `curl --resolve`:
+/// for air-gapped mirrors, and for the tests.
+pub const RESOLVE_ENV: &str = "RUNNER_EGRESS_RESOLVE";
+const RELAY_LOG: &str = "/tmp/runner-egress-relay.log";
+const RELAY_PID: &str = "/tmp/runner-egress-relay.pid";
+
+/// The phases a single-step trial's network policy changes between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EgressPhase {
+    /// Environment start and agent setup, under `[environment]`.
+    Setup,
+    /// The agent's run, under `[agent]` (else `[environment]`).
+    Agent,
+    /// The tests, under `[verifier]` (else `[environment]`).
+    Verifier,
+}
+
+impl EgressPhase {
+    fn name(self) -> &'static str {
+        match self {
+            EgressPhase::Setup => "setup",
+            EgressPhase::Agent => "agent",
+            EgressPhase::Verifier => "verifier",
+        }
+    }
+
+    /// The trial subdirectory whose `network.jsonl` logs the phase.
+    fn log_dir(self) -> &'static str {
+        match self {
+            EgressPhase::Setup | EgressPhase::Agent => "agent",
+            EgressPhase::Verifier => "verifier",
+        }
+    }
+}
+
+/// A trial's egress: the proxy, its directory, the relay running for the current phase and the
+/// port the container's env names.
+pub(super) struct TrialEgress {
+    proxy: EgressProxy,
+    // Held for the trial's life: the socket and the relay live in it.
+    dir: tempfile::TempDir,
+    container_port: u16,
+    relay_pid: Option<u32>,
+    /// The relay in a separate verifier's container, once it started.
+    verifier_relay_pid: Option<u32>,
+    /// The proxy env of the verifier's relay, once the verifier phase began.
+    tests_env: BTreeMap<String, String>,
+}
+
+/// True when any phase of the task runs under an allowlist.
+pub fn task_uses_allowlist(config: &TaskConfig) -> bool {
+    let plan = NetworkPlan::of(config);
+    [plan.agent_baseline, plan.agent_phase, plan.verifier_phase]
+        .into_iter()
+        .chain(plan.verifier_baseline)
+        .any(|mode| mode == NetworkMode::Allowlist)
+}
+
+/// The proxy's policy for `phase` of a single-step task. The hosts come from the section whose
+/// `network_mode` decided the phase: `[agent]`/`[verifier]`, else the environment the phase
+/// runs in (`[environment]`, or a separate verifier's `[verifier.environment]`).
+pub(super) fn phase_policy(config: &TaskConfig, phase: EgressPhase) -> Result<Policy, String> {
+    let plan = NetworkPlan::of(config);
+    let (mode, declared, section) = match phase {
+        EgressPhase::Setup => (plan.agent_baseline, None, "environment"),
+        EgressPhase::Agent => (
+            plan.agent_phase,
+            config
+                .agent
+                .network_mode
+                .map(|_| &config.agent.allowed_hosts),
+            "agent",
+        ),
+        EgressPhase::Verifier => (
+            plan.verifier_phase,
+            config
+                .verifier
+                .network_mode
+                .map(|_| &config.verifier.allowed_hosts),
+            "verifier",
+        ),
+    };
+    let (hosts, section) = match (declared, verifier_environment(config, None)) {
+        (Some(hosts), _) => (hosts, section),
+        (None, Some(venv))
+            if phase == EgressPhase::Verifier && !std::ptr::eq(venv, &config.environment) =>
+        {
+            (&venv.allowed_hosts, "verifier.environment")
+        }
+        (None, _) => (&config.environment.allowed_hosts, "environment"),
+    };
+    Ok(match mode {
+        NetworkMode::Public => Policy::Open,
+        NetworkMode::NoNetwork => Policy::Closed,
+        NetworkMode::Allowlist => Policy::Allow(
+            Allowlist::parse(hosts.as_deref().unwrap_or_default())
+                .map_err(|e| format!("[{section}] allowed_hosts: {e}"))?,
+        ),
+    })
+}
+
+/// The proxy env the container (or the tests) get for a relay on `port`. Loopback stays
+/// direct, so the LLM bridge's relay and the task's own local services are not proxied.
+fn proxy_env(port: u16) -> BTreeMap<String, String> {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut env = BTreeMap::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        env.insert(name.to_owned(), url.clone());
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.insert(name.to_owned(), "localhost,127.0.0.1,::1".to_owned());
+    }
+    env
+}
+
+/// A port for a relay, unpredictable to the agent (so a process it leaves cannot sit on the
+/// next phase's port in advance) and clear of the usual service ports.
+fn random_port() -> u16 {
+    20_000 + (uuid::Uuid::new_v4().as_u128() % 40_000) as u16
+}
+
+fn egress_failure(message: impl Into<String>) -> TrialFailure {
+    TrialFailure::new(ExceptionType::EnvironmentError, message)
+}
+
+impl<B: Backend> Trial<B> {
+    /// Starts the trial's proxy (before the container exists, so its directory can be
+    /// mounted) and adds the mount and the proxy env to `spec`. Without an allowlist in the
+    /// task, `spec` is returned as it is.
+    pub(super) async fn with_egress(
+        &mut self,
+        mut spec: EnvironmentSpec,
+    ) -> Result<EnvironmentSpec, TrialFailure> {
+        if !task_uses_allowlist(&self.plan.task.config) {
+            return Ok(spec);
+        }
+        if self.egress.is_none() {
+            let resolver = match std::env::var(RESOLVE_ENV) {
+                Ok(pins) => Resolver::parse_pins(&pins)
+                    .map_err(|e| egress_failure(format!("{RESOLVE_ENV}: {e}")))?,
+                Err(_) => Resolver::system(),
+            };
+            let dir = tempfile::Builder::new()
+                .prefix("runner-egress-")
+                .tempdir()
+                .map_err(|e| egress_failure(format!("egress proxy directory: {e}")))?;
+            llm_bridge::write_relay(&dir.path().join(llm_bridge::RELAY_FILE_NAME))
+                .map_err(|e| egress_failure(format!("egress relay: {e}")))?;
+            let proxy = EgressProxy::start(dir.path(), resolver)
+                .await
+                .map_err(|e| egress_failure(format!("starting the egress proxy: {e}")))?;
+            self.egress = Some(TrialEgress {
+                proxy,
+                dir,
+                container_port: random_port(),
+                relay_pid: None,
+                verifier_relay_pid: None,
+                tests_env: BTreeMap::new(),
+            });
+        }
+        let Some(egress) = &self.egress else {
+            return Ok(spec);
+        };
+        spec.main.mounts.push(BindMount {
+            host: egress.dir.path().to_path_buf(),
+            container: CONTAINER_EGRESS_DIR.to_owned(),
+            read_only: true,
+        });
+        spec.main.env.extend(proxy_env(egress.container_port));
+        Ok(spec)
+    }
+
+    /// Sets the proxy's policy and log for `phase`, cutting what the last phase left open.
+    /// Nothing without egress.
+    pub(super) fn egress_policy(&self, phase: EgressPhase) -> Result<Option<Policy>, TrialFailure> {
+        let Some(egress) = &self.egress else {
+            return Ok(None);
+        };
+        let policy = phase_policy(&self.plan.task.config, phase).map_err(egress_failure)?;
+        let log = self.dir.join(phase.log_dir()).join("network.jsonl");
+        egress
+            .proxy
+            .set_phase(phase.name(), policy.clone(), Some(log));
+        Ok(Some(policy))
+    }
+
+    /// Enters `phase`: the proxy takes the phase's policy ([`Self::egress_policy`]) and a
+    /// fresh relay starts in the container (the verifier's on a port of its own, kept for
+    /// [`Self::egress_tests_env`]). Nothing without egress.
+    pub(super) async fn egress_phase(&mut self, phase: EgressPhase) -> Result<(), TrialFailure> {
+        let Some(policy) = self.egress_policy(phase)? else {
+            return Ok(());
+        };
+        let Some(egress) = &self.egress else {
+            return Ok(());
+        };
+        let port = match phase {
+            EgressPhase::Verifier => random_port(),
+            _ => egress.container_port,
+        };
+        let previous = egress.relay_pid;
+        let sandbox = self.sandbox()?;
+        if let Some(pid) = previous {
+            relay::stop_relay(&sandbox, pid, RELAY_PID).await;
+        }
+        let pid = self
+            .start_egress_relay(&sandbox, phase, port, &policy)
+            .await?;
+        if let Some(egress) = &mut self.egress {
+            egress.relay_pid = Some(pid);
+            if phase == EgressPhase::Verifier {
+                egress.tests_env = proxy_env(port);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the proxy's mount and env to the spec of a separate verifier's container (which
+    /// starts with neither) and returns the port its relay will take; `None` without egress.
+    pub(super) fn with_separate_verifier_egress(&self, spec: &mut EnvironmentSpec) -> Option<u16> {
+        let egress = self.egress.as_ref()?;
+        let port = random_port();
+        spec.main.mounts.push(BindMount {
+            host: egress.dir.path().to_path_buf(),
+            container: CONTAINER_EGRESS_DIR.to_owned(),
+            read_only: true,
+        });
+        spec.main.env.extend(proxy_env(port));
+        Some(port)
+    }
+
+    /// Enters the verifier phase in a separate verifier's container (`sandbox`): the proxy
+    /// takes the phase's policy and the relay starts on `port`. The container is removed after
+    /// the tests, relay and all.
+    pub(super) async fn egress_separate_verifier<S: Sandbox>(
+        &mut self,
+        sandbox: &S,
+        port: u16,
+    ) -> Result<(), TrialFailure> {
+        let Some(policy) = self.egress_policy(EgressPhase::Verifier)? else {
+            return Ok(());
+        };
+        let pid = self
+            .start_egress_relay(sandbox, EgressPhase::Verifier, port, &policy)
+            .await?;
+        if let Some(egress) = &mut self.egress {
+            egress.verifier_relay_pid = Some(pid);
+        }
+        Ok(())
+    }
+
+    async fn start_egress_relay<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        phase: EgressPhase,
+        port: u16,
+        policy: &Policy,
+    ) -> Result<u32, TrialFailure> {
+        let relay = format!("{CONTAINER_EGRESS_DIR}/{}", llm_bridge::RELAY_FILE_NAME);
+        let socket = format!("{CONTAINER_EGRESS_DIR}/{}", egress::SOCKET_FILE_NAME);
+        let serve = llm_bridge::relay_serve_command(&relay, &socket, port);
+        let wait = llm_bridge::relay_wait_command(&relay, port, RELAY_WAIT_MS);
+        let pid = relay::start_relay(sandbox, &serve, &wait, RELAY_LOG, RELAY_PID)
+            .await
+            .map_err(|e| {
+                TrialFailure::new(
+                    ExceptionType::EnvironmentError,
+                    format!("egress proxy for the {} phase: {e}", phase.name()),
+                )
+            })?;
+        let described = match policy {
+            Policy::Open => "public (no loopback, link-local or private addresses)".to_owned(),
+            Policy::Closed => "closed".to_owned(),
+            Policy::Allow(list) => format!("allowlist of {} host(s)", list.patterns().len()),
+        };
+        self.log.line(&format!(
+            "egress proxy: {} phase {described}, relay on 127.0.0.1:{port}",
+            phase.name()
+        ));
+        Ok(pid)
+    }
+
+    /// The pids of the runner's relays in the containers the tests may run in (the agent's
+    /// and a separate verifier's), so they are not counted as the agent's leftovers.
+    pub(super) fn egress_relay_pids(&self) -> Vec<u32> {
+        self.egress
+            .iter()
+            .flat_map(|e| [e.relay_pid, e.verifier_relay_pid])
+            .flatten()
+            .collect()
+    }
+
+    /// The env that points the tests at the verifier phase's relay (empty without egress).
+    pub(super) fn egress_tests_env(&self) -> BTreeMap<String, String> {
+        self.egress
+            .as_ref()
+            .map(|e| e.tests_env.clone())
+            .unwrap_or_default()
+    }
+
+    /// Stops the relay, closes the proxy and records its counts (runner-only
+    /// `network_attempts` in `result.json`). Safe to call twice.
+    pub(super) async fn close_egress(&mut self) {
+        let Some(egress) = self.egress.take() else {
+            return;
+        };
+        if let (Some(pid), Ok(sandbox)) = (egress.relay_pid, self.sandbox()) {
+            relay::stop_relay(&sandbox, pid, RELAY_PID).await;
+        }
+        let counts = egress.proxy.counts();
+        for (phase, count) in &counts {
+            self.log.line(&format!(
+                "egress proxy: {phase}: {} attempt(s), {} refused",
+                count.attempts, count.refused
+            ));
+        }
+        let counts = counts.into_iter().map(|(phase, c)| {
+            let recorded = tasks::records::NetworkAttempts {
+                attempts: c.attempts,
+                refused: c.refused,
+            };
+            (phase, recorded)
+        });
+        self.result.network_attempts = Some(counts.collect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tasks::config::parse_task_config;
+
+    fn config(toml: &str) -> TaskConfig {
+        parse_task_config(std::path::Path::new("task.toml"), toml)
+            .unwrap()
+            .config
+    }
+
+    #[test]
+    fn each_phase_takes_the_hosts_of_the_section_that_decided_it() {
+        let task = config(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"env.test\"]\n\
+             [agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"agent.test\"]\n\
+             [verifier]\nnetwork_mode = \"public\"\n",
+        );
+        assert!(task_uses_allowlist(&task));
+        let allows = |phase, host: &str| match phase_policy(&task, phase).unwrap() {
+            Policy::Allow(_) => matches!(
+                phase_policy(&task, phase).unwrap().decide_host(host),
+                egress::Decision::Allow { .. }
+            ),
+            other => panic!("{other:?}"),
+        };
+        assert!(allows(EgressPhase::Setup, "env.test"));
+        assert!(!allows(EgressPhase::Setup, "agent.test"));
+        assert!(allows(EgressPhase::Agent, "agent.test"));
+        assert!(!allows(EgressPhase::Agent, "env.test"));
+        assert_eq!(
+            phase_policy(&task, EgressPhase::Verifier).unwrap(),
+            Policy::Open
+        );
+        let inherited = config(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"env.test\"]\n\
+             [verifier]\nnetwork_mode = \"no-network\"\n",
+        );
+        assert!(matches!(
+            phase_policy(&inherited, EgressPhase::Agent).unwrap(),
+            Policy::Allow(_)
+        ));
+        assert_eq!(
+            phase_policy(&inherited, EgressPhase::Verifier).unwrap(),
+            Policy::Closed
+        );
+        assert!(!task_uses_allowlist(&config(
+            "[agent]\nnetwork_mode = \"no-network\"\n"
+        )));
+    }
+
+    #[test]
+    fn the_proxy_env_keeps_loopback_direct() {
+        let env = proxy_env(3128);
+        assert_eq!(env["https_proxy"], "http://127.0.0.1:3128");
+        assert_eq!(env["HTTP_PROXY"], "http://127.0.0.1:3128");
+        assert!(env["NO_PROXY"].contains("127.0.0.1"));
+        assert!((20_000..60_000).contains(&random_port()));
+    }
+}
