@@ -14,6 +14,7 @@ mod images;
 mod installed;
 mod integrity;
 mod outputs;
+mod pool;
 mod registry;
 mod resume;
 mod run;

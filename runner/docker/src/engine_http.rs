@@ -2,7 +2,8 @@
 //! a BuildKit build (`POST /build?version=2`) answers with BuildKit status messages that
 //! bollard without its `buildkit` feature cannot decode (its stream ends at the first one),
 //! and that feature costs a gRPC stack (see `buildkit.rs`). The request goes to the same
-//! engine bollard talks to: `DOCKER_HOST` (`unix://` or plain `tcp://`) or the default socket.
+//! engine bollard talks to: `DOCKER_HOST` (`unix://` or plain `tcp://`) or the default socket,
+//! or the pool's engine URL (see `client.rs`).
 
 use std::path::PathBuf;
 
@@ -35,7 +36,7 @@ impl Endpoint {
         Endpoint::parse(&host, tls)
     }
 
-    fn parse(host: &str, tls: bool) -> Result<Endpoint, String> {
+    pub(crate) fn parse(host: &str, tls: bool) -> Result<Endpoint, String> {
         if host.is_empty() {
             return Ok(Endpoint::Unix(DEFAULT_SOCKET.into()));
         }

@@ -18,6 +18,10 @@ pub struct EngineFacts {
     pub index_server: Option<String>,
     /// The engine lists the `nvidia` runtime among its `Runtimes` (see `gpus.rs`).
     pub gpu_runtime: bool,
+    /// `NCPU`: the CPUs of the engine's host (a pool places trials against them).
+    pub cpus: Option<u32>,
+    /// `MemTotal`: the memory of the engine's host, in bytes.
+    pub memory_bytes: Option<u64>,
 }
 
 impl EngineFacts {
@@ -40,6 +44,8 @@ impl EngineFacts {
             gpu_runtime: info
                 .runtimes
                 .is_some_and(|runtimes| super::gpus::is_gpu_runtime(runtimes.keys())),
+            cpus: info.ncpu.and_then(|n| u32::try_from(n).ok()),
+            memory_bytes: info.mem_total.and_then(|m| u64::try_from(m).ok()),
         })
     }
 }
@@ -82,6 +88,8 @@ mod tests {
             root_dir: Some(dir.path().to_owned()),
             index_server: None,
             gpu_runtime: false,
+            cpus: None,
+            memory_bytes: None,
         };
         assert!(check_disk(&facts, 1, "pulling x").is_ok());
         let err = check_disk(&facts, u64::MAX, "pulling x")

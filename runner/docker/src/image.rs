@@ -21,7 +21,6 @@ use super::base_images::base_images;
 pub use super::build_spec::BuildSpec;
 use super::buildkit::{BuildFailure, BuildRequest, NEEDS_SESSION, build};
 use super::compose::MainImage;
-use super::engine_http::Endpoint;
 use super::facts::{EngineFacts, check_disk};
 use super::labels::{MANAGED, TASK};
 use super::ledger::{Ledger, LedgerOrigin, default_state_dir};
@@ -336,10 +335,13 @@ impl ImageService {
             self.policy.min_free_disk_bytes,
             &format!("building the image of task {}", task.name),
         )?;
-        let endpoint = Endpoint::from_env().map_err(|message| DockerError::Build {
-            task: task.name.clone(),
-            message,
-        })?;
+        let endpoint = self
+            .client
+            .endpoint()
+            .map_err(|message| DockerError::Build {
+                task: task.name.clone(),
+                message,
+            })?;
         log(
             "runner",
             format!(

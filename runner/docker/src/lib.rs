@@ -12,6 +12,7 @@ mod base_images;
 mod build_spec;
 mod buildkit;
 mod buildkit_status;
+mod client;
 mod compose;
 mod container;
 mod engine_http;
@@ -38,6 +39,7 @@ mod reference;
 mod removals;
 mod sandbox;
 
+pub use client::{DockerClient, EngineUrl};
 pub use compose::{ComposeError, ComposeFile};
 pub use container::{ContainerExtra, ContainerSpec, TrialContainer};
 pub use environment::DockerEnvironment;
@@ -63,55 +65,8 @@ use std::sync::Arc;
 #[path = "../contain/main.rs"]
 mod contain_helper;
 
-use bollard::Docker;
 use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink, VerifierImage};
 use tasks::Task;
-
-/// A connected Docker engine.
-#[derive(Clone)]
-pub struct DockerClient {
-    docker: Docker,
-    /// Set once the engine refused a writable-layer quota (`--storage-opt size`): its storage
-    /// driver cannot enforce one, so later containers are created without asking again (every
-    /// trial has a storage limit, so asking each time would double every create).
-    quota_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl DockerClient {
-    /// Connects through `DOCKER_HOST` or the default socket and checks the engine answers.
-    pub async fn connect() -> Result<DockerClient, DockerError> {
-        let docker =
-            Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
-        // bollard's request timeout bounds only the time to response headers; long operations
-        // carry their own deadlines. Uploads of big trees need the headroom.
-        let docker = docker.with_timeout(std::time::Duration::from_secs(600));
-        docker
-            .ping()
-            .await
-            .map_err(|e| DockerError::Connect(e.to_string()))?;
-        Ok(DockerClient {
-            docker,
-            quota_refused: Default::default(),
-        })
-    }
-
-    /// True once the engine refused a storage quota (see the field).
-    pub(crate) fn quota_refused(&self) -> bool {
-        self.quota_refused
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Remembers that the engine refuses storage quotas.
-    pub(crate) fn refuse_quotas(&self) {
-        self.quota_refused
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The bollard handle.
-    pub(crate) fn api(&self) -> &Docker {
-        &self.docker
-    }
-}
 
 /// The engine's backend over one Docker engine, labelling what it creates with this process
 /// as owner so a later run can reap what a killed one left. Clones share one
@@ -227,5 +182,18 @@ impl Backend for DockerBackend {
     async fn remove_job(&self, job_id: &str) -> Result<usize, BackendError> {
         self.removals.drain().await;
         Ok(remove_job_containers(&self.client, job_id).await?)
+    }
+
+    /// The engine host's CPUs and memory, from its info (read once, with the engine's facts).
+    async fn capacity(&self) -> Result<engine::EngineCapacity, BackendError> {
+        let facts = self.images.facts().await?;
+        Ok(engine::EngineCapacity {
+            cpus: facts.cpus.map(f64::from),
+            memory_mb: facts.memory_bytes.map(|b| b / (1024 * 1024)),
+        })
+    }
+
+    async fn ping(&self) -> Result<(), BackendError> {
+        self.client.ping().await.map_err(BackendError::from)
     }
 }

@@ -378,6 +378,17 @@ pub trait Backend: Send + Sync + 'static {
     /// Removes everything the backend made for `job_id` (a backstop after teardown and on a
     /// second Ctrl-C). Returns how many objects were removed.
     fn remove_job(&self, job_id: &str) -> impl Future<Output = Result<usize, BackendError>> + Send;
+
+    /// What the engine behind this backend can hold (its CPUs and memory), which
+    /// [`crate::pool::EnginePool`] places trials against. Unknown by default.
+    fn capacity(&self) -> impl Future<Output = Result<EngineCapacity, BackendError>> + Send {
+        async { Ok(EngineCapacity::default()) }
+    }
+
+    /// Asks whether the engine answers at all (the pool's health probe). `Ok` by default.
+    fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// One trial's running environment.
@@ -424,4 +435,19 @@ pub trait Environment: Send + Sync + 'static {
     fn storage_enforcement(&self) -> StorageEnforcement {
         StorageEnforcement::Watched
     }
+
+    /// The engine the environment runs on, as a pool names it (`unix:///…`, `host:port`;
+    /// never credentials), recorded in the trial's `result.json`. `None` outside a pool.
+    fn engine(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// What one engine can hold; a field the engine does not report is `None` (no bound).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineCapacity {
+    /// CPUs the engine's host has.
+    pub cpus: Option<f64>,
+    /// Memory the engine's host has, in MB.
+    pub memory_mb: Option<u64>,
 }

@@ -15,13 +15,14 @@ pub mod failure;
 pub mod images;
 pub mod job;
 pub mod limits;
+pub mod pool;
 pub mod timeouts;
 pub mod trial;
 
 pub use backend::{
-    Backend, BackendError, BackendErrorKind, BindMount, Environment, EnvironmentSpec, ExecObserver,
-    IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, NetworkAccess, OutputSink, ServiceSpec,
-    ServiceState, VerifierImage,
+    Backend, BackendError, BackendErrorKind, BindMount, EngineCapacity, Environment,
+    EnvironmentSpec, ExecObserver, IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, NetworkAccess,
+    OutputSink, ServiceSpec, ServiceState, VerifierImage,
 };
 pub use failure::TrialFailure;
 pub use images::{ImageSource, image_source};

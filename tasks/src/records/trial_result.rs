@@ -282,6 +282,11 @@ pub struct TrialResult {
     /// attempt is a line of `agent/network.jsonl` or `verifier/network.jsonl`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_attempts: Option<BTreeMap<String, NetworkAttempts>>,
+    /// The engine of a pool (`--docker-host`) the trial's environment ran on, by its host
+    /// part only (runner-only; absent on a single engine). A retried trial's earlier
+    /// attempts keep theirs under `attempts/<n>/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Files the runner cut at a cap (runner-only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated_outputs: Vec<TruncatedOutput>,

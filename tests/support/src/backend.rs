@@ -44,6 +44,10 @@ pub struct Script {
     pub isolated_outcome: Option<IsolatedVerifyOutcome>,
     /// The first exec whose command contains this text fails as an engine error would (once).
     pub exec_fault_once: Option<String>,
+    /// The engine does not answer a ping (a pool drains it).
+    pub unreachable: bool,
+    /// What the engine says it can hold.
+    pub capacity: engine::EngineCapacity,
 }
 
 /// A command that creates this file in the sandbox has stopped the container's PID 1.
@@ -166,6 +170,20 @@ impl Backend for FakeBackend {
     async fn remove_job(&self, _job_id: &str) -> Result<usize, BackendError> {
         self.with(|s| s.tally.sweeps += 1);
         Ok(0)
+    }
+
+    async fn capacity(&self) -> Result<engine::EngineCapacity, BackendError> {
+        Ok(self.with(|s| s.script.capacity))
+    }
+
+    async fn ping(&self) -> Result<(), BackendError> {
+        match self.with(|s| s.script.unreachable) {
+            true => Err(fault(
+                BackendErrorKind::Unreachable,
+                "the fake engine is gone",
+            )),
+            false => Ok(()),
+        }
     }
 }
 

@@ -119,6 +119,16 @@ impl Sandbox for InstantSandbox {
 /// A job of `trials` trials of one task (`k = trials`), `n_concurrent` at once, on the
 /// instant backend with the `nop` agent, written to `<dir>/jobs/scale`.
 pub async fn run_instant_job(dir: &Path, trials: u32, n_concurrent: u32) -> JobOutcome {
+    run_instant_job_on(InstantBackend, dir, trials, n_concurrent).await
+}
+
+/// [`run_instant_job`] on `backend` (a pool of instant engines, for the pool's benchmark).
+pub async fn run_instant_job_on<B: Backend>(
+    backend: B,
+    dir: &Path,
+    trials: u32,
+    n_concurrent: u32,
+) -> JobOutcome {
     let dataset_dir = dir.join("dataset");
     TaskFixture::new("scale/instant")
         .test_sh("echo 1 > /logs/verifier/reward.txt")
@@ -134,7 +144,7 @@ pub async fn run_instant_job(dir: &Path, trials: u32, n_concurrent: u32) -> JobO
     };
     let plan = plan_job(&dataset, &settings);
     run_job(
-        InstantBackend,
+        backend,
         agent,
         plan,
         job_dir(dir),

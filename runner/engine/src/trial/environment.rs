@@ -43,6 +43,7 @@ impl<B: Backend> Trial<B> {
                 image.tag,
                 image.id
             ));
+            self.result.engine = environment.engine().map(str::to_owned);
             let sandbox = environment.main().clone();
             let enforcement = environment.storage_enforcement();
             // Stored before anything else can fail, so teardown always finds it.

@@ -51,6 +51,9 @@ pub fn report_outcome(
             if let Some(line) = overhead {
                 say!("{line}");
             }
+            for line in super::engine_summary::engine_lines(job_dir) {
+                say!("{line}");
+            }
         }
         TextFormat::Json => {
             note!(

@@ -4,6 +4,8 @@
 mod config_file;
 mod dir_lock;
 mod dry_run;
+mod engine_summary;
+mod engines;
 mod finish;
 pub mod invocation;
 mod llm;
@@ -17,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use adapter::Agent;
-use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
 use engine::job::resume::{parse_selectors, resume};
 use engine::job::{AgentFingerprint, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
 use engine::trial::watchdog;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::exit::{CliError, Family, Interruption, Outcome};
 use crate::note;
 use crate::report::Reporter;
+use engines::{Engines, JobBackend};
 
 /// Arguments of `runner run`.
 #[derive(Debug, clap::Args)]
@@ -63,6 +65,14 @@ pub struct RunArgs {
     #[arg(short = 'n', long, env = "RUNNER_N_CONCURRENT", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub n_concurrent: u32,
+    /// A Docker engine of the pool the trials run on (repeatable; `unix:///path` or
+    /// `tcp://host:port`, optionally `#n=N` to cap its trials at once). Default: the one
+    /// engine of DOCKER_HOST. Also RUNNER_DOCKER_HOSTS, comma-separated.
+    #[arg(long = "docker-host", value_name = "URL")]
+    pub docker_hosts: Vec<String>,
+    /// A Docker CLI context (not supported yet: refused, naming the --docker-host to use).
+    #[arg(long = "docker-context", value_name = "NAME")]
+    pub docker_context: Option<String>,
     /// Where job directories are written.
     #[arg(short = 'o', long, env = "RUNNER_JOBS_DIR", default_value = "jobs")]
     pub jobs_dir: PathBuf,
@@ -271,6 +281,9 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         from_config,
         args.allow_container_secrets,
     )?;
+    // Engines the pool cannot use are refused before the job dir exists too.
+    engines::refuse_context(args.docker_context.as_deref())?;
+    let engine_urls = engines::engine_urls(&args.docker_hosts)?;
     let (jobs_dir, job_name, job_dir) = match &args.resume {
         Some(dir) => resume::existing_job_dir(dir)?,
         None => {
@@ -359,23 +372,16 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         dry_run::print_plan(&plan, &settings, &args.preview, shard, json).await?;
         return Ok(Outcome::Success);
     }
-    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
-    // Before the job dir is touched: a host that cannot isolate any trial's tests says so
-    // once, with the fix, instead of failing every trial.
-    docker_backend::check_jail(&client)
-        .await
-        .map_err(CliError::bad_input)?;
+    // Before the job dir is touched: an engine that does not answer, or a host that cannot
+    // isolate any trial's tests, says so once, with the fix, instead of failing every trial.
+    let engines = Engines::connect(engine_urls).await?;
     let _lock = dir_lock::lock(&job_dir)?;
     task_env::keep_key(&host, &job_dir)?;
     if args.resume.is_some() {
         let report = resume(&job_dir, &mut plan, &selectors).map_err(resume::resume_error)?;
         resume::note_resume(&report, &job_dir);
     }
-    match reap_dead_owners(&client).await {
-        Ok(0) => {}
-        Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
-        Err(e) => note!("warning: could not reap leftover containers: {e}"),
-    }
+    engines.reap().await;
     let cancel = CancellationToken::new();
     note!(
         "job {} : {} trial(s) to run of {} planned, {} at once -> {}",
@@ -393,21 +399,27 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         args.steering.progress,
     );
     signals::spawn_signal_handler(
-        client.clone(),
+        engines.clients(),
         plan.job_id.clone(),
         cancel.clone(),
         reporter.notice(),
     );
-    let outcome = run_job(
-        DockerBackend::with_policy(client, args.images.policy()),
-        agent,
-        plan,
-        job_dir.clone(),
-        &settings,
-        cancel,
-        |event| reporter.event(event),
-    )
-    .await;
+    let outcome = match engines.backend(args.images.policy()).await? {
+        JobBackend::One(backend) => {
+            let dir = job_dir.clone();
+            run_job(backend, agent, plan, dir, &settings, cancel, |e| {
+                reporter.event(e)
+            })
+            .await
+        }
+        JobBackend::Pool(pool) => {
+            let dir = job_dir.clone();
+            run_job(pool, agent, plan, dir, &settings, cancel, |e| {
+                reporter.event(e)
+            })
+            .await
+        }
+    };
     reporter.finish();
     let outcome = outcome.map_err(CliError::runner)?;
     finish::report_outcome(

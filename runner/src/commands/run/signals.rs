@@ -25,7 +25,7 @@ pub fn received() -> Interruption {
 /// keep a notice on screen saying so. Second: remove this job's containers and exit at once.
 /// Either way the exit code is 128 + the first signal's number.
 pub fn spawn_signal_handler(
-    client: DockerClient,
+    clients: Vec<DockerClient>,
     job_id: String,
     cancel: CancellationToken,
     notice: Notice,
@@ -43,7 +43,9 @@ pub fn spawn_signal_handler(
         );
         cancel.cancel();
         wait_for_signal().await;
-        let _ = remove_job_containers(&client, &job_id).await;
+        for client in &clients {
+            let _ = remove_job_containers(client, &job_id).await;
+        }
         std::process::exit(i32::from(ExitCode::interrupted_by(received()).code()));
     });
 }

@@ -1,0 +1,168 @@
+//! The engine pool's logic on fake engines: trials spread by room, each record names its
+//! engine, a start on an engine that stopped answering moves to another before the trial
+//! hears of it, and a pool with no engine left fails the start as unreachable. (That a real
+//! pool survives a killed dockerd is the e2e test `pool`.)
+
+use std::sync::Arc;
+
+use adapter::AnyAgent;
+use engine::job::{plan_job, run_job};
+use engine::pool::{EnginePool, PoolMember};
+use engine::{Backend, BackendErrorKind, EngineCapacity};
+use tasks::Dataset;
+use tasks::records::TrialResult;
+use testkit::backend::fault;
+use testkit::{FakeBackend, TaskFixture};
+use tokio_util::sync::CancellationToken;
+
+fn members(engines: &[FakeBackend]) -> Vec<PoolMember<FakeBackend>> {
+    engines
+        .iter()
+        .enumerate()
+        .map(|(i, backend)| PoolMember {
+            name: format!("fake-{i}"),
+            backend: backend.clone(),
+            max_trials: None,
+        })
+        .collect()
+}
+
+async fn pool(engines: &[FakeBackend]) -> EnginePool<FakeBackend> {
+    EnginePool::connect(members(engines), Arc::new(|_: &str| {}))
+        .await
+        .expect("the fake engines answer")
+}
+
+/// Runs `trials` trials of a one-task dataset on `backend`, `n` at once; the records.
+async fn run<B: Backend>(backend: B, trials: u32, n: u32) -> Vec<TrialResult> {
+    let dir = tempfile::tempdir().unwrap();
+    TaskFixture::new("pool/demo")
+        .test_sh("echo 1 > /logs/verifier/reward.txt")
+        .write(&dir.path().join("dataset/demo"));
+    let dataset = Dataset::load(&dir.path().join("dataset")).unwrap();
+    let agent = AnyAgent::builtin("nop").unwrap();
+    let mut settings = testkit::job_settings(dir.path(), "pool", &agent, trials);
+    settings.n_concurrent = n;
+    let plan = plan_job(&dataset, &settings);
+    let job_dir = dir.path().join("jobs/pool");
+    run_job(
+        backend,
+        agent,
+        plan,
+        job_dir.clone(),
+        &settings,
+        CancellationToken::new(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    std::fs::read_dir(&job_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| {
+            let text = std::fs::read_to_string(e.path().join("result.json")).unwrap();
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn trials_spread_over_the_engines_by_room_and_name_their_engine() {
+    let big = FakeBackend::new();
+    // Each start takes a while, so all four are placed while the others hold their room.
+    big.script(|s| {
+        s.capacity = EngineCapacity {
+            cpus: Some(3.0),
+            memory_mb: None,
+        };
+        s.start_delay = std::time::Duration::from_millis(300);
+    });
+    let small = FakeBackend::new();
+    small.script(|s| {
+        s.capacity = EngineCapacity {
+            cpus: Some(1.0),
+            memory_mb: None,
+        };
+        s.start_delay = std::time::Duration::from_millis(300);
+    });
+    let records = run(pool(&[big.clone(), small.clone()]).await, 4, 4).await;
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r.reward() == Some(1.0)));
+    let on = |name: &str| {
+        records
+            .iter()
+            .filter(|r| r.engine.as_deref() == Some(name))
+            .count()
+    };
+    // Four at once: three on the 3-CPU engine, one on the 1-CPU engine.
+    assert_eq!((on("fake-0"), on("fake-1")), (3, 1));
+    assert_eq!(big.tally().started.len(), 3);
+    assert_eq!(small.tally().started.len(), 1);
+    // The image was made once per engine that ran the task.
+    assert_eq!(
+        big.tally().images_prepared + small.tally().images_prepared,
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_start_on_an_engine_that_stopped_answering_moves_to_another() {
+    let gone = FakeBackend::new();
+    let alive = FakeBackend::new();
+    let pool = pool(&[gone.clone(), alive.clone()]).await;
+    // The first engine fails the start and then no longer answers its ping.
+    gone.script(|s| {
+        s.start_faults
+            .push_back(fault(BackendErrorKind::Start, "connection refused"));
+        s.unreachable = true;
+    });
+    let records = run(pool, 1, 1).await;
+    assert_eq!(
+        records[0].reward(),
+        Some(1.0),
+        "{:?}",
+        records[0].exception_info
+    );
+    assert_eq!(records[0].engine.as_deref(), Some("fake-1"));
+    assert!(gone.tally().started.is_empty());
+}
+
+#[tokio::test]
+async fn an_engine_that_answers_keeps_its_start_error_and_a_pool_with_none_left_is_unreachable() {
+    let flaky = FakeBackend::new();
+    flaky.script(|s| {
+        s.start_faults
+            .push_back(fault(BackendErrorKind::Start, "no such image"))
+    });
+    let pool = pool(std::slice::from_ref(&flaky)).await;
+    let records = run(pool.clone(), 1, 1).await;
+    let error = records[0]
+        .exception_info
+        .as_ref()
+        .expect("the start failed");
+    assert!(
+        error
+            .exception_message
+            .contains("engine fake-0: no such image"),
+        "{error:?}"
+    );
+
+    flaky.script(|s| {
+        s.start_faults
+            .push_back(fault(BackendErrorKind::Start, "connection refused"));
+        s.unreachable = true;
+    });
+    let records = run(pool, 1, 1).await;
+    let error = records[0]
+        .exception_info
+        .as_ref()
+        .expect("no engine answers");
+    assert!(
+        error
+            .exception_message
+            .contains("no engine of the pool answers"),
+        "{error:?}"
+    );
+    assert!(records[0].reward().is_none(), "never scored 0");
+}

@@ -1,0 +1,158 @@
+//! The engines a run uses: the default one (`DOCKER_HOST`, else the default socket), or a
+//! pool named by `--docker-host` / `RUNNER_DOCKER_HOSTS` (see `engine::pool`). Each engine
+//! is connected, checked for the verifier jail and reaped of what dead runs left before the
+//! job starts, so a pool member that cannot run trials is refused by name up front.
+
+use std::sync::Arc;
+
+use docker_backend::{
+    DockerBackend, DockerClient, EngineUrl, ImagePolicy, check_jail, reap_dead_owners,
+};
+use engine::pool::{EnginePool, PoolMember};
+
+use crate::exit::CliError;
+use crate::note;
+
+/// The run's engines, connected and checked.
+pub enum Engines {
+    /// One engine, as before pools existed.
+    One(DockerClient),
+    /// A pool: each engine's URL and connection.
+    Pool(Vec<(EngineUrl, DockerClient)>),
+}
+
+/// The backend a job runs on.
+pub enum JobBackend {
+    /// One engine.
+    One(DockerBackend),
+    /// Several.
+    Pool(EnginePool<DockerBackend>),
+}
+
+/// The engine URLs of `--docker-host` (repeatable) or, without it, `RUNNER_DOCKER_HOSTS`
+/// (comma-separated); empty for the default engine. Duplicates are refused: the same engine
+/// twice would double its share of trials.
+pub fn engine_urls(flags: &[String]) -> Result<Vec<EngineUrl>, CliError> {
+    let from_env = std::env::var("RUNNER_DOCKER_HOSTS").unwrap_or_default();
+    let (texts, source): (Vec<&str>, &str) = if flags.is_empty() {
+        (
+            from_env
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect(),
+            "RUNNER_DOCKER_HOSTS",
+        )
+    } else {
+        (flags.iter().map(String::as_str).collect(), "--docker-host")
+    };
+    let mut urls: Vec<EngineUrl> = Vec::new();
+    for text in texts {
+        let url =
+            EngineUrl::parse(text).map_err(|e| CliError::bad_input(format!("{source}: {e}")))?;
+        if urls.iter().any(|u| u.url == url.url) {
+            return Err(CliError::bad_input(format!(
+                "{source}: engine {} is named twice",
+                url.url
+            )));
+        }
+        urls.push(url);
+    }
+    Ok(urls)
+}
+
+/// `--docker-context` is refused by name: contexts (their TLS material and `ssh://`
+/// endpoints) are not read yet.
+pub fn refuse_context(context: Option<&str>) -> Result<(), CliError> {
+    match context {
+        None => Ok(()),
+        Some(name) => Err(CliError::bad_input(format!(
+            "--docker-context {name}: Docker CLI contexts are not supported yet; give the context's engine with --docker-host URL (docker context inspect {name} --format '{{{{.Endpoints.docker.Host}}}}'; unix:// and plain tcp:// engines only)"
+        ))),
+    }
+}
+
+impl Engines {
+    /// Connects to `urls` (the default engine when empty) and checks each can isolate the
+    /// tests; a pool engine that does not answer or cannot is refused naming it.
+    pub async fn connect(urls: Vec<EngineUrl>) -> Result<Engines, CliError> {
+        if urls.is_empty() {
+            let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
+            check_jail(&client).await.map_err(CliError::bad_input)?;
+            return Ok(Engines::One(client));
+        }
+        let mut pool = Vec::new();
+        for url in urls {
+            let client = DockerClient::connect_to(&url)
+                .await
+                .map_err(|e| CliError::bad_input(format!("--docker-host {}: {e}", url.url)))?;
+            check_jail(&client)
+                .await
+                .map_err(|e| CliError::bad_input(format!("engine {}: {e}", url.url)))?;
+            pool.push((url, client));
+        }
+        Ok(Engines::Pool(pool))
+    }
+
+    /// Every engine's connection (for the reaping and the second-Ctrl-C sweep).
+    pub fn clients(&self) -> Vec<DockerClient> {
+        match self {
+            Engines::One(client) => vec![client.clone()],
+            Engines::Pool(pool) => pool.iter().map(|(_, c)| c.clone()).collect(),
+        }
+    }
+
+    /// Removes, on every engine, the containers of runner processes that are gone.
+    pub async fn reap(&self) {
+        let named =
+            |url: Option<&EngineUrl>| url.map(|u| format!(" on {}", u.url)).unwrap_or_default();
+        let each: Vec<(Option<&EngineUrl>, &DockerClient)> = match self {
+            Engines::One(client) => vec![(None, client)],
+            Engines::Pool(pool) => pool.iter().map(|(u, c)| (Some(u), c)).collect(),
+        };
+        for (url, client) in each {
+            match reap_dead_owners(client).await {
+                Ok(0) => {}
+                Ok(n) => note!(
+                    "removed {n} container(s){} left behind by runner processes that are gone",
+                    named(url)
+                ),
+                Err(e) => note!(
+                    "warning: could not reap leftover containers{}: {e}",
+                    named(url)
+                ),
+            }
+        }
+    }
+
+    /// The job's backend, its images pulled and built under `policy` on each engine.
+    pub async fn backend(self, policy: ImagePolicy) -> Result<JobBackend, CliError> {
+        match self {
+            Engines::One(client) => Ok(JobBackend::One(DockerBackend::with_policy(client, policy))),
+            Engines::Pool(pool) => {
+                let members = pool
+                    .into_iter()
+                    .map(|(url, client)| PoolMember {
+                        name: url.name().to_owned(),
+                        backend: DockerBackend::with_policy(client, policy.clone()),
+                        max_trials: url.max_trials,
+                    })
+                    .collect();
+                let notice: engine::pool::PoolNotice = Arc::new(|text: &str| note!("{text}"));
+                let pool = EnginePool::connect(members, notice)
+                    .await
+                    .map_err(|e| CliError::bad_input(e.message))?;
+                for (name, capacity, cap) in pool.describe() {
+                    note!(
+                        "engine {name}: {} CPU(s), {} MB{}",
+                        capacity.cpus.map_or("?".into(), |c| c.to_string()),
+                        capacity.memory_mb.map_or("?".into(), |m| m.to_string()),
+                        cap.map(|n| format!(", at most {n} trial(s) at once"))
+                            .unwrap_or_default()
+                    );
+                }
+                Ok(JobBackend::Pool(pool))
+            }
+        }
+    }
+}
