@@ -20,9 +20,8 @@ use crate::unsupported;
 enum Expect {
     /// Harbor accepts; the runner runs it.
     Loads,
-    /// Harbor accepts; the runner refuses it naming exactly these features (by key): network
-    /// allowlists in multi-step tasks (runner enforces the others with its egress proxy) and
-    /// Windows containers (`tasks::unsupported`).
+    /// Harbor accepts; the runner refuses it naming exactly these features (by key): Windows
+    /// containers (`tasks::unsupported`).
     Refused(&'static [&'static str]),
     /// Harbor rejects; the runner's error contains this text (a field or Harbor's words).
     Fails(&'static str),
@@ -457,7 +456,7 @@ fn test_task_config_network_step_inheritance() {
     config_case(
         "test_environment_allow_internet_does_not_create_step_agent_override",
         "\n[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\n[environment]\nallow_internet = false\n\n[[steps]]\nname = \"one\"\n",
-        Refused(&["allowlist"]),
+        Loads,
     );
 }
 

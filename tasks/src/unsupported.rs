@@ -8,19 +8,11 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::config::{EnvironmentSection, NetworkMode, TaskConfig, TaskOs};
+use crate::config::{TaskConfig, TaskOs};
 
 /// A feature of a task that the runner does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedFeature {
-    /// `network_mode = "allowlist"` where runner cannot enforce it yet: anywhere in a
-    /// multi-step task.
-    Allowlist {
-        /// The section declaring it: `environment`, `agent`, `verifier`,
-        /// `verifier.environment`, or a step's `steps.agent`, `steps.verifier`,
-        /// `steps.verifier.environment`.
-        section: &'static str,
-    },
     /// `[environment.tpu]`.
     Tpu,
     /// `os = "windows"` in `[environment]` or in a verifier environment (task- or step-level).
@@ -34,7 +26,6 @@ impl UnsupportedFeature {
     /// A stable short name (`multi-step`, `compose`, …) for reports and tests.
     pub fn key(&self) -> &'static str {
         match self {
-            UnsupportedFeature::Allowlist { .. } => "allowlist",
             UnsupportedFeature::Tpu => "tpu",
             UnsupportedFeature::Windows => "windows",
             UnsupportedFeature::NoImage => "no-image",
@@ -45,10 +36,6 @@ impl UnsupportedFeature {
 impl fmt::Display for UnsupportedFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UnsupportedFeature::Allowlist { section } => write!(
-                f,
-                "network allowlists in [{section}] are not supported yet: runner enforces them in single-step tasks only; use \"public\" or \"no-network\" in a multi-step task"
-            ),
             UnsupportedFeature::Tpu => {
                 write!(f, "TPUs ([environment.tpu]) are not supported yet")
             }
@@ -68,7 +55,7 @@ impl fmt::Display for UnsupportedFeature {
 pub type Detector = fn(&TaskConfig, &Path) -> Option<UnsupportedFeature>;
 
 /// Every detector, in the order features are reported.
-pub const DETECTORS: &[Detector] = &[allowlist, tpu, windows];
+pub const DETECTORS: &[Detector] = &[tpu, windows];
 
 /// The features of the task at `task_dir` (with config `config`) that the runner cannot run
 /// ([`DETECTORS`], config-level), then whether it has an image at all (files).
@@ -84,40 +71,6 @@ pub fn detect_in_dir(config: &TaskConfig, task_dir: &Path) -> Vec<UnsupportedFea
     let mut found = detect(config, task_dir);
     found.extend(no_image(config, task_dir));
     found
-}
-
-/// Allowlists runner enforces: a single-step task's `[environment]`, `[agent]`, `[verifier]`
-/// and `[verifier.environment]`. Those of a multi-step task (a step's own, or the task's
-/// inherited by its steps) are refused by section.
-fn allowlist(config: &TaskConfig, _: &Path) -> Option<UnsupportedFeature> {
-    if config.steps.is_empty() {
-        return None;
-    }
-    let env = |e: Option<&EnvironmentSection>| e.map(EnvironmentSection::effective_network);
-    let allowlist = Some(NetworkMode::Allowlist);
-    let mut sections = vec![
-        ("environment", Some(config.environment.effective_network())),
-        ("agent", config.agent.network_mode),
-        ("verifier", config.verifier.network_mode),
-        (
-            "verifier.environment",
-            env(config.verifier.environment.as_deref()),
-        ),
-    ];
-    for step in &config.steps {
-        sections.extend([
-            ("steps.agent", step.agent.network_mode),
-            ("steps.verifier", step.verifier.network_mode),
-            (
-                "steps.verifier.environment",
-                env(step.verifier.environment.as_deref()),
-            ),
-        ]);
-    }
-    sections
-        .into_iter()
-        .find(|(_, mode)| *mode == allowlist)
-        .map(|(section, _)| UnsupportedFeature::Allowlist { section })
 }
 
 /// `feature` when the field is declared at all (Harbor acts on any value).
@@ -206,17 +159,8 @@ mod tests {
     fn each_feature_is_named() {
         let cases = [
             (
-                "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\
-                 [[steps]]\nname = \"one\"\n",
-                "allowlist",
-            ),
-            (
                 "[environment.tpu]\ntype = \"v6e\"\ntopology = \"2x4\"\n",
                 "tpu",
-            ),
-            (
-                "[[steps]]\nname = \"one\"\n[steps.agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
-                "allowlist",
             ),
             ("[environment]\nos = \"WINDOWS\"\n", "windows"),
             (
@@ -230,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn allowlists_of_a_single_step_task_are_enforced_not_refused() {
+    fn allowlists_are_enforced_not_refused() {
         let shared = "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a.test\"]\n\
                       [agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"b.test\"]\n\
                       [verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"c.test\"]\n";
@@ -239,6 +183,9 @@ mod tests {
                         [verifier]\nenvironment_mode = \"separate\"\n\
                         [verifier.environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a.test\"]\n";
         assert!(keys(separate).is_empty(), "{:?}", keys(separate));
+        let steps = "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n\
+                     [[steps]]\nname = \"one\"\n[steps.agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a.test\"]\n";
+        assert!(keys(steps).is_empty(), "{:?}", keys(steps));
     }
 
     #[test]

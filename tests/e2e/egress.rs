@@ -4,8 +4,8 @@
 //! by the oracle in the agent's phase and by the tests in the verifier's): the allowed host is
 //! reached by plain HTTP and through CONNECT; the other host, an IP literal, DNS and a raw TCP
 //! connection all fail; the phase change is honoured both ways (agent allowlist → verifier
-//! public, agent public → verifier allowlist, and a separate verifier's container under its
-//! environment's allowlist). Each attempt is in the phase's network.jsonl
+//! public, agent public → verifier allowlist, a separate verifier's container under its
+//! environment's allowlist, and the steps of a multi-step task each under its own). Each attempt is in the phase's network.jsonl
 //! and counted in result.json; the servers saw exactly the allowed requests.
 
 use std::io::{Read, Write};
@@ -193,6 +193,90 @@ fn task(dir: &Path, name: &str, toml: &str, agent: &Expect, verifier: &Expect, p
     .unwrap();
 }
 
+/// Writes a two-step task: step `one` under its own allowlists (agent: allowed.test,
+/// verifier: other.test), step `two` under the task's (agent: other.test, verifier: public).
+fn steps_task(dir: &Path, ports: (u16, u16)) {
+    let task = dir.join("steps-allowlist");
+    let (allowed, other) = ports;
+    let none_public = Expect {
+        reach: &[],
+        default_route: true,
+    };
+    let phases: [(&str, Expect); 4] = [
+        (
+            "one-agent",
+            Expect {
+                reach: &["allowed"],
+                default_route: false,
+            },
+        ),
+        (
+            "one-verifier",
+            Expect {
+                reach: &["other"],
+                default_route: false,
+            },
+        ),
+        (
+            "two-agent",
+            Expect {
+                reach: &["other"],
+                default_route: false,
+            },
+        ),
+        ("two-verifier", none_public),
+    ];
+    let mut files = vec![
+        (
+            "task.toml".to_owned(),
+            "schema_version = \"1.3\"\n[task]\nname = \"egress/steps-allowlist\"\n\
+             [agent]\ntimeout_sec = 60.0\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"other.test\"]\n\
+             [verifier]\ntimeout_sec = 60.0\nnetwork_mode = \"public\"\n\
+             [environment]\nbuild_timeout_sec = 300.0\nworkdir = \"/app\"\n\
+             [[steps]]\nname = \"one\"\n\
+             [steps.agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"allowed.test\"]\n\
+             [steps.verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"other.test\"]\n\
+             [[steps]]\nname = \"two\"\n"
+                .to_owned(),
+        ),
+        (
+            "environment/Dockerfile".to_owned(),
+            "FROM runner-base:bookworm-py\nCOPY *.py /opt/\nWORKDIR /app\n".to_owned(),
+        ),
+        ("environment/probe.py".to_owned(), PROBE.to_owned()),
+        ("tests/test.sh".to_owned(), "#!/bin/bash\nexit 0\n".to_owned()),
+    ];
+    for (phase, expect) in &phases {
+        let script = format!("environment/check_{}.py", phase.replace('-', "_"));
+        files.push((script, check(phase, expect, ports)));
+    }
+    for step in ["one", "two"] {
+        files.push((
+            format!("steps/{step}/instruction.md"),
+            "Probe.\n".to_owned(),
+        ));
+        files.push((
+            format!("steps/{step}/solution/solve.sh"),
+            format!("#!/bin/bash\npython3 /opt/probe.py {step}-agent {allowed} {other} > /app/{step}-agent.json\n"),
+        ));
+        files.push((
+            format!("steps/{step}/tests/test.sh"),
+            format!(
+                "#!/bin/bash\nmkdir -p /logs/verifier\n\
+                 python3 /opt/probe.py {step}-verifier {allowed} {other} > /tmp/{step}-verifier.json\n\
+                 python3 /opt/check_{step}_agent.py /app/{step}-agent.json; a=$?\n\
+                 python3 /opt/check_{step}_verifier.py /tmp/{step}-verifier.json; v=$?\n\
+                 if [ $a -eq 0 ] && [ $v -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+            ),
+        ));
+    }
+    for (rel, text) in files {
+        let path = task.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
 /// The attempts in a trial's `network.jsonl` of `phase_dir`: (host, allowed) pairs.
 fn attempts(job: &Job, trial: &str, phase_dir: &str) -> Vec<(String, bool)> {
     job.trial_file(trial, &format!("{phase_dir}/network.jsonl"))
@@ -265,6 +349,7 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
         },
         ports,
     );
+    steps_task(tasks.path(), ports);
     let jobs = tempfile::tempdir().unwrap();
     let output = runner()
         .args([
@@ -288,9 +373,16 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let job = Job::single_in(jobs.path());
     let results = job.trial_results();
-    assert_eq!(results.len(), 3, "{stderr}");
+    assert_eq!(results.len(), 4, "{stderr}");
     for (trial, result) in &results {
-        let stdout = job.trial_file(trial, "verifier/test-stdout.txt");
+        let stdout = match trial.starts_with("steps-") {
+            true => ["one", "two"]
+                .map(|step| {
+                    job.trial_file(trial, &format!("steps/{step}/verifier/test-stdout.txt"))
+                })
+                .join("\n"),
+            false => job.trial_file(trial, "verifier/test-stdout.txt"),
+        };
         assert_eq!(
             exception(result),
             None,
@@ -314,6 +406,7 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
     let (agent_trial, agent_result) = trial("agent-allowlist");
     let (verifier_trial, verifier_result) = trial("verifier-allowlist");
     let (separate_trial, separate_result) = trial("separate-verifier-allowlist");
+    let (steps_trial, steps_result) = trial("steps-allowlist");
     assert_eq!(
         separate_result["verifier_environment_mode"], "separate",
         "{separate_result}"
@@ -362,6 +455,33 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
             .all(|(host, ok)| *ok == (host == "allowed.test")),
         "{separate_log:?}"
     );
+    // Each step's phases under the step's own sections first, logged in the step's dir.
+    let step_log = |rel: &str| attempts(&job, steps_trial, rel);
+    let only = |log: &[(String, bool)], host: &str| {
+        !log.is_empty() && log.iter().all(|(h, ok)| *ok == (h == host))
+    };
+    assert!(
+        only(&step_log("steps/one/agent"), "allowed.test"),
+        "{:?}",
+        step_log("steps/one/agent")
+    );
+    assert!(
+        only(&step_log("steps/one/verifier"), "other.test"),
+        "{:?}",
+        step_log("steps/one/verifier")
+    );
+    assert!(
+        only(&step_log("steps/two/agent"), "other.test"),
+        "{:?}",
+        step_log("steps/two/agent")
+    );
+    for phase in ["one/agent", "one/verifier", "two/agent", "two/verifier"] {
+        assert!(
+            steps_result["network_attempts"][phase]["attempts"].as_u64() > Some(0),
+            "{phase}: {}",
+            steps_result["network_attempts"]
+        );
+    }
     // A public phase through the proxy reaches neither server on the host's loopback.
     let public_log = attempts(&job, agent_trial, "verifier");
     assert!(
@@ -395,7 +515,7 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
         .collect();
     assert_eq!(
         pages.len(),
-        3,
+        4,
         "each trial's page shows its network attempts"
     );
     assert!(
@@ -414,10 +534,24 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
         "/verifier-http",
         "/verifier-tunnel",
     ];
-    assert_eq!(allowed_paths, both);
+    let with = |extra: &[&'static str]| {
+        let mut want: Vec<&str> = both.iter().chain(extra).copied().collect();
+        want.sort();
+        want
+    };
+    assert_eq!(
+        allowed_paths,
+        with(&["/one-agent-http", "/one-agent-tunnel"])
+    );
     let mut other_paths = other_seen.lock().unwrap().clone();
     other_paths.sort();
-    assert_eq!(other_paths, both);
+    let steps = [
+        "/one-verifier-http",
+        "/one-verifier-tunnel",
+        "/two-agent-http",
+        "/two-agent-tunnel",
+    ];
+    assert_eq!(other_paths, with(&steps));
 }
 
 /// The text of every `.html` file under `dir`.

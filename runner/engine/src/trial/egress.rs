@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use egress::{Allowlist, EgressProxy, Policy, Resolver};
-use tasks::config::{NetworkMode, TaskConfig};
+use tasks::config::{NetworkMode, StepConfig, TaskConfig};
 use tasks::{ExceptionType, Sandbox};
 
 use super::Trial;
@@ -67,51 +67,89 @@ pub(super) struct TrialEgress {
     relay_pid: Option<u32>,
     /// The relay in a separate verifier's container, once it started.
     verifier_relay_pid: Option<u32>,
+    /// The step whose phases come next (multi-step tasks), by index.
+    step: Option<usize>,
     /// The proxy env of the verifier's relay, once the verifier phase began.
     tests_env: BTreeMap<String, String>,
 }
 
 /// True when any phase of the task runs under an allowlist.
 pub fn task_uses_allowlist(config: &TaskConfig) -> bool {
-    let plan = NetworkPlan::of(config);
-    [plan.agent_baseline, plan.agent_phase, plan.verifier_phase]
-        .into_iter()
-        .chain(plan.verifier_baseline)
+    let plans = std::iter::once(NetworkPlan::of(config)).chain(
+        config
+            .steps
+            .iter()
+            .map(|step| NetworkPlan::of_step(config, step)),
+    );
+    plans
+        .flat_map(|plan| {
+            [plan.agent_baseline, plan.agent_phase, plan.verifier_phase]
+                .into_iter()
+                .chain(plan.verifier_baseline)
+        })
         .any(|mode| mode == NetworkMode::Allowlist)
 }
 
-/// The proxy's policy for `phase` of a single-step task. The hosts come from the section whose
-/// `network_mode` decided the phase: `[agent]`/`[verifier]`, else the environment the phase
-/// runs in (`[environment]`, or a separate verifier's `[verifier.environment]`).
-pub(super) fn phase_policy(config: &TaskConfig, phase: EgressPhase) -> Result<Policy, String> {
-    let plan = NetworkPlan::of(config);
-    let (mode, declared, section) = match phase {
-        EgressPhase::Setup => (plan.agent_baseline, None, "environment"),
-        EgressPhase::Agent => (
-            plan.agent_phase,
-            config
-                .agent
-                .network_mode
-                .map(|_| &config.agent.allowed_hosts),
-            "agent",
-        ),
-        EgressPhase::Verifier => (
-            plan.verifier_phase,
-            config
-                .verifier
-                .network_mode
-                .map(|_| &config.verifier.allowed_hosts),
-            "verifier",
-        ),
+/// The proxy's policy for `phase` of the task (`step` `None`) or of one of its steps. The
+/// hosts come from the section whose `network_mode` decided the phase: the step's
+/// `[steps.agent]`/`[steps.verifier]`, else the task's `[agent]`/`[verifier]`, else the
+/// environment the phase runs in (`[environment]`, or a separate verifier's own).
+pub(super) fn phase_policy(
+    config: &TaskConfig,
+    step: Option<&StepConfig>,
+    phase: EgressPhase,
+) -> Result<Policy, String> {
+    let plan = match step {
+        Some(step) => NetworkPlan::of_step(config, step),
+        None => NetworkPlan::of(config),
     };
-    let (hosts, section) = match (declared, verifier_environment(config, None)) {
-        (Some(hosts), _) => (hosts, section),
+    // The sections that may decide the phase, the step's first: (mode, hosts, name).
+    let mut sections: Vec<PhaseSection> = Vec::new();
+    let mode = match phase {
+        EgressPhase::Setup => plan.agent_baseline,
+        EgressPhase::Agent => {
+            if let Some(step) = step {
+                sections.push((
+                    step.agent.network_mode,
+                    &step.agent.allowed_hosts,
+                    "steps.agent",
+                ));
+            }
+            sections.push((
+                config.agent.network_mode,
+                &config.agent.allowed_hosts,
+                "agent",
+            ));
+            plan.agent_phase
+        }
+        EgressPhase::Verifier => {
+            if let Some(step) = step {
+                let own = &step.verifier;
+                sections.push((own.network_mode, &own.allowed_hosts, "steps.verifier"));
+            }
+            let task = &config.verifier;
+            sections.push((task.network_mode, &task.allowed_hosts, "verifier"));
+            plan.verifier_phase
+        }
+    };
+    let declared = sections
+        .into_iter()
+        .find(|(mode, _, _)| mode.is_some())
+        .map(|(_, hosts, name)| (hosts, name.to_owned()));
+    let (hosts, section) = match (declared, verifier_environment(config, step)) {
+        (Some((hosts, section)), _) => (hosts, section),
         (None, Some(venv))
             if phase == EgressPhase::Verifier && !std::ptr::eq(venv, &config.environment) =>
         {
-            (&venv.allowed_hosts, "verifier.environment")
+            let own = step.is_some_and(|s| s.verifier.environment.is_some());
+            let section = if own {
+                "steps.verifier.environment"
+            } else {
+                "verifier.environment"
+            };
+            (&venv.allowed_hosts, section.to_owned())
         }
-        (None, _) => (&config.environment.allowed_hosts, "environment"),
+        (None, _) => (&config.environment.allowed_hosts, "environment".to_owned()),
     };
     Ok(match mode {
         NetworkMode::Public => Policy::Open,
@@ -122,6 +160,10 @@ pub(super) fn phase_policy(config: &TaskConfig, phase: EgressPhase) -> Result<Po
         ),
     })
 }
+
+/// A section that may decide a phase's network: its `network_mode`, its `allowed_hosts` and
+/// its name for messages.
+type PhaseSection<'a> = (Option<NetworkMode>, &'a Option<Vec<String>>, &'static str);
 
 /// The proxy env the container (or the tests) get for a relay on `port`. Loopback stays
 /// direct, so the LLM bridge's relay and the task's own local services are not proxied.
@@ -179,6 +221,7 @@ impl<B: Backend> Trial<B> {
                 container_port: random_port(),
                 relay_pid: None,
                 verifier_relay_pid: None,
+                step: None,
                 tests_env: BTreeMap::new(),
             });
         }
@@ -200,11 +243,19 @@ impl<B: Backend> Trial<B> {
         let Some(egress) = &self.egress else {
             return Ok(None);
         };
-        let policy = phase_policy(&self.plan.task.config, phase).map_err(egress_failure)?;
-        let log = self.dir.join(phase.log_dir()).join("network.jsonl");
-        egress
-            .proxy
-            .set_phase(phase.name(), policy.clone(), Some(log));
+        let config = &self.plan.task.config;
+        let step = egress.step.map(|index| &config.steps[index]);
+        let policy = phase_policy(config, step, phase).map_err(egress_failure)?;
+        // A step's attempts are logged in its own dir, and counted under `<step>/<phase>`.
+        let (dir, name) = match step {
+            Some(step) => (
+                self.dir.join("steps").join(&step.name),
+                format!("{}/{}", step.name, phase.name()),
+            ),
+            None => (self.dir.clone(), phase.name().to_owned()),
+        };
+        let log = dir.join(phase.log_dir()).join("network.jsonl");
+        egress.proxy.set_phase(&name, policy.clone(), Some(log));
         Ok(Some(policy))
     }
 
@@ -304,6 +355,13 @@ impl<B: Backend> Trial<B> {
         Ok(pid)
     }
 
+    /// Makes the phases that follow those of step `index` (`None`: the task's own).
+    pub(super) fn egress_step(&mut self, index: Option<usize>) {
+        if let Some(egress) = &mut self.egress {
+            egress.step = index;
+        }
+    }
+
     /// The pids of the runner's relays in the containers the tests may run in (the agent's
     /// and a separate verifier's), so they are not counted as the agent's leftovers.
     pub(super) fn egress_relay_pids(&self) -> Vec<u32> {
@@ -368,9 +426,9 @@ mod tests {
              [verifier]\nnetwork_mode = \"public\"\n",
         );
         assert!(task_uses_allowlist(&task));
-        let allows = |phase, host: &str| match phase_policy(&task, phase).unwrap() {
+        let allows = |phase, host: &str| match phase_policy(&task, None, phase).unwrap() {
             Policy::Allow(_) => matches!(
-                phase_policy(&task, phase).unwrap().decide_host(host),
+                phase_policy(&task, None, phase).unwrap().decide_host(host),
                 egress::Decision::Allow { .. }
             ),
             other => panic!("{other:?}"),
@@ -380,7 +438,7 @@ mod tests {
         assert!(allows(EgressPhase::Agent, "agent.test"));
         assert!(!allows(EgressPhase::Agent, "env.test"));
         assert_eq!(
-            phase_policy(&task, EgressPhase::Verifier).unwrap(),
+            phase_policy(&task, None, EgressPhase::Verifier).unwrap(),
             Policy::Open
         );
         let inherited = config(
@@ -388,11 +446,11 @@ mod tests {
              [verifier]\nnetwork_mode = \"no-network\"\n",
         );
         assert!(matches!(
-            phase_policy(&inherited, EgressPhase::Agent).unwrap(),
+            phase_policy(&inherited, None, EgressPhase::Agent).unwrap(),
             Policy::Allow(_)
         ));
         assert_eq!(
-            phase_policy(&inherited, EgressPhase::Verifier).unwrap(),
+            phase_policy(&inherited, None, EgressPhase::Verifier).unwrap(),
             Policy::Closed
         );
         assert!(!task_uses_allowlist(&config(

@@ -108,10 +108,7 @@ impl<B: Backend> Trial<B> {
         spec.network_switchable = network.verifier_phase != baseline;
         spec.gpus = venv.gpus.unwrap_or(0);
         // An allowlist's way out: the trial's proxy, through a relay of this container's own.
-        let egress_port = match step {
-            None => self.with_separate_verifier_egress(&mut spec),
-            Some(_) => None,
-        };
+        let egress_port = self.with_separate_verifier_egress(&mut spec);
         let image = verifier_image(&task, venv, step_config.map(|s| s.name.as_str()));
 
         // Progress lines are for the live view; trial.log keeps the build's own output.

@@ -23,6 +23,7 @@ use tasks::{ExceptionType, ExecRequest, Sandbox, Task, TimedPhase, shell_quote};
 use super::Trial;
 use super::agent::AgentTurn;
 use super::artifacts::Convention;
+use super::egress::EgressPhase;
 use super::healthcheck;
 use super::phase_network::NetworkPlan;
 use super::separate_verifier::is_separate;
@@ -164,6 +165,8 @@ impl<B: Backend> Trial<B> {
         let network = NetworkPlan::of_step(&task.config, step);
         self.switch_network("agent run", network.agent_baseline, network.agent_phase)
             .await?;
+        self.egress_step(Some(index));
+        self.egress_phase(EgressPhase::Agent).await?;
         self.current_step().agent_execution = Some(PhaseTiming::start());
         let turn = AgentTurn {
             instruction: &task.steps[index].instruction,
@@ -180,6 +183,7 @@ impl<B: Backend> Trial<B> {
             network.agent_baseline,
         )
         .await?;
+        self.egress_policy(EgressPhase::Setup)?;
         let ran = ran?;
         let context = ran.context.or_else(|| {
             ran.failure
@@ -257,9 +261,11 @@ impl<B: Backend> Trial<B> {
     ) -> Result<Result<VerifierResult, TrialFailure>, TrialFailure> {
         self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
             .await?;
+        self.egress_phase(EgressPhase::Verifier).await?;
         let verified = self.verify_tests(Some((index, step_dir)), timeout).await;
         self.switch_network("next step", network.verifier_phase, network.agent_baseline)
             .await?;
+        self.egress_policy(EgressPhase::Setup)?;
         Ok(verified)
     }
 
