@@ -501,14 +501,7 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
     assert!(verifier_result["network_attempts"]["verifier"]["attempts"].as_u64() > Some(0));
 
     // runner view shows them on the trial's page.
-    let report = tempfile::tempdir().unwrap();
-    runner()
-        .arg("view")
-        .arg(&job.dir)
-        .arg("--out")
-        .arg(report.path())
-        .assert()
-        .code(0);
+    let report = crate::support::view_report(&job.dir);
     let pages: Vec<String> = walk_html(report.path())
         .into_iter()
         .filter(|page| page.contains("<h2>Network</h2>"))

@@ -9,7 +9,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Job, ensure_base_image, runner_bin, workspace_root};
+use crate::support::{
+    Job, containers_with_label_on, ensure_base_image, runner_bin, workspace_root,
+};
 
 const DEFAULT_ENGINE: &str = "unix:///var/run/docker.sock";
 
@@ -40,20 +42,7 @@ fn pool_args(engines: &[&str]) -> Vec<String> {
 
 /// Containers of the job `job_id` on the engine at `url`.
 fn job_containers(url: &str, job_id: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["-H", url, "ps", "-aq", "--filter"])
-        .arg(format!("label=runner.job={job_id}"))
-        .output()
-        .expect("the docker CLI runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    containers_with_label_on(Some(url), &format!("runner.job={job_id}"))
 }
 
 #[test]

@@ -85,14 +85,7 @@ fn the_oracle_passes_both_steps_of_the_gated_task() {
 
     // `runner view` shows each step: its instruction (recorded by the run), rewards, timings
     // relative to the trial's start, and files, instead of the one-step page's "No …" notes.
-    let report = tempfile::tempdir().unwrap();
-    runner()
-        .arg("view")
-        .arg(&job.dir)
-        .arg("--out")
-        .arg(report.path())
-        .assert()
-        .code(0);
+    let report = crate::support::view_report(&job.dir);
     let page = std::fs::read_dir(report.path())
         .unwrap()
         .flatten()

@@ -57,7 +57,17 @@ pub fn ensure_base_image() {
 
 /// Ids of containers (running or not) carrying `label`.
 pub fn containers_with_label(label: &str) -> Vec<String> {
-    let out = Command::new("docker")
+    containers_with_label_on(None, label)
+}
+
+/// Ids of containers (running or not) carrying `label` on the engine at `host` (`-H`; the
+/// default engine when `None`).
+pub fn containers_with_label_on(host: Option<&str>, label: &str) -> Vec<String> {
+    let mut command = Command::new("docker");
+    if let Some(host) = host {
+        command.args(["-H", host]);
+    }
+    let out = command
         .args(["ps", "-aq", "--filter", &format!("label={label}")])
         .output()
         .expect("the docker CLI runs");
@@ -70,6 +80,19 @@ pub fn containers_with_label(label: &str) -> Vec<String> {
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+/// `runner view JOB_DIR --out` a new temp dir, which is returned (the report's pages).
+pub fn view_report(job_dir: &Path) -> tempfile::TempDir {
+    let report = tempfile::tempdir().unwrap();
+    runner()
+        .arg("view")
+        .arg(job_dir)
+        .arg("--out")
+        .arg(report.path())
+        .assert()
+        .code(0);
+    report
 }
 
 /// `output`'s stdout and stderr as text, after asserting that it exited with `code` (both
