@@ -6,6 +6,8 @@ use std::sync::Arc;
 use tasks::Task;
 use tasks::config::VerifierEnvironmentMode;
 
+use crate::error::ServeError;
+
 /// The dataset's tasks, sorted by name.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -28,9 +30,11 @@ impl Catalog {
 
     /// The task named `name` (its full name, or its short name when that is unambiguous);
     /// without a name, the task a `seed` picks (`seed mod count`), or the first.
-    pub fn pick(&self, name: Option<&str>, seed: Option<u64>) -> Result<Arc<Task>, String> {
+    pub fn pick(&self, name: Option<&str>, seed: Option<u64>) -> Result<Arc<Task>, ServeError> {
         if self.tasks.is_empty() {
-            return Err("the dataset has no runnable task".into());
+            return Err(ServeError::UnknownTask(
+                "the dataset has no runnable task".into(),
+            ));
         }
         let Some(name) = name else {
             let index = seed.map_or(0, |s| (s % self.tasks.len() as u64) as usize);
@@ -46,15 +50,17 @@ impl Catalog {
             .collect();
         match short.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => Err(format!("no task named {name:?} in the dataset")),
-            many => Err(format!(
+            [] => Err(ServeError::UnknownTask(format!(
+                "no task named {name:?} in the dataset"
+            ))),
+            many => Err(ServeError::UnknownTask(format!(
                 "{name:?} names {} tasks; use the full name ({})",
                 many.len(),
                 many.iter()
                     .map(|t| t.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ))),
         }
     }
 }
@@ -101,6 +107,7 @@ mod tests {
             catalog
                 .pick(Some("a"), None)
                 .unwrap_err()
+                .to_string()
                 .contains("2 tasks")
         );
         assert!(catalog.pick(Some("zz"), None).is_err());

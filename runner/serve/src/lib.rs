@@ -14,6 +14,7 @@
 pub mod catalog;
 pub mod config;
 pub mod episode;
+pub mod error;
 pub mod output;
 pub mod paths;
 pub mod protocol;
@@ -24,6 +25,7 @@ pub mod server;
 
 pub use catalog::Catalog;
 pub use config::ServeConfig;
+pub use error::ServeError;
 pub use server::Server;
 
 use std::sync::Arc;

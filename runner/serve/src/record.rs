@@ -17,6 +17,7 @@ use tasks::records::{AgentInfo, ExceptionInfo, TrialResult};
 use tasks::{ExceptionType, Task};
 
 use crate::episode::{Ending, Episode};
+use crate::error::ServeError;
 use crate::protocol::{Action, StepResult};
 
 /// The name episodes record as their agent.
@@ -32,9 +33,17 @@ pub struct Recorder {
 
 impl Recorder {
     /// Opens the record of an episode of `task` in `dir` (made here).
-    pub fn open(dir: &Path, task: &Task, episode_id: &str, number: u64) -> Result<Self, String> {
-        std::fs::create_dir_all(dir.join("agent"))
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    pub fn open(
+        dir: &Path,
+        task: &Task,
+        episode_id: &str,
+        number: u64,
+    ) -> Result<Self, ServeError> {
+        let agent_dir = dir.join("agent");
+        std::fs::create_dir_all(&agent_dir).map_err(|source| ServeError::Record {
+            path: agent_dir.clone(),
+            source,
+        })?;
         let agent = Agent {
             name: POLICY_NAME.into(),
             version: "1".into(),

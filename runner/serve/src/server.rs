@@ -19,6 +19,7 @@ use tokio::sync::{Mutex, OnceCell, Semaphore};
 
 use crate::catalog::{Catalog, unservable};
 use crate::config::{MAX_REQUEST_BYTES, ServeConfig};
+use crate::error::ServeError;
 use crate::episode::Episode;
 use crate::protocol::{
     EpisodeState, ErrorCode, Observation, ResetParams, StepRequest, StepResult, WsRequest,
@@ -76,7 +77,7 @@ impl<B: Backend> Server<B> {
     }
 
     /// The image id of `task`, prepared once per task whatever the number of sessions.
-    async fn image(&self, task: &Task) -> Result<String, String> {
+    async fn image(&self, task: &Task) -> Result<String, ServeError> {
         let cell = {
             let mut images = self.images.lock().await;
             images.entry(task.name.clone()).or_default().clone()
@@ -87,17 +88,24 @@ impl<B: Backend> Server<B> {
                 .prepare_image(task, self.config.force_build, &log)
                 .await
                 .map(|image| image.id)
-                .map_err(|e| format!("preparing the image of {}: {e}", task.name))
+                .map_err(|e| e.to_string())
         })
         .await
         .clone()
+        .map_err(|message| ServeError::Image {
+            task: task.name.clone(),
+            message,
+        })
     }
 
     /// Starts an episode for `params`.
-    async fn start_episode(&self, params: &ResetParams) -> Result<(Episode<B>, Recorder), String> {
+    async fn start_episode(
+        &self,
+        params: &ResetParams,
+    ) -> Result<(Episode<B>, Recorder), ServeError> {
         let task = self.catalog.pick(params.task(), params.seed)?;
         if let Some(reason) = unservable(&task) {
-            return Err(reason);
+            return Err(ServeError::Unservable(reason));
         }
         let image = self.image(&task).await?;
         let number = self.episodes.fetch_add(1, Ordering::Relaxed) + 1;
@@ -182,7 +190,11 @@ async fn reset<B: Backend>(
             })
             .into_response()
         }
-        Err(e) => (StatusCode::NOT_FOUND, axum::Json(json!({"detail": e}))).into_response(),
+        Err(e) => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"detail": e.to_string()})),
+        )
+            .into_response(),
     }
 }
 
@@ -291,7 +303,7 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
                         current = Some((episode, recorder));
                         ws_observation(&first)
                     }
-                    Err(e) => ws_error(ErrorCode::ExecutionError, &e),
+                    Err(e) => ws_error(ErrorCode::ExecutionError, &e.to_string()),
                 }
             }
             Ok(WsRequest::Step(data)) => match (parse_action(data), current.as_mut()) {
