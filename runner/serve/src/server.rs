@@ -27,6 +27,9 @@ use crate::protocol::{
 };
 use crate::record::Recorder;
 
+/// How long a refused connection may wait for its first message before the refusal is sent.
+const CAPACITY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The shared state of a running server.
 pub struct Server<B: Backend> {
     backend: B,
@@ -252,6 +255,10 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
         let mut error = ws_error(ErrorCode::CapacityReached, &message);
         error["data"]["active_sessions"] = json!(server.config.max_sessions);
         error["data"]["max_sessions"] = json!(server.config.max_sessions);
+        // The refusal answers the client's first message (a client sends before it reads, and
+        // a connection closed under its send would read as a network fault), or comes after
+        // a few seconds without one: never a hang.
+        let _ = tokio::time::timeout(CAPACITY_WAIT, socket.recv()).await;
         send(&mut socket, &error).await;
         let _ = socket.send(Message::Close(None)).await;
         return;
