@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{containers_with_label, ensure_base_image, runner, runner_bin, workspace_root};
+use crate::support::{
+    containers_with_label, ensure_base_image, runner, runner_bin, workspace_root,
+};
 
 /// The examples every oracle test serves: all but the multi-step task and the task verified
 /// in a separate environment (which `runner serve` refuses), and `slow-oracle`, whose oracle
@@ -117,7 +119,10 @@ impl Served {
     /// Every episode recorded so far: (dir name, result.json).
     fn episodes(&self) -> Vec<(String, Value)> {
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(self.job()).expect("the job dir").flatten() {
+        for entry in std::fs::read_dir(self.job())
+            .expect("the job dir")
+            .flatten()
+        {
             let path = entry.path().join("result.json");
             if let Ok(text) = std::fs::read_to_string(&path) {
                 let value = serde_json::from_str(&text).expect("result.json is JSON");
@@ -177,15 +182,16 @@ fn the_schema_is_the_terminal_bench_wrappers_field_for_field() {
 #[test]
 fn the_oracle_through_openenv_gives_one_and_nothing_gives_zero_recorded_as_a_job() {
     let examples = workspace_root().join("tasks/examples");
-    let served = Served::start(
-        &examples,
-        &["--exec-timeout", "10", "--max-sessions", "8"],
-    );
+    let served = Served::start(&examples, &["--exec-timeout", "10", "--max-sessions", "8"]);
     let tasks = examples.to_str().expect("a UTF-8 path");
     let mut args = vec![tasks];
     args.extend(ORACLE_TASKS);
     let out = served.drive("oracle", &args);
-    assert_eq!(out.matches(": reward 1.0").count(), ORACLE_TASKS.len(), "{out}");
+    assert_eq!(
+        out.matches(": reward 1.0").count(),
+        ORACLE_TASKS.len(),
+        "{out}"
+    );
     served.drive("nothing", &["examples/hello-file"]);
     served.drive("timeout", &[tasks, "examples/slow-oracle"]);
     served.assert_no_container_left();

@@ -54,7 +54,7 @@ pub fn check(workdir: &str, path: &str) -> Result<String, String> {
         return Err(format!("file_path {path:?} escapes the filesystem root"));
     };
     let roots = allowed_roots(workdir);
-    if roots.iter().any(|r| *r == absolute) {
+    if roots.contains(&absolute) {
         return Err(format!("file_path {path:?} names a directory"));
     }
     if !roots.iter().any(|r| is_under(&absolute, r)) {

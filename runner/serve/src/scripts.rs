@@ -11,8 +11,8 @@ pub const BG_ROOT: &str = "/tmp/.runner-serve";
 
 /// The policy's `command`, its stdout and stderr merged and cut in the container after
 /// `max` bytes (the rest is read and dropped, so the command is not killed by a closed
-/// pipe); exits with the command's own code. The first line printed to stderr is the
-/// number of bytes the command wrote, so the server can say how much was cut.
+/// pipe); exits with the command's own code. The line printed to stderr is the number of
+/// bytes dropped past the cap, so the server can say how much was cut.
 pub fn capped_command(command: &str, max: usize) -> String {
     format!(
         "bash -c {} < /dev/null 2>&1 | {{ head -c {max}; n=$(wc -c); echo \"$n\" >&2; }}; exit \"${{PIPESTATUS[0]}}\"",
@@ -181,7 +181,8 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(stdout, "0123");
-        assert_eq!(dropped_bytes(&String::from_utf8_lossy(&out.stderr)), 6);
+        // Both streams are merged: "0123456789err\n" is 14 bytes, 4 kept.
+        assert_eq!(dropped_bytes(&String::from_utf8_lossy(&out.stderr)), 10);
         let out = bash(&capped_command("echo 'it''s' \"$HOME\"", 100));
         assert_eq!(out.status.code(), Some(0));
     }

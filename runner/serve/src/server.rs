@@ -19,8 +19,8 @@ use tokio::sync::{Mutex, OnceCell, Semaphore};
 
 use crate::catalog::{Catalog, unservable};
 use crate::config::{MAX_REQUEST_BYTES, ServeConfig};
+use crate::episode::{Episode, EpisodeNames};
 use crate::error::ServeError;
-use crate::episode::Episode;
 use crate::protocol::{
     EpisodeState, ErrorCode, Observation, ResetParams, StepRequest, StepResult, WsRequest,
     parse_action, parse_ws_request, ws_error, ws_observation, ws_state,
@@ -30,13 +30,16 @@ use crate::record::Recorder;
 /// How long a refused connection may wait for its first message before the refusal is sent.
 const CAPACITY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// A task's image id (or why it could not be prepared), made once for every session.
+type ImageCell = Arc<OnceCell<Result<String, String>>>;
+
 /// The shared state of a running server.
 pub struct Server<B: Backend> {
     backend: B,
     catalog: Catalog,
     config: Arc<ServeConfig>,
     slots: Arc<Semaphore>,
-    images: Mutex<HashMap<String, Arc<OnceCell<Result<String, String>>>>>,
+    images: Mutex<HashMap<String, ImageCell>>,
     episodes: AtomicU64,
     live: AtomicU64,
 }
@@ -116,13 +119,16 @@ impl<B: Backend> Server<B> {
         let dir = self.config.job_dir.join(&name);
         let episode_id = params.episode_id.clone().unwrap_or_else(|| name.clone());
         let recorder = Recorder::open(&dir, &task, &episode_id, number)?;
+        let names = EpisodeNames {
+            name,
+            dir,
+            episode_id,
+        };
         let episode = Episode::start(
             &self.backend,
             task,
             &image,
-            &name,
-            dir,
-            episode_id,
+            names,
             self.config.clone(),
             recorder.sink(),
         )
@@ -340,14 +346,14 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
 
 /// Ends the session's episode, if one runs: container removed, record finished.
 async fn end<B: Backend>(current: &mut Option<(Episode<B>, Recorder)>, why: Option<String>) {
-    if let Some((mut episode, mut recorder)) = current.take() {
-        if episode.is_live() {
-            episode.remove().await;
-            let ending = crate::episode::Ending {
-                error: why,
-                ..Default::default()
-            };
-            recorder.finish(&episode, &ending);
-        }
+    if let Some((mut episode, mut recorder)) = current.take()
+        && episode.is_live()
+    {
+        episode.remove().await;
+        let ending = crate::episode::Ending {
+            error: why,
+            ..Default::default()
+        };
+        recorder.finish(&episode, &ending);
     }
 }

@@ -267,27 +267,32 @@ async def hostile_output(url, task):
 async def hostile_disk(url, task):
     env = await episode(url, task)
     try:
-        await step(env, action_type="exec",
-                   command="head -c 1200M /dev/zero > /app/fill; echo wrote")
+        ran = await step(env, action_type="exec",
+                         command="head -c 1200M /dev/zero > /app/fill; echo wrote")
         for _ in range(30):
-            ran = await step(env, action_type="exec", command="echo still")
+            if not ran.done:
+                await asyncio.sleep(1)
+                ran = await step(env, action_type="exec", command="echo still")
             if ran.done:
                 obs = typed(ran)
                 check("storage_mb" in obs.error, f"closed for another reason: {obs.error}")
                 return f"closed: {obs.error[:80]}"
-            await asyncio.sleep(1)
         fail("an episode past its storage_mb was not closed")
     finally:
         await env.close()
 
 
 async def hostile_saboteur(url, task):
-    """The answer is right, and processes the policy leaves wait for the tests to appear to
-    break it: every one must be dead before the verifier runs, so the reward is 1."""
+    """The answer is right, and processes the policy leaves wait for the verifier to start
+    (it deletes planted reward files first) to break it: every one must be dead before the
+    verifier runs, so the reward is 1 (a survivor would make it 0)."""
     env = await episode(url, task)
     try:
-        await step(env, action_type="exec", command="echo 'Hello, world!' > /app/hello.txt")
-        saboteur = "while [ ! -e /tests ]; do sleep 0.05; done; rm -f /app/hello.txt"
+        await step(env, action_type="exec",
+                   command="echo 'Hello, world!' > /app/hello.txt; "
+                           "echo 0 > /logs/verifier/reward.txt")
+        saboteur = ("while [ -e /logs/verifier/reward.txt ]; do sleep 0.02; done; "
+                    "echo wrong > /app/hello.txt")
         await step(env, action_type="exec", command=saboteur, block=False, session_id="bg")
         await step(env, action_type="exec",
                    command=f"setsid nohup bash -c '{saboteur}' >/dev/null 2>&1 & echo left")
@@ -318,8 +323,9 @@ async def hostile_messages(url, task):
                   f"{raw!r}: {reply}")
             results.append(code)
     async with websockets.connect(ws_url, max_size=None) as ws:
-        await ws.send(json.dumps({"type": "step", "data": {"command": "x" * (17 << 20)}}))
         try:
+            # The server may close the connection while the message is still going out.
+            await ws.send(json.dumps({"type": "step", "data": {"command": "x" * (17 << 20)}}))
             reply = await asyncio.wait_for(ws.recv(), 60)
             fail(f"an oversized message was answered: {reply[:200]}")
         except websockets.ConnectionClosed:

@@ -16,7 +16,11 @@ use crate::scripts;
 impl<B: Backend> Episode<B> {
     /// A blocking command: run as the policy's user under the wall-clock cap, its output cut
     /// in the container; then every process it left is killed.
-    pub(super) async fn exec(&mut self, action: &Action, mut obs: Observation) -> Result<Observation, Broken> {
+    pub(super) async fn exec(
+        &mut self,
+        action: &Action,
+        mut obs: Observation,
+    ) -> Result<Observation, Broken> {
         let max = self.config.max_output_bytes;
         let started = Instant::now();
         let out = self
@@ -24,7 +28,10 @@ impl<B: Backend> Episode<B> {
             .await?;
         let elapsed = started.elapsed();
         let dropped = scripts::dropped_bytes(&out.stderr);
-        let (text, truncated) = cut(&out.stdout, max, out.stdout.len() + dropped, false);
+        // A command killed at the time limit never reported its count: a full cap is then
+        // a floor of what it wrote.
+        let capped = out.timed_out && dropped == 0 && out.stdout.len() >= max;
+        let (text, truncated) = cut(&out.stdout, max, out.stdout.len() + dropped, capped);
         obs.output = text;
         let killed = self.sweep().await?;
         obs.info.insert("exit_code".into(), json!(out.exit_code));
@@ -80,7 +87,11 @@ impl<B: Backend> Episode<B> {
         }
     }
 
-    pub(super) async fn bg_start(&mut self, action: &Action, obs: Observation) -> Result<Observation, Broken> {
+    pub(super) async fn bg_start(
+        &mut self,
+        action: &Action,
+        obs: Observation,
+    ) -> Result<Observation, Broken> {
         let id = action
             .session_id
             .clone()
@@ -111,7 +122,11 @@ impl<B: Backend> Episode<B> {
         Ok(obs)
     }
 
-    pub(super) async fn bg_write(&mut self, action: &Action, obs: Observation) -> Result<Observation, Broken> {
+    pub(super) async fn bg_write(
+        &mut self,
+        action: &Action,
+        obs: Observation,
+    ) -> Result<Observation, Broken> {
         let (id, _) = match self.named(action) {
             Ok(found) => found,
             Err(e) => return Ok(obs.failed(e)),
@@ -157,7 +172,11 @@ impl<B: Backend> Episode<B> {
         Ok(obs)
     }
 
-    pub(super) async fn bg_kill(&mut self, action: &Action, obs: Observation) -> Result<Observation, Broken> {
+    pub(super) async fn bg_kill(
+        &mut self,
+        action: &Action,
+        obs: Observation,
+    ) -> Result<Observation, Broken> {
         let (id, bg) = match self.named(action) {
             Ok(found) => found,
             Err(e) => return Ok(obs.failed(e)),

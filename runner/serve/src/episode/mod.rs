@@ -90,19 +90,33 @@ pub fn networks(task: &Task) -> (NetworkAccess, NetworkAccess) {
     (access(agent), access(verifier))
 }
 
+/// What names an episode: its container's trial name, its record's directory, its id.
+#[derive(Debug, Clone)]
+pub struct EpisodeNames {
+    /// The name (`<task>__<suffix>`), which labels its container as a trial's name does.
+    pub name: String,
+    /// The directory it is recorded in.
+    pub dir: PathBuf,
+    /// The id the client gave at reset, or the name.
+    pub episode_id: String,
+}
+
 impl<B: Backend> Episode<B> {
-    /// Starts an episode of `task` from `image` (the image id), recorded in `dir`, named
-    /// `name` (which labels its container).
+    /// Starts an episode of `task` from `image` (the image id), named and recorded as
+    /// `names` says.
     pub async fn start(
         backend: &B,
         task: Arc<Task>,
         image: &str,
-        name: &str,
-        dir: PathBuf,
-        episode_id: String,
+        names: EpisodeNames,
         config: Arc<ServeConfig>,
         sink: OutputSink,
     ) -> Result<Episode<B>, ServeError> {
+        let EpisodeNames {
+            name,
+            dir,
+            episode_id,
+        } = names;
         let env_config = &task.config.environment;
         let env = task
             .resolve_env(&env_config.env)
@@ -114,7 +128,7 @@ impl<B: Backend> Episode<B> {
         let (agent_net, verifier_net) = networks(&task);
         let spec = EnvironmentSpec {
             job_id: config.job_id.clone(),
-            trial_name: name.to_owned(),
+            trial_name: name,
             task_name: task.name.clone(),
             main: ServiceSpec {
                 name: "main".into(),
@@ -318,7 +332,9 @@ impl<B: Backend> Episode<B> {
             }
         };
         if let Some(message) = self.storage.as_ref().and_then(|w| w.exceeded()) {
-            let obs = self.observation(&action.action_type).failed(message.clone());
+            let obs = self
+                .observation(&action.action_type)
+                .failed(message.clone());
             self.remove().await;
             let ending = Ending {
                 error: Some(message),
@@ -465,7 +481,6 @@ impl From<SandboxError> for Broken {
         Broken(e.to_string())
     }
 }
-
 
 #[cfg(test)]
 mod tests {
