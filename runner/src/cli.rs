@@ -237,6 +237,7 @@ mod tests {
             &["merge"],
             &["images", "pull"],
             &["images", "prune"],
+            &["serve"],
         ] {
             let argv = std::iter::once("runner")
                 .chain(path.iter().copied())
