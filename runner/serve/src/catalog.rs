@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tasks::Task;
-use tasks::config::VerifierEnvironmentMode;
+use tasks::config::{NetworkMode, VerifierEnvironmentMode};
 
 use crate::error::ServeError;
 
@@ -66,11 +66,23 @@ impl Catalog {
 }
 
 /// Why a task cannot be served, or `None`: the server runs single-step tasks verified in the
-/// agent's container.
+/// agent's container, without network allowlists (their egress proxy is a trial's).
 pub fn unservable(task: &Task) -> Option<String> {
     if task.is_multi_step() {
         return Some(format!(
             "task {} has steps; runner serve offers single-step tasks",
+            task.name
+        ));
+    }
+    let baseline = task.config.environment.effective_network();
+    let modes = [
+        baseline,
+        task.config.agent.network_mode.unwrap_or(baseline),
+        task.config.verifier.network_mode.unwrap_or(baseline),
+    ];
+    if modes.contains(&NetworkMode::Allowlist) {
+        return Some(format!(
+            "task {} has a network allowlist; runner serve does not run the egress proxy it needs",
             task.name
         ));
     }
@@ -117,5 +129,20 @@ mod tests {
             catalog.pick(None, Some(5)).unwrap().name,
             catalog.pick(None, Some(1)).unwrap().name
         );
+    }
+
+    #[test]
+    fn allowlists_steps_and_separate_verifiers_are_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = TaskFixture::new("set/plain").write(&dir.path().join("a"));
+        assert_eq!(unservable(&plain), None);
+        let allowlist = TaskFixture::new("set/allow")
+            .toml("[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"example.test\"]")
+            .write(&dir.path().join("b"));
+        assert!(unservable(&allowlist).unwrap().contains("allowlist"));
+        let separate = TaskFixture::new("set/separate")
+            .toml("[verifier]\nenvironment_mode = \"separate\"")
+            .write(&dir.path().join("c"));
+        assert!(unservable(&separate).unwrap().contains("separate"));
     }
 }
