@@ -2,7 +2,7 @@
 //! `/state`, `/reset`, `/step`) and the session endpoint `/ws`, where each connection is one
 //! session holding at most one episode at a time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -272,19 +272,26 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
     server.live.fetch_add(1, Ordering::Relaxed);
     let mut current: Option<(Episode<B>, Recorder)> = None;
     let idle = server.config.idle_timeout;
+    // Messages that arrived while an action ran (a client that does not wait for replies).
+    let mut pending: VecDeque<Message> = VecDeque::new();
+    let mut gone = false;
     loop {
-        let message = match tokio::time::timeout(idle, socket.recv()).await {
-            Err(_) => {
-                let text = format!(
-                    "session closed after {} s without a message; its container was removed",
-                    idle.as_secs()
-                );
-                end(&mut current, Some(text.clone())).await;
-                send(&mut socket, &ws_error(ErrorCode::SessionError, &text)).await;
-                break;
-            }
-            Ok(None) | Ok(Some(Err(_))) => break,
-            Ok(Some(Ok(message))) => message,
+        let message = match pending.pop_front() {
+            Some(message) => message,
+            None if gone => break,
+            None => match tokio::time::timeout(idle, socket.recv()).await {
+                Err(_) => {
+                    let text = format!(
+                        "session closed after {} s without a message; its container was removed",
+                        idle.as_secs()
+                    );
+                    end(&mut current, Some(text.clone())).await;
+                    send(&mut socket, &ws_error(ErrorCode::SessionError, &text)).await;
+                    break;
+                }
+                Ok(None) | Ok(Some(Err(_))) => break,
+                Ok(Some(Ok(message))) => message,
+            },
         };
         let text = match message {
             Message::Text(text) => text.to_string(),
@@ -298,50 +305,81 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
             }
             _ => continue,
         };
-        let reply = match parse_ws_request(&text) {
-            Err((code, message)) => ws_error(code, &message),
+        let request = match parse_ws_request(&text) {
+            Err((code, message)) => Err(ws_error(code, &message)),
             Ok(WsRequest::Close) => break,
-            Ok(WsRequest::State) => ws_state(
-                current
-                    .as_ref()
-                    .map(|(e, _)| e.state())
-                    .unwrap_or(&EpisodeState::default()),
-            ),
-            Ok(WsRequest::Reset(params)) => {
-                end(&mut current, Some("reset before evaluate".into())).await;
-                match server.start_episode(&params).await {
-                    Ok((episode, mut recorder)) => {
-                        let first = episode.first_observation();
-                        recorder.observed(None, &first);
-                        current = Some((episode, recorder));
-                        ws_observation(&first)
+            Ok(request) => Ok(request),
+        };
+        let reply = match request {
+            Err(reply) => reply,
+            Ok(request) => {
+                // The socket is read while the action runs: its pings are answered (a client
+                // drops a connection whose pongs stop, and an action may take minutes), and
+                // what else arrives waits its turn.
+                let work = answer(&server, &mut current, request);
+                tokio::pin!(work);
+                loop {
+                    tokio::select! {
+                        reply = &mut work => break reply,
+                        incoming = socket.recv(), if !gone => match incoming {
+                            Some(Ok(message)) => pending.push_back(message),
+                            None | Some(Err(_)) => gone = true,
+                        },
                     }
-                    Err(e) => ws_error(ErrorCode::ExecutionError, &e.to_string()),
                 }
             }
-            Ok(WsRequest::Step(data)) => match (parse_action(data), current.as_mut()) {
-                (Err(e), _) => ws_error(ErrorCode::ValidationError, &e),
-                (Ok(_), None) => ws_error(
-                    ErrorCode::ExecutionError,
-                    "TB2 environment not initialized. Call reset() first.",
-                ),
-                (Ok(action), Some((episode, recorder))) => {
-                    let (result, ending) = episode.step(&action).await;
-                    recorder.observed(Some(&action), &result);
-                    if let Some(ending) = ending {
-                        recorder.finish(episode, &ending);
-                    }
-                    ws_observation(&result)
-                }
-            },
         };
-        if !send(&mut socket, &reply).await {
+        if gone || !send(&mut socket, &reply).await {
             break;
         }
     }
     end(&mut current, Some("the client left before evaluate".into())).await;
     server.live.fetch_sub(1, Ordering::Relaxed);
     let _ = socket.send(Message::Close(None)).await;
+}
+
+/// The reply to one request of a session (not `close`, which ends it).
+async fn answer<B: Backend>(
+    server: &Server<B>,
+    current: &mut Option<(Episode<B>, Recorder)>,
+    request: WsRequest,
+) -> Value {
+    match request {
+        WsRequest::Close => ws_error(ErrorCode::SessionError, "the session is closing"),
+        WsRequest::State => ws_state(
+            current
+                .as_ref()
+                .map(|(e, _)| e.state())
+                .unwrap_or(&EpisodeState::default()),
+        ),
+        WsRequest::Reset(params) => {
+            end(current, Some("reset before evaluate".into())).await;
+            match server.start_episode(&params).await {
+                Ok((episode, mut recorder)) => {
+                    let first = episode.first_observation();
+                    recorder.observed(None, &first);
+                    *current = Some((episode, recorder));
+                    ws_observation(&first)
+                }
+                Err(e) => ws_error(ErrorCode::ExecutionError, &e.to_string()),
+            }
+        }
+        WsRequest::Step(data) => match (parse_action(data), current.as_mut()) {
+            (Err(e), _) => ws_error(ErrorCode::ValidationError, &e),
+            (Ok(_), None) => ws_error(
+                ErrorCode::ExecutionError,
+                "TB2 environment not initialized. Call reset() first.",
+            ),
+            (Ok(action), Some((episode, recorder))) => {
+                let (result, ending) = episode.step(&action).await;
+                recorder.observed(Some(&action), &result);
+                if let Some(ending) = ending {
+                    recorder.finish(episode, &ending);
+                }
+                ws_observation(&result)
+            }
+        },
+    }
 }
 
 /// Ends the session's episode, if one runs: container removed, record finished.

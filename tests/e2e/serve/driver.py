@@ -7,6 +7,7 @@ reason on stderr, when the server did not answer as it must.
     driver.py oracle   URL TASKS NAME...    the oracle's commands as exec, then evaluate: 1
     driver.py nothing  URL NAME             evaluate with no action: 0
     driver.py timeout  URL TASKS NAME       an oracle slower than --exec-timeout: killed, 0
+                                            (the client pings every second meanwhile)
     driver.py hostile  URL TASK             hostile actions; a bystander session goes on
     driver.py capacity URL TASK             a full server refuses; an idle session closes
     driver.py bench    URL TASKS NAME N IMAGE   N sessions at once; exec latency vs docker exec
@@ -157,7 +158,19 @@ async def cmd_nothing(url, name):
         await env.close()
 
 
+def eager_pings():
+    """Makes the client ping every second and give up after one without a pong (its default
+    is 20 s and 20 s), so a server that stops answering pings while an action runs loses the
+    connection within the 10 s command below."""
+    import functools
+    import openenv.core.env_client as env_client
+
+    env_client.ws_connect = functools.partial(env_client.ws_connect, ping_interval=1,
+                                              ping_timeout=1)
+
+
 async def cmd_timeout(url, tasks, name):
+    eager_pings()
     env = client(url)
     try:
         await env.reset(task_id=name)
