@@ -411,10 +411,13 @@ def percentiles(samples):
             f"p50={pick(0.5) * 1000:.0f} ms p95={pick(0.95) * 1000:.0f} ms")
 
 
-async def bench_session(url, tasks, name, rounds, latencies):
+async def bench_session(url, tasks, name, rounds, latencies, barrier=None):
     env = client(url)
     try:
         await env.reset(task_id=name)
+        if barrier is not None:
+            # Every session's container is up before any exec is timed.
+            await barrier.wait()
         for i in range(rounds):
             started = time.monotonic()
             ran = await step(env, action_type="exec", command=f"echo {i}")
@@ -431,8 +434,9 @@ async def cmd_bench(url, tasks, name, sessions, image):
     rounds = 10
     latencies = []
     started = time.monotonic()
+    barrier = asyncio.Barrier(sessions)
     rewards = await asyncio.gather(
-        *(bench_session(url, tasks, name, rounds, latencies) for _ in range(sessions)))
+        *(bench_session(url, tasks, name, rounds, latencies, barrier) for _ in range(sessions)))
     took = time.monotonic() - started
     check(all(r == 1.0 for r in rewards), f"rewards {rewards}")
     print(f"bench: {sessions} sessions at once completed in {took:.1f} s, all reward 1")
