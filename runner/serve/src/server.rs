@@ -27,6 +27,9 @@ use crate::protocol::{
 };
 use crate::record::Recorder;
 
+/// Disk measurements (engine inspects with sizes) the episodes may run at once.
+const STORAGE_LOOKS: usize = 2;
+
 /// How long a refused connection may wait for its first message before the refusal is sent.
 const CAPACITY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -39,6 +42,8 @@ pub struct Server<B: Backend> {
     catalog: Catalog,
     config: Arc<ServeConfig>,
     slots: Arc<Semaphore>,
+    /// Turns of the episodes' disk measurements ([`STORAGE_LOOKS`] at once).
+    storage_looks: Arc<Semaphore>,
     images: Mutex<HashMap<String, ImageCell>>,
     episodes: AtomicU64,
     live: AtomicU64,
@@ -51,6 +56,7 @@ impl<B: Backend> Server<B> {
             backend,
             catalog,
             slots: Arc::new(Semaphore::new(config.max_sessions)),
+            storage_looks: Arc::new(Semaphore::new(STORAGE_LOOKS)),
             config: Arc::new(config),
             images: Mutex::new(HashMap::new()),
             episodes: AtomicU64::new(0),
@@ -131,6 +137,7 @@ impl<B: Backend> Server<B> {
             names,
             self.config.clone(),
             recorder.sink(),
+            self.storage_looks.clone(),
         )
         .await?;
         Ok((episode, recorder))

@@ -103,7 +103,8 @@ pub struct EpisodeNames {
 
 impl<B: Backend> Episode<B> {
     /// Starts an episode of `task` from `image` (the image id), named and recorded as
-    /// `names` says.
+    /// `names` says; its `storage_mb` watch takes turns with the server's other episodes
+    /// through `storage_looks`.
     pub async fn start(
         backend: &B,
         task: Arc<Task>,
@@ -111,6 +112,7 @@ impl<B: Backend> Episode<B> {
         names: EpisodeNames,
         config: Arc<ServeConfig>,
         sink: OutputSink,
+        storage_looks: Arc<tokio::sync::Semaphore>,
     ) -> Result<Episode<B>, ServeError> {
         let EpisodeNames {
             name,
@@ -193,6 +195,7 @@ impl<B: Backend> Episode<B> {
                 limit_mb,
                 episode.config.limits.storage_check_interval,
                 episode.own_pids.clone(),
+                storage_looks,
             ));
         }
         Ok(episode)

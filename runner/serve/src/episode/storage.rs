@@ -2,12 +2,16 @@
 //! trial's is): the container's writable layer is measured every few seconds for the whole
 //! episode, between actions too (a background process may write while the policy thinks).
 //! Past the limit every process of the policy is killed at once, and the episode's next
-//! step ends it with `StorageLimitExceededError`.
+//! step ends it with `StorageLimitExceededError`. A look is one engine inspect with sizes,
+//! which the engine computes by walking the layer: the server's episodes take turns (`looks`,
+//! a few at a time), since 32 episodes measuring at once every 2 s made every `exec` of the
+//! server several times slower (bench/serve.sh).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tasks::{ExecRequest, Sandbox};
+use tokio::sync::Semaphore;
 
 use crate::scripts;
 
@@ -18,13 +22,15 @@ pub(super) struct StorageWatch {
 }
 
 impl StorageWatch {
-    /// Watches `sandbox` against `limit_mb` every `interval`; past it, kills every process
-    /// of the container but PID 1 and `own_pids`.
+    /// Watches `sandbox` against `limit_mb` every `interval` (at the soonest: a look waits
+    /// for one of the server's `looks`); past it, kills every process of the container but
+    /// PID 1 and `own_pids`.
     pub(super) fn start<S: Sandbox + Clone + 'static>(
         sandbox: S,
         limit_mb: u64,
         interval: Duration,
         own_pids: Vec<u32>,
+        looks: Arc<Semaphore>,
     ) -> Self {
         let exceeded = Arc::new(Mutex::new(None));
         let flag = exceeded.clone();
@@ -33,6 +39,9 @@ impl StorageWatch {
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
+                let Ok(_turn) = looks.acquire().await else {
+                    return;
+                };
                 let Ok(Some(used)) = sandbox.disk_usage().await else {
                     continue;
                 };
