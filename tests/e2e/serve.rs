@@ -255,16 +255,26 @@ fn hostile_actions_end_in_errors_or_closed_episodes_and_the_server_keeps_serving
     );
     served.drive("hostile", &["serve-fixtures/bounded"]);
     served.assert_no_container_left();
-    let episodes = served.episodes();
-    let storage = episodes
-        .iter()
-        .filter(|(_, r)| {
-            r.pointer("/exception_info/exception_type")
-                .and_then(Value::as_str)
-                == Some("StorageLimitExceededError")
+    let ended: Vec<(String, Option<String>, Option<String>)> = served
+        .episodes()
+        .into_iter()
+        .map(|(name, r)| {
+            let text = |p: &str| r.pointer(p).and_then(Value::as_str).map(str::to_owned);
+            (
+                name,
+                text("/exception_info/exception_type"),
+                text("/exception_info/exception_message"),
+            )
         })
+        .collect();
+    let storage = ended
+        .iter()
+        .filter(|(_, kind, _)| kind.as_deref() == Some("StorageLimitExceededError"))
         .count();
-    assert_eq!(storage, 1, "{episodes:#?}");
+    // The disk filler's episode; on a loaded machine the background `yes` of the endless
+    // output case may also write past storage_mb (its output file is on the container's disk)
+    // before its episode closes, and is then stopped the same way.
+    assert!((1..=2).contains(&storage), "{ended:#?}");
     served.stop();
 }
 
