@@ -151,6 +151,9 @@ pub enum Command {
     /// Pull or build a dataset's images ahead of a run; remove runner's unused images.
     #[command(subcommand)]
     Images(commands::images::ImagesCommand),
+    /// Serve a dataset's tasks as an OpenEnv environment (HTTP and WebSocket) for trainers:
+    /// each session a fresh task container, graded by the task's own verifier.
+    Serve(commands::serve::ServeArgs),
 }
 
 #[cfg(test)]
@@ -234,6 +237,7 @@ mod tests {
             &["merge"],
             &["images", "pull"],
             &["images", "prune"],
+            &["serve"],
         ] {
             let argv = std::iter::once("runner")
                 .chain(path.iter().copied())

@@ -19,6 +19,7 @@ mod registry;
 mod resume;
 mod run;
 mod scrub;
+mod serve;
 mod shards;
 mod slurm;
 #[macro_use]

@@ -7,6 +7,7 @@ pub mod jobs;
 pub mod merge;
 pub mod run;
 pub mod scrub;
+pub mod serve;
 pub mod tasks;
 pub mod validate;
 pub mod view;
@@ -34,5 +35,6 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
             Ok(Outcome::Success)
         }
         Command::Images(cmd) => images::run(cmd),
+        Command::Serve(args) => serve::serve(args),
     }
 }

@@ -1,0 +1,160 @@
+//! `runner serve`: a dataset's tasks as an OpenEnv environment server for trainers (see the
+//! `serve` crate), over the Docker backend.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
+use engine::LimitSettings;
+use serve::{Catalog, ServeConfig, Server};
+use tasks::Dataset;
+
+use crate::exit::{CliError, Outcome};
+use crate::note;
+
+/// Arguments of `runner serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// A task directory or a dataset directory.
+    #[arg(short = 'p', long)]
+    pub path: PathBuf,
+    /// The port to listen on (0: any free port, printed at start).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// The address to listen on; loopback by default (the server runs commands in containers
+    /// for whoever connects).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Sessions (WebSocket connections, one episode each at a time) at once; one more is
+    /// answered with a CAPACITY_REACHED error.
+    #[arg(long, default_value_t = serve::config::DEFAULT_MAX_SESSIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub max_sessions: usize,
+    /// Where episodes are recorded: `<jobs-dir>/<job-name>/<episode>/`.
+    #[arg(long, default_value = "jobs")]
+    pub jobs_dir: PathBuf,
+    /// The job directory's name (default: `serve-` and the date and time).
+    #[arg(long)]
+    pub job_name: Option<String>,
+    /// Close a session (and remove its container) after this many seconds without a message.
+    #[arg(long, default_value_t = serve::config::DEFAULT_IDLE_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Kill a command (`exec`) after this many seconds.
+    #[arg(long, default_value_t = serve::config::DEFAULT_EXEC_TIMEOUT.as_secs_f64())]
+    pub exec_timeout: f64,
+    /// Cut an observation's output after this many bytes, with a marker that says so.
+    #[arg(long, default_value_t = serve::config::DEFAULT_MAX_OUTPUT_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=(64 << 20)))]
+    pub max_output_bytes: usize,
+    /// Build from environment/Dockerfile even when a task names a prebuilt docker_image.
+    #[arg(long)]
+    pub force_build: bool,
+}
+
+/// Runs `runner serve` until Ctrl-C or SIGTERM; then every episode's container is removed.
+pub fn serve(args: ServeArgs) -> Result<Outcome, CliError> {
+    if !(args.exec_timeout.is_finite() && args.exec_timeout >= 0.1) {
+        return Err(CliError::bad_input(
+            "--exec-timeout must be at least 0.1 seconds",
+        ));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(serve_async(args))
+}
+
+async fn serve_async(args: ServeArgs) -> Result<Outcome, CliError> {
+    let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    for skipped in &dataset.skipped {
+        note!("warning: not served: {skipped}");
+    }
+    let (servable, refused): (Vec<_>, Vec<_>) = dataset
+        .tasks
+        .into_iter()
+        .partition(|t| serve::catalog::unservable(t).is_none());
+    for task in &refused {
+        if let Some(reason) = serve::catalog::unservable(task) {
+            note!("warning: not served: {reason}");
+        }
+    }
+    if servable.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{} has no task runner serve can offer",
+            dataset.dir.display()
+        )));
+    }
+    let job_name = args.job_name.clone().unwrap_or_else(|| {
+        chrono::Local::now()
+            .format("serve-%Y-%m-%d__%H-%M-%S")
+            .to_string()
+    });
+    let job_dir = args.jobs_dir.join(&job_name);
+    if std::fs::read_dir(&job_dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(CliError::bad_input(format!(
+            "job directory {} already exists; choose another --job-name",
+            job_dir.display()
+        )));
+    }
+    let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
+    docker_backend::check_jail(&client)
+        .await
+        .map_err(CliError::bad_input)?;
+    match reap_dead_owners(&client).await {
+        Ok(0) => {}
+        Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
+        Err(e) => note!("warning: could not reap leftover containers: {e}"),
+    }
+    std::fs::create_dir_all(&job_dir)
+        .map_err(|e| CliError::runner(format!("{}: {e}", job_dir.display())))?;
+    let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port))
+        .await
+        .map_err(|e| {
+            CliError::bad_input(format!("listening on {}:{}: {e}", args.host, args.port))
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::runner(e.to_string()))?;
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| CliError::runner(e.to_string()))?;
+    let config = ServeConfig {
+        addr,
+        max_sessions: args.max_sessions,
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        exec_timeout: Duration::from_secs_f64(args.exec_timeout),
+        max_output_bytes: args.max_output_bytes,
+        job_dir: std::path::absolute(&job_dir).unwrap_or(job_dir.clone()),
+        job_id: format!("serve-{}", hex::encode(id)),
+        limits: LimitSettings::default(),
+        force_build: args.force_build,
+    };
+    let count = servable.len();
+    let server = Server::new(DockerBackend::new(client), Catalog::new(servable), config);
+    note!(
+        "serving {count} task(s) on http://{addr} (OpenEnv sessions at ws://{addr}/ws, at most {} at once); episodes -> {}",
+        args.max_sessions,
+        job_dir.display()
+    );
+    serve::run(server, listener, shutdown_signal())
+        .await
+        .map_err(|e| CliError::runner(format!("serving: {e}")))?;
+    note!("stopped; every episode's container was removed");
+    Ok(Outcome::Success)
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,290 @@
+//! `runner serve` end to end: the binary serves the examples (and a fixture task with a small
+//! `storage_mb`) on loopback, and `tests/e2e/serve/driver.py` drives it with the published
+//! `openenv-core` client and the Terminal-Bench wrapper's models, as a trainer would. The
+//! driver's Python is `.cache/openenv/bin/python` (made by `scripts/openenv-venv.sh`, which
+//! `.ci/run` calls) or `$RUNNER_OPENENV_PYTHON`; without it these tests fail.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{
+    containers_with_label, ensure_base_image, runner, runner_bin, workspace_root,
+};
+
+/// The examples every oracle test serves: all but the multi-step task and the task verified
+/// in a separate environment (which `runner serve` refuses), and `slow-oracle`, whose oracle
+/// is meant to outlast its time limit (the timeout test runs it).
+const ORACLE_TASKS: [&str; 7] = [
+    "examples/agent-offline",
+    "examples/artifacts",
+    "examples/compose-sidecar",
+    "examples/hello-file",
+    "examples/multi-reward",
+    "examples/no-network",
+    "examples/nonroot-workdir",
+];
+
+/// The Python with `openenv-core` installed.
+fn python() -> PathBuf {
+    let path = std::env::var_os("RUNNER_OPENENV_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".cache/openenv/bin/python"));
+    let ok = Command::new(&path)
+        .args(["-c", "import openenv.core.generic_client, websockets"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{} cannot import openenv-core: run `bash scripts/openenv-venv.sh` (or set RUNNER_OPENENV_PYTHON)",
+        path.display()
+    );
+    path
+}
+
+fn serve_dir() -> PathBuf {
+    workspace_root().join("tests/e2e/serve")
+}
+
+/// A `runner serve` in the background, stopped (SIGTERM) when dropped.
+struct Served {
+    child: Child,
+    url: String,
+    jobs: tempfile::TempDir,
+}
+
+impl Served {
+    /// Serves `dataset` on a free loopback port with `args`; returns once it listens.
+    fn start(dataset: &Path, args: &[&str]) -> Served {
+        ensure_base_image();
+        let jobs = tempfile::tempdir().expect("a temp dir");
+        let mut child = Command::new(runner_bin())
+            .args(["serve", "--port", "0", "--job-name", "served", "--jobs-dir"])
+            .arg(jobs.path())
+            .arg("--path")
+            .arg(dataset)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("runner serve starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[runner serve] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let url = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(120))
+                .expect("runner serve says where it listens within two minutes");
+            if let Some(rest) = line.split(" on http://").nth(1) {
+                let addr = rest.split_whitespace().next().expect("an address");
+                break format!("http://{addr}");
+            }
+        };
+        Served { child, url, jobs }
+    }
+
+    /// The job dir episodes are recorded in.
+    fn job(&self) -> PathBuf {
+        self.jobs.path().join("served")
+    }
+
+    /// Runs the driver's `args` against this server; its output when it passed.
+    fn drive(&self, command: &str, args: &[&str]) -> String {
+        let out = Command::new(python())
+            .arg(serve_dir().join("driver.py"))
+            .arg(command)
+            .arg(&self.url)
+            .args(args)
+            .output()
+            .expect("the driver runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "driver {command} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        eprintln!("{stdout}");
+        stdout
+    }
+
+    /// Every episode recorded so far: (dir name, result.json).
+    fn episodes(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.job())
+            .expect("the job dir")
+            .flatten()
+        {
+            let path = entry.path().join("result.json");
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let value = serde_json::from_str(&text).expect("result.json is JSON");
+                out.push((entry.file_name().to_string_lossy().into_owned(), value));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Asserts that no episode's container is left (each was removed as its session ended).
+    fn assert_no_container_left(&self) {
+        for (name, _) in self.episodes() {
+            let left = containers_with_label(&format!("runner.trial={name}"));
+            assert!(left.is_empty(), "episode {name} left containers {left:?}");
+        }
+    }
+
+    /// Stops the server as Ctrl-C would and waits for it: exit 0.
+    fn stop(mut self) -> tempfile::TempDir {
+        signal(&self.child, "TERM");
+        let status = self.child.wait().expect("runner serve exits");
+        assert!(status.success(), "runner serve exited with {status}");
+        std::mem::replace(&mut self.jobs, tempfile::tempdir().expect("a temp dir"))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            signal(&self.child, "TERM");
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.id().to_string())
+        .status();
+}
+
+fn reward(result: &Value) -> Option<f64> {
+    result
+        .pointer("/verifier_result/rewards/reward")
+        .and_then(Value::as_f64)
+}
+
+#[test]
+fn the_schema_is_the_terminal_bench_wrappers_field_for_field() {
+    let served = Served::start(&workspace_root().join("tasks/examples"), &[]);
+    let fixture = serve_dir().join("tbench2-schema.json");
+    served.drive("schema", &[fixture.to_str().expect("a UTF-8 path")]);
+}
+
+#[test]
+fn the_oracle_through_openenv_gives_one_and_nothing_gives_zero_recorded_as_a_job() {
+    let examples = workspace_root().join("tasks/examples");
+    let served = Served::start(&examples, &["--exec-timeout", "10", "--max-sessions", "8"]);
+    let tasks = examples.to_str().expect("a UTF-8 path");
+    let mut args = vec![tasks];
+    args.extend(ORACLE_TASKS);
+    let out = served.drive("oracle", &args);
+    assert_eq!(
+        out.matches(": reward 1.0").count(),
+        ORACLE_TASKS.len(),
+        "{out}"
+    );
+    served.drive("nothing", &["examples/hello-file"]);
+    served.drive("timeout", &[tasks, "examples/slow-oracle"]);
+    served.assert_no_container_left();
+
+    let episodes = served.episodes();
+    assert_eq!(episodes.len(), ORACLE_TASKS.len() + 2, "{episodes:#?}");
+    for task in ORACLE_TASKS {
+        // hello-file has a second episode, the empty one: the oracle's is the one of 1.
+        let (name, result) = episodes
+            .iter()
+            .find(|(_, r)| r["task_name"] == task && reward(r) == Some(1.0))
+            .unwrap_or_else(|| panic!("no episode of {task} with reward 1: {episodes:#?}"));
+        assert!(result["exception_info"].is_null(), "{name}: {result:#}");
+        let trajectory = served.job().join(name).join("agent/trajectory.json");
+        let steps: Value = serde_json::from_slice(&std::fs::read(&trajectory).expect("ATIF"))
+            .expect("ATIF is JSON");
+        let calls: Vec<&str> = steps["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .filter_map(|s| s.pointer("/tool_calls/0/function_name")?.as_str())
+            .collect();
+        assert_eq!(calls, ["exec", "evaluate"], "{name}");
+        assert!(served.job().join(name).join("verifier").is_dir(), "{name}");
+    }
+    let zeros = episodes
+        .iter()
+        .filter(|(_, r)| reward(r) == Some(0.0))
+        .count();
+    assert_eq!(zeros, 2, "the empty and the timed-out episodes score 0");
+
+    let jobs = served.stop();
+    let job = jobs.path().join("served");
+    let out = runner()
+        .args(["summary", "--format", "json"])
+        .arg(&job)
+        .output()
+        .expect("runner summary runs");
+    let (stdout, _) = crate::support::exited(&out, 0);
+    let summary: Value = serde_json::from_str(&stdout).expect("summary JSON");
+    let text = summary.to_string();
+    assert!(text.contains("examples/multi-reward"), "{summary:#}");
+    let view = jobs.path().join("view");
+    let out = runner()
+        .arg("view")
+        .arg(&job)
+        .arg("--out")
+        .arg(&view)
+        .output()
+        .expect("runner view runs");
+    crate::support::exited(&out, 0);
+    let pages = std::fs::read_dir(&view).expect("the report").count();
+    assert!(pages > 1, "runner view wrote {pages} entries");
+}
+
+#[test]
+fn hostile_actions_end_in_errors_or_closed_episodes_and_the_server_keeps_serving() {
+    let served = Served::start(
+        &serve_dir().join("tasks"),
+        &["--exec-timeout", "10", "--max-output-bytes", "4096"],
+    );
+    served.drive("hostile", &["serve-fixtures/bounded"]);
+    served.assert_no_container_left();
+    let ended: Vec<(String, Option<String>, Option<String>)> = served
+        .episodes()
+        .into_iter()
+        .map(|(name, r)| {
+            let text = |p: &str| r.pointer(p).and_then(Value::as_str).map(str::to_owned);
+            (
+                name,
+                text("/exception_info/exception_type"),
+                text("/exception_info/exception_message"),
+            )
+        })
+        .collect();
+    let storage = ended
+        .iter()
+        .filter(|(_, kind, _)| kind.as_deref() == Some("StorageLimitExceededError"))
+        .count();
+    // The disk filler's episode; on a loaded machine the background `yes` of the endless
+    // output case may also write past storage_mb (its output file is on the container's disk)
+    // before its episode closes, and is then stopped the same way.
+    assert!((1..=2).contains(&storage), "{ended:#?}");
+    served.stop();
+}
+
+#[test]
+fn a_full_server_refuses_a_session_and_an_idle_session_is_closed() {
+    let served = Served::start(
+        &workspace_root().join("tasks/examples"),
+        &["--max-sessions", "1", "--idle-timeout", "3"],
+    );
+    served.drive("capacity", &["examples/hello-file"]);
+    served.assert_no_container_left();
+    served.stop();
+}
