@@ -84,6 +84,36 @@ fn the_examples_score_on_a_pool_of_three_engines_as_on_one() {
     }
     assert_eq!(used.len(), 3, "every engine took trials: {used:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    // A compose task's sidecars on the extra engines (placement alone may have kept it on the
+    // machine's own): main reaches its sidecar there too.
+    let sidecars = tempfile::tempdir().unwrap();
+    let output_sidecar = Command::new(runner_bin())
+        .args([
+            "run",
+            "--agent",
+            "oracle",
+            "--k",
+            "2",
+            "-n",
+            "2",
+            "--jobs-dir",
+        ])
+        .arg(sidecars.path())
+        .arg("--path")
+        .arg(workspace_root().join("tasks/examples/compose-sidecar"))
+        .args(pool_args(&[&one, &two]))
+        .output()
+        .unwrap();
+    let sidecar_err = String::from_utf8_lossy(&output_sidecar.stderr);
+    assert_eq!(output_sidecar.status.code(), Some(0), "{sidecar_err}");
+    let sidecar_job = Job::single_in(sidecars.path());
+    for (trial, result) in sidecar_job.trial_results() {
+        assert_eq!(
+            crate::support::reward(&result),
+            Some(1.0),
+            "{trial}: {result}"
+        );
+    }
     for engine in [DEFAULT_ENGINE, &one, &two] {
         // The start names each engine's capacity; the summary counts its trials.
         assert!(stderr.contains(&format!("engine {engine}: ")), "{stderr}");
