@@ -83,6 +83,18 @@ fn the_examples_score_on_a_pool_of_three_engines_as_on_one() {
         );
     }
     assert_eq!(used.len(), 3, "every engine took trials: {used:?}");
+    // lock.json names each task's image on every engine that ran its trials.
+    let lock = job.json("lock.json");
+    for (trial, result) in &results {
+        let task = result["task_name"].as_str().unwrap();
+        let engine = result["engine"].as_str().unwrap();
+        let id = &lock["engine_images"][task][engine];
+        assert!(
+            id.as_str().is_some_and(|id| id.starts_with("sha256:")),
+            "{trial}: {task} on {engine}: {}",
+            lock["engine_images"]
+        );
+    }
     let stdout = String::from_utf8_lossy(&output.stdout);
     // A compose task's sidecars on the extra engines (placement alone may have kept it on the
     // machine's own): main reaches its sidecar there too.

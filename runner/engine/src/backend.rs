@@ -385,6 +385,12 @@ pub trait Backend: Send + Sync + 'static {
         async { Ok(EngineCapacity::default()) }
     }
 
+    /// Each task's image on each engine of a pool, as made so far: (task name, engine, image
+    /// id), recorded in lock.json's `engine_images` at the job's end. Empty by default.
+    fn images_by_engine(&self) -> Vec<(String, String, String)> {
+        Vec::new()
+    }
+
     /// Asks whether the engine answers at all (the pool's health probe). `Ok` by default.
     fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
         async { Ok(()) }

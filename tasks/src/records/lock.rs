@@ -146,6 +146,11 @@ pub struct JobLock {
     pub dataset_digest: Option<String>,
     /// Runner-only: image ids by task name.
     pub images: BTreeMap<String, String>,
+    /// Runner-only, for a pool of engines (`--docker-host`): each task's image id on each
+    /// engine that ran its trials (task name → engine → id). A build makes an image of its
+    /// own on every engine; `images` holds the first engine's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub engine_images: BTreeMap<String, BTreeMap<String, String>>,
     /// Runner-only: credentials were allowed into containers (not publishable).
     pub allow_container_secrets: bool,
 }
@@ -190,6 +195,7 @@ mod tests {
             verifier: Default::default(),
         };
         JobLock {
+            engine_images: Default::default(),
             schema_version: 1,
             created_at: Utc::now(),
             harbor: RunnerInfo::default(),

@@ -211,6 +211,7 @@ pub async fn run_job<B: Backend>(
             }
             // Backstop: anything a cancelled start left behind goes now, not at the next run.
             let swept = ctx.backend.remove_job(&ctx.job_id).await.unwrap_or(0);
+            let engine_images = ctx.backend.images_by_engine();
             ticker_stop.cancel();
             let llm = ctx.bridge.as_ref().map(|bridge| {
                 let not_run = if budget_stop.is_some() {
@@ -220,7 +221,7 @@ pub async fn run_job<B: Backend>(
                 };
                 llm::job_usage(bridge, budget_stop, not_run)
             });
-            (overheads, swept, llm)
+            (overheads, swept, llm, engine_images)
         }
     };
     drop(events);
@@ -247,7 +248,10 @@ pub async fn run_job<B: Backend>(
         }
         failure
     };
-    let ((overheads, swept, llm), record_failure) = tokio::join!(scheduler, collect);
+    let ((overheads, swept, llm, engine_images), record_failure) = tokio::join!(scheduler, collect);
+    if !engine_images.is_empty() {
+        recorder.record_engine_images(engine_images).map_err(io)?;
+    }
     let _ = ticker.await;
     if let Some(usage) = &llm {
         log.line(&llm::usage_line(usage));

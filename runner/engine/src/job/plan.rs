@@ -316,6 +316,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         is_editable: false,
     };
     let lock = JobLock {
+        engine_images: Default::default(),
         schema_version: 1,
         created_at: Utc::now(),
         harbor: runner.clone(),

@@ -134,6 +134,22 @@ impl JobRecorder {
         self.write_lock()
     }
 
+    /// Records each task's image on each engine of a pool (lock.json's `engine_images`,
+    /// merged over what a resumed job's lock already held) and writes lock.json.
+    pub fn record_engine_images(
+        &mut self,
+        images: Vec<(String, String, String)>,
+    ) -> std::io::Result<()> {
+        for (task, engine, id) in images {
+            self.lock
+                .engine_images
+                .entry(task)
+                .or_default()
+                .insert(engine, id);
+        }
+        self.write_lock()
+    }
+
     /// Records which shard of its plan the job is (`--shard I/N`), as config.json does.
     pub fn set_shard(&mut self, shard: Option<u32>, n_shards: Option<u32>) {
         self.result.shard = shard;

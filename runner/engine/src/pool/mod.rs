@@ -316,6 +316,19 @@ impl<B: Backend + Clone> Backend for EnginePool<B> {
         Ok(removed)
     }
 
+    fn images_by_engine(&self) -> Vec<(String, String, String)> {
+        let state = self.inner.state.lock().unwrap();
+        state
+            .images
+            .iter()
+            .filter_map(|((engine, task), cell)| {
+                let name = &self.inner.engines[*engine].name;
+                cell.get()
+                    .map(|image| (task.clone(), name.clone(), image.id.clone()))
+            })
+            .collect()
+    }
+
     async fn capacity(&self) -> Result<EngineCapacity, BackendError> {
         let state = self.inner.state.lock().unwrap();
         let sum = |f: &dyn Fn(&EngineCapacity) -> Option<f64>| {

@@ -213,6 +213,7 @@ mod tests {
 
     fn lock(invocation: &[&str], working_dir: Option<&str>) -> JobLock {
         JobLock {
+            engine_images: Default::default(),
             schema_version: 1,
             created_at: chrono::Utc::now(),
             harbor: Default::default(),

@@ -383,6 +383,12 @@ fn merged_lock(
                 .entry(task.clone())
                 .or_insert_with(|| image.clone());
         }
+        for (task, engines) in &part.lock.engine_images {
+            let merged = lock.engine_images.entry(task.clone()).or_default();
+            for (engine, id) in engines {
+                merged.entry(engine.clone()).or_insert_with(|| id.clone());
+            }
+        }
     }
     lock.created_at = parts
         .iter()
