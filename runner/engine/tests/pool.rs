@@ -5,15 +5,12 @@
 
 use std::sync::Arc;
 
-use adapter::AnyAgent;
-use engine::job::{plan_job, run_job};
 use engine::pool::{EnginePool, PoolMember};
 use engine::{Backend, BackendErrorKind, EngineCapacity};
-use tasks::Dataset;
 use tasks::records::TrialResult;
+use testkit::FakeBackend;
 use testkit::backend::fault;
-use testkit::{FakeBackend, TaskFixture};
-use tokio_util::sync::CancellationToken;
+use testkit::instant::{job_dir, run_instant_job_on};
 
 fn members(engines: &[FakeBackend]) -> Vec<PoolMember<FakeBackend>> {
     engines
@@ -33,38 +30,12 @@ async fn pool(engines: &[FakeBackend]) -> EnginePool<FakeBackend> {
         .expect("the fake engines answer")
 }
 
-/// Runs `trials` trials of a one-task dataset on `backend`, `n` at once; the records.
+/// Runs `trials` trials of a one-task dataset (nop agent, reward 1) on `backend`, `n` at once;
+/// the records.
 async fn run<B: Backend>(backend: B, trials: u32, n: u32) -> Vec<TrialResult> {
     let dir = tempfile::tempdir().unwrap();
-    TaskFixture::new("pool/demo")
-        .test_sh("echo 1 > /logs/verifier/reward.txt")
-        .write(&dir.path().join("dataset/demo"));
-    let dataset = Dataset::load(&dir.path().join("dataset")).unwrap();
-    let agent = AnyAgent::builtin("nop").unwrap();
-    let mut settings = testkit::job_settings(dir.path(), "pool", &agent, trials);
-    settings.n_concurrent = n;
-    let plan = plan_job(&dataset, &settings);
-    let job_dir = dir.path().join("jobs/pool");
-    run_job(
-        backend,
-        agent,
-        plan,
-        job_dir.clone(),
-        &settings,
-        CancellationToken::new(),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    std::fs::read_dir(&job_dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| {
-            let text = std::fs::read_to_string(e.path().join("result.json")).unwrap();
-            serde_json::from_str(&text).unwrap()
-        })
-        .collect()
+    let outcome = run_instant_job_on(backend, dir.path(), trials, n).await;
+    testkit::records::on_disk(&job_dir(dir.path()), &outcome.results)
 }
 
 #[tokio::test]

@@ -328,19 +328,4 @@ impl<B: Backend + Clone> Backend for EnginePool<B> {
             })
             .collect()
     }
-
-    async fn capacity(&self) -> Result<EngineCapacity, BackendError> {
-        let state = self.inner.state.lock().unwrap();
-        let sum = |f: &dyn Fn(&EngineCapacity) -> Option<f64>| {
-            state
-                .slots
-                .iter()
-                .map(|s| f(&s.capacity))
-                .sum::<Option<f64>>()
-        };
-        Ok(EngineCapacity {
-            cpus: sum(&|c| c.cpus),
-            memory_mb: sum(&|c| c.memory_mb.map(|m| m as f64)).map(|m| m as u64),
-        })
-    }
 }

@@ -73,6 +73,19 @@ pub(super) struct TrialEgress {
     tests_env: BTreeMap<String, String>,
 }
 
+impl TrialEgress {
+    /// Mounts the proxy's directory (socket and relay) read-only into `spec`'s main service
+    /// and points its proxy env at a relay on `port`.
+    fn add_to(&self, spec: &mut EnvironmentSpec, port: u16) {
+        spec.main.mounts.push(BindMount {
+            host: self.dir.path().to_path_buf(),
+            container: CONTAINER_EGRESS_DIR.to_owned(),
+            read_only: true,
+        });
+        spec.main.env.extend(proxy_env(port));
+    }
+}
+
 /// True when any phase of the task runs under an allowlist.
 pub fn task_uses_allowlist(config: &TaskConfig) -> bool {
     let plans = std::iter::once(NetworkPlan::of(config)).chain(
@@ -228,12 +241,7 @@ impl<B: Backend> Trial<B> {
         let Some(egress) = &self.egress else {
             return Ok(spec);
         };
-        spec.main.mounts.push(BindMount {
-            host: egress.dir.path().to_path_buf(),
-            container: CONTAINER_EGRESS_DIR.to_owned(),
-            read_only: true,
-        });
-        spec.main.env.extend(proxy_env(egress.container_port));
+        egress.add_to(&mut spec, egress.container_port);
         Ok(spec)
     }
 
@@ -295,12 +303,7 @@ impl<B: Backend> Trial<B> {
     pub(super) fn with_separate_verifier_egress(&self, spec: &mut EnvironmentSpec) -> Option<u16> {
         let egress = self.egress.as_ref()?;
         let port = random_port();
-        spec.main.mounts.push(BindMount {
-            host: egress.dir.path().to_path_buf(),
-            container: CONTAINER_EGRESS_DIR.to_owned(),
-            read_only: true,
-        });
-        spec.main.env.extend(proxy_env(port));
+        egress.add_to(spec, port);
         Some(port)
     }
 
