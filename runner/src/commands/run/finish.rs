@@ -13,13 +13,15 @@ use crate::{note, say};
 
 /// Prints the summary of a finished job: on stdout, or with `--format json` the JSON summary
 /// (`runner.summary/v1`, as `runner summary --format json` prints it) on stdout and the
-/// readable one on stderr (dropped with `--quiet`).
+/// readable one on stderr (dropped with `--quiet`). A `pooled` run (several engines) adds a
+/// line per engine, read from the trials' records.
 pub fn report_outcome(
     outcome: &JobOutcome,
     job_dir: &Path,
     skipped: &[String],
     wall: Duration,
     format: TextFormat,
+    pooled: bool,
 ) -> Result<(), CliError> {
     if outcome.swept > 0 {
         note!(
@@ -51,7 +53,8 @@ pub fn report_outcome(
             if let Some(line) = overhead {
                 say!("{line}");
             }
-            for line in super::engine_summary::engine_lines(job_dir) {
+            let engines = pooled.then(|| super::engine_summary::engine_lines(job_dir));
+            for line in engines.into_iter().flatten() {
                 say!("{line}");
             }
         }

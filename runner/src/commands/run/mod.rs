@@ -404,6 +404,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         cancel.clone(),
         reporter.notice(),
     );
+    let pooled = matches!(engines, Engines::Pool(_));
     let outcome = match engines.backend(args.images.policy()).await? {
         JobBackend::One(backend) => {
             let dir = job_dir.clone();
@@ -428,6 +429,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         &skipped,
         started.elapsed(),
         args.steering.format,
+        pooled,
     )?;
     Ok(gate(
         &outcome,
