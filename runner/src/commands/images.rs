@@ -101,13 +101,9 @@ pub struct PruneArgs {
 
 /// Runs a `runner images` subcommand.
 pub fn run(command: ImagesCommand) -> Result<Outcome, CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
     match command {
-        ImagesCommand::Pull(args) => runtime.block_on(pull(args)),
-        ImagesCommand::Prune(args) => runtime.block_on(prune(args)),
+        ImagesCommand::Pull(args) => super::block_on(pull(args)),
+        ImagesCommand::Prune(args) => super::block_on(prune(args)),
     }
 }
 

@@ -38,3 +38,14 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
         Command::Serve(args) => serve::serve(args),
     }
 }
+
+/// Runs `future` to its end on a new multi-threaded runtime: the async commands' entry.
+pub fn block_on<T>(
+    future: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(future)
+}

@@ -60,11 +60,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome, CliError> {
             "--exec-timeout must be at least 0.1 seconds",
         ));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(serve_async(args))
+    super::block_on(serve_async(args))
 }
 
 async fn serve_async(args: ServeArgs) -> Result<Outcome, CliError> {

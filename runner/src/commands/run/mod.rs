@@ -227,11 +227,7 @@ pub fn run(mut args: RunArgs) -> Result<Outcome, CliError> {
         args = resume::replayed_for_resume(args)?;
     }
     steering::apply_config_file(&mut args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run_async(args))
+    super::block_on(run_async(args))
 }
 
 async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {

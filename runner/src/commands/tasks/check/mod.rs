@@ -60,11 +60,7 @@ pub struct CheckArgs {
 
 /// Runs `runner tasks check`.
 pub fn run(args: CheckArgs) -> Result<Outcome, CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run_async(args))
+    crate::commands::block_on(run_async(args))
 }
 
 async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
