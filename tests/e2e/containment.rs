@@ -1,7 +1,7 @@
 //! Issue 9's runtime defects, through the real `runner` binary and Docker: the hostile dataset
 //! (`tasks/hostile`) runs once under `--agent oracle` with small caps, and each test checks one
 //! promise against that job: forgers (root, `nobody`, the verifier's own user, through
-//! `/proc/<pid>/root`, rewriting `/tests`) get the reward their tests write, ordinary trials beside them score 1 with their
+//! `/proc/<pid>/root`, rewriting `/tests`, reaching the tests after they switch user) get the reward their tests write, ordinary trials beside them score 1 with their
 //! services reachable, every hostile trial ends with a typed exception or its honest reward,
 //! the limits are applied and recorded, the runner's peak RSS and the job directory stay
 //! bounded, planted links and FIFOs never reach the host, and no container is left.
@@ -116,6 +116,7 @@ fn every_reward_forger_gets_the_reward_its_tests_write() {
         "forger-same-user",
         "proc-root-forger",
         "tests-rewriter",
+        "user-switch-forger",
     ] {
         let result = run.result(task);
         assert_eq!(reward(result), Some(0.0), "{task}: {result:#}");
@@ -180,7 +181,7 @@ fn every_hostile_trial_ends_with_a_typed_exception_or_its_honest_reward() {
     let run = hostile();
     assert_eq!(
         run.results.len(),
-        14,
+        15,
         "every planned trial is recorded: {:?}",
         run.results.keys()
     );

@@ -94,7 +94,17 @@ fn libc_chdir(path: &CString) -> i32 {
 }
 
 /// In the child: a new session, the bounding set cut to `keep`, the verifier's groups and ids,
-/// and `CAP_WAKE_ALARM` kept (ambient for a non-root user) so the agent cannot reach it.
+/// and `CAP_WAKE_ALARM` kept ambient, so the agent cannot reach the tests even after they
+/// switch to another user.
+///
+/// Why ambient for root too, and `SECBIT_NO_SETUID_FIXUP`: a test that becomes another user
+/// (`su nobody`, `setpriv --reuid`, `subprocess.run(user=…)`) would otherwise lose every
+/// capability, and a leftover of the agent running as that same user, holding none either,
+/// could then open its `/proc/<pid>/root` and reach the private `/tests` and `/logs/verifier`.
+/// With the fixup off (and locked), changing ids keeps the ambient set, so whatever the switched
+/// process execs still holds `CAP_WAKE_ALARM`, which no agent process has. A set-user-ID exec
+/// that changes the effective id (a non-root verifier user running `sudo`) still clears it: the
+/// kernel's rule, noted in ARCHITECTURE.md.
 pub(crate) fn drop_privileges(identity: &Identity, keep: u64) -> io::Result<()> {
     check(unsafe { sys::setsid() })?;
     for cap in 0..=CAP_LAST {
@@ -109,23 +119,31 @@ pub(crate) fn drop_privileges(identity: &Identity, keep: u64) -> io::Result<()> 
     check(unsafe { sys::setgroups(identity.groups.len(), identity.groups.as_ptr()) })?;
     check(unsafe { sys::setresgid(identity.gid, identity.gid, identity.gid) })?;
     check(unsafe { sys::prctl(sys::PR_CAP_AMBIENT, sys::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) })?;
+    check(unsafe {
+        sys::prctl(
+            sys::PR_SET_SECUREBITS,
+            sys::SECBIT_NO_SETUID_FIXUP | sys::SECBIT_NO_SETUID_FIXUP_LOCKED,
+            0,
+            0,
+            0,
+        )
+    })?;
     if identity.uid != 0 {
-        check(unsafe { sys::prctl(sys::PR_SET_KEEPCAPS, 1, 0, 0, 0) })?;
         check(unsafe { sys::setresuid(identity.uid, identity.uid, identity.uid) })?;
         set_caps(1 << CAP_WAKE_ALARM)?;
-        check(unsafe {
-            sys::prctl(
-                sys::PR_CAP_AMBIENT,
-                sys::PR_CAP_AMBIENT_RAISE,
-                CAP_WAKE_ALARM.into(),
-                0,
-                0,
-            )
-        })?;
     } else {
         // Root's permitted set after exec is its bounding set; inheritable must not carry more.
         set_caps(keep)?;
     }
+    check(unsafe {
+        sys::prctl(
+            sys::PR_CAP_AMBIENT,
+            sys::PR_CAP_AMBIENT_RAISE,
+            CAP_WAKE_ALARM.into(),
+            0,
+            0,
+        )
+    })?;
     Ok(())
 }
 

@@ -12,7 +12,10 @@ pub const MS_BIND: c_ulong = 4096;
 pub const MS_REC: c_ulong = 16384;
 pub const MS_PRIVATE: c_ulong = 1 << 18;
 pub const PR_CAPBSET_DROP: c_int = 24;
-pub const PR_SET_KEEPCAPS: c_int = 8;
+pub const PR_SET_SECUREBITS: c_int = 28;
+/// `setuid` and friends leave the capability sets alone (`capabilities(7)`, securebits).
+pub const SECBIT_NO_SETUID_FIXUP: c_ulong = 1 << 2;
+pub const SECBIT_NO_SETUID_FIXUP_LOCKED: c_ulong = 1 << 3;
 pub const PR_CAP_AMBIENT: c_int = 47;
 pub const PR_CAP_AMBIENT_RAISE: c_ulong = 2;
 pub const PR_CAP_AMBIENT_CLEAR_ALL: c_ulong = 4;
