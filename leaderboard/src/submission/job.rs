@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use tasks::records::read::RecordError;
 
 use super::images::{TrialImage, from_lock};
 use super::overrides::overrides;
@@ -44,26 +45,24 @@ pub struct Job {
     pub plan: Option<super::planned::Plan>,
 }
 
-/// A job-level JSON record, read whole up to [`tasks::bounded::MAX_RECORD_BYTES`].
+/// A job-level JSON record, read through the records' one reader. One over the size cap is
+/// a bad record, like one that is not JSON; other read failures are the OS's.
 fn read_json(path: &Path) -> Result<Option<Value>, SubmissionError> {
-    match tasks::bounded::read_capped(path, tasks::bounded::MAX_RECORD_BYTES, "job record") {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| SubmissionError::BadJobConfig {
-                    path: path.to_owned(),
-                    problem: e.to_string(),
-                })
+    tasks::records::read::read_json(path).map_err(|e| {
+        let bad = |problem: String| SubmissionError::BadJobConfig {
+            path: path.to_owned(),
+            problem,
+        };
+        match e {
+            RecordError::Unreadable { source, .. }
+                if source.kind() == std::io::ErrorKind::FileTooLarge =>
+            {
+                bad(source.to_string())
+            }
+            RecordError::Unreadable { source, .. } => SubmissionError::io(path, source),
+            RecordError::Malformed { problem, .. } => bad(problem),
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
-            Err(SubmissionError::BadJobConfig {
-                path: path.to_owned(),
-                problem: e.to_string(),
-            })
-        }
-        Err(e) => Err(SubmissionError::io(path, e)),
-    }
+    })
 }
 
 /// Loads the job dir `dir` (shown as `display`) and checks the job-level rules.

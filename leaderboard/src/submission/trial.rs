@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use tasks::records::str_at;
+use tasks::records::{read, str_at};
 
 use super::overrides::overrides;
 use super::report::Violation;
@@ -54,13 +54,9 @@ pub struct TrialFacts {
     pub violations: Vec<Violation>,
 }
 
-/// The main reward of a result (see [`tasks::metrics::main_reward`]); booleans are 1/0.
+/// The main reward of a result (see [`tasks::records::read::main_reward`]); booleans are 1/0.
 pub fn reward_of(result: &Value) -> Option<f64> {
-    let rewards = result.get("verifier_result")?.get("rewards")?.as_object()?;
-    let value = tasks::metrics::main_reward(rewards.iter().map(|(name, v)| (name.as_str(), v)))?;
-    value
-        .as_f64()
-        .or_else(|| value.as_bool().map(|b| if b { 1.0 } else { 0.0 }))
+    read::main_reward(result)
 }
 
 /// Why a trial's record does not show isolated tests: runner's `verifier_isolation` says
@@ -159,17 +155,10 @@ fn has_rewards(result: &Value) -> bool {
 pub fn agent_identity(result: &Value) -> Option<AgentIdentity> {
     let info = result.get("agent_info")?;
     let name = info.get("name")?.as_str()?.to_owned();
-    let model = info
-        .get("model_info")
-        .filter(|m| !m.is_null())
-        .and_then(|m| {
-            let model = m.get("name")?.as_str()?;
-            match m.get("provider").and_then(Value::as_str) {
-                Some(p) if !p.is_empty() && p != "unknown" => Some(format!("{p}/{model}")),
-                _ => Some(model.to_owned()),
-            }
-        });
-    Some(AgentIdentity { name, model })
+    Some(AgentIdentity {
+        name,
+        model: read::model_of(info),
+    })
 }
 
 /// Files of a trial dir that the rules read, kept while the tree is scanned. A file over its
@@ -383,19 +372,8 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         .or_else(|| config.as_ref().and_then(|c| str_at(c, "/trial_name")))
         .unwrap_or(&facts.name)
         .to_owned();
-    let trial_config = config
-        .as_ref()
-        .or_else(|| result.as_ref().and_then(|r| r.get("config")));
-    facts.task = result
-        .as_ref()
-        .and_then(|r| str_at(r, "/task_name"))
-        .or_else(|| trial_config.and_then(|c| str_at(c, "/task/name")))
-        .or_else(|| {
-            trial_config
-                .and_then(|c| str_at(c, "/task/path"))
-                .and_then(|p| p.trim_end_matches('/').rsplit('/').next())
-        })
-        .map(str::to_owned);
+    let trial_config = read::trial_config(config.as_ref(), result.as_ref());
+    facts.task = read::task_name(result.as_ref(), trial_config).map(str::to_owned);
     facts.job_id = trial_config
         .and_then(|c| str_at(c, "/job_id"))
         .filter(|id| !id.is_empty())

@@ -5,8 +5,8 @@ use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 
 /// The largest JSON record parsed (result.json, config.json); larger ones are reported, not
-/// read. Real records are a few KiB.
-pub const MAX_RECORD_BYTES: u64 = 8 << 20;
+/// read. Real records are a few KiB. The same cap as every other reader of records.
+pub const MAX_RECORD_BYTES: u64 = tasks::bounded::MAX_RECORD_BYTES;
 
 /// The largest trajectory parsed and rendered; larger ones get a link instead.
 pub const MAX_TRAJECTORY_BYTES: u64 = 32 << 20;
@@ -65,32 +65,34 @@ pub fn read_head(path: &Path, limit: usize) -> std::io::Result<Head> {
 pub enum Json {
     /// No such regular file.
     Absent,
-    /// Larger than the limit: not read.
-    TooLarge(u64),
+    /// Larger than the limit: not read; the message names the limit.
+    TooLarge(String),
     /// Unreadable or not JSON: what went wrong.
     Invalid(String),
     /// The parsed value.
     Value(serde_json::Value),
 }
 
-/// Reads `rel` under `base` as JSON when it is a regular file of at most `limit` bytes.
+/// Reads `rel` under `base` as JSON when it is a regular file of at most `limit` bytes
+/// (through the records' one reader, `tasks::records::read`).
 pub fn read_json(base: &Path, rel: &str, limit: u64) -> Json {
     let Some(path) = regular_file(base, rel) else {
         return Json::Absent;
     };
-    let size = match std::fs::metadata(&path) {
-        Ok(meta) => meta.len(),
-        Err(e) => return Json::Invalid(e.to_string()),
-    };
-    if size > limit {
-        return Json::TooLarge(size);
+    match tasks::records::read::read_json_capped(&path, limit, rel) {
+        Ok(None) => Json::Absent,
+        Ok(Some(value)) => Json::Value(value),
+        Err(e) if e.is_too_large() => Json::TooLarge(error_text(e)),
+        Err(e) => Json::Invalid(error_text(e)),
     }
-    match std::fs::read(&path) {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(value) => Json::Value(value),
-            Err(e) => Json::Invalid(format!("not valid JSON: {e}")),
-        },
-        Err(e) => Json::Invalid(e.to_string()),
+}
+
+/// The error's own words, without the path (the viewer names the file itself).
+fn error_text(error: tasks::records::read::RecordError) -> String {
+    use tasks::records::read::RecordError;
+    match error {
+        RecordError::Unreadable { source, .. } => source.to_string(),
+        RecordError::Malformed { problem, .. } => problem,
     }
 }
 
@@ -135,7 +137,7 @@ mod tests {
         std::fs::write(dir.path().join("big.json"), "[1, 2, 3]").unwrap();
         assert!(matches!(
             read_json(dir.path(), "big.json", 4),
-            Json::TooLarge(9)
+            Json::TooLarge(why) if why.contains("4 bytes limit")
         ));
         std::fs::write(dir.path().join("bad.json"), "{").unwrap();
         assert!(matches!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use tasks::records::str_at;
+use tasks::records::{read, str_at};
 
 use crate::ViewerError;
 use crate::files::{self, Json};
@@ -207,12 +207,8 @@ fn seconds_between(start: Option<&str>, end: Option<&str>) -> Option<f64> {
 fn record(base: &Path, rel: &str, problems: &mut Vec<String>) -> Option<Value> {
     match files::read_json(base, rel, files::MAX_RECORD_BYTES) {
         Json::Absent => None,
-        Json::TooLarge(n) => {
-            problems.push(format!("{rel}: {n} bytes, too large to read"));
-            None
-        }
-        Json::Invalid(e) => {
-            problems.push(format!("{rel}: {e}"));
+        Json::TooLarge(why) | Json::Invalid(why) => {
+            problems.push(format!("{rel}: {why}"));
             None
         }
         Json::Value(v) if v.is_object() => Some(v),
@@ -224,18 +220,12 @@ fn record(base: &Path, rel: &str, problems: &mut Vec<String>) -> Option<Value> {
 }
 
 fn rewards_of(result: &Value, problems: &mut Vec<String>) -> Vec<(String, f64)> {
-    let Some(map) = result
-        .pointer("/verifier_result/rewards")
-        .and_then(Value::as_object)
-    else {
+    let Some(map) = read::rewards_object(result) else {
         return Vec::new();
     };
     let mut rewards = Vec::new();
     for (key, value) in map {
-        match value
-            .as_f64()
-            .or_else(|| value.as_bool().map(|b| f64::from(u8::from(b))))
-        {
+        match read::reward_number(value) {
             Some(v) => rewards.push((key.clone(), v)),
             None => problems.push(format!("result.json: reward `{key}` is not a number")),
         }
@@ -284,18 +274,8 @@ pub fn load_trial(dir: &Path) -> Trial {
     let mut problems = Vec::new();
     let config = record(dir, "config.json", &mut problems);
     let result = record(dir, "result.json", &mut problems);
-    let trial_config = config
-        .as_ref()
-        .or_else(|| result.as_ref().and_then(|r| r.get("config")));
-    let task = result
-        .as_ref()
-        .and_then(|r| str_at(r, "/task_name"))
-        .or_else(|| trial_config.and_then(|c| str_at(c, "/task/name")))
-        .or_else(|| {
-            trial_config
-                .and_then(|c| str_at(c, "/task/path"))
-                .and_then(|p| p.trim_end_matches('/').rsplit('/').next())
-        })
+    let trial_config = read::trial_config(config.as_ref(), result.as_ref());
+    let task = read::task_name(result.as_ref(), trial_config)
         .unwrap_or(UNKNOWN_TASK)
         .to_owned();
     let name = dir
@@ -353,11 +333,8 @@ fn read_result(trial: &mut Trial, result: &Value, problems: &mut Vec<String>) {
     if let Some(name) = str_at(result, "/agent_info/name") {
         trial.agent = Some(name.to_owned());
     }
-    if let Some(model) = str_at(result, "/agent_info/model_info/name") {
-        trial.model = Some(match str_at(result, "/agent_info/model_info/provider") {
-            Some(p) if p != "unknown" => format!("{p}/{model}"),
-            _ => model.to_owned(),
-        });
+    if let Some(model) = result.get("agent_info").and_then(read::model_of) {
+        trial.model = Some(model);
     }
     if let Some(source) = str_at(result, "/source") {
         trial.source = Some(source.to_owned());

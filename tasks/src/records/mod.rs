@@ -1,13 +1,14 @@
 //! Job and trial records in Harbor's shapes and field names (docs/harbor-format.md §2).
 //!
-//! Writers use these types; readers of foreign job dirs (validation) read JSON values instead,
-//! so older Harbor shapes are accepted too.
+//! Writers use these types; readers of foreign job dirs read JSON values through [`read`]
+//! instead, so older Harbor shapes are accepted too.
 
 mod containment;
 mod harbor_026;
 mod job_config;
 mod job_result;
 mod lock;
+pub mod read;
 mod totals;
 mod trial_config;
 mod trial_result;

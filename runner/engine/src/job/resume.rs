@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use tasks::records::read::RecordError;
 use tasks::records::{
     JobConfig, JobLock, JobResult, LockTrial, SharedNames, TrialConfig, TrialResult, TrialTotals,
 };
@@ -280,23 +281,13 @@ fn scan(dir: &Path) -> Result<BTreeMap<String, Existing>, ResumeError> {
 pub(super) fn read_record<T: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> Result<Option<T>, ResumeError> {
-    let bytes =
-        match tasks::bounded::read_capped(path, tasks::bounded::MAX_RECORD_BYTES, "job record") {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(ResumeError::Io {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
-        };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| ResumeError::NotAJob {
-            dir: path.parent().unwrap_or(path).to_owned(),
-            why: format!("{} does not read as a runner record: {e}", path.display()),
-        })
+    tasks::records::read::read_typed(path).map_err(|e| match e {
+        RecordError::Unreadable { path, source } => ResumeError::Io { path, source },
+        RecordError::Malformed { path, problem } => ResumeError::NotAJob {
+            dir: path.parent().unwrap_or(&path).to_owned(),
+            why: format!("{}: {problem}", path.display()),
+        },
+    })
 }
 
 /// The job-level settings that define a job's trials (force-build, concurrency and

@@ -10,8 +10,10 @@ use tasks::records::TrialResult;
 /// Per engine: (final attempts, of those with an exception, earlier attempts lost there).
 type Tally = BTreeMap<String, (usize, usize, usize)>;
 
+/// A trial's result through the records' one reader; one that cannot be read is left out of
+/// the tally (the summary above already counts it).
 fn read(path: &Path) -> Option<TrialResult> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    tasks::records::read::read_typed(path).ok().flatten()
 }
 
 /// One line per engine, or nothing when no trial of `job_dir` names one (a single-engine

@@ -67,8 +67,8 @@ pub(crate) fn render(trial_dir: &Path, links: &Links) -> Rendered {
                 steps: None,
             };
         }
-        Json::TooLarge(n) => {
-            return note(format!("{n} bytes: too large to render here; open"));
+        Json::TooLarge(why) => {
+            return note(format!("Too large to render here ({why}); open"));
         }
         Json::Invalid(e) => return note(format!("Cannot read the trajectory ({e}):")),
         Json::Value(v) => v,
