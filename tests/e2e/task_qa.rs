@@ -251,6 +251,57 @@ fn check_passes_the_examples() {
     }
 }
 
+/// The six tasks of `tasks/families` (issue 25, item 4), as generate.py writes them.
+const FAMILIES: [&str; 6] = [
+    "families/export-totals-easy",
+    "families/export-totals-hard",
+    "families/fix-library-easy",
+    "families/fix-library-hard",
+    "families/render-tone-easy",
+    "families/render-tone-hard",
+];
+
+#[test]
+fn check_passes_the_families() {
+    let (doc, code) = check_json(&workspace_root().join("tasks/families"), &[]);
+    let names: Vec<&str> = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, FAMILIES, "{doc:#}");
+    // Every check of every task passes: no skip, no warning, and every reward-hack probe,
+    // the jail's two included, scores 0.
+    for task in FAMILIES {
+        for check in [
+            "loads",
+            "oracle",
+            "nop",
+            "broken",
+            "hacks",
+            "leaks",
+            "reproducible",
+        ] {
+            let (status, text) = verdict(&doc, task, check);
+            assert_eq!(status, "pass", "{task} {check}: {text}");
+        }
+    }
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["passed"], true);
+}
+
+#[test]
+fn the_families_are_what_their_generator_writes() {
+    let output = std::process::Command::new("python3")
+        .arg(workspace_root().join("tasks/families/generate.py"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    let (stdout, _) = exited(&output, 0);
+    assert!(stdout.contains("as generated"), "{stdout}");
+}
+
 #[test]
 fn init_writes_a_task_that_passes_check_unchanged() {
     let dir = tempfile::tempdir().unwrap();
