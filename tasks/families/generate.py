@@ -662,7 +662,7 @@ if __name__ == "__main__":
 '''
     instruction = """\
 `/app/lib/intervals.py` is a small library of closed integer intervals. Users report that
-`covered([(1, 3), (3, 5)])` says 8 where it should say 5; `/app/tests/` has a test that shows it
+`covered([(1, 3), (3, 5)])` says 6 where it should say 5; `/app/tests/` has a test that shows it
 (`cd /app && python3 -m unittest discover -s tests`).
 
 Fix the library. Only the library's source files in `/app/lib/` are graded: they are copied
