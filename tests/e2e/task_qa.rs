@@ -251,6 +251,112 @@ fn check_passes_the_examples() {
     }
 }
 
+/// The six tasks of `tasks/families` (issue 25, item 4), as generate.py writes them.
+const FAMILIES: [&str; 6] = [
+    "families/export-totals-easy",
+    "families/export-totals-hard",
+    "families/fix-library-easy",
+    "families/fix-library-hard",
+    "families/render-tone-easy",
+    "families/render-tone-hard",
+];
+
+#[test]
+fn check_passes_the_families() {
+    let (doc, code) = check_json(&workspace_root().join("tasks/families"), &[]);
+    let names: Vec<&str> = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, FAMILIES, "{doc:#}");
+    // Every check of every task passes: no skip, no warning, and every reward-hack probe,
+    // the jail's two included, scores 0.
+    for task in FAMILIES {
+        for check in [
+            "loads",
+            "oracle",
+            "nop",
+            "broken",
+            "hacks",
+            "leaks",
+            "reproducible",
+        ] {
+            let (status, text) = verdict(&doc, task, check);
+            assert_eq!(status, "pass", "{task} {check}: {text}");
+        }
+    }
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["passed"], true);
+}
+
+/// Runs `agent` once on every family task: each task's name and its trial's `result.json`.
+fn run_families(agent: &str) -> Vec<(String, serde_json::Value)> {
+    crate::support::ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let output = runner()
+        .args(["run", "--agent", agent, "--n-concurrent", "4", "--jobs-dir"])
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(workspace_root().join("tasks/families"))
+        .timeout(std::time::Duration::from_secs(900))
+        .output()
+        .unwrap();
+    exited(&output, 0);
+    let job = crate::support::Job::single_in(jobs.path());
+    let mut results: Vec<(String, serde_json::Value)> = job
+        .trial_results()
+        .into_iter()
+        .map(|(_, result)| (result["task_name"].as_str().unwrap().to_owned(), result))
+        .collect();
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    results
+}
+
+#[test]
+fn the_families_report_named_checks() {
+    // (task, named checks its verifier reports; passed by the untouched workdir).
+    let expected = [
+        (FAMILIES[0], 3, 0),
+        (FAMILIES[1], 3, 0),
+        (FAMILIES[2], 10, 7),
+        (FAMILIES[3], 13, 6),
+        (FAMILIES[4], 6, 0),
+        (FAMILIES[5], 10, 0),
+    ];
+    let solved = run_families("oracle");
+    let untouched = run_families("nop");
+    assert_eq!(solved.len(), expected.len(), "{solved:#?}");
+    assert_eq!(untouched.len(), expected.len(), "{untouched:#?}");
+    for (((task, total, nop_passed), (solved_task, s)), (untouched_task, u)) in
+        expected.iter().zip(&solved).zip(&untouched)
+    {
+        assert_eq!(
+            (solved_task.as_str(), untouched_task.as_str()),
+            (*task, *task)
+        );
+        let (sv, uv) = (&s["verifier_result"], &u["verifier_result"]);
+        assert_eq!(crate::support::reward(s), Some(1.0), "{task}: {s:#}");
+        assert_eq!(sv["assertions_passed"], *total, "{task}: {sv:#}");
+        assert_eq!(sv["assertions_total"], *total, "{task}: {sv:#}");
+        assert_eq!(crate::support::reward(u), Some(0.0), "{task}: {u:#}");
+        assert_eq!(uv["assertions_passed"], *nop_passed, "{task}: {uv:#}");
+        assert_eq!(uv["assertions_total"], *total, "{task}: {uv:#}");
+    }
+}
+
+#[test]
+fn the_families_are_what_their_generator_writes() {
+    let output = std::process::Command::new("python3")
+        .arg(workspace_root().join("tasks/families/generate.py"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    let (stdout, _) = exited(&output, 0);
+    assert!(stdout.contains("as generated"), "{stdout}");
+}
+
 #[test]
 fn init_writes_a_task_that_passes_check_unchanged() {
     let dir = tempfile::tempdir().unwrap();
