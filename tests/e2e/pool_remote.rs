@@ -377,3 +377,31 @@ fn a_wrong_ca_and_a_key_sshd_refuses_are_refused_by_engine_before_the_job() {
         );
     }
 }
+
+#[test]
+fn docker_host_naming_a_tls_engine_is_the_one_engine_of_a_run_without_a_pool() {
+    let _engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
+    let (tls, client_certs) = tls_engine();
+    let jobs = tempfile::tempdir().unwrap();
+    // Spoken to in plain HTTP, this engine would refuse every call: scoring proves TLS.
+    let output = run(
+        jobs.path(),
+        &workspace_root().join("tasks/examples/hello-file"),
+        &[],
+        &[
+            ("DOCKER_HOST", &tls),
+            ("DOCKER_TLS_VERIFY", "1"),
+            ("DOCKER_CERT_PATH", client_certs.to_str().unwrap()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let results = Job::single_in(jobs.path()).trial_results();
+    assert_eq!(results.len(), 1, "{stderr}");
+    assert_eq!(
+        crate::support::reward(&results[0].1),
+        Some(1.0),
+        "{}",
+        results[0].1
+    );
+}

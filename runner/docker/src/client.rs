@@ -138,7 +138,22 @@ pub struct DockerClient {
 
 impl DockerClient {
     /// Connects through `DOCKER_HOST` or the default socket and checks the engine answers.
+    /// A `DOCKER_HOST` naming an ssh:// engine, or a tcp:// one with `DOCKER_TLS_VERIFY` set,
+    /// is reached as a pool's engine is (bollard's own transports for these are features this
+    /// build leaves out, and builds need the same transport).
     pub async fn connect() -> Result<DockerClient, DockerError> {
+        let host = std::env::var("DOCKER_HOST").unwrap_or_default();
+        if host.starts_with("ssh://")
+            || (host.starts_with("tcp://") && tls_dir_from_env().is_some())
+        {
+            let engine = EngineUrl::parse(&host).map_err(DockerError::Connect)?;
+            return Self::connect_to(&engine).await.map_err(|e| match e {
+                DockerError::EngineUnreachable(reason) => {
+                    DockerError::Connect(format!("DOCKER_HOST={host}: {reason}"))
+                }
+                other => other,
+            });
+        }
         let docker =
             Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
         // A DOCKER_HOST builds cannot use is refused when a build needs it, not here: a
