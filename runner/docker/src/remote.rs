@@ -9,6 +9,7 @@
 //! transport for all their calls, hijacked exec streams and BuildKit builds included, instead
 //! of a TLS client and an ssh transport in each of the two HTTP stacks.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -128,6 +129,58 @@ struct Dialed {
     child: Option<Child>,
 }
 
+/// A child's stdout and stdin as one stream whose shutdown closes stdin: tokio's own
+/// shutdown of a `ChildStdin` leaves the pipe open, so `docker system dial-stdio` would never
+/// learn that the client is done, and its connection (and ssh) would outlive the client's.
+struct ChildPipes {
+    stdout: tokio::process::ChildStdout,
+    stdin: Option<tokio::process::ChildStdin>,
+}
+
+impl AsyncRead for ChildPipes {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stdout).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ChildPipes {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.stdin.as_mut() {
+            Some(stdin) => std::pin::Pin::new(stdin).poll_write(cx, buf),
+            None => std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.stdin.as_mut() {
+            Some(stdin) => std::pin::Pin::new(stdin).poll_flush(cx),
+            None => std::task::Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(stdin) = self.stdin.as_mut() {
+            std::task::ready!(std::pin::Pin::new(stdin).poll_flush(cx))?;
+        }
+        self.stdin = None;
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
 impl Dialer {
     /// A dialer for the TLS engine `tcp://host[:port]` with `files`, which are read and checked
     /// now (a missing or malformed file is refused naming it; key material is never quoted).
@@ -213,7 +266,10 @@ impl Dialer {
                     return Err(format!("{program} started without its pipes"));
                 };
                 Ok(Dialed {
-                    stream: Box::new(tokio::io::join(stdout, stdin)),
+                    stream: Box::new(ChildPipes {
+                        stdout,
+                        stdin: Some(stdin),
+                    }),
                     child: Some(child),
                 })
             }
@@ -347,6 +403,10 @@ impl Relay {
             .prefix("runner-engine-")
             .tempdir()
             .map_err(|e| format!("cannot make the engine relay's directory: {e}"))?;
+        // Private before the socket exists: whoever can connect to it uses the engine with
+        // this process's TLS identity or ssh key.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make the engine relay's directory private: {e}"))?;
         let listener = UnixListener::bind(dir.path().join("docker.sock"))
             .map_err(|e| format!("cannot listen on the engine relay's socket: {e}"))?;
         let dialer = Arc::new(dialer);
@@ -446,6 +506,39 @@ mod tests {
             ]
         );
         assert!(args.contains(&"BatchMode=yes".to_owned()), "{args:?}");
+    }
+
+    /// `cat` as the dialed program echoes what a client sends: the relay's plumbing (one
+    /// child per connection, both directions, the client's end of input passed on) without an
+    /// engine.
+    #[tokio::test]
+    async fn the_relay_pipes_each_connection_through_its_own_child_in_a_private_directory() {
+        let relay = Relay::start(Dialer::Ssh {
+            program: "cat".into(),
+            args: Vec::new(),
+        })
+        .unwrap();
+        let dir = relay.socket().parent().unwrap().to_owned();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o700,
+            "only this user may use the engine through the relay"
+        );
+        for text in ["first connection", "second connection"] {
+            let mut client = tokio::net::UnixStream::connect(relay.socket())
+                .await
+                .unwrap();
+            client.write_all(text.as_bytes()).await.unwrap();
+            client.shutdown().await.unwrap();
+            let mut echoed = String::new();
+            timeout(Duration::from_secs(10), client.read_to_string(&mut echoed))
+                .await
+                .expect("cat ends once the client's input ends")
+                .unwrap();
+            assert_eq!(echoed, text);
+        }
+        drop(relay);
+        assert!(!dir.exists(), "the relay's directory goes with it");
     }
 
     #[test]
