@@ -226,8 +226,14 @@ pub fn finished_line(
         Some(_) => style(color).yellow().apply_to(line),
         None => style(color).red().apply_to(line),
     };
+    // job.log's line names no engine; on a pool run the progress says where it ran.
+    let on = result
+        .engine
+        .as_ref()
+        .map(|e| format!(" on {e}"))
+        .unwrap_or_default();
     format!(
-        "{styled}  [{done}/{total} at +{}, mean so far {mean:.3}]",
+        "{styled}  [{done}/{total} at +{}{on}, mean so far {mean:.3}]",
         short_duration(elapsed)
     )
 }
@@ -322,6 +328,19 @@ mod tests {
             "  engines: ssh://127.0.0.1:2222 4 done · tcp://127.0.0.1:2376 8 done (2 errored)"
         );
         assert_eq!(frame.len(), 3 + 2, "the running rows follow");
+        // Each finished trial says where it ran, in both modes.
+        let mut ok = testkit::records::trial_result("t__1", "t", Some(1.0), None);
+        ok.engine = Some("ssh://127.0.0.1:2222".into());
+        let text = finished_text("[1/1]", &ok, 1.0, false);
+        assert!(
+            text.contains("t__1: reward 1 in 10.0s on ssh://127.0.0.1:2222"),
+            "{text}"
+        );
+        let line = finished_line("trial t__1: scored", 1, 1, secs(3), &ok, 1.0, false);
+        assert!(
+            line.ends_with("[1/1 at +3s on ssh://127.0.0.1:2222, mean so far 1.000]"),
+            "{line}"
+        );
     }
 
     #[test]

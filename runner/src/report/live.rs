@@ -340,8 +340,18 @@ pub fn outcome_line(result: &TrialResult) -> String {
         Some(r) => format!("reward {r}"),
         None => format!("no reward, {}", result.outcome()),
     };
+    // On a pool run, where it ran (the record's engine name, which holds no credentials).
+    let on = result
+        .engine
+        .as_ref()
+        .map(|e| format!(" on {e}"))
+        .unwrap_or_default();
     match &result.exception_info {
-        Some(e) => format!("{}: {reward}{secs} ({})", result.trial_name, e.headline()),
-        None => format!("{}: {reward}{secs}", result.trial_name),
+        Some(e) => format!(
+            "{}: {reward}{secs}{on} ({})",
+            result.trial_name,
+            e.headline()
+        ),
+        None => format!("{}: {reward}{secs}{on}", result.trial_name),
     }
 }
