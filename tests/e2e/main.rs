@@ -15,6 +15,7 @@ mod installed;
 mod integrity;
 mod outputs;
 mod pool;
+mod pool_remote;
 mod registry;
 mod resume;
 mod run;

@@ -16,10 +16,10 @@ use crate::support::{
 const DEFAULT_ENGINE: &str = "unix:///var/run/docker.sock";
 
 /// The tests of this file share the extra engines, and one kills an engine: one at a time.
-static ENGINES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static ENGINES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Starts (or finds running) extra engines 1..=2 and returns their URLs.
-fn extra_engines() -> [String; 2] {
+pub(crate) fn extra_engines() -> [String; 2] {
     ensure_base_image();
     let status = Command::new("bash")
         .arg(workspace_root().join("scripts/docker-engines.sh"))
@@ -323,6 +323,8 @@ fn engines_the_pool_cannot_use_are_refused_by_name_before_anything_runs() {
             .arg(&examples)
             .args(args)
             .env_remove("RUNNER_DOCKER_HOSTS")
+            // A context store without contexts.
+            .env("DOCKER_CONFIG", jobs.path().join("no-docker-config"))
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -332,8 +334,12 @@ fn engines_the_pool_cannot_use_are_refused_by_name_before_anything_runs() {
         }
     };
     refused(
-        &["--docker-host", "ssh://me@build-1"],
-        &["ssh://me@build-1", "not supported yet"],
+        &["--docker-host", "ssh://me@build-1/engine"],
+        &["ssh://me@build-1/engine", "without a path"],
+    );
+    refused(
+        &["--docker-host", "https://build-1:2376"],
+        &["https://build-1:2376", "DOCKER_TLS_VERIFY"],
     );
     refused(
         &["--docker-host", "unix:///run/docker.sock#n=0"],
@@ -341,7 +347,7 @@ fn engines_the_pool_cannot_use_are_refused_by_name_before_anything_runs() {
     );
     refused(
         &["--docker-context", "remote"],
-        &["--docker-context remote", "--docker-host"],
+        &["--docker-context remote", "no Docker context remote"],
     );
     let written: Vec<_> = std::fs::read_dir(jobs.path()).unwrap().flatten().collect();
     assert!(written.is_empty(), "nothing was written: {written:?}");

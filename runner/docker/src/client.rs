@@ -1,29 +1,46 @@
 //! The connection to one Docker engine: the default one (`DOCKER_HOST`, else the default
 //! socket), or an engine of a pool named by URL (`--docker-host`).
 
-use bollard::Docker;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bollard::{API_DEFAULT_VERSION, Docker};
 
 use crate::DockerError;
 use crate::engine_http::Endpoint;
+use crate::remote::{Dialer, Relay, SshTarget, TlsFiles};
 
 /// bollard's request timeout bounds only the time to response headers; long operations
 /// carry their own deadlines. Uploads of big trees need the headroom.
 const REQUEST_TIMEOUT_SECS: u64 = 600;
 
 /// An engine named by URL, with the user's optional cap on its trials: `unix:///path`,
-/// `tcp://host:port` (plain HTTP), each optionally followed by `#n=8`.
+/// `tcp://host:port` (TLS when `DOCKER_TLS_VERIFY` is set, with the files of
+/// `DOCKER_CERT_PATH`, as the Docker CLI), `ssh://[user@]host[:port]`, each optionally
+/// followed by `#n=8`; or the engine of a Docker CLI context (see `context.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineUrl {
     /// The URL without the cap.
     pub url: String,
     /// `#n=N`: at most N trials at once on this engine.
     pub max_trials: Option<usize>,
+    /// The TLS files of a `tcp://` engine spoken to over TLS; `None` for plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// The Docker CLI context the engine came from, for messages.
+    pub context: Option<String>,
 }
 
 impl EngineUrl {
-    /// Parses `URL[#n=N]`. TLS (`DOCKER_TLS_VERIFY`, `https://`) and `ssh://` engines are
-    /// refused by name: this runner's pool speaks to `unix://` and plain `tcp://` engines.
+    /// Parses `URL[#n=N]`, `tcp://` engines taking TLS from `DOCKER_TLS_VERIFY` and
+    /// `DOCKER_CERT_PATH` (default `~/.docker`), which therefore apply to every `tcp://` engine
+    /// given by URL (engines with certificates of their own are given by context).
     pub fn parse(text: &str) -> Result<EngineUrl, String> {
+        Self::parse_with(text, tls_dir_from_env().as_deref())
+    }
+
+    /// [`EngineUrl::parse`] with `tls_dir` the certificate directory of TLS `tcp://` engines
+    /// (`None`: plain HTTP).
+    pub fn parse_with(text: &str, tls_dir: Option<&Path>) -> Result<EngineUrl, String> {
         let (url, cap) = match text.split_once('#') {
             Some((url, cap)) => (url, Some(cap)),
             None => (text, None),
@@ -40,25 +57,67 @@ impl EngineUrl {
                 })?)
             }
         };
+        let engine = |tls| EngineUrl {
+            url: url.to_owned(),
+            max_trials,
+            tls,
+            context: None,
+        };
+        if url.starts_with("ssh://") {
+            SshTarget::parse(url).map_err(|e| format!("engine {text}: {e}"))?;
+            return Ok(engine(None));
+        }
+        if url.starts_with("https://") {
+            return Err(format!(
+                "engine {text}: give a TLS engine as tcp://host:port with DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH set (as for the Docker CLI), or as --docker-context NAME"
+            ));
+        }
         Endpoint::parse(url, false).map_err(|_| {
             format!(
-                "engine {text}: not an engine URL this runner can use; give unix:///path/to/docker.sock or tcp://host:port (TLS and ssh:// engines are not supported yet)"
+                "engine {text}: not an engine URL this runner can use; give unix:///path/to/docker.sock, tcp://host:port (TLS with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH) or ssh://[user@]host[:port]"
             )
         })?;
         if url == "unix://" || url == "tcp://" {
             return Err(format!("engine {text}: the URL names no socket or host"));
         }
-        Ok(EngineUrl {
-            url: url.to_owned(),
-            max_trials,
-        })
+        let tls = url
+            .starts_with("tcp://")
+            .then_some(tls_dir)
+            .flatten()
+            .map(TlsFiles::in_dir);
+        Ok(engine(tls))
     }
 
-    /// How records name the engine: the URL itself, which for these schemes holds no
-    /// credentials.
-    pub fn name(&self) -> &str {
-        &self.url
+    /// How records name the engine: the URL without a user name (`ssh://host:port`), which
+    /// for these schemes leaves no credentials.
+    pub fn name(&self) -> String {
+        match self.url.strip_prefix("ssh://") {
+            Some(rest) => format!("ssh://{}", rest.rsplit_once('@').map_or(rest, |(_, h)| h)),
+            None => self.url.clone(),
+        }
     }
+
+    /// The dialer of an engine reached through the relay (TLS or ssh); `None` for a socket
+    /// or plain HTTP, which bollard reaches itself.
+    fn dialer(&self) -> Result<Option<Dialer>, String> {
+        if let Some(files) = &self.tls {
+            return Dialer::tls(&self.url, files).map(Some);
+        }
+        if self.url.starts_with("ssh://") {
+            return Ok(Some(Dialer::ssh(&SshTarget::parse(&self.url)?)));
+        }
+        Ok(None)
+    }
+}
+
+/// The certificate directory of TLS `tcp://` engines, as the Docker CLI finds it: set when
+/// `DOCKER_TLS_VERIFY` is not empty, `DOCKER_CERT_PATH` or else `~/.docker`.
+fn tls_dir_from_env() -> Option<PathBuf> {
+    std::env::var_os("DOCKER_TLS_VERIFY").filter(|v| !v.is_empty())?;
+    std::env::var_os("DOCKER_CERT_PATH")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker")))
 }
 
 /// A connected Docker engine.
@@ -72,11 +131,29 @@ pub struct DockerClient {
     /// driver cannot enforce one, so later containers are created without asking again (every
     /// trial has a storage limit, so asking each time would double every create).
     quota_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The relay a TLS or ssh engine is reached through, kept while any clone of the client
+    /// lives (see `remote.rs`).
+    _relay: Option<Arc<Relay>>,
 }
 
 impl DockerClient {
     /// Connects through `DOCKER_HOST` or the default socket and checks the engine answers.
+    /// A `DOCKER_HOST` naming an ssh:// engine, or a tcp:// one with `DOCKER_TLS_VERIFY` set,
+    /// is reached as a pool's engine is (bollard's own transports for these are features this
+    /// build leaves out, and builds need the same transport).
     pub async fn connect() -> Result<DockerClient, DockerError> {
+        let host = std::env::var("DOCKER_HOST").unwrap_or_default();
+        if host.starts_with("ssh://")
+            || (host.starts_with("tcp://") && tls_dir_from_env().is_some())
+        {
+            let engine = EngineUrl::parse(&host).map_err(DockerError::Connect)?;
+            return Self::connect_to(&engine).await.map_err(|e| match e {
+                DockerError::EngineUnreachable(reason) => {
+                    DockerError::Connect(format!("DOCKER_HOST={host}: {reason}"))
+                }
+                other => other,
+            });
+        }
         let docker =
             Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
         // A DOCKER_HOST builds cannot use is refused when a build needs it, not here: a
@@ -85,12 +162,35 @@ impl DockerClient {
     }
 
     /// Connects to the engine `engine` names and checks it answers.
+    /// A TLS or ssh engine is first dialed and pinged directly, so that one that cannot be
+    /// reached is refused with the TLS error or ssh's own words.
     pub async fn connect_to(engine: &EngineUrl) -> Result<DockerClient, DockerError> {
-        let docker = Docker::connect_with_host(&engine.url)
-            .map_err(|e| DockerError::Connect(format!("{}: {e}", engine.url)))?;
-        Self::checked(docker, Endpoint::parse(&engine.url, false))
+        let named = |e: &dyn std::fmt::Display| DockerError::EngineUnreachable(e.to_string());
+        // The ping's own error, without the default engine's DOCKER_HOST hint.
+        let unreachable = |e: DockerError| match e {
+            DockerError::Connect(reason) => DockerError::EngineUnreachable(reason),
+            other => other,
+        };
+        let Some(dialer) = engine.dialer().map_err(|e| named(&e))? else {
+            let docker = Docker::connect_with_host(&engine.url).map_err(|e| named(&e))?;
+            return Self::checked(docker, Endpoint::parse(&engine.url, false))
+                .await
+                .map_err(unreachable);
+        };
+        dialer.probe().await.map_err(|e| named(&e))?;
+        let relay = Relay::start(dialer).map_err(|e| named(&e))?;
+        let socket = relay.socket();
+        let docker = Docker::connect_with_unix(
+            &format!("unix://{}", socket.display()),
+            REQUEST_TIMEOUT_SECS,
+            API_DEFAULT_VERSION,
+        )
+        .map_err(|e| named(&e))?;
+        let mut client = Self::checked(docker, Ok(Endpoint::Unix(socket)))
             .await
-            .map_err(|e| DockerError::Connect(format!("{}: {e}", engine.url)))
+            .map_err(unreachable)?;
+        client._relay = Some(Arc::new(relay));
+        Ok(client)
     }
 
     async fn checked(
@@ -101,6 +201,7 @@ impl DockerClient {
             docker: docker.with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS)),
             endpoint,
             quota_refused: Default::default(),
+            _relay: None,
         };
         client.ping().await?;
         Ok(client)
@@ -150,15 +251,27 @@ mod tests {
         let capped = EngineUrl::parse("tcp://127.0.0.1:2375#n=8").unwrap();
         assert_eq!(capped.name(), "tcp://127.0.0.1:2375");
         assert_eq!(capped.max_trials, Some(8));
+        let ssh = EngineUrl::parse_with("ssh://me@build-1:2222#n=2", None).unwrap();
+        assert_eq!(
+            ssh.name(),
+            "ssh://build-1:2222",
+            "records carry no user name"
+        );
+        assert_eq!((ssh.max_trials, ssh.tls), (Some(2), None));
+        let certs = Path::new("/certs");
+        let tls = EngineUrl::parse_with("tcp://127.0.0.1:2376", Some(certs)).unwrap();
+        assert_eq!(tls.tls.unwrap().ca, certs.join("ca.pem"));
+        let socket = EngineUrl::parse_with("unix:///s", Some(certs)).unwrap();
+        assert_eq!(socket.tls, None, "TLS is for tcp:// engines only");
         for bad in [
             "unix:///s#n=0",
             "unix:///s#8",
-            "ssh://me@host",
+            "ssh://me@host/path",
             "https://h:2376",
             "tcp://",
             "/run/docker.sock",
         ] {
-            let err = EngineUrl::parse(bad).unwrap_err();
+            let err = EngineUrl::parse_with(bad, None).unwrap_err();
             assert!(err.contains(bad), "{err}");
         }
     }

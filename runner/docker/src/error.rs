@@ -6,6 +6,11 @@ pub enum DockerError {
     /// No engine answered.
     #[error("cannot reach the Docker engine ({0}); is dockerd running and DOCKER_HOST right?")]
     Connect(String),
+    /// An engine named by URL or context (a pool member) could not be reached: the reason is
+    /// the engine's own (a refused socket, the TLS error, what ssh printed), and the caller
+    /// names the flag that gave the engine, so DOCKER_HOST is not suggested.
+    #[error("cannot reach the engine: {0}")]
+    EngineUnreachable(String),
     /// An engine API call failed.
     #[error("{operation}: {source}")]
     Api {
@@ -107,7 +112,7 @@ impl From<DockerError> for engine::BackendError {
     fn from(error: DockerError) -> Self {
         use engine::BackendErrorKind as Kind;
         let kind = match &error {
-            DockerError::Connect(_) => Kind::Unreachable,
+            DockerError::Connect(_) | DockerError::EngineUnreachable(_) => Kind::Unreachable,
             DockerError::Build { .. } => Kind::Build,
             DockerError::MissingImage { .. } => Kind::ImageMissing,
             DockerError::Pull { .. }

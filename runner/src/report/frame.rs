@@ -42,6 +42,9 @@ pub struct Snapshot {
     pub eta: Option<Duration>,
     /// A notice kept on screen (the interrupt).
     pub notice: Option<String>,
+    /// On a pool run, each engine's finished trials so far: (engine, scored, errored), by
+    /// engine name. Empty on one engine (its trials name none).
+    pub engines: Vec<(String, u64, u64)>,
 }
 
 impl Snapshot {
@@ -135,6 +138,22 @@ pub fn render(s: &Snapshot, rows: usize, cols: usize, color: bool) -> Vec<String
             .apply_to(format!("pending {}", s.pending()))
     );
     let mut top = vec![head, counts];
+    if !s.engines.is_empty() {
+        // One line for the pool, so running rows keep the room: a trial's engine is known
+        // once it finished (its record names it).
+        let each: Vec<String> = s
+            .engines
+            .iter()
+            .map(|(engine, scored, errored)| {
+                let mut text = format!("{engine} {} done", scored + errored);
+                if *errored > 0 {
+                    text.push_str(&format!(" ({errored} errored)"));
+                }
+                text
+            })
+            .collect();
+        top.push(format!("  engines: {}", each.join(" · ")));
+    }
     let mut bottom: Vec<String> = s
         .images
         .iter()
@@ -207,8 +226,14 @@ pub fn finished_line(
         Some(_) => style(color).yellow().apply_to(line),
         None => style(color).red().apply_to(line),
     };
+    // job.log's line names no engine; on a pool run the progress says where it ran.
+    let on = result
+        .engine
+        .as_ref()
+        .map(|e| format!(" on {e}"))
+        .unwrap_or_default();
     format!(
-        "{styled}  [{done}/{total} at +{}, mean so far {mean:.3}]",
+        "{styled}  [{done}/{total} at +{}{on}, mean so far {mean:.3}]",
         short_duration(elapsed)
     )
 }
@@ -244,6 +269,7 @@ mod tests {
             elapsed: secs(192),
             eta: Some(secs(460)),
             notice: None,
+            engines: Vec::new(),
         }
     }
 
@@ -283,6 +309,38 @@ mod tests {
         assert_eq!(frame.len(), 14, "one row is left for the cursor");
         assert!(frame.iter().all(|l| console::measure_text_width(l) <= 80));
         insta::assert_snapshot!(frame.join("\n"));
+    }
+
+    #[test]
+    fn a_pool_run_shows_each_engines_finished_trials_on_one_line() {
+        let mut s = snapshot(2);
+        assert!(
+            !render(&s, 40, 100, false).join("\n").contains("engines:"),
+            "no engine line on one engine"
+        );
+        s.engines = vec![
+            ("ssh://127.0.0.1:2222".into(), 4, 0),
+            ("tcp://127.0.0.1:2376".into(), 6, 2),
+        ];
+        let frame = render(&s, 40, 100, false);
+        assert_eq!(
+            frame[2],
+            "  engines: ssh://127.0.0.1:2222 4 done · tcp://127.0.0.1:2376 8 done (2 errored)"
+        );
+        assert_eq!(frame.len(), 3 + 2, "the running rows follow");
+        // Each finished trial says where it ran, in both modes.
+        let mut ok = testkit::records::trial_result("t__1", "t", Some(1.0), None);
+        ok.engine = Some("ssh://127.0.0.1:2222".into());
+        let text = finished_text("[1/1]", &ok, 1.0, false);
+        assert!(
+            text.contains("t__1: reward 1 in 10.0s on ssh://127.0.0.1:2222"),
+            "{text}"
+        );
+        let line = finished_line("trial t__1: scored", 1, 1, secs(3), &ok, 1.0, false);
+        assert!(
+            line.ends_with("[1/1 at +3s on ssh://127.0.0.1:2222, mean so far 1.000]"),
+            "{line}"
+        );
     }
 
     #[test]

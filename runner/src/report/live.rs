@@ -40,6 +40,8 @@ struct State {
     /// Wall times of the trials finished in this run.
     durations: Vec<Duration>,
     notice: Option<String>,
+    /// A pool run's finished trials per engine: (scored, errored).
+    engines: BTreeMap<String, (u64, u64)>,
 }
 
 impl State {
@@ -72,6 +74,11 @@ impl State {
             elapsed: now.saturating_duration_since(self.started),
             eta: None,
             notice: self.notice.clone(),
+            engines: self
+                .engines
+                .iter()
+                .map(|(name, (scored, errored))| (name.clone(), *scored, *errored))
+                .collect(),
         };
         let elapsed: Vec<Duration> = s.running.iter().map(|r| r.elapsed).collect();
         s.eta = frame::eta(&self.durations, &elapsed, s.pending(), self.concurrency);
@@ -162,6 +169,7 @@ impl Reporter {
             images: BTreeMap::new(),
             durations: Vec::new(),
             notice: None,
+            engines: BTreeMap::new(),
         }));
         let live = (mode == ProgressMode::Bar).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -254,9 +262,19 @@ impl Reporter {
                 s.durations.push(took);
             }
             s.order.retain(|name| name != &result.trial_name);
-            match result.outcome() {
-                TrialOutcome::Scored => s.scored += 1,
-                _ => s.errored += 1,
+            let scored = result.outcome() == TrialOutcome::Scored;
+            if scored {
+                s.scored += 1;
+            } else {
+                s.errored += 1;
+            }
+            if let Some(engine) = &result.engine {
+                let counts = s.engines.entry(engine.clone()).or_default();
+                if scored {
+                    counts.0 += 1;
+                } else {
+                    counts.1 += 1;
+                }
             }
             s.reward_sum += result.reward().unwrap_or(0.0);
             let done = s.scored + s.errored;
@@ -322,8 +340,18 @@ pub fn outcome_line(result: &TrialResult) -> String {
         Some(r) => format!("reward {r}"),
         None => format!("no reward, {}", result.outcome()),
     };
+    // On a pool run, where it ran (the record's engine name, which holds no credentials).
+    let on = result
+        .engine
+        .as_ref()
+        .map(|e| format!(" on {e}"))
+        .unwrap_or_default();
     match &result.exception_info {
-        Some(e) => format!("{}: {reward}{secs} ({})", result.trial_name, e.headline()),
-        None => format!("{}: {reward}{secs}", result.trial_name),
+        Some(e) => format!(
+            "{}: {reward}{secs}{on} ({})",
+            result.trial_name,
+            e.headline()
+        ),
+        None => format!("{}: {reward}{secs}{on}", result.trial_name),
     }
 }

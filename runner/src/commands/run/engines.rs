@@ -1,12 +1,14 @@
 //! The engines a run uses: the default one (`DOCKER_HOST`, else the default socket), or a
-//! pool named by `--docker-host` / `RUNNER_DOCKER_HOSTS` (see `engine::pool`). Each engine
+//! pool named by `--docker-host` / `--docker-context` / `RUNNER_DOCKER_HOSTS` (see
+//! `engine::pool`; TLS and ssh engines are reached as `docker_backend`'s `remote.rs` says). Each engine
 //! is connected, checked for the verifier jail and reaped of what dead runs left before the
 //! job starts, so a pool member that cannot run trials is refused by name up front.
 
 use std::sync::Arc;
 
 use docker_backend::{
-    DockerBackend, DockerClient, EngineUrl, ImagePolicy, check_jail, reap_dead_owners,
+    DockerBackend, DockerClient, EngineUrl, ImagePolicy, check_jail, context_engine,
+    docker_config_dir, reap_dead_owners,
 };
 use engine::pool::{EnginePool, PoolMember};
 
@@ -29,12 +31,13 @@ pub enum JobBackend {
     Pool(EnginePool<DockerBackend>),
 }
 
-/// The engine URLs of `--docker-host` (repeatable) or, without it, `RUNNER_DOCKER_HOSTS`
-/// (comma-separated); empty for the default engine. Duplicates are refused: the same engine
-/// twice would double its share of trials.
-pub fn engine_urls(flags: &[String]) -> Result<Vec<EngineUrl>, CliError> {
+/// The engines of `--docker-host` (repeatable) and `--docker-context` (repeatable, read from
+/// the Docker CLI's context store), or, without either flag, of `RUNNER_DOCKER_HOSTS`
+/// (comma-separated): the flags name the whole pool. Empty for the default engine. The same
+/// engine twice (by its name in records) is refused: it would double its share of trials.
+pub fn engine_urls(hosts: &[String], contexts: &[String]) -> Result<Vec<EngineUrl>, CliError> {
     let from_env = std::env::var("RUNNER_DOCKER_HOSTS").unwrap_or_default();
-    let (texts, source): (Vec<&str>, &str) = if flags.is_empty() {
+    let (texts, source): (Vec<&str>, &str) = if hosts.is_empty() && contexts.is_empty() {
         (
             from_env
                 .split(',')
@@ -44,31 +47,44 @@ pub fn engine_urls(flags: &[String]) -> Result<Vec<EngineUrl>, CliError> {
             "RUNNER_DOCKER_HOSTS",
         )
     } else {
-        (flags.iter().map(String::as_str).collect(), "--docker-host")
+        (hosts.iter().map(String::as_str).collect(), "--docker-host")
     };
     let mut urls: Vec<EngineUrl> = Vec::new();
     for text in texts {
         let url =
             EngineUrl::parse(text).map_err(|e| CliError::bad_input(format!("{source}: {e}")))?;
-        if urls.iter().any(|u| u.url == url.url) {
+        urls.push(url);
+    }
+    if !contexts.is_empty() {
+        let config = docker_config_dir().ok_or_else(|| {
+            CliError::bad_input(
+                "--docker-context: neither DOCKER_CONFIG nor HOME is set, so the Docker CLI's context store cannot be found",
+            )
+        })?;
+        for name in contexts {
+            let url = context_engine(&config, name)
+                .map_err(|e| CliError::bad_input(format!("--docker-context {name}: {e}")))?;
+            urls.push(url);
+        }
+    }
+    for (i, url) in urls.iter().enumerate() {
+        if urls[..i].iter().any(|u| u.name() == url.name()) {
             return Err(CliError::bad_input(format!(
-                "{source}: engine {} is named twice",
-                url.url
+                "{}: engine {} is named twice",
+                label(url),
+                url.name()
             )));
         }
-        urls.push(url);
     }
     Ok(urls)
 }
 
-/// `--docker-context` is refused by name: contexts (their TLS material and `ssh://`
-/// endpoints) are not read yet.
-pub fn refuse_context(context: Option<&str>) -> Result<(), CliError> {
-    match context {
-        None => Ok(()),
-        Some(name) => Err(CliError::bad_input(format!(
-            "--docker-context {name}: Docker CLI contexts are not supported yet; give the context's engine with --docker-host URL (docker context inspect {name} --format '{{{{.Endpoints.docker.Host}}}}'; unix:// and plain tcp:// engines only)"
-        ))),
+/// How messages name where an engine was given: `--docker-host URL` or
+/// `--docker-context NAME (URL)`.
+fn label(url: &EngineUrl) -> String {
+    match &url.context {
+        Some(name) => format!("--docker-context {name} ({})", url.url),
+        None => format!("--docker-host {}", url.url),
     }
 }
 
@@ -85,7 +101,7 @@ impl Engines {
         for url in urls {
             let client = DockerClient::connect_to(&url)
                 .await
-                .map_err(|e| CliError::bad_input(format!("--docker-host {}: {e}", url.url)))?;
+                .map_err(|e| CliError::bad_input(format!("{}: {e}", label(&url))))?;
             check_jail(&client)
                 .await
                 .map_err(|e| CliError::bad_input(format!("engine {}: {e}", url.url)))?;
@@ -133,7 +149,7 @@ impl Engines {
                 let members = pool
                     .into_iter()
                     .map(|(url, client)| PoolMember {
-                        name: url.name().to_owned(),
+                        name: url.name(),
                         backend: DockerBackend::with_policy(client, policy.clone()),
                         max_trials: url.max_trials,
                     })

@@ -65,14 +65,19 @@ pub struct RunArgs {
     #[arg(short = 'n', long, env = "RUNNER_N_CONCURRENT", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub n_concurrent: u32,
-    /// A Docker engine of the pool the trials run on (repeatable; `unix:///path` or
-    /// `tcp://host:port`, optionally `#n=N` to cap its trials at once). Default: the one
-    /// engine of DOCKER_HOST. Also RUNNER_DOCKER_HOSTS, comma-separated.
+    /// A Docker engine of the pool the trials run on (repeatable; `unix:///path`,
+    /// `tcp://host:port` (TLS with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, as the Docker CLI)
+    /// or `ssh://[user@]host[:port]` (ssh running `docker system dial-stdio`; RUNNER_SSH_COMMAND
+    /// replaces `ssh`), optionally `#n=N` to cap its trials at once). Default: the one engine
+    /// of DOCKER_HOST. Also RUNNER_DOCKER_HOSTS, comma-separated, when neither this nor
+    /// --docker-context is given.
     #[arg(long = "docker-host", value_name = "URL")]
     pub docker_hosts: Vec<String>,
-    /// A Docker CLI context (not supported yet: refused, naming the --docker-host to use).
+    /// A Docker CLI context's engine (repeatable, mixable with --docker-host; its TLS
+    /// certificates from the context store under DOCKER_CONFIG or ~/.docker; `NAME#n=N` caps
+    /// its trials at once).
     #[arg(long = "docker-context", value_name = "NAME")]
-    pub docker_context: Option<String>,
+    pub docker_context: Vec<String>,
     /// Where job directories are written.
     #[arg(short = 'o', long, env = "RUNNER_JOBS_DIR", default_value = "jobs")]
     pub jobs_dir: PathBuf,
@@ -278,8 +283,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         args.allow_container_secrets,
     )?;
     // Engines the pool cannot use are refused before the job dir exists too.
-    engines::refuse_context(args.docker_context.as_deref())?;
-    let engine_urls = engines::engine_urls(&args.docker_hosts)?;
+    let engine_urls = engines::engine_urls(&args.docker_hosts, &args.docker_context)?;
     let (jobs_dir, job_name, job_dir) = match &args.resume {
         Some(dir) => resume::existing_job_dir(dir)?,
         None => {
