@@ -74,7 +74,7 @@ where
                 "--resume JOB_DIR continues that directory; --jobs-dir cannot be used with it",
             ));
         }
-        args.steering.given =
+        args.choices.given =
             given_flags(sub, &[ValueSource::CommandLine, ValueSource::EnvVariable]);
     }
     Ok(cli)

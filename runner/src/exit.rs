@@ -1,6 +1,6 @@
 //! The one place exit codes are decided.
 //!
-//! Every subcommand returns `Result<Outcome, CliError>`; [`exit_code`] maps that to the
+//! Every subcommand returns `Result<CommandOutcome, CliError>`; [`exit_code`] maps that to the
 //! process's code. The README's exit-code table is [`markdown_table`] verbatim (a test checks
 //! it), and `--help` texts show [`help_text`] of their subcommand.
 
@@ -191,15 +191,15 @@ impl ExitCode {
     }
 
     /// The code of a subcommand's result.
-    pub fn of(result: &Result<Outcome, CliError>) -> ExitCode {
+    pub fn of(result: &Result<CommandOutcome, CliError>) -> ExitCode {
         match result {
-            Ok(Outcome::Success) => ExitCode::Success,
-            Ok(Outcome::Rejected) => ExitCode::Failed,
+            Ok(CommandOutcome::Success) => ExitCode::Success,
+            Ok(CommandOutcome::Rejected) => ExitCode::Failed,
             // The user must fix malformed tasks before a full run, so it is bad input even
             // though the rest ran.
-            Ok(Outcome::TasksSkipped) => ExitCode::BadInput,
-            Ok(Outcome::TrialsErrored) => ExitCode::TrialsErrored,
-            Ok(Outcome::Interrupted(by)) => ExitCode::interrupted_by(*by),
+            Ok(CommandOutcome::TasksSkipped) => ExitCode::BadInput,
+            Ok(CommandOutcome::TrialsErrored) => ExitCode::TrialsErrored,
+            Ok(CommandOutcome::Interrupted(by)) => ExitCode::interrupted_by(*by),
             Err(e) => match e.kind {
                 CliErrorKind::BadInput => ExitCode::BadInput,
                 CliErrorKind::Runner => ExitCode::RunnerFailed,
@@ -210,7 +210,7 @@ impl ExitCode {
 
 /// What a subcommand achieved (its failures are [`CliError`]s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CommandOutcome {
     /// Done as asked.
     Success,
     /// Judged and found failing: a submission or trajectory breaks a rule, a scrub aborted.
@@ -346,13 +346,19 @@ mod tests {
     #[test]
     fn outcomes_and_errors_map_to_their_codes() {
         let cases = [
-            (Ok(Outcome::Success), 0),
-            (Ok(Outcome::Rejected), 1),
-            (Ok(Outcome::TasksSkipped), 2),
-            (Ok(Outcome::TrialsErrored), 3),
-            (Ok(Outcome::Interrupted(Interruption::Interrupt)), 130),
-            (Ok(Outcome::Interrupted(Interruption::Terminate)), 143),
-            (Ok(Outcome::Interrupted(Interruption::HangUp)), 129),
+            (Ok(CommandOutcome::Success), 0),
+            (Ok(CommandOutcome::Rejected), 1),
+            (Ok(CommandOutcome::TasksSkipped), 2),
+            (Ok(CommandOutcome::TrialsErrored), 3),
+            (
+                Ok(CommandOutcome::Interrupted(Interruption::Interrupt)),
+                130,
+            ),
+            (
+                Ok(CommandOutcome::Interrupted(Interruption::Terminate)),
+                143,
+            ),
+            (Ok(CommandOutcome::Interrupted(Interruption::HangUp)), 129),
             (Err(CliError::bad_input("x")), 2),
             (Err(CliError::runner("x")), 4),
         ];

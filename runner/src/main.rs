@@ -2,7 +2,7 @@
 //! and scrubs job directories for publication.
 //!
 //! The binary is thin: it parses flags, calls the engine and the libraries, prints, and maps
-//! every subcommand's `Result<Outcome, CliError>` to an exit code in one place (`exit.rs`).
+//! every subcommand's `Result<CommandOutcome, CliError>` to an exit code in one place (`exit.rs`).
 
 mod cli;
 mod commands;

@@ -11,10 +11,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
-use crate::forward::{agent_headers, presented_tokens, upstream_headers};
+use crate::forward::{agent_headers, upstream_headers};
 use crate::in_flight::{CallInFlight, ResponseRelay};
 use crate::ledger::Hold;
-use crate::record::Outcome;
+use crate::record::CallOutcome;
 use crate::request_policy::{check_request, requested_output_tokens};
 use crate::trial::TrialState;
 use crate::usage::{Endpoint, UsageMeter};
@@ -64,7 +64,9 @@ pub(crate) async fn handle_call(
 ) -> Response {
     let api = endpoint.api();
     let mut call = CallInFlight::begin(trial.clone(), endpoint);
-    if !trial.authorized(presented_tokens(&headers)) {
+    // The token was checked in front of every route (`server::require_trial_token`); the
+    // phase is this call's own question.
+    if !trial.serving() {
         let message = crate::server::unauthorized_message(&trial);
         return call.refuse(api, Refusal::Unauthenticated, message);
     }
@@ -208,7 +210,7 @@ pub(crate) async fn handle_call(
             let response = Refusal::UpstreamUnreachable.response(api, &message);
             call.record.status = response.status().as_u16();
             call.record.error = Some(message);
-            call.finish(Outcome::UpstreamUnreachable);
+            call.finish(CallOutcome::UpstreamUnreachable);
             return response;
         }
     };
@@ -251,9 +253,9 @@ pub(crate) async fn handle_call(
     let relay = ResponseRelay {
         upstream,
         outcome: if status.is_success() {
-            Outcome::Ok
+            CallOutcome::Ok
         } else {
-            Outcome::UpstreamError
+            CallOutcome::UpstreamError
         },
         to_agent: trial.job.key_secrets.stream(),
         call,

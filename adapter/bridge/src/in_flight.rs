@@ -11,7 +11,7 @@ use chrono::Utc;
 
 use crate::ledger::{Hold, SettledCall, charge};
 use crate::prices::ModelPrice;
-use crate::record::{BodyFile, CallRecord, Outcome};
+use crate::record::{BodyFile, CallOutcome, CallRecord};
 use crate::redact::Redactor;
 use crate::trial::TrialState;
 use crate::usage::{Endpoint, UsageMeter};
@@ -57,7 +57,7 @@ impl CallInFlight {
                 model_reported: None,
                 provider: None,
                 status: 0,
-                outcome: Outcome::Aborted,
+                outcome: CallOutcome::Aborted,
                 refusal: None,
                 error: None,
                 usage: None,
@@ -98,9 +98,9 @@ impl CallInFlight {
         self.record.refusal = Some(refusal.name().to_owned());
         self.record.error = Some(message);
         self.finish(if refusal == Refusal::Internal {
-            Outcome::BridgeError
+            CallOutcome::BridgeError
         } else {
-            Outcome::Refused
+            CallOutcome::Refused
         });
         response
     }
@@ -122,7 +122,7 @@ impl CallInFlight {
     /// charge of its hold (see [`charge`]).
     fn accounted(
         &self,
-        outcome: Outcome,
+        outcome: CallOutcome,
         reported: Option<crate::Usage>,
     ) -> (Option<crate::Usage>, bool) {
         let Some(hold) = &self.hold else {
@@ -134,12 +134,12 @@ impl CallInFlight {
         if !self.billable || failed_status {
             return (reported, false);
         }
-        let (usage, estimated) = charge(reported, outcome == Outcome::Ok, hold);
+        let (usage, estimated) = charge(reported, outcome == CallOutcome::Ok, hold);
         (Some(usage), estimated)
     }
 
     /// Writes the record once: usage, cost, the budget's settlement, `calls.jsonl`.
-    pub fn finish(&mut self, outcome: Outcome) {
+    pub fn finish(&mut self, outcome: CallOutcome) {
         if self.finished {
             return;
         }
@@ -192,7 +192,7 @@ impl CallInFlight {
         );
         // A refused call's line is the one thing a flood of refusals could grow without
         // bound: past the record's cap only its count (in usage.json) is kept.
-        if outcome == Outcome::Refused && self.trial.recorder.full() {
+        if outcome == CallOutcome::Refused && self.trial.recorder.full() {
             self.trial
                 .usage
                 .lock()
@@ -217,14 +217,14 @@ impl Drop for CallInFlight {
         }
         let outcome = if std::thread::panicking() {
             self.record.error = Some("the bridge panicked during this call".into());
-            Outcome::BridgeError
+            CallOutcome::BridgeError
         } else if !self.trial.open.load(Ordering::Acquire) {
             self.record.error = Some("the trial closed while the call was running".into());
-            Outcome::Aborted
+            CallOutcome::Aborted
         } else {
             self.record.error =
                 Some("the agent closed the connection before the response ended".into());
-            Outcome::ClientDisconnected
+            CallOutcome::ClientDisconnected
         };
         self.finish(outcome);
     }
@@ -236,7 +236,7 @@ pub(crate) struct ResponseRelay {
     pub upstream: reqwest::Response,
     pub call: CallInFlight,
     pub to_agent: Redactor,
-    pub outcome: Outcome,
+    pub outcome: CallOutcome,
     pub done: bool,
 }
 
@@ -270,7 +270,7 @@ impl ResponseRelay {
                         .key_secrets
                         .redact_str(&format!("the upstream response broke off: {error}"));
                     relay.call.record.error = Some(message.clone());
-                    relay.call.finish(Outcome::UpstreamUnreachable);
+                    relay.call.finish(CallOutcome::UpstreamUnreachable);
                     Some((Err(std::io::Error::other(message)), relay))
                 }
             }

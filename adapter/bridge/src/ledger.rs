@@ -15,7 +15,7 @@
 
 use crate::policy::{Spend, budget_refusal};
 use crate::prices::ModelPrice;
-use crate::record::Outcome;
+use crate::record::CallOutcome;
 use crate::trial::TrialState;
 use crate::usage::Usage;
 
@@ -158,7 +158,7 @@ impl TrialState {
 
 /// A finished call as the totals count it.
 pub(crate) struct SettledCall<'a> {
-    pub outcome: Outcome,
+    pub outcome: CallOutcome,
     pub declared: Option<&'a str>,
     pub usage: Option<&'a Usage>,
     pub cost_usd: Option<f64>,

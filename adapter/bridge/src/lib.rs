@@ -69,7 +69,7 @@ pub use config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
 pub use config_file::{LlmConfigError, LlmConfigFile};
 pub use error::{BridgeError, ModelKeyError};
 pub use prices::{ModelPrice, PriceTable, PriceTableError};
-pub use record::{CallRecord, Outcome};
+pub use record::{CallOutcome, CallRecord};
 pub use relay::{
     RELAY_BINARY, RELAY_FILE_NAME, relay_serve_command, relay_wait_command, write_relay,
 };

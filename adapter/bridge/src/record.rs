@@ -31,7 +31,7 @@ use crate::usage::{Endpoint, Usage};
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum CallOutcome {
     /// Forwarded; the upstream answered 2xx and the body was passed on whole.
     Ok,
     /// Forwarded; the upstream answered with an error status.
@@ -76,7 +76,7 @@ pub struct CallRecord {
     /// The HTTP status the agent got.
     pub status: u16,
     /// How the call ended.
-    pub outcome: Outcome,
+    pub outcome: CallOutcome,
     /// For refusals: which kind (`model_not_allowed`, `budget_exhausted`, ...).
     pub refusal: Option<String>,
     /// A message for refusals and failures, with secrets redacted.

@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use crate::call::handle_call;
 use crate::config::ApiKind;
 use crate::forward::presented_tokens;
+use crate::in_flight::CallInFlight;
 use crate::trial::TrialState;
 use crate::usage::Endpoint;
 use crate::wire_error::Refusal;
@@ -47,7 +48,39 @@ pub(crate) fn router(state: Arc<TrialState>) -> Router {
         .route("/v1/models", get(list_models))
         .route("/v1/models/{id}", get(one_model))
         .fallback(not_found)
+        // Outermost, so it stands in front of every route, the fallback and any route added
+        // later: a request without this trial's token reaches no handler.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_trial_token,
+        ))
         .with_state(state)
+}
+
+/// The bridge's one token check: the request must present this trial's token (a bearer
+/// token or `x-api-key`). Whether the trial serves calls *now* (its agent phase) is the
+/// handlers' own question, asked again just before anything leaves the bridge.
+async fn require_trial_token(
+    State(state): State<Arc<TrialState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if state.presents_token(presented_tokens(request.headers())) {
+        return next.run(request).await;
+    }
+    match Endpoint::of_route(request.uri().path()) {
+        // A model call refused here is still one of the trial's refused calls: recorded and
+        // counted, in its endpoint's API shape.
+        Some(endpoint) => {
+            let message = unauthorized_message(&state);
+            CallInFlight::begin(state, endpoint).refuse(
+                endpoint.api(),
+                Refusal::Unauthenticated,
+                message,
+            )
+        }
+        None => unauthorized(&state, api_of(request.headers())),
+    }
 }
 
 /// Serves connections until `shutdown` turns true, then closes idle connections, lets busy
@@ -152,7 +185,7 @@ fn model_entry(api: ApiKind, id: &str, provider: &str) -> serde_json::Value {
 /// would advertise models the trial may not call).
 async fn list_models(State(state): State<Arc<TrialState>>, headers: HeaderMap) -> Response {
     let api = api_of(&headers);
-    if !state.authorized(presented_tokens(&headers)) {
+    if !state.serving() {
         return unauthorized(&state, api);
     }
     let entries: Vec<serde_json::Value> = state
@@ -180,7 +213,7 @@ async fn one_model(
     headers: HeaderMap,
 ) -> Response {
     let api = api_of(&headers);
-    if !state.authorized(presented_tokens(&headers)) {
+    if !state.serving() {
         return unauthorized(&state, api);
     }
     match state
@@ -202,12 +235,9 @@ async fn one_model(
 
 /// `POST /runner/end-turn`: the agent's command has exited (the runner's own shell says so
 /// through the relay, see `TrialBridge::end_turn_command`); the trial stops serving calls.
-/// Only the trial's token may end its turn, which only takes away its own calls.
-async fn end_turn(State(state): State<Arc<TrialState>>, headers: HeaderMap) -> Response {
-    let api = api_of(&headers);
-    if !state.presents_token(presented_tokens(&headers)) {
-        return unauthorized(&state, api);
-    }
+/// Only the trial's token (checked in front of every route) may end its turn, which only takes
+/// away its own calls.
+async fn end_turn(State(state): State<Arc<TrialState>>) -> Response {
     state
         .serving
         .store(false, std::sync::atomic::Ordering::Release);

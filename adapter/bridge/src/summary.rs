@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tasks::records::AgentContext;
 
 use crate::policy::Spend;
-use crate::record::Outcome;
+use crate::record::CallOutcome;
 use crate::usage::Usage;
 
 /// What one trial's agent spent through the bridge: written to `agent/llm/usage.json` on close
@@ -60,18 +60,18 @@ impl TrialUsage {
     /// Counts one finished call.
     pub(crate) fn record_call(
         &mut self,
-        outcome: Outcome,
+        outcome: CallOutcome,
         declared: Option<&str>,
         usage: Option<&Usage>,
         cost_usd: Option<f64>,
         estimated: bool,
     ) {
-        if outcome == Outcome::Refused {
+        if outcome == CallOutcome::Refused {
             self.n_refused_calls += 1;
             return;
         }
         self.n_calls += 1;
-        if outcome != Outcome::Ok {
+        if outcome != CallOutcome::Ok {
             self.n_failed_calls += 1;
         }
         if let Some(declared) = declared {
@@ -184,15 +184,21 @@ mod tests {
     fn calls_add_up_and_refusals_do_not_count_tokens() {
         let mut trial = TrialUsage::default();
         trial.record_call(
-            Outcome::Ok,
+            CallOutcome::Ok,
             Some("openai/a"),
             Some(&usage(10, 2)),
             Some(0.5),
             false,
         );
-        trial.record_call(Outcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
-        trial.record_call(Outcome::Refused, None, None, None, false);
-        trial.record_call(Outcome::UpstreamError, Some("openai/a"), None, None, false);
+        trial.record_call(CallOutcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
+        trial.record_call(CallOutcome::Refused, None, None, None, false);
+        trial.record_call(
+            CallOutcome::UpstreamError,
+            Some("openai/a"),
+            None,
+            None,
+            false,
+        );
         assert_eq!(
             (
                 trial.n_input_tokens,
@@ -226,7 +232,7 @@ mod tests {
     #[test]
     fn only_unpriced_calls_make_the_cost_unknown() {
         let mut trial = TrialUsage::default();
-        trial.record_call(Outcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
+        trial.record_call(CallOutcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
         assert_eq!(trial.reported_cost_usd(), None);
         let mut job = TrialUsage::default();
         job.merge(&trial);

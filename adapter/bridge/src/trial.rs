@@ -50,11 +50,6 @@ impl TrialState {
     pub fn serving(&self) -> bool {
         self.open.load(Ordering::Acquire) && self.serving.load(Ordering::Acquire)
     }
-
-    /// True when one of the presented credentials is this trial's token and calls are served.
-    pub fn authorized<'a>(&self, presented: impl Iterator<Item = &'a str>) -> bool {
-        self.serving() && self.presents_token(presented)
-    }
 }
 
 /// One trial's bridge. Give the agent [`TrialBridge::agent_env`], bind-mount

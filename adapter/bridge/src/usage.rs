@@ -22,6 +22,18 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// The endpoint the bridge serves at `route` (`/v1` and the endpoint's path), if any.
+    pub fn of_route(route: &str) -> Option<Endpoint> {
+        let path = route.strip_prefix("/v1")?;
+        [
+            Endpoint::ChatCompletions,
+            Endpoint::Responses,
+            Endpoint::Messages,
+        ]
+        .into_iter()
+        .find(|endpoint| endpoint.path() == path)
+    }
+
     /// The path below the `/v1` prefix, as appended to a provider's base URL.
     pub fn path(self) -> &'static str {
         match self {

@@ -406,6 +406,72 @@ async fn tokens_are_per_trial_and_revoked_on_close() {
     b.close().await.unwrap();
 }
 
+/// The token is checked in one layer in front of the whole router: every route, the
+/// fallback, and so any route added later, refuses a request without this trial's token
+/// before a handler runs (a refused end-turn does not end the turn).
+#[tokio::test]
+async fn every_route_and_the_fallback_refuse_a_request_without_the_trials_token() {
+    let f = fixture().await;
+    let a = f.trial("t-a", &[GPT], Budget::UNLIMITED).await;
+    let b = f.trial("t-b", &[GPT], Budget::UNLIMITED).await;
+    let client = support::socket_client(a.socket_path());
+    for (method, path) in [
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/responses"),
+        ("POST", "/v1/messages"),
+        ("POST", "/runner/end-turn"),
+        ("GET", "/v1/models"),
+        ("GET", "/v1/models/gpt-scripted"),
+        ("GET", "/v1/files"),
+        ("POST", "/admin/anything"),
+    ] {
+        for token in [b.token(), ""] {
+            let request = match method {
+                "GET" => client.get(format!("http://bridge{path}")),
+                _ => client.post(format!("http://bridge{path}")).json(&chat(
+                    "gpt-scripted",
+                    "hi",
+                    false,
+                )),
+            };
+            let response = request.bearer_auth(token).send().await.unwrap();
+            let body = json_with_status(response, 401).await;
+            // Each refusal in the shape of its route's API (OpenAI's without a hint).
+            let expected = match path {
+                "/v1/messages" => "authentication_error",
+                _ => "invalid_api_key",
+            };
+            assert_eq!(
+                body["error"]["type"], expected,
+                "{method} {path} with {token:?}"
+            );
+        }
+    }
+    assert!(f.upstream.seen().is_empty());
+    // The refused model calls are the trial's refused calls (2 tokens × 3 endpoints), recorded
+    // as such; the other routes make no call record.
+    let refused = calls(&f.dir.path().join("t-a"));
+    assert_eq!(refused.len(), 6, "{refused:#?}");
+    assert!(
+        refused.iter().all(|c| c["outcome"] == "refused"),
+        "{refused:#?}"
+    );
+    // The right token passes the layer, and the refused end-turns did not end the turn.
+    let listed = client
+        .get("http://bridge/v1/models")
+        .bearer_auth(a.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+    assert_eq!(
+        chat_call(&a, "gpt-scripted", "hi", false).await.status(),
+        200
+    );
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_spent_trial_budget_refuses_further_calls_and_says_why() {
     let f = fixture().await;

@@ -51,15 +51,15 @@ pub struct ScrubOptions {
 
 /// How a scrub ended.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum ScrubOutcome {
     /// DEST was written; the report is also in `DEST/scrub-report.json`.
     Written(Report),
     /// Nothing was written: unscannable files or leftovers, named in the report.
     Aborted(Report),
 }
 
-/// Runs a scrub. Errors are bad input or I/O failures; an aborted scrub is an [`Outcome`].
-pub fn scrub(options: &ScrubOptions) -> Result<Outcome, ScrubError> {
+/// Runs a scrub. Errors are bad input or I/O failures; an aborted scrub is an [`ScrubOutcome`].
+pub fn scrub(options: &ScrubOptions) -> Result<ScrubOutcome, ScrubError> {
     let parent = check_paths(&options.input, &options.output)?;
     let matcher = Matcher::new(&options.secrets, &options.disabled_forms)?;
     let dest_name = options
@@ -79,7 +79,7 @@ pub fn scrub(options: &ScrubOptions) -> Result<Outcome, ScrubError> {
     report.unscannable = copied.unscannable;
     if !report.unscannable.is_empty() && !options.drop_unscannable {
         report.outcome = "aborted";
-        return Ok(Outcome::Aborted(report));
+        return Ok(ScrubOutcome::Aborted(report));
     }
 
     let report_path = stage.path().join(REPORT_FILE);
@@ -104,7 +104,7 @@ pub fn scrub(options: &ScrubOptions) -> Result<Outcome, ScrubError> {
         }
         report.outcome = "aborted";
         report.leftovers = leftovers;
-        return Ok(Outcome::Aborted(report));
+        return Ok(ScrubOutcome::Aborted(report));
     }
 
     std::fs::write(&report_path, report.to_json()).map_err(ScrubError::io(&report_path))?;
@@ -120,7 +120,7 @@ pub fn scrub(options: &ScrubOptions) -> Result<Outcome, ScrubError> {
             source,
         });
     }
-    Ok(Outcome::Written(report))
+    Ok(ScrubOutcome::Written(report))
 }
 
 /// Validates `--in` and `--out`; returns DEST's parent directory.

@@ -332,10 +332,10 @@ fn tree_hash(root: &Path) -> String {
     hex::encode(hasher.finalize())
 }
 
-fn written(outcome: Outcome) -> Report {
+fn written(outcome: ScrubOutcome) -> Report {
     match outcome {
-        Outcome::Written(report) => report,
-        Outcome::Aborted(report) => {
+        ScrubOutcome::Written(report) => report,
+        ScrubOutcome::Aborted(report) => {
             panic!("aborted: {:?} {:?}", report.unscannable, report.leftovers)
         }
     }
@@ -517,7 +517,7 @@ fn unscannable_files_abort_unless_dropped() {
     std::fs::write(input.join("bad.gz"), b"\x1f\x8b\x08\x00not really gzip").unwrap();
     let before = tree_hash(&input);
     let output = dir.path().join("public");
-    let Outcome::Aborted(report) = scrub(&options(&input, &output, &secrets)).unwrap() else {
+    let ScrubOutcome::Aborted(report) = scrub(&options(&input, &output, &secrets)).unwrap() else {
         panic!("must abort");
     };
     let listed: Vec<&str> = report.unscannable.iter().map(|d| d.path.as_str()).collect();
@@ -559,7 +559,7 @@ fn verifier_catches_what_a_crippled_scrubber_misses() {
         let output = dir.path().join("out");
         let mut opts = options(&input, &output, &secrets);
         opts.disabled_forms = disabled.clone();
-        let Outcome::Aborted(report) = scrub(&opts).unwrap() else {
+        let ScrubOutcome::Aborted(report) = scrub(&opts).unwrap() else {
             panic!("{disabled:?} must abort")
         };
         assert!(!output.exists());
@@ -593,7 +593,7 @@ fn undeclared_provider_keys_abort() {
     )
     .unwrap();
     let output = dir.path().join("out");
-    let Outcome::Aborted(report) = scrub(&options(&input, &output, &secrets)).unwrap() else {
+    let ScrubOutcome::Aborted(report) = scrub(&options(&input, &output, &secrets)).unwrap() else {
         panic!("must abort")
     };
     assert_eq!(report.leftovers.len(), 1, "{:?}", report.leftovers);

@@ -203,7 +203,7 @@ fn unique(name: Vec<u8>, used: &mut HashSet<Vec<u8>>) -> Vec<u8> {
 mod tests {
     use std::io::Write;
 
-    use crate::scrub::{Outcome, ScrubOptions, SecretSetBuilder, scrub};
+    use crate::scrub::{ScrubOptions, ScrubOutcome, SecretSetBuilder, scrub};
 
     fn options(input: &std::path::Path, output: &std::path::Path) -> ScrubOptions {
         let mut builder = SecretSetBuilder::new(false);
@@ -235,7 +235,7 @@ mod tests {
             .set_len(super::MAX_FILE_BYTES + 1)
             .unwrap();
         let output = dir.path().join("public");
-        let Outcome::Aborted(report) = scrub(&options(&input, &output)).unwrap() else {
+        let ScrubOutcome::Aborted(report) = scrub(&options(&input, &output)).unwrap() else {
             panic!("a bomb must abort the scrub");
         };
         let listed: Vec<(&str, &str)> = report
@@ -262,7 +262,7 @@ mod tests {
         std::fs::write(input.join(".task-env-key"), "00".repeat(32)).unwrap();
         std::fs::write(input.join("trial/result.json"), "{}").unwrap();
         let output = dir.path().join("public");
-        let Outcome::Written(_) = scrub(&options(&input, &output)).unwrap() else {
+        let ScrubOutcome::Written(_) = scrub(&options(&input, &output)).unwrap() else {
             panic!("the scrub must write");
         };
         assert!(output.join("trial/result.json").is_file());

@@ -24,7 +24,7 @@ use super::compose::MainImage;
 use super::facts::{EngineFacts, check_disk};
 use super::labels::{MANAGED, TASK};
 use super::ledger::{Ledger, LedgerOrigin, default_state_dir};
-use super::pull::{RetryPolicy, pull};
+use super::pull::{PullRetryPolicy, pull};
 use super::rate::RateLimiter;
 use super::reference::ImageRef;
 use super::{DockerClient, DockerError};
@@ -35,7 +35,7 @@ pub struct ImagePolicy {
     /// Pull attempts started per minute at most (retries count).
     pub pulls_per_minute: u32,
     /// Retries of a pull.
-    pub retry: RetryPolicy,
+    pub retry: PullRetryPolicy,
     /// No build or pull starts while the engine's data root has less free than this.
     pub min_free_disk_bytes: u64,
     /// Where the ledger of runner's images lives (`None`: not recorded).
@@ -51,7 +51,7 @@ impl Default for ImagePolicy {
     fn default() -> Self {
         Self {
             pulls_per_minute: DEFAULT_PULLS_PER_MINUTE,
-            retry: RetryPolicy::default(),
+            retry: PullRetryPolicy::default(),
             min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_MB * 1_000_000,
             state_dir: default_state_dir(),
         }

@@ -56,7 +56,7 @@ pub use labels::Owner;
 pub use ledger::{Ledger, LedgerEntry, LedgerOrigin, default_state_dir};
 pub use planned_image::{ImageAction, PlannedImage, planned_image};
 pub use prune::{PruneItem, PruneReport, prune_images};
-pub use pull::{RetryPolicy, is_retryable};
+pub use pull::{PullRetryPolicy, is_retryable};
 pub use reap::{reap_dead_owners, remove_job_containers};
 pub use reference::ImageRef;
 pub use remote::TlsFiles;

@@ -17,7 +17,7 @@ use super::{DockerClient, DockerError};
 
 /// How hard a pull tries.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryPolicy {
+pub struct PullRetryPolicy {
     /// Attempts in all (the first included).
     pub attempts: u32,
     /// The wait before the second attempt; it doubles for each later one.
@@ -28,7 +28,7 @@ pub struct RetryPolicy {
     pub idle_timeout: Duration,
 }
 
-impl Default for RetryPolicy {
+impl Default for PullRetryPolicy {
     fn default() -> Self {
         Self {
             attempts: 4,
@@ -39,7 +39,7 @@ impl Default for RetryPolicy {
     }
 }
 
-impl RetryPolicy {
+impl PullRetryPolicy {
     /// The wait after failed attempt `attempt` (1-based).
     pub fn backoff(&self, attempt: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
@@ -73,7 +73,7 @@ pub async fn pull(
     written: &str,
     credentials: Option<DockerCredentials>,
     limiter: &RateLimiter,
-    policy: &RetryPolicy,
+    policy: &PullRetryPolicy,
     log: &OutputSink,
 ) -> Result<PullStats, DockerError> {
     let mut attempt = 0;
@@ -125,7 +125,7 @@ async fn pull_once(
     image: &ImageRef,
     written: &str,
     credentials: Option<DockerCredentials>,
-    policy: &RetryPolicy,
+    policy: &PullRetryPolicy,
     log: &OutputSink,
 ) -> Result<PullStats, String> {
     let options = CreateImageOptionsBuilder::default()
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {
-        let policy = RetryPolicy::default();
+        let policy = PullRetryPolicy::default();
         let secs: Vec<u64> = (1..=6).map(|a| policy.backoff(a).as_secs()).collect();
         assert_eq!(secs, [2, 4, 8, 16, 30, 30]);
     }

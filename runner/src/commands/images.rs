@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use docker_backend::{
     DEFAULT_MIN_FREE_DISK_MB, DEFAULT_PULLS_PER_MINUTE, DockerBackend, DockerClient, ImagePolicy,
-    Ledger, PruneReport, RetryPolicy, default_state_dir, prune_images,
+    Ledger, PruneReport, PullRetryPolicy, default_state_dir, prune_images,
 };
 use engine::{Backend, IMAGE_PROGRESS_STREAM, ImageInfo, OutputSink};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tasks::Dataset;
 use tokio::sync::Semaphore;
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 use crate::{note, say};
 
 /// How images are pulled and when the disk is too full: shared by `run` and `images pull`.
@@ -29,7 +29,7 @@ pub struct ImageArgs {
     pub pulls_per_minute: u32,
     /// Attempts per image pull; 429s, 5xx answers, timeouts and dropped connections are retried
     /// with backoff (2 s, doubling, at most 30 s).
-    #[arg(long, default_value_t = RetryPolicy::default().attempts,
+    #[arg(long, default_value_t = PullRetryPolicy::default().attempts,
         value_parser = clap::value_parser!(u32).range(1..=20))]
     pub pull_attempts: u32,
     /// Start no image build or pull while the engine's data root has less free space than this
@@ -43,9 +43,9 @@ impl ImageArgs {
     pub fn policy(&self) -> ImagePolicy {
         ImagePolicy {
             pulls_per_minute: self.pulls_per_minute,
-            retry: RetryPolicy {
+            retry: PullRetryPolicy {
                 attempts: self.pull_attempts,
-                ..RetryPolicy::default()
+                ..PullRetryPolicy::default()
             },
             min_free_disk_bytes: self.min_free_disk_mb.saturating_mul(1_000_000),
             ..ImagePolicy::default()
@@ -100,7 +100,7 @@ pub struct PruneArgs {
 }
 
 /// Runs a `runner images` subcommand.
-pub fn run(command: ImagesCommand) -> Result<Outcome, CliError> {
+pub fn run(command: ImagesCommand) -> Result<CommandOutcome, CliError> {
     match command {
         ImagesCommand::Pull(args) => super::block_on(pull(args)),
         ImagesCommand::Prune(args) => super::block_on(prune(args)),
@@ -118,7 +118,7 @@ pub struct PulledRow {
     pub seconds: f64,
 }
 
-async fn pull(args: PullArgs) -> Result<Outcome, CliError> {
+async fn pull(args: PullArgs) -> Result<CommandOutcome, CliError> {
     let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
     for skipped in &dataset.skipped {
         note!("skipping task: {skipped}");
@@ -170,11 +170,11 @@ async fn pull(args: PullArgs) -> Result<Outcome, CliError> {
     say!("{}", render_pull_summary(&rows, started.elapsed()));
     let failed = rows.iter().filter(|r| r.image.is_err()).count();
     Ok(if failed > 0 {
-        Outcome::Rejected
+        CommandOutcome::Rejected
     } else if !dataset.skipped.is_empty() {
-        Outcome::TasksSkipped
+        CommandOutcome::TasksSkipped
     } else {
-        Outcome::Success
+        CommandOutcome::Success
     })
 }
 
@@ -240,7 +240,7 @@ pub fn render_pull_summary(rows: &[PulledRow], wall: Duration) -> String {
     out
 }
 
-async fn prune(args: PruneArgs) -> Result<Outcome, CliError> {
+async fn prune(args: PruneArgs) -> Result<CommandOutcome, CliError> {
     let Some(state_dir) = default_state_dir() else {
         return Err(CliError::bad_input(
             "no state directory: set RUNNER_STATE_DIR, XDG_STATE_HOME or HOME",
@@ -256,7 +256,7 @@ async fn prune(args: PruneArgs) -> Result<Outcome, CliError> {
         "{}",
         render_prune_report(&report, args.older_than, args.dry_run)
     );
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }
 
 /// What `images prune` prints.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::run;
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 
 /// `runner jobs …`.
 #[derive(Debug, clap::Subcommand)]
@@ -37,13 +37,13 @@ pub struct JobsResumeArgs {
 }
 
 /// Runs `runner jobs …`.
-pub fn run(command: JobsCommand) -> Result<Outcome, CliError> {
+pub fn run(command: JobsCommand) -> Result<CommandOutcome, CliError> {
     match command {
         JobsCommand::Resume(args) => resume(args),
     }
 }
 
-fn resume(args: JobsResumeArgs) -> Result<Outcome, CliError> {
+fn resume(args: JobsResumeArgs) -> Result<CommandOutcome, CliError> {
     let run_args =
         run::resume::replayed(&args.job_path, args.retry_failed, args.min_coverage, "-p")?;
     run::run(run_args)

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use engine::job::merge::{MergeReport, merge as merge_jobs};
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 use crate::{note, say};
 
 /// Arguments of `runner merge`.
@@ -24,7 +24,7 @@ pub struct MergeArgs {
 }
 
 /// Runs `runner merge`.
-pub fn merge(args: MergeArgs) -> Result<Outcome, CliError> {
+pub fn merge(args: MergeArgs) -> Result<CommandOutcome, CliError> {
     let report = merge_jobs(&args.jobs, &args.out).map_err(|e| {
         if e.is_bad_input() {
             CliError::bad_input(e)
@@ -34,9 +34,9 @@ pub fn merge(args: MergeArgs) -> Result<Outcome, CliError> {
     })?;
     print(&report);
     Ok(if report.incomplete() {
-        Outcome::TrialsErrored
+        CommandOutcome::TrialsErrored
     } else {
-        Outcome::Success
+        CommandOutcome::Success
     })
 }
 

@@ -1,4 +1,4 @@
-//! One module per subcommand; each returns `Result<Outcome, CliError>` and leaves the exit
+//! One module per subcommand; each returns `Result<CommandOutcome, CliError>` and leaves the exit
 //! code to `exit.rs`.
 
 pub mod agent;
@@ -13,10 +13,10 @@ pub mod validate;
 pub mod view;
 
 use crate::cli::Command;
-use crate::exit::{CliError, Outcome};
+use crate::exit::{CliError, CommandOutcome};
 
 /// Runs a subcommand.
-pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
+pub fn dispatch(command: Command) -> Result<CommandOutcome, CliError> {
     match command {
         Command::Run(args) => run::run(*args),
         Command::Tasks(cmd) => tasks::run(cmd),
@@ -32,7 +32,7 @@ pub fn dispatch(command: Command) -> Result<Outcome, CliError> {
             use clap::CommandFactory;
             let mut command = crate::cli::Cli::command();
             clap_complete::generate(shell, &mut command, "runner", &mut std::io::stdout());
-            Ok(Outcome::Success)
+            Ok(CommandOutcome::Success)
         }
         Command::Images(cmd) => images::run(cmd),
         Command::Serve(args) => serve::serve(args),

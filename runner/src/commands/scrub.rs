@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use leaderboard::scrub::{self, Report, ScrubError, ScrubOptions, SecretSetBuilder};
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 use crate::{note, say};
 
 /// Arguments of `runner scrub`.
@@ -77,19 +77,19 @@ fn allow_short_help() -> String {
 }
 
 /// Runs `runner scrub`.
-pub fn run(args: ScrubArgs) -> Result<Outcome, CliError> {
+pub fn run(args: ScrubArgs) -> Result<CommandOutcome, CliError> {
     match try_run(args) {
         Ok(outcome) => Ok(outcome),
         Err(e) if e.is_bad_input() => Err(CliError::bad_input(format!("scrub: {e}"))),
         Err(e) => {
             // Anything else stops the scrub before the copy appears: an abort, not a crash.
             note!("runner scrub: {e}");
-            Ok(Outcome::Rejected)
+            Ok(CommandOutcome::Rejected)
         }
     }
 }
 
-fn try_run(args: ScrubArgs) -> Result<Outcome, ScrubError> {
+fn try_run(args: ScrubArgs) -> Result<CommandOutcome, ScrubError> {
     let mut builder = SecretSetBuilder::new(args.allow_short);
     for path in &args.secrets_from {
         builder.add_file(path)?;
@@ -108,13 +108,13 @@ fn try_run(args: ScrubArgs) -> Result<Outcome, ScrubError> {
         disabled_forms: Vec::new(),
     };
     Ok(match scrub::scrub(&options)? {
-        scrub::Outcome::Written(report) => {
+        scrub::ScrubOutcome::Written(report) => {
             print_written(&options, &report);
-            Outcome::Success
+            CommandOutcome::Success
         }
-        scrub::Outcome::Aborted(report) => {
+        scrub::ScrubOutcome::Aborted(report) => {
             print_aborted(&options, &report);
-            Outcome::Rejected
+            CommandOutcome::Rejected
         }
     })
 }

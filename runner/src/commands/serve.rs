@@ -10,7 +10,7 @@ use engine::LimitSettings;
 use serve::{Catalog, ServeConfig, Server};
 use tasks::Dataset;
 
-use crate::exit::{CliError, Outcome};
+use crate::exit::{CliError, CommandOutcome};
 use crate::note;
 
 /// Arguments of `runner serve`.
@@ -54,7 +54,7 @@ pub struct ServeArgs {
 }
 
 /// Runs `runner serve` until Ctrl-C or SIGTERM; then every episode's container is removed.
-pub fn serve(args: ServeArgs) -> Result<Outcome, CliError> {
+pub fn serve(args: ServeArgs) -> Result<CommandOutcome, CliError> {
     if !(args.exec_timeout.is_finite() && args.exec_timeout >= 0.1) {
         return Err(CliError::bad_input(
             "--exec-timeout must be at least 0.1 seconds",
@@ -63,7 +63,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome, CliError> {
     super::block_on(serve_async(args))
 }
 
-async fn serve_async(args: ServeArgs) -> Result<Outcome, CliError> {
+async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
     let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
     for skipped in &dataset.skipped {
         note!("warning: not served: {skipped}");
@@ -138,7 +138,7 @@ async fn serve_async(args: ServeArgs) -> Result<Outcome, CliError> {
         .await
         .map_err(|e| CliError::runner(format!("serving: {e}")))?;
     note!("stopped; every episode's container was removed");
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }
 
 async fn shutdown_signal() {

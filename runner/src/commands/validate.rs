@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use leaderboard::submission::{self, Options, Report, render};
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 use crate::note;
 
 /// Output format of the validators.
@@ -73,7 +73,7 @@ pub struct ValidateTrajectoryArgs {
 }
 
 /// Runs `runner validate-submission`.
-pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<Outcome, CliError> {
+pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcome, CliError> {
     let options = Options {
         job_dirs: args.job_dirs,
         dataset: args.dataset,
@@ -102,9 +102,9 @@ pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<Outcome, CliE
         _ => {}
     }
     Ok(if report.valid {
-        Outcome::Success
+        CommandOutcome::Success
     } else {
-        Outcome::Rejected
+        CommandOutcome::Rejected
     })
 }
 
@@ -139,7 +139,7 @@ fn write_summary(markdown: &str, stdout: &mut impl std::io::Write) -> std::io::R
 }
 
 /// Runs `runner validate-trajectory`.
-pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> Result<Outcome, CliError> {
+pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> Result<CommandOutcome, CliError> {
     let mut results = Vec::new();
     let mut unreadable = false;
     for file in &args.files {
@@ -208,8 +208,8 @@ pub fn validate_trajectory(args: ValidateTrajectoryArgs) -> Result<Outcome, CliE
             "validate-trajectory: some files cannot be read (listed above)",
         ))
     } else if results.iter().any(|(_, errors)| !errors.is_empty()) {
-        Ok(Outcome::Rejected)
+        Ok(CommandOutcome::Rejected)
     } else {
-        Ok(Outcome::Success)
+        Ok(CommandOutcome::Success)
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use viewer::ViewerError;
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 use crate::say;
 
 /// Output format of `summary` and `compare`.
@@ -84,7 +84,7 @@ fn json(value: &impl serde::Serialize) -> Result<String, CliError> {
 }
 
 /// Runs `runner view`.
-pub fn view(args: ViewArgs) -> Result<Outcome, CliError> {
+pub fn view(args: ViewArgs) -> Result<CommandOutcome, CliError> {
     let out = args.out.unwrap_or_else(|| args.job_dirs[0].join("view"));
     let groups: Vec<Vec<PathBuf>> = if args.as_one {
         vec![args.job_dirs.clone()]
@@ -106,21 +106,21 @@ pub fn view(args: ViewArgs) -> Result<Outcome, CliError> {
             .stderr(std::process::Stdio::null())
             .spawn();
     }
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }
 
 /// Runs `runner summary`.
-pub fn summary(args: SummaryArgs) -> Result<Outcome, CliError> {
+pub fn summary(args: SummaryArgs) -> Result<CommandOutcome, CliError> {
     let summary = viewer::summary_of(&args.job_dirs).map_err(viewer_error)?;
     match args.format {
         TextFormat::Text => say!("{}", viewer::summary_text(&summary)),
         TextFormat::Json => say!("{}", json(&summary)?),
     }
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }
 
 /// Runs `runner compare`.
-pub fn compare(args: CompareArgs) -> Result<Outcome, CliError> {
+pub fn compare(args: CompareArgs) -> Result<CommandOutcome, CliError> {
     let a: Vec<PathBuf> = std::iter::once(args.a).chain(args.with_a).collect();
     let b: Vec<PathBuf> = std::iter::once(args.b).chain(args.with_b).collect();
     let comparison = viewer::compare_job_sets(&a, &b).map_err(viewer_error)?;
@@ -128,5 +128,5 @@ pub fn compare(args: CompareArgs) -> Result<Outcome, CliError> {
         TextFormat::Text => say!("{}", viewer::comparison_text(&comparison)),
         TextFormat::Json => say!("{}", json(&comparison)?),
     }
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }

@@ -17,8 +17,8 @@ use tasks::records::{TrialResult, TrialTotals};
 use engine::event_text;
 use engine::events::{Event, TimedEvent};
 
+use super::ProgressMode;
 use super::frame::{self, RunningRow, Snapshot};
-use crate::commands::run::steering::ProgressMode;
 use crate::note;
 
 /// How often the live view redraws.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use stats::{Interval, Outcome, TaskSetStats};
+use stats::{Interval, PairedOutcome, TaskSetStats};
 
 use crate::compare::JobComparison;
 use crate::summary::JobSummary;
@@ -180,9 +180,9 @@ pub fn comparison_text(c: &JobComparison) -> String {
     let mut rows = vec![["task", "A", "B", "B − A", ""].map(String::from).to_vec()];
     for t in &s.tasks {
         let mark = match t.outcome {
-            Outcome::ABetter => "A better",
-            Outcome::BBetter => "B better",
-            Outcome::Tie => "tie",
+            PairedOutcome::ABetter => "A better",
+            PairedOutcome::BBetter => "B better",
+            PairedOutcome::Tie => "tie",
         };
         let flip = match (t.solved_a, t.solved_b) {
             (true, false) => ", solved only by A",

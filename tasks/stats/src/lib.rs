@@ -49,7 +49,7 @@ mod float_eq;
 
 pub use bootstrap::{Interval, Resampling};
 pub use paired::{
-    Comparison, DIFFERENCE_METHOD, Outcome, SignFlipTest, TEST_METHOD, TaskPair, compare,
+    Comparison, DIFFERENCE_METHOD, PairedOutcome, SignFlipTest, TEST_METHOD, TaskPair, compare,
 };
 pub use pass_at_k::{pass_at_k_estimate, pass_at_k_ks};
 pub use summary::{

@@ -20,7 +20,7 @@ const TIE_TOLERANCE: f64 = 1e-9;
 /// Which job did better on one task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum PairedOutcome {
     /// Job A's mean reward on the task is higher.
     ABetter,
     /// Job B's mean reward on the task is higher.
@@ -47,7 +47,7 @@ pub struct TaskPair {
     /// Some trial of job B had reward > 0.
     pub solved_b: bool,
     /// Which job did better.
-    pub outcome: Outcome,
+    pub outcome: PairedOutcome,
 }
 
 /// The sign-flip test's result.
@@ -136,11 +136,11 @@ pub fn compare(
         }
         let (mean_a, mean_b) = (mean(trials_a), mean(trials_b));
         let outcome = if (mean_b - mean_a).abs() <= TIE_TOLERANCE {
-            Outcome::Tie
+            PairedOutcome::Tie
         } else if mean_b > mean_a {
-            Outcome::BBetter
+            PairedOutcome::BBetter
         } else {
-            Outcome::ABetter
+            PairedOutcome::ABetter
         };
         tasks.push(TaskPair {
             task: task.clone(),
@@ -171,7 +171,7 @@ pub fn compare(
         .remove(0);
         percentile_interval(&mut reps)
     });
-    let count = |o: Outcome| tasks.iter().filter(|t| t.outcome == o).count();
+    let count = |o: PairedOutcome| tasks.iter().filter(|t| t.outcome == o).count();
     let flipped = |pick: fn(&TaskPair) -> bool| {
         tasks
             .iter()
@@ -189,9 +189,9 @@ pub fn compare(
         ci,
         interval_method: DIFFERENCE_METHOD,
         test: (g > 0).then(|| sign_flip_test(&diffs, resampling)),
-        a_better: count(Outcome::ABetter),
-        b_better: count(Outcome::BBetter),
-        ties: count(Outcome::Tie),
+        a_better: count(PairedOutcome::ABetter),
+        b_better: count(PairedOutcome::BBetter),
+        ties: count(PairedOutcome::Tie),
         solved_only_by_a: flipped(|t| t.solved_a && !t.solved_b),
         solved_only_by_b: flipped(|t| t.solved_b && !t.solved_a),
         tasks,
@@ -335,8 +335,8 @@ mod tests {
         assert!(close(test.p_value, 1.0));
         let ci = c.ci.unwrap();
         assert!(ci.low < 0.0 && ci.high > 0.0, "{ci:?}");
-        assert_eq!(c.tasks[1].outcome, Outcome::BBetter);
-        assert_eq!(c.tasks[2].outcome, Outcome::ABetter);
+        assert_eq!(c.tasks[1].outcome, PairedOutcome::BBetter);
+        assert_eq!(c.tasks[2].outcome, PairedOutcome::ABetter);
     }
 
     #[test]

@@ -11,10 +11,10 @@ mod pause;
 mod plan;
 mod recorder;
 pub mod resume;
-mod retry;
-mod retrying;
+mod retry_policy;
 mod shard;
 mod stats;
+mod trial_attempts;
 
 pub use attempts::{ATTEMPTS_DIR, kept_attempts};
 pub use identity::{AgentFingerprint, json_differences};
@@ -22,7 +22,7 @@ pub use log::{JOB_LOG, JobLog};
 pub use pause::PauseMonitor;
 pub use plan::{JobPlan, JobSettings, PlannedTrial, plan_job};
 pub use recorder::{JobRecorder, coverage};
-pub use retry::RetryPolicy;
+pub use retry_policy::RetryPolicy;
 pub use shard::{Shard, ShardError, TaskWeight, assign, select_shard};
 pub use stats::{job_stats, reward_label};
 
@@ -201,7 +201,7 @@ pub async fn run_job<B: Backend>(
                 // The whole plan is made as the trial starts (see `PlannedTrial`).
                 let trial = trial.to_plan(&ctx.job_id);
                 running.spawn(async move {
-                    retrying::run_with_retries(ctx, trial, &policy, permit).await
+                    trial_attempts::run_with_retries(ctx, trial, &policy, permit).await
                 });
             }
             while let Some(joined) = running.join_next().await {

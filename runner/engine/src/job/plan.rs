@@ -14,7 +14,7 @@ use tasks::records::{
 use tasks::{Dataset, Multipliers, Task, TaskId};
 
 use super::identity::{AgentFingerprint, trial_identity};
-use super::retry::RetryPolicy;
+use super::retry_policy::RetryPolicy;
 use crate::trial::{TrialPlan, trial_name};
 
 /// Everything the user chose for a job.

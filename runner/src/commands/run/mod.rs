@@ -1,6 +1,7 @@
 //! `runner run`: k trials of every task of a dataset with one agent, or (`--resume`) the rest
 //! of a job that stopped.
 
+pub mod choices;
 mod config_file;
 mod dir_lock;
 mod dry_run;
@@ -12,7 +13,6 @@ mod llm;
 pub mod resume;
 mod selection;
 mod signals;
-pub mod steering;
 mod task_env;
 
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use engine::trial::watchdog;
 use tasks::{Dataset, Multipliers};
 use tokio_util::sync::CancellationToken;
 
-use crate::exit::{CliError, Family, Interruption, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family, Interruption};
 use crate::note;
 use crate::report::Reporter;
 use engines::{Engines, JobBackend};
@@ -184,7 +184,7 @@ pub struct RunArgs {
     pub llm: llm::LlmArgs,
     /// Task selection (-i/-x/-l), job config file (-c), progress display and output format.
     #[command(flatten)]
-    pub steering: steering::SteeringArgs,
+    pub choices: choices::ChoiceArgs,
     /// --dry-run, --print-config and --history: a job shown instead of run.
     #[command(flatten)]
     pub preview: dry_run::PreviewArgs,
@@ -227,18 +227,18 @@ fn parse_job_name(name: &str) -> Result<String, String> {
 }
 
 /// Runs `runner run`.
-pub fn run(mut args: RunArgs) -> Result<Outcome, CliError> {
+pub fn run(mut args: RunArgs) -> Result<CommandOutcome, CliError> {
     if resume::resumes_alone(&args) {
         args = resume::replayed_for_resume(args)?;
     }
-    steering::apply_config_file(&mut args)?;
+    choices::apply_config_file(&mut args)?;
     super::block_on(run_async(args))
 }
 
-async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
+async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     let started = Instant::now();
     let mut dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
-    steering::select_tasks(&mut dataset, &args.steering.selection)?;
+    choices::select_tasks(&mut dataset, &args.choices.selection)?;
     for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
         note!("warning: {warning}");
     }
@@ -342,8 +342,8 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     dataset.pass_host_vars(&host);
     let mut plan = plan_job(&dataset, &settings);
     plan.config.task_env_from = args.task_env_from.clone();
-    steering::record_selection(&mut plan.config, &args.steering.selection);
-    steering::record_agent_config(&mut plan.config, args.agent_config.as_deref());
+    choices::record_selection(&mut plan.config, &args.choices.selection);
+    choices::record_agent_config(&mut plan.config, args.agent_config.as_deref());
     for skipped in &plan.skipped {
         note!("skipping task: {skipped}");
     }
@@ -364,13 +364,13 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
     }
     if args.preview.print_config {
         dry_run::print_config(&plan)?;
-        return Ok(Outcome::Success);
+        return Ok(CommandOutcome::Success);
     }
     if args.preview.dry_run {
-        let json = args.steering.format == super::view::TextFormat::Json;
+        let json = args.choices.format == super::view::TextFormat::Json;
         let shard = args.shard.map(|s| s.to_string());
         dry_run::print_plan(&plan, &settings, &args.preview, shard, json).await?;
-        return Ok(Outcome::Success);
+        return Ok(CommandOutcome::Success);
     }
     // Before the job dir is touched: an engine that does not answer, or a host that cannot
     // isolate any trial's tests, says so once, with the fix, instead of failing every trial.
@@ -396,7 +396,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         plan.planned as u64,
         &plan.done,
         settings.n_concurrent,
-        args.steering.progress,
+        args.choices.progress,
     );
     signals::spawn_signal_handler(
         engines.clients(),
@@ -428,7 +428,7 @@ async fn run_async(args: RunArgs) -> Result<Outcome, CliError> {
         &job_dir,
         &skipped,
         started.elapsed(),
-        args.steering.format,
+        args.choices.format,
         pooled,
     )?;
     Ok(gate(
@@ -447,19 +447,19 @@ fn gate(
     any_skipped: bool,
     min_coverage: Option<f64>,
     by: Interruption,
-) -> Outcome {
+) -> CommandOutcome {
     let passes = match min_coverage {
         Some(min) => outcome.coverage.fraction + 1e-9 >= min,
         None => outcome.missing() == 0,
     };
     if outcome.interrupted {
-        Outcome::Interrupted(by)
+        CommandOutcome::Interrupted(by)
     } else if any_skipped {
-        Outcome::TasksSkipped
+        CommandOutcome::TasksSkipped
     } else if !passes {
-        Outcome::TrialsErrored
+        CommandOutcome::TrialsErrored
     } else {
-        Outcome::Success
+        CommandOutcome::Success
     }
 }
 
@@ -546,15 +546,15 @@ mod tests {
     fn the_gate_accepts_agent_errors_and_refuses_missing_data_unless_coverage_suffices() {
         assert_eq!(
             gate(&outcome(9, 1, 0, 0), false, None, Interruption::Interrupt),
-            Outcome::Success
+            CommandOutcome::Success
         );
         assert_eq!(
             gate(&outcome(9, 0, 1, 0), false, None, Interruption::Interrupt),
-            Outcome::TrialsErrored
+            CommandOutcome::TrialsErrored
         );
         assert_eq!(
             gate(&outcome(9, 0, 0, 1), false, None, Interruption::Interrupt),
-            Outcome::TrialsErrored
+            CommandOutcome::TrialsErrored
         );
         assert_eq!(
             gate(
@@ -563,7 +563,7 @@ mod tests {
                 Some(0.9),
                 Interruption::Interrupt
             ),
-            Outcome::Success
+            CommandOutcome::Success
         );
         assert_eq!(
             gate(
@@ -572,17 +572,17 @@ mod tests {
                 Some(0.9),
                 Interruption::Interrupt
             ),
-            Outcome::TrialsErrored
+            CommandOutcome::TrialsErrored
         );
         assert_eq!(
             gate(&outcome(10, 0, 0, 0), true, None, Interruption::Interrupt),
-            Outcome::TasksSkipped
+            CommandOutcome::TasksSkipped
         );
         let mut interrupted = outcome(5, 0, 0, 5);
         interrupted.interrupted = true;
         assert_eq!(
             gate(&interrupted, false, None, Interruption::Terminate),
-            Outcome::Interrupted(Interruption::Terminate)
+            CommandOutcome::Interrupted(Interruption::Terminate)
         );
     }
 

@@ -23,7 +23,7 @@ pub fn resumes_alone(args: &RunArgs) -> bool {
         && args.path.as_os_str().is_empty()
         && args.agent.is_none()
         && args.agent_config.is_none()
-        && args.steering.config.is_none()
+        && args.choices.config.is_none()
 }
 
 /// The arguments of `runner run --resume JOB_DIR` given alone: the recorded invocation, with
@@ -31,7 +31,7 @@ pub fn resumes_alone(args: &RunArgs) -> bool {
 /// name rather than dropped: the replay would not honour it.
 pub fn replayed_for_resume(args: RunArgs) -> Result<RunArgs, CliError> {
     let ignored: Vec<String> = args
-        .steering
+        .choices
         .given
         .iter()
         .filter(|id| !KEPT_ON_REPLAY.contains(&id.as_str()))
@@ -133,7 +133,7 @@ fn replay(
         if let Some(config) = &mut args.agent_config {
             resolve(config);
         }
-        if let Some(config) = &mut args.steering.config {
+        if let Some(config) = &mut args.choices.config {
             resolve(config);
         }
     }

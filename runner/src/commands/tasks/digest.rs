@@ -7,7 +7,7 @@ use tasks::Dataset;
 
 use super::super::view::TextFormat;
 use crate::exit::CliError;
-use crate::exit::Outcome;
+use crate::exit::CommandOutcome;
 use crate::{note, say};
 
 /// One task as the digest lists it: name, digest, directory.
@@ -34,7 +34,7 @@ fn digest_json(rows: &[Row<'_>], dataset: Option<(&str, &str)>, skipped: &[Strin
 /// Prints the digests of the task or dataset at `path`. Every task Harbor would read is
 /// hashed, whether or not this runner can run it (a digest is of content); a path with no
 /// task is bad input, naming the subfolders that hold tasks when there are any.
-pub fn digest(path: &Path, format: TextFormat) -> Result<Outcome, CliError> {
+pub fn digest(path: &Path, format: TextFormat) -> Result<CommandOutcome, CliError> {
     let dataset = Dataset::read(path).map_err(CliError::bad_input)?;
     if dataset.tasks.is_empty() && dataset.skipped.is_empty() {
         return Err(CliError::bad_input(no_task_message(&dataset)));
@@ -73,7 +73,7 @@ pub fn digest(path: &Path, format: TextFormat) -> Result<Outcome, CliError> {
         }
     }
     if skipped.is_empty() {
-        Ok(Outcome::Success)
+        Ok(CommandOutcome::Success)
     } else {
         Err(CliError::bad_input(format!(
             "{} malformed task(s) skipped",

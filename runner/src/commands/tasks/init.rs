@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::exit::{CliError, Outcome};
+use crate::exit::{CliError, CommandOutcome};
 use crate::say;
 
 /// The files of a new task: path, content, executable.
@@ -28,12 +28,12 @@ const FILES: &[(&str, &str, bool)] = &[
 
 /// Writes the task `name` (`org/name` or `name`) into `<parent>/<name's last part>`; an
 /// existing path is refused (nothing is overwritten).
-pub fn init(name: &str, parent: &Path) -> Result<Outcome, CliError> {
+pub fn init(name: &str, parent: &Path) -> Result<CommandOutcome, CliError> {
     let dir = task_dir(name, parent)?;
     write_task(name, &dir)
         .map_err(|e| CliError::runner(format!("cannot write {}: {e}", dir.display())))?;
     say!("{}", dir.display());
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }
 
 /// Where the task goes; refused when the name is not a task name or the path exists.

@@ -7,7 +7,7 @@ mod init;
 use std::path::PathBuf;
 
 use super::view::TextFormat;
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 
 /// `runner tasks` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -40,7 +40,7 @@ pub enum TasksCommand {
 }
 
 /// Runs a `runner tasks` subcommand.
-pub fn run(command: TasksCommand) -> Result<Outcome, CliError> {
+pub fn run(command: TasksCommand) -> Result<CommandOutcome, CliError> {
     match command {
         TasksCommand::Digest { path, format } => digest::digest(&path, format),
         TasksCommand::Check(args) => check::run(args),

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 pub use report::CheckName;
 use report::TaskReport;
 
-use crate::exit::{CliError, Family, Outcome};
+use crate::exit::{CliError, CommandOutcome, Family};
 use crate::{note, say};
 
 /// Output formats of `tasks check`.
@@ -59,11 +59,11 @@ pub struct CheckArgs {
 }
 
 /// Runs `runner tasks check`.
-pub fn run(args: CheckArgs) -> Result<Outcome, CliError> {
+pub fn run(args: CheckArgs) -> Result<CommandOutcome, CliError> {
     crate::commands::block_on(run_async(args))
 }
 
-async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
+async fn run_async(args: CheckArgs) -> Result<CommandOutcome, CliError> {
     let dataset = Dataset::read(&args.path).map_err(CliError::bad_input)?;
     if dataset.tasks.is_empty() && dataset.skipped.is_empty() {
         return Err(CliError::bad_input(super::digest::no_task_message(
@@ -133,7 +133,9 @@ async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
     }
     reports.sort_by(|a, b| a.name.cmp(&b.name));
     if runner.as_ref().is_some_and(|r| r.cancel.is_cancelled()) {
-        return Ok(Outcome::Interrupted(crate::exit::Interruption::Interrupt));
+        return Ok(CommandOutcome::Interrupted(
+            crate::exit::Interruption::Interrupt,
+        ));
     }
     match args.format {
         CheckFormat::Text => say!("{}", report::text(&reports).trim_end()),
@@ -154,8 +156,8 @@ async fn run_async(args: CheckArgs) -> Result<Outcome, CliError> {
         note!("the check's jobs are in {}", jobs_dir.display());
     }
     Ok(if reports.iter().any(TaskReport::failed) {
-        Outcome::Rejected
+        CommandOutcome::Rejected
     } else {
-        Outcome::Success
+        CommandOutcome::Success
     })
 }

@@ -10,7 +10,7 @@ use tasks::TrialOutcome;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::attempts::{ATTEMPTS_DIR, retire};
-use super::retry::{RetryPolicy, jitter};
+use super::retry_policy::{RetryPolicy, jitter};
 use crate::backend::Backend;
 use crate::events::Event;
 use crate::trial::{JobContext, TrialPlan, run_trial, write_result};

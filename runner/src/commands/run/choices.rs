@@ -1,4 +1,4 @@
-//! The flags of `runner run` that choose what runs and how it is shown: task selection, a job
+//! The flags of `runner run` that choose what runs and how it is shown (hence the name): task selection, a job
 //! config file, the progress display and the output format; and the merge of a config file
 //! into the flags (the command line and `RUNNER_*` variables win).
 
@@ -10,21 +10,12 @@ use super::config_file::{self, FileSettings};
 use super::selection::{SelectionArgs, TaskNames, select};
 use crate::commands::view::TextFormat;
 use crate::exit::CliError;
+use crate::report::ProgressMode;
 
-/// How progress is shown while a job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProgressMode {
-    /// The live view: running trials with phase and elapsed time, counts, ETA (a terminal).
-    Bar,
-    /// One timestamped line per finished trial (logs and CI).
-    Lines,
-    /// Nothing until the summary.
-    None,
-}
-
-/// Selection, config file and display flags of `runner run`.
+/// What runs and how it is shown: the task selection, a job config file, the progress display
+/// and the output format of `runner run`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SteeringArgs {
+pub struct ChoiceArgs {
     /// A job config (TOML, JSON or YAML) with Harbor's JobConfig fields; a job's own
     /// config.json runs that job again. Flags given here override it.
     #[arg(
@@ -52,7 +43,7 @@ pub struct SteeringArgs {
 
 /// Fills the flags `-c FILE` sets and the user did not give.
 pub fn apply_config_file(args: &mut RunArgs) -> Result<(), CliError> {
-    let Some(path) = args.steering.config.clone() else {
+    let Some(path) = args.choices.config.clone() else {
         return Ok(());
     };
     let settings = config_file::load(&path).map_err(CliError::bad_input)?;
@@ -65,7 +56,7 @@ pub fn apply_config_file(args: &mut RunArgs) -> Result<(), CliError> {
         )));
     }
     if let Some(name) = &args.agent
-        && !args.steering.given.contains("agent")
+        && !args.choices.given.contains("agent")
         && adapter::AnyAgent::builtin(name).is_none()
     {
         return Err(CliError::bad_input(format!(
@@ -163,7 +154,7 @@ fn check_values(args: &RunArgs, file: &std::path::Path) -> Result<(), CliError> 
     if args.n_concurrent == 0 {
         return bad("n_concurrent_trials", "must be at least 1".into());
     }
-    if args.steering.selection.n_tasks == Some(0) {
+    if args.choices.selection.n_tasks == Some(0) {
         return bad("datasets[0].n_tasks", "must be at least 1".into());
     }
     for field in tasks::Multipliers::FIELDS {
@@ -176,9 +167,9 @@ fn check_values(args: &RunArgs, file: &std::path::Path) -> Result<(), CliError> 
     Ok(())
 }
 
-/// `settings` over the flags not in `args.steering.given`.
+/// `settings` over the flags not in `args.choices.given`.
 fn apply(args: &mut RunArgs, s: FileSettings) {
-    let given = args.steering.given.clone();
+    let given = args.choices.given.clone();
     let free = |id: &str| !given.contains(id);
     macro_rules! fill {
         ($id:literal, $value:expr => $target:expr) => {
@@ -212,9 +203,9 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
     fill!("max_trial_log_mb", s.max_trial_log_mb => args.max_trial_log_mb);
     fill!("shard", s.shard.map(Some) => args.shard);
     fill!("task_env_from", s.task_env_from => args.task_env_from);
-    fill!("include", s.include => args.steering.selection.include);
-    fill!("exclude", s.exclude => args.steering.selection.exclude);
-    fill!("n_tasks", s.n_tasks.map(Some) => args.steering.selection.n_tasks);
+    fill!("include", s.include => args.choices.selection.include);
+    fill!("exclude", s.exclude => args.choices.selection.exclude);
+    fill!("n_tasks", s.n_tasks.map(Some) => args.choices.selection.n_tasks);
     // One agent: the command line's, else the file's installed agent config, else its name.
     if free("agent") && free("agent_config") {
         if let Some(config) = s.agent_config {
@@ -260,8 +251,8 @@ mod tests {
         );
         assert_eq!(args.path, PathBuf::from("d"));
         assert_eq!((args.k, args.n_concurrent), (2, 8));
-        assert_eq!(args.steering.selection.include, vec!["a*"]);
-        assert_eq!(args.steering.selection.exclude, vec!["c"]);
+        assert_eq!(args.choices.selection.include, vec!["a*"]);
+        assert_eq!(args.choices.selection.exclude, vec!["c"]);
         assert_eq!(args.agent.as_deref(), Some("nop"));
         assert_eq!(args.multipliers.global, 2.0);
 
