@@ -328,6 +328,35 @@ fn a_separate_verifier_sees_only_the_artifacts_and_a_failed_gate_stops_the_steps
 }
 
 #[test]
+fn a_next_step_that_cannot_be_set_up_ends_the_episode_without_a_trial_reward() {
+    let served = Served::start(&serve_dir().join("tasks"), &[]);
+    served.drive("setup-fails", &["serve-fixtures/broken-step"]);
+    served.assert_no_container_left();
+    let episodes = served.episodes();
+    let [(name, result)] = &episodes[..] else {
+        panic!("one episode: {episodes:#?}");
+    };
+    let kind = result.pointer("/exception_info/exception_type");
+    assert_eq!(
+        kind.and_then(Value::as_str),
+        Some("StepSetupError"),
+        "{name}: {result:#}"
+    );
+    // As a trial's: no reward from the steps before the one that could not start.
+    assert!(result["verifier_result"].is_null(), "{name}: {result:#}");
+    let steps = result["step_results"].as_array().expect("step_results");
+    assert_eq!(steps.len(), 2, "{result:#}");
+    assert_eq!(
+        steps[0]
+            .pointer("/verifier_result/rewards/reward")
+            .and_then(Value::as_f64),
+        Some(1.0)
+    );
+    assert!(steps[1]["verifier_result"].is_null(), "{result:#}");
+    served.stop();
+}
+
+#[test]
 fn hostile_actions_end_in_errors_or_closed_episodes_and_the_server_keeps_serving() {
     let served = Served::start(
         &serve_dir().join("tasks"),

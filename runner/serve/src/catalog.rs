@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use engine::trial::NetworkPlan;
 use tasks::Task;
-use tasks::config::NetworkMode;
 
 use crate::error::ServeError;
 
@@ -70,22 +68,7 @@ impl Catalog {
 /// verified in the agent's container or in a separate environment) but those with a network
 /// allowlist in any phase of any step (their egress proxy is a trial's).
 pub fn unservable(task: &Task) -> Option<String> {
-    let mut plans = vec![NetworkPlan::of(&task.config)];
-    plans.extend(
-        task.config
-            .steps
-            .iter()
-            .map(|step| NetworkPlan::of_step(&task.config, step)),
-    );
-    let allowlist = plans.iter().any(|plan| {
-        [
-            Some(plan.agent_baseline),
-            Some(plan.agent_phase),
-            plan.verifier_baseline,
-            Some(plan.verifier_phase),
-        ]
-        .contains(&Some(NetworkMode::Allowlist))
-    });
+    let allowlist = engine::trial::egress::task_uses_allowlist(&task.config);
     allowlist.then(|| {
         format!(
             "task {} has a network allowlist; runner serve does not run the egress proxy it needs",

@@ -11,6 +11,8 @@ reason on stderr, when the server did not answer as it must.
                                             evaluate: 0 (the verifier writes its own)
     driver.py gate     URL NAME             a multi-step task's first step left undone:
                                             its min_reward stops the episode at 0
+    driver.py setup-fails URL NAME          a multi-step task whose second step's setup
+                                            fails: the first evaluate ends it at 0
     driver.py timeout  URL TASKS NAME       an oracle slower than --exec-timeout: killed, 0
                                             (the client pings every second meanwhile)
     driver.py hostile  URL TASK             hostile actions; a bystander session goes on
@@ -230,6 +232,24 @@ async def cmd_gate(url, name):
               and "min_reward" in str(meta.get("stopped")) and meta.get("step_rewards") == [0.0],
               f"the gate's stop is not in the metadata: {meta}")
         print(f"gate {name}: stopped after step {meta.get('step')}, reward {graded.reward}")
+    finally:
+        await env.close()
+
+
+async def cmd_setup_fails(url, name):
+    env = client(url)
+    try:
+        await env.reset(task_id=name)
+        graded = await step(env, action_type="evaluate")
+        obs = typed(graded)
+        meta = obs.metadata
+        check(graded.done and graded.reward == 0.0 and not obs.success,
+              f"a next step that cannot be set up: done {graded.done}, reward {graded.reward}: "
+              f"{graded.observation}")
+        check(meta.get("step_reward") == 1.0 and meta.get("step_rewards") == [1.0, 0.0]
+              and "setup.sh" in str(meta.get("stopped")),
+              f"the failed setup is not in the metadata: {meta}")
+        print(f"setup-fails {name}: {meta.get('stopped')}")
     finally:
         await env.close()
 
@@ -584,6 +604,8 @@ def main(argv):
         asyncio.run(cmd_planted(url, rest[0]))
     elif command == "gate":
         asyncio.run(cmd_gate(url, rest[0]))
+    elif command == "setup-fails":
+        asyncio.run(cmd_setup_fails(url, rest[0]))
     elif command == "timeout":
         asyncio.run(cmd_timeout(url, rest[0], rest[1]))
     elif command == "hostile":
