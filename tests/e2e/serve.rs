@@ -16,10 +16,10 @@ use crate::support::{
     containers_with_label, ensure_base_image, runner, runner_bin, workspace_root,
 };
 
-/// The examples every oracle test serves: all but the multi-step task and the task verified
-/// in a separate environment (which `runner serve` refuses), and `slow-oracle`, whose oracle
-/// is meant to outlast its time limit (the timeout test runs it).
-const ORACLE_TASKS: [&str; 7] = [
+/// The examples every oracle test serves: all but `slow-oracle`, whose oracle is meant to
+/// outlast its time limit (the timeout test runs it). The multi-step task is driven step by
+/// step (each step's oracle, then evaluate).
+const ORACLE_TASKS: [&str; 9] = [
     "examples/agent-offline",
     "examples/artifacts",
     "examples/compose-sidecar",
@@ -27,7 +27,12 @@ const ORACLE_TASKS: [&str; 7] = [
     "examples/multi-reward",
     "examples/no-network",
     "examples/nonroot-workdir",
+    "examples/separate-verifier",
+    "examples/two-step-gate",
 ];
+
+/// The multi-step example and its steps, in order.
+const STEPS_TASK: (&str, [&str; 2]) = ("examples/two-step-gate", ["draft", "finalize"]);
 
 /// The Python with `openenv-core` installed.
 fn python() -> PathBuf {
@@ -182,7 +187,7 @@ fn the_schema_is_the_terminal_bench_wrappers_field_for_field() {
 #[test]
 fn the_oracle_through_openenv_gives_one_and_nothing_gives_zero_recorded_as_a_job() {
     let examples = workspace_root().join("tasks/examples");
-    let served = Served::start(&examples, &["--exec-timeout", "10", "--max-sessions", "8"]);
+    let served = Served::start(&examples, &["--exec-timeout", "10", "--max-sessions", "10"]);
     let tasks = examples.to_str().expect("a UTF-8 path");
     let mut args = vec![tasks];
     args.extend(ORACLE_TASKS);
@@ -214,8 +219,14 @@ fn the_oracle_through_openenv_gives_one_and_nothing_gives_zero_recorded_as_a_job
             .iter()
             .filter_map(|s| s.pointer("/tool_calls/0/function_name")?.as_str())
             .collect();
-        assert_eq!(calls, ["exec", "evaluate"], "{name}");
-        assert!(served.job().join(name).join("verifier").is_dir(), "{name}");
+        let dir = served.job().join(name);
+        if task == STEPS_TASK.0 {
+            assert_eq!(calls, ["exec", "evaluate", "exec", "evaluate"], "{name}");
+            assert_steps_recorded(&dir, result, &STEPS_TASK.1, &[1.0, 1.0]);
+        } else {
+            assert_eq!(calls, ["exec", "evaluate"], "{name}");
+            assert!(dir.join("verifier").is_dir(), "{name}");
+        }
     }
     let zeros = episodes
         .iter()
@@ -245,6 +256,104 @@ fn the_oracle_through_openenv_gives_one_and_nothing_gives_zero_recorded_as_a_job
     crate::support::exited(&out, 0);
     let pages = std::fs::read_dir(&view).expect("the report").count();
     assert!(pages > 1, "runner view wrote {pages} entries");
+}
+
+/// A multi-step episode's record is a trial's with steps: `step_results` with each step's
+/// reward in order, and `steps/<name>/` with its instruction and verifier outputs.
+fn assert_steps_recorded(dir: &Path, result: &Value, steps: &[&str], rewards: &[f64]) {
+    let recorded: Vec<(&str, Option<f64>)> = result["step_results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no step_results: {result:#}"))
+        .iter()
+        .map(|s| {
+            let name = s["step_name"].as_str().expect("a step name");
+            (
+                name,
+                s.pointer("/verifier_result/rewards/reward")
+                    .and_then(Value::as_f64),
+            )
+        })
+        .collect();
+    let expected: Vec<(&str, Option<f64>)> = steps
+        .iter()
+        .zip(rewards)
+        .map(|(name, reward)| (*name, Some(*reward)))
+        .collect();
+    assert_eq!(recorded, expected, "{result:#}");
+    for step in steps.iter().take(rewards.len()) {
+        let step_dir = dir.join("steps").join(step);
+        assert!(step_dir.join("instruction.md").is_file(), "{step_dir:?}");
+        assert!(step_dir.join("verifier").is_dir(), "{step_dir:?}");
+    }
+}
+
+#[test]
+fn a_separate_verifier_sees_only_the_artifacts_and_a_failed_gate_stops_the_steps() {
+    let served = Served::start(&workspace_root().join("tasks/examples"), &[]);
+    let separate = "examples/separate-verifier";
+    served.drive("nothing", &[separate]);
+    // The reward file the policy plants stays in its own container.
+    served.drive("planted", &[separate]);
+    served.drive("gate", &[STEPS_TASK.0]);
+    served.assert_no_container_left();
+    let episodes = served.episodes();
+    for (name, _) in &episodes {
+        let left = containers_with_label(&format!("runner.trial={name}__verifier"));
+        assert!(
+            left.is_empty(),
+            "{name}'s verifier left containers {left:?}"
+        );
+    }
+    let of = |task: &str| -> Vec<&(String, Value)> {
+        episodes
+            .iter()
+            .filter(|(_, r)| r["task_name"] == task)
+            .collect()
+    };
+    let separates = of(separate);
+    assert_eq!(separates.len(), 2, "{episodes:#?}");
+    for (name, result) in separates {
+        assert_eq!(reward(result), Some(0.0), "{name}: {result:#}");
+        assert_eq!(result["verifier_environment_mode"], "separate", "{name}");
+        // The verifier's outputs came back from its own container.
+        let verifier = served.job().join(name).join("verifier");
+        assert!(verifier.join("test-stdout.txt").is_file(), "{verifier:?}");
+    }
+    let [(name, gated)] = of(STEPS_TASK.0)[..] else {
+        panic!("one gated episode: {episodes:#?}");
+    };
+    assert_eq!(reward(gated), Some(0.0), "{name}: {gated:#}");
+    assert_steps_recorded(&served.job().join(name), gated, &STEPS_TASK.1, &[0.0]);
+    served.stop();
+}
+
+#[test]
+fn a_next_step_that_cannot_be_set_up_ends_the_episode_without_a_trial_reward() {
+    let served = Served::start(&serve_dir().join("tasks"), &[]);
+    served.drive("setup-fails", &["serve-fixtures/broken-step"]);
+    served.assert_no_container_left();
+    let episodes = served.episodes();
+    let [(name, result)] = &episodes[..] else {
+        panic!("one episode: {episodes:#?}");
+    };
+    let kind = result.pointer("/exception_info/exception_type");
+    assert_eq!(
+        kind.and_then(Value::as_str),
+        Some("StepSetupError"),
+        "{name}: {result:#}"
+    );
+    // As a trial's: no reward from the steps before the one that could not start.
+    assert!(result["verifier_result"].is_null(), "{name}: {result:#}");
+    let steps = result["step_results"].as_array().expect("step_results");
+    assert_eq!(steps.len(), 2, "{result:#}");
+    assert_eq!(
+        steps[0]
+            .pointer("/verifier_result/rewards/reward")
+            .and_then(Value::as_f64),
+        Some(1.0)
+    );
+    assert!(steps[1]["verifier_result"].is_null(), "{result:#}");
+    served.stop();
 }
 
 #[test]

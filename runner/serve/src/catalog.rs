@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use tasks::Task;
-use tasks::config::{NetworkMode, VerifierEnvironmentMode};
 
 use crate::error::ServeError;
 
@@ -65,31 +64,14 @@ impl Catalog {
     }
 }
 
-/// Why a task cannot be served, or `None`: the server runs single-step tasks verified in the
-/// agent's container, without network allowlists (their egress proxy is a trial's).
+/// Why a task cannot be served, or `None`: the server runs every task (multi-step, and
+/// verified in the agent's container or in a separate environment) but those with a network
+/// allowlist in any phase of any step (their egress proxy is a trial's).
 pub fn unservable(task: &Task) -> Option<String> {
-    if task.is_multi_step() {
-        return Some(format!(
-            "task {} has steps; runner serve offers single-step tasks",
-            task.name
-        ));
-    }
-    let baseline = task.config.environment.effective_network();
-    let modes = [
-        baseline,
-        task.config.agent.network_mode.unwrap_or(baseline),
-        task.config.verifier.network_mode.unwrap_or(baseline),
-    ];
-    if modes.contains(&NetworkMode::Allowlist) {
-        return Some(format!(
-            "task {} has a network allowlist; runner serve does not run the egress proxy it needs",
-            task.name
-        ));
-    }
-    let separate = task.config.verifier.declared_mode() == Some(VerifierEnvironmentMode::Separate);
-    separate.then(|| {
+    let allowlist = engine::trial::egress::task_uses_allowlist(&task.config);
+    allowlist.then(|| {
         format!(
-            "task {} verifies in a separate environment; runner serve offers tasks verified in their own container",
+            "task {} has a network allowlist; runner serve does not run the egress proxy it needs",
             task.name
         )
     })
@@ -132,17 +114,44 @@ mod tests {
     }
 
     #[test]
-    fn allowlists_steps_and_separate_verifiers_are_not_served() {
+    fn only_allowlists_are_not_served_separate_verifiers_are() {
         let dir = tempfile::tempdir().unwrap();
         let plain = TaskFixture::new("set/plain").write(&dir.path().join("a"));
         assert_eq!(unservable(&plain), None);
         let allowlist = TaskFixture::new("set/allow")
             .toml("[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"example.test\"]")
             .write(&dir.path().join("b"));
-        assert!(unservable(&allowlist).unwrap().contains("allowlist"));
+        let refusal = unservable(&allowlist).unwrap();
+        assert!(
+            refusal.contains("allowlist") && refusal.contains("set/allow"),
+            "{refusal}"
+        );
         let separate = TaskFixture::new("set/separate")
             .toml("[verifier]\nenvironment_mode = \"separate\"")
             .write(&dir.path().join("c"));
-        assert!(unservable(&separate).unwrap().contains("separate"));
+        assert_eq!(unservable(&separate), None);
+    }
+
+    #[test]
+    fn steps_are_served_unless_a_step_has_an_allowlist() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = |name: &str, second: &str| {
+            TaskFixture::new(name)
+                .toml(&format!(
+                    "[[steps]]\nname = \"a\"\n[[steps]]\nname = \"b\"\n{second}"
+                ))
+                .file("steps/a/instruction.md", "A.\n")
+                .file("steps/b/instruction.md", "B.\n")
+                .write(&dir.path().join(name.replace('/', "-")))
+        };
+        let plain = steps("set/steps", "");
+        assert!(plain.is_multi_step());
+        assert_eq!(unservable(&plain), None);
+        let allowlisted = steps(
+            "set/step-allow",
+            "[steps.verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"example.test\"]",
+        );
+        let refusal = unservable(&allowlisted).expect("refused");
+        assert!(refusal.contains("set/step-allow"), "{refusal}");
     }
 }

@@ -9,7 +9,7 @@ pub enum ServeError {
     /// The reset named no task of the dataset, or an ambiguous one.
     #[error("{0}")]
     UnknownTask(String),
-    /// The task is not one `runner serve` can offer (steps, a separate verifier).
+    /// The task is not one `runner serve` can offer (a network allowlist).
     #[error("{0}")]
     Unservable(String),
     /// The task's `[environment].env` could not be resolved.

@@ -62,7 +62,8 @@ pub enum ActionKind {
     Kill,
     /// Write `content` to `file_path`.
     WriteFile,
-    /// Kill the policy's processes and run the task's verifier; ends the episode.
+    /// Kill the policy's processes and run the task's verifier; ends the episode (a
+    /// multi-step task's: verifies the current step, then goes on to the next or ends).
     Evaluate,
     /// End the episode and remove its container.
     Close,

@@ -52,7 +52,12 @@ impl Recorder {
             extra: None,
         };
         let mut trajectory = Trajectory::new(episode_id, agent);
-        let mut first = Step::new(1, StepSource::User, task.instruction.clone());
+        // A multi-step task's policy starts on its first step's instruction.
+        let instruction = match task.steps.first() {
+            Some(step) if task.is_multi_step() => &step.instruction,
+            _ => &task.instruction,
+        };
+        let mut first = Step::new(1, StepSource::User, instruction.clone());
         first.timestamp = Some(now());
         trajectory.steps.push(first);
         let name = dir
@@ -129,7 +134,8 @@ impl Recorder {
         self.finished = true;
         self.result.finished_at = Some(Utc::now());
         self.result.verifier_result = ending.verifier.clone();
-        self.result.verifier_environment_mode = Some("shared".into());
+        self.result.verifier_environment_mode = ending.verifier_environment_mode.clone();
+        self.result.step_results = ending.step_results.clone();
         if ending.verifier.is_none()
             && let Some(error) = &ending.error
         {

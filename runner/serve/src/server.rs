@@ -378,7 +378,7 @@ async fn answer<B: Backend>(
                 "TB2 environment not initialized. Call reset() first.",
             ),
             (Ok(action), Some((episode, recorder))) => {
-                let (result, ending) = episode.step(&action).await;
+                let (result, ending) = episode.step(&action, server.backend()).await;
                 recorder.observed(Some(&action), &result);
                 if let Some(ending) = ending {
                     recorder.finish(episode, &ending);

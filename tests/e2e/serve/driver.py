@@ -5,7 +5,14 @@ reason on stderr, when the server did not answer as it must.
 
     driver.py schema   URL FIXTURE          /schema == the wrapper's models == the fixture
     driver.py oracle   URL TASKS NAME...    the oracle's commands as exec, then evaluate: 1
+                                            (a multi-step task's: each step's, step by step)
     driver.py nothing  URL NAME             evaluate with no action: 0
+    driver.py planted  URL NAME             a reward file planted by the policy, then
+                                            evaluate: 0 (the verifier writes its own)
+    driver.py gate     URL NAME             a multi-step task's first step left undone:
+                                            its min_reward stops the episode at 0
+    driver.py setup-fails URL NAME          a multi-step task whose second step's setup
+                                            fails: the first evaluate ends it at 0
     driver.py timeout  URL TASKS NAME       an oracle slower than --exec-timeout: killed, 0
                                             (the client pings every second meanwhile)
     driver.py hostile  URL TASK             hostile actions; a bystander session goes on
@@ -64,6 +71,24 @@ def oracle_commands(tasks, name):
     return (Path(tasks) / short / "solution" / "solve.sh").read_text()
 
 
+def step_names(tasks, name):
+    """A multi-step task's steps in order (from its task.toml), or [] for a single step."""
+    import tomllib
+
+    short = name.split("/")[-1]
+    config = tomllib.loads((Path(tasks) / short / "task.toml").read_text())
+    return [step["name"] for step in config.get("steps", [])]
+
+
+def same_instruction(served, file_text):
+    """The served instruction is the file's (the loader drops its leading canary comment)."""
+    return bool(served.strip()) and file_text.rstrip().endswith(served.strip())
+
+
+def step_file(tasks, name, step, *parts):
+    return (Path(tasks) / name.split("/")[-1] / "steps" / step).joinpath(*parts).read_text()
+
+
 def http_get(url):
     with urllib.request.urlopen(url, timeout=30) as response:
         return json.load(response)
@@ -115,6 +140,8 @@ def cmd_schema(url, fixture):
 
 
 async def run_oracle(url, tasks, name):
+    if step_names(tasks, name):
+        return await run_oracle_steps(url, tasks, name)
     env = client(url)
     try:
         first = await env.reset(task_id=name)
@@ -136,6 +163,93 @@ async def run_oracle(url, tasks, name):
         check("assertions_passed" in meta and "assertions_total" in meta,
               f"{name}: no assertions_passed/assertions_total in {meta}")
         return name, graded.reward, meta.get("assertions_passed"), meta.get("assertions_total")
+    finally:
+        await env.close()
+
+
+async def run_oracle_steps(url, tasks, name):
+    """Each step's oracle as exec, then evaluate: every step but the last goes on with the
+    next step's instruction; the last ends the episode with the trial's reward."""
+    steps = step_names(tasks, name)
+    env = client(url)
+    try:
+        first = await env.reset(task_id=name)
+        obs = typed(first)
+        check(same_instruction(obs.instruction, step_file(tasks, name, steps[0], "instruction.md")),
+              f"{name}: reset's instruction is not step {steps[0]}'s: {obs.instruction!r}")
+        check(obs.metadata.get("step") == steps[0] and obs.metadata.get("steps_total") == len(steps),
+              f"{name}: reset metadata {obs.metadata}")
+        for index, current in enumerate(steps):
+            solve = step_file(tasks, name, current, "solution", "solve.sh")
+            ran = await step(env, action_type="exec", command=solve)
+            check(typed(ran).success, f"{name} step {current}: the oracle failed: {ran.observation}")
+            graded = await step(env, action_type="evaluate")
+            obs = typed(graded)
+            meta = obs.metadata
+            check(meta.get("step") == current and meta.get("step_reward") == 1.0,
+                  f"{name} step {current}: {json.dumps(graded.observation)[:2000]}")
+            if index + 1 < len(steps):
+                following = steps[index + 1]
+                check(not graded.done and graded.reward == 1.0,
+                      f"{name} step {current}: done {graded.done}, reward {graded.reward}")
+                check(meta.get("next_step") == following and same_instruction(
+                      obs.instruction, step_file(tasks, name, following, "instruction.md")),
+                      f"{name} step {current}: the next step is not {following}: {meta}")
+            else:
+                check(graded.done and graded.reward == 1.0,
+                      f"{name}: the last step: done {graded.done}, reward {graded.reward}: {meta}")
+                check(meta.get("step_rewards") == [1.0] * len(steps),
+                      f"{name}: step rewards {meta.get('step_rewards')}")
+        return name, graded.reward, meta.get("assertions_passed"), meta.get("assertions_total")
+    finally:
+        await env.close()
+
+
+async def cmd_planted(url, name):
+    env = client(url)
+    try:
+        await env.reset(task_id=name)
+        plant = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"
+        ran = await step(env, action_type="exec", command=plant)
+        check(typed(ran).success, f"planting a reward: {ran.observation}")
+        graded = await step(env, action_type="evaluate")
+        check(graded.done and graded.reward == 0.0,
+              f"a planted reward counted: reward {graded.reward}, done {graded.done}")
+        print(f"planted {name}: reward {graded.reward}")
+    finally:
+        await env.close()
+
+
+async def cmd_gate(url, name):
+    env = client(url)
+    try:
+        first = await env.reset(task_id=name)
+        graded = await step(env, action_type="evaluate")
+        meta = typed(graded).metadata
+        check(graded.done and graded.reward == 0.0,
+              f"a failed gated first step: done {graded.done}, reward {graded.reward}: {meta}")
+        check(meta.get("step") == typed(first).metadata.get("step")
+              and "min_reward" in str(meta.get("stopped")) and meta.get("step_rewards") == [0.0],
+              f"the gate's stop is not in the metadata: {meta}")
+        print(f"gate {name}: stopped after step {meta.get('step')}, reward {graded.reward}")
+    finally:
+        await env.close()
+
+
+async def cmd_setup_fails(url, name):
+    env = client(url)
+    try:
+        await env.reset(task_id=name)
+        graded = await step(env, action_type="evaluate")
+        obs = typed(graded)
+        meta = obs.metadata
+        check(graded.done and graded.reward == 0.0 and not obs.success,
+              f"a next step that cannot be set up: done {graded.done}, reward {graded.reward}: "
+              f"{graded.observation}")
+        check(meta.get("step_reward") == 1.0 and meta.get("step_rewards") == [1.0, 0.0]
+              and "setup.sh" in str(meta.get("stopped")),
+              f"the failed setup is not in the metadata: {meta}")
+        print(f"setup-fails {name}: {meta.get('stopped')}")
     finally:
         await env.close()
 
@@ -486,6 +600,12 @@ def main(argv):
         asyncio.run(cmd_oracle(url, rest[0], rest[1:]))
     elif command == "nothing":
         asyncio.run(cmd_nothing(url, rest[0]))
+    elif command == "planted":
+        asyncio.run(cmd_planted(url, rest[0]))
+    elif command == "gate":
+        asyncio.run(cmd_gate(url, rest[0]))
+    elif command == "setup-fails":
+        asyncio.run(cmd_setup_fails(url, rest[0]))
     elif command == "timeout":
         asyncio.run(cmd_timeout(url, rest[0], rest[1]))
     elif command == "hostile":

@@ -27,6 +27,10 @@ pub use bridge::JobBridge;
 pub use image::ImageCache;
 pub use log::TrialLog;
 pub use naming::trial_name;
+// The seams `runner serve` verifies and prepares steps through, as a trial does.
+pub use phase_network::NetworkPlan;
+pub use separate_verifier::{SeparateVerifierSetup, is_separate, separate_verifier_setup};
+pub use steps::prepare_step;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

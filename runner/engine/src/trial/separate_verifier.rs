@@ -20,7 +20,7 @@ use tasks::{ExceptionType, Task};
 use super::Trial;
 use super::artifacts::{CONVENTION_DIR, normalized, upload_artifacts};
 use super::phase_network::{self, NetworkPlan, access, verifier_environment};
-use crate::backend::{Backend, Environment, VerifierImage};
+use crate::backend::{Backend, Environment, EnvironmentSpec, VerifierImage};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 
@@ -30,8 +30,8 @@ const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// True when the verifier of `task` (`step` `None`) or of its step `step` runs in its own
-/// environment.
-pub(super) fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
+/// environment (public for `runner serve`, which starts its episodes as trials start).
+pub fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
     verifier_environment(&task.config, step).is_some()
 }
 
@@ -57,6 +57,82 @@ fn verifier_image(task: &Task, venv: &EnvironmentSection, step: Option<&str>) ->
     }
 }
 
+/// A separate verifier's container as a trial starts it: its image, its spec, and the
+/// networks it starts on and verifies under. Public so that `runner serve`'s `evaluate`
+/// verifies such a task (or step) exactly as a trial does, without a [`Trial`].
+#[derive(Clone)]
+pub struct SeparateVerifierSetup {
+    /// What its image is made from (the verifier environment's `docker_image`, else a build
+    /// of the step's or the task's tests directory).
+    pub image: VerifierImage,
+    /// Its container: the agent environment's spec with the verifier environment's
+    /// resources, env and network, no mounts, sidecars or compose services.
+    pub spec: EnvironmentSpec,
+    /// The network the container starts on (its environment's baseline).
+    pub baseline: tasks::NetworkMode,
+    /// The network the tests run under; the container is switched to it after the
+    /// artifacts' upload when it differs from `baseline`.
+    pub phase: tasks::NetworkMode,
+}
+
+/// The separate verifier of `task` (`step` `None`) or of its step `step`, made from the agent
+/// environment's spec `agent_spec` (its job, trial dir, limits and observer carry over) for
+/// the trial or episode named `session`; `None` when that verification runs in the agent's
+/// container. Fails when the verifier environment's own `env` cannot be resolved.
+pub fn separate_verifier_setup(
+    task: &Task,
+    step: Option<usize>,
+    agent_spec: EnvironmentSpec,
+    session: &str,
+) -> Result<Option<SeparateVerifierSetup>, TrialFailure> {
+    let step_config = step.map(|index| &task.config.steps[index]);
+    let Some(venv) = verifier_environment(&task.config, step_config) else {
+        return Ok(None);
+    };
+    let network = match step_config {
+        Some(step) => NetworkPlan::of_step(&task.config, step),
+        None => NetworkPlan::of(&task.config),
+    };
+    let baseline = network.verifier_baseline.unwrap_or(network.agent_baseline);
+    let mut spec = agent_spec;
+    // Harbor's session id: `<trial>__verifier__<key>`, the key being the step's name.
+    spec.trial_name = match step_config {
+        Some(step) => format!("{session}__verifier__{}", step.name),
+        None => format!("{session}__verifier"),
+    };
+    spec.main.name = "verifier".into();
+    spec.main.cpus = venv.cpus;
+    // The agent's memory limit unless the verifier environment sets its own.
+    spec.main.memory_mb = venv.memory_mb.or(spec.main.memory_mb);
+    spec.main.network = access(baseline);
+    spec.main.workdir = venv.workdir.clone();
+    // A copy of [environment] keeps the trial's resolved env; a section of its own has
+    // its own env.
+    if !std::ptr::eq(venv, &task.config.environment) {
+        spec.main.env = task.resolve_env(&venv.env).map_err(|e| {
+            TrialFailure::new(
+                ExceptionType::EnvironmentStartError,
+                format!("task {}: verifier environment env: {e}", task.name),
+            )
+        })?;
+    }
+    spec.sidecars.clear();
+    // Nothing of the agent's reaches the verifier, its host mounts included.
+    spec.main.mounts.clear();
+    spec.compose_task = None;
+    spec.network_switchable = network.verifier_phase != baseline;
+    spec.gpus = venv.gpus.unwrap_or(0);
+    // Its tests are its image's own; nothing is placed early.
+    spec.first_tests = None;
+    let image = verifier_image(task, venv, step_config.map(|s| s.name.as_str()));
+    Ok(Some(SeparateVerifierSetup {
+        image,
+        spec,
+        baseline,
+        phase: network.verifier_phase,
+    }))
+}
+
 impl<B: Backend> Trial<B> {
     /// Verifies the task (`step` `None`) or step `index` (outputs into `<step_dir>/verifier/`)
     /// in a verifier environment of its own: starts it, uploads the artifacts collected in
@@ -68,48 +144,26 @@ impl<B: Backend> Trial<B> {
         timeout: Duration,
     ) -> Result<VerifierResult, TrialFailure> {
         let task = self.plan.task.clone();
-        let step_config = step.map(|(index, _)| &task.config.steps[index]);
-        let Some(venv) = verifier_environment(&task.config, step_config) else {
+        let setup = separate_verifier_setup(
+            &task,
+            step.map(|(index, _)| index),
+            self.environment_spec(""),
+            self.name(),
+        )?;
+        let Some(SeparateVerifierSetup {
+            image,
+            mut spec,
+            baseline,
+            phase,
+        }) = setup
+        else {
             return Err(TrialFailure::new(
                 ExceptionType::RunnerError,
                 "a separate verification of a shared verifier",
             ));
         };
-        let network = match step_config {
-            Some(step) => NetworkPlan::of_step(&task.config, step),
-            None => NetworkPlan::of(&task.config),
-        };
-        let baseline = network.verifier_baseline.unwrap_or(network.agent_baseline);
-        let mut spec = self.environment_spec("");
-        // Harbor's session id: `<trial>__verifier__<key>`, the key being the step's name.
-        spec.trial_name = match step_config {
-            Some(step) => format!("{}__verifier__{}", self.name(), step.name),
-            None => format!("{}__verifier", self.name()),
-        };
-        spec.main.name = "verifier".into();
-        spec.main.cpus = venv.cpus;
-        spec.main.memory_mb = venv.memory_mb.or(Some(self.limits.memory_mb));
-        spec.main.network = access(baseline);
-        spec.main.workdir = venv.workdir.clone();
-        // A copy of [environment] keeps the trial's resolved env; a section of its own has
-        // its own env.
-        if !std::ptr::eq(venv, &task.config.environment) {
-            spec.main.env = task.resolve_env(&venv.env).map_err(|e| {
-                TrialFailure::new(
-                    ExceptionType::EnvironmentStartError,
-                    format!("task {}: verifier environment env: {e}", task.name),
-                )
-            })?;
-        }
-        spec.sidecars.clear();
-        // Nothing of the agent's reaches the verifier, its host mounts included.
-        spec.main.mounts.clear();
-        spec.compose_task = None;
-        spec.network_switchable = network.verifier_phase != baseline;
-        spec.gpus = venv.gpus.unwrap_or(0);
         // An allowlist's way out: the trial's proxy, through a relay of this container's own.
         let egress_port = self.with_separate_verifier_egress(&mut spec);
-        let image = verifier_image(&task, venv, step_config.map(|s| s.name.as_str()));
 
         // Progress lines are for the live view; trial.log keeps the build's own output.
         let output = self.observer.output.clone();
@@ -149,7 +203,7 @@ impl<B: Backend> Trial<B> {
             artifacts_dir,
             timeout,
             baseline,
-            phase: network.verifier_phase,
+            phase,
             egress_port,
         };
         let verified = self.verify_in(&environment, place).await;

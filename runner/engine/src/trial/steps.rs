@@ -25,6 +25,7 @@ use super::agent::AgentTurn;
 use super::artifacts::Convention;
 use super::egress::EgressPhase;
 use super::healthcheck;
+use super::log::TrialLog;
 use super::phase_network::NetworkPlan;
 use super::separate_verifier::is_separate;
 use crate::backend::Backend;
@@ -269,9 +270,8 @@ impl<B: Backend> Trial<B> {
         Ok(verified)
     }
 
-    /// Harbor's `_prepare_step`: the container's log directories emptied, the step's
-    /// `workdir/` uploaded into the working directory, its `setup.sh` run there (as the
-    /// step's agent user), then the step's healthcheck. Bounded by the agent setup deadline.
+    /// Harbor's `_prepare_step` in the trial's container (see [`prepare_step`]), bounded by
+    /// the agent setup deadline.
     async fn prepare_step(
         &mut self,
         task: &Task,
@@ -280,91 +280,15 @@ impl<B: Backend> Trial<B> {
     ) -> Result<(), TrialFailure> {
         self.enter(Phase::AgentSetup);
         let sandbox = self.sandbox()?;
-        let limit = self.timeouts.agent_setup;
-        let work = async {
-            root(
-                &sandbox,
-                RESET_LOGS,
-                "empty /logs/agent and /logs/artifacts",
-            )
-            .await?;
-            let Some(workdir) = task.step_workdir(&step.name) else {
-                return Ok(());
-            };
-            let pwd = sandbox
-                .exec(ExecRequest::new("pwd").maybe_user(user).bookkeeping())
-                .await?;
-            let container_dir = pwd.stdout.trim().to_owned();
-            let container_dir = if container_dir.is_empty() {
-                "/".to_owned()
-            } else {
-                container_dir
-            };
-            sandbox.upload_dir(&workdir, &container_dir).await?;
-            if workdir.join("setup.sh").is_file() {
-                let script = format!("{}/setup.sh", container_dir.trim_end_matches('/'));
-                let out = sandbox
-                    .exec(
-                        ExecRequest::new(format!("bash {}", shell_quote(&script))).maybe_user(user),
-                    )
-                    .await?;
-                if !out.success() {
-                    return Err(TrialFailure::new(
-                        // Harbor raises a RuntimeError here; the container it ran in is the
-                        // one the agent's install and earlier steps shaped, so it is the
-                        // agent's failure, never a retried infrastructure error.
-                        ExceptionType::StepSetupError,
-                        format!(
-                            "Step '{}' setup.sh exited with code {}: {}",
-                            step.name,
-                            out.exit_code.map_or("none".into(), |c| c.to_string()),
-                            out.stderr.trim()
-                        ),
-                    ));
-                }
-            }
-            Ok(())
-        };
-        match tokio::time::timeout(limit, work).await {
-            Ok(Ok(())) => {}
-            Ok(Err(failure)) => return Err(failure),
-            Err(_) => {
-                return Err(TrialFailure::new(
-                    ExceptionType::StepSetupError,
-                    format!(
-                        "Step '{}' setup took longer than {} seconds",
-                        step.name,
-                        limit.as_secs_f64()
-                    ),
-                ));
-            }
-        }
-        if let Some(check) = &step.healthcheck {
-            // The services it checks run in the container the agent has had: a step's
-            // healthcheck that fails is the agent's (the environment's own, before the agent,
-            // stays a HealthcheckError).
-            let bounded = tokio::time::timeout(limit, healthcheck::run(&sandbox, check, &self.log));
-            match bounded.await {
-                Ok(Ok(())) => {}
-                Ok(Err(failure)) if failure.kind == ExceptionType::HealthcheckError => {
-                    return Err(TrialFailure::new(
-                        ExceptionType::StepSetupError,
-                        format!(
-                            "step {:?}: the step's healthcheck failed: {}",
-                            step.name, failure.message
-                        ),
-                    ));
-                }
-                Ok(Err(failure)) => return Err(failure),
-                Err(_) => {
-                    return Err(TrialFailure::new(
-                        ExceptionType::StepSetupError,
-                        format!("step {:?}: the healthcheck did not pass in time", step.name),
-                    ));
-                }
-            }
-        }
-        Ok(())
+        prepare_step(
+            &sandbox,
+            task,
+            step,
+            user,
+            self.timeouts.agent_setup,
+            &self.log,
+        )
+        .await
     }
 
     /// After the last step: the rewards aggregated, the trial's agent and verifier timings
@@ -444,6 +368,98 @@ impl<B: Backend> Trial<B> {
                 .line(&format!("no joined agent/trajectory.json: {e}")),
         }
     }
+}
+
+/// Harbor's `_prepare_step` on `sandbox`, before a step's agent run: the container's log
+/// directories emptied, the step's `workdir/` uploaded into the working directory, its
+/// `setup.sh` run there (as the step's agent `user`), then the step's healthcheck, each
+/// bounded by `limit`. A failed `setup.sh` or healthcheck is the agent's `StepSetupError`.
+/// Public so that `runner serve` prepares each step of an episode as a trial does.
+pub async fn prepare_step<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    step: &StepConfig,
+    user: Option<&str>,
+    limit: Duration,
+    log: &TrialLog,
+) -> Result<(), TrialFailure> {
+    let work = async {
+        root(sandbox, RESET_LOGS, "empty /logs/agent and /logs/artifacts").await?;
+        let Some(workdir) = task.step_workdir(&step.name) else {
+            return Ok(());
+        };
+        let pwd = sandbox
+            .exec(ExecRequest::new("pwd").maybe_user(user).bookkeeping())
+            .await?;
+        let container_dir = pwd.stdout.trim().to_owned();
+        let container_dir = if container_dir.is_empty() {
+            "/".to_owned()
+        } else {
+            container_dir
+        };
+        sandbox.upload_dir(&workdir, &container_dir).await?;
+        if workdir.join("setup.sh").is_file() {
+            let script = format!("{}/setup.sh", container_dir.trim_end_matches('/'));
+            let out = sandbox
+                .exec(ExecRequest::new(format!("bash {}", shell_quote(&script))).maybe_user(user))
+                .await?;
+            if !out.success() {
+                return Err(TrialFailure::new(
+                    // Harbor raises a RuntimeError here; the container it ran in is the
+                    // one the agent's install and earlier steps shaped, so it is the
+                    // agent's failure, never a retried infrastructure error.
+                    ExceptionType::StepSetupError,
+                    format!(
+                        "Step '{}' setup.sh exited with code {}: {}",
+                        step.name,
+                        out.exit_code.map_or("none".into(), |c| c.to_string()),
+                        out.stderr.trim()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(limit, work).await {
+        Ok(Ok(())) => {}
+        Ok(Err(failure)) => return Err(failure),
+        Err(_) => {
+            return Err(TrialFailure::new(
+                ExceptionType::StepSetupError,
+                format!(
+                    "Step '{}' setup took longer than {} seconds",
+                    step.name,
+                    limit.as_secs_f64()
+                ),
+            ));
+        }
+    }
+    if let Some(check) = &step.healthcheck {
+        // The services it checks run in the container the agent has had: a step's
+        // healthcheck that fails is the agent's (the environment's own, before the agent,
+        // stays a HealthcheckError).
+        let bounded = tokio::time::timeout(limit, healthcheck::run(sandbox, check, log));
+        match bounded.await {
+            Ok(Ok(())) => {}
+            Ok(Err(failure)) if failure.kind == ExceptionType::HealthcheckError => {
+                return Err(TrialFailure::new(
+                    ExceptionType::StepSetupError,
+                    format!(
+                        "step {:?}: the step's healthcheck failed: {}",
+                        step.name, failure.message
+                    ),
+                ));
+            }
+            Ok(Err(failure)) => return Err(failure),
+            Err(_) => {
+                return Err(TrialFailure::new(
+                    ExceptionType::StepSetupError,
+                    format!("step {:?}: the healthcheck did not pass in time", step.name),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Records `failure` as the step's exception, keeping the first.

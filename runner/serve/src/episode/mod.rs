@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use engine::trial::{NetworkPlan, TrialLog};
 use engine::{
     Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink, ServiceSpec,
 };
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 use tasks::config::NetworkMode;
-use tasks::records::{StorageEnforcement, VerifierResult};
+use tasks::records::{StepResult as StepRecord, StorageEnforcement, VerifierResult};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
 
 use crate::config::ServeConfig;
@@ -21,7 +22,9 @@ use crate::protocol::{Action, ActionKind, EpisodeState, Observation, StepResult}
 use crate::scripts;
 
 mod actions;
+mod steps;
 mod storage;
+mod verify;
 
 /// The `/logs` directories a trial's container has from its start.
 const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
@@ -53,8 +56,16 @@ pub struct Episode<B: Backend> {
     /// The container's own processes (its keep-alive), which sweeps spare.
     own_pids: Vec<u32>,
     config: Arc<ServeConfig>,
-    /// The network the verifier needs when it differs from the policy's.
-    verifier_network: Option<NetworkAccess>,
+    /// The agent environment's spec, from which a separate verifier's container is made.
+    spec: EnvironmentSpec,
+    /// The network the container is on now (the policy's, or the verifier's while it runs).
+    network: NetworkAccess,
+    /// The step the policy works on (always 0 for a single-step task).
+    step: usize,
+    /// The results of the steps verified so far (a multi-step task's).
+    step_results: Vec<StepRecord>,
+    /// `trial.log` of the episode: step setup, separate verifiers, leftovers.
+    log: TrialLog,
     /// The watch of `storage_mb` (none when the driver enforces it, or before `prepare`).
     storage: Option<storage::StorageWatch>,
     started: Instant,
@@ -71,6 +82,11 @@ pub struct Ending {
     pub error: Option<String>,
     /// The exception type of that error, when it was the verifier's.
     pub error_type: Option<tasks::ExceptionType>,
+    /// Where the (last) verification ran: `shared` or `separate`; `None` for a multi-step
+    /// task, whose steps each verify where their own verifier does (as in a trial record).
+    pub verifier_environment_mode: Option<String>,
+    /// The verified steps of a multi-step task, as a trial records them.
+    pub step_results: Option<Vec<StepRecord>>,
 }
 
 /// The network of a mode.
@@ -81,13 +97,13 @@ fn access(mode: NetworkMode) -> NetworkAccess {
     }
 }
 
-/// The policy's and the verifier's networks of a single-step task (Harbor's network plan:
-/// an explicit `[agent]`/`[verifier]` `network_mode`, else the environment's).
-pub fn networks(task: &Task) -> (NetworkAccess, NetworkAccess) {
-    let baseline = task.config.environment.effective_network();
-    let agent = task.config.agent.network_mode.unwrap_or(baseline);
-    let verifier = task.config.verifier.network_mode.unwrap_or(baseline);
-    (access(agent), access(verifier))
+/// The network plan of the step the policy works on (`step` `None`: the task's), Harbor's
+/// plan as the engine resolves it for a trial.
+fn network_plan(task: &Task, step: Option<usize>) -> NetworkPlan {
+    match step {
+        Some(index) => NetworkPlan::of_step(&task.config, &task.config.steps[index]),
+        None => NetworkPlan::of(&task.config),
+    }
 }
 
 /// What names an episode: its container's trial name, its record's directory, its id.
@@ -127,7 +143,19 @@ impl<B: Backend> Episode<B> {
                 message: e.to_string(),
             })?;
         let limits = config.limits.resolve(&task.config);
-        let (agent_net, verifier_net) = networks(&task);
+        let first_step = task.is_multi_step().then_some(0);
+        // A multi-step task's container starts on its baseline, as a trial's: each step is
+        // prepared under it, then switched to the step's agent network (`begin_step`).
+        let plan = network_plan(&task, first_step);
+        let agent_net = access(if task.is_multi_step() {
+            plan.agent_baseline
+        } else {
+            plan.agent_phase
+        });
+        // As a trial's: only a single-step task verified in this container runs tests
+        // known at the start, which the backend may place in the jail early.
+        let first_tests = (!task.is_multi_step() && !engine::trial::is_separate(&task, None))
+            .then(|| task.tests_dir());
         let spec = EnvironmentSpec {
             job_id: config.job_id.clone(),
             trial_name: name,
@@ -146,11 +174,11 @@ impl<B: Backend> Episode<B> {
             sidecars: Vec::new(),
             observer: ExecObserver::new(sink),
             limits,
-            network_switchable: agent_net != verifier_net,
+            network_switchable: NetworkPlan::task_switches(&task.config),
             compose_task: Some(task.clone()),
             trial_dir: dir.clone(),
             gpus: env_config.gpus.unwrap_or(0),
-            first_tests: Some(task.tests_dir()),
+            first_tests,
         };
         std::fs::create_dir_all(&dir).map_err(|source| ServeError::Record {
             path: dir.clone(),
@@ -164,6 +192,7 @@ impl<B: Backend> Episode<B> {
         let sandbox = environment.main().clone();
         let watched = environment.storage_enforcement() == StorageEnforcement::Watched;
         let storage_mb = spec.limits.storage_mb.filter(|_| watched);
+        let log = TrialLog::open(&dir.join("trial.log"), spec.limits.trial_log_cap_bytes);
         let mut episode = Episode {
             user: task.config.agent.user.as_ref().map(|u| u.as_exec_user()),
             workdir: env_config.workdir.clone().unwrap_or_default(),
@@ -181,13 +210,26 @@ impl<B: Backend> Episode<B> {
             background: BTreeMap::new(),
             own_pids: Vec::new(),
             config,
-            verifier_network: (agent_net != verifier_net).then_some(verifier_net),
+            spec,
+            network: agent_net,
+            step: 0,
+            step_results: Vec::new(),
+            log,
             storage: None,
             started: Instant::now(),
         };
         if let Err(e) = episode.prepare().await {
             episode.remove().await;
             return Err(ServeError::Environment(e));
+        }
+        if episode.task.is_multi_step()
+            && let Err(failure) = episode.begin_step(0).await
+        {
+            episode.remove().await;
+            return Err(ServeError::Environment(format!(
+                "task {}: step {:?}: {}: {}",
+                episode.task.name, episode.task.config.steps[0].name, failure.kind, failure.message
+            )));
         }
         if let Some(limit_mb) = storage_mb {
             episode.storage = Some(storage::StorageWatch::start(
@@ -204,16 +246,7 @@ impl<B: Backend> Episode<B> {
     /// The workdir, and the task's `environment/` files when it runs a prebuilt image with
     /// no Dockerfile (Harbor uploads them there, as a trial does).
     async fn prepare(&mut self) -> Result<(), String> {
-        let listing = self
-            .sandbox
-            .exec(ExecRequest::runner_own(scripts::list_processes()).timeout(SWEEP_TIMEOUT))
-            .await
-            .map_err(|e| e.to_string())?;
-        self.own_pids = listing
-            .stdout
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
+        self.own_pids = self.list_own_processes().await?;
         if self.workdir.is_empty() {
             let pwd = self
                 .sandbox
@@ -243,6 +276,21 @@ impl<B: Backend> Episode<B> {
         Ok(())
     }
 
+    /// The container's processes now (but PID 1 and the listing's own): the ones sweeps
+    /// spare.
+    async fn list_own_processes(&self) -> Result<Vec<u32>, String> {
+        let listing = self
+            .sandbox
+            .exec(ExecRequest::runner_own(scripts::list_processes()).timeout(SWEEP_TIMEOUT))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(listing
+            .stdout
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect())
+    }
+
     /// The episode's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -270,10 +318,20 @@ impl<B: Backend> Episode<B> {
 
     /// The first observation (the instruction).
     pub fn first_observation(&self) -> StepResult {
+        let mut observation = self.observation("reset");
+        observation.metadata = self.step_metadata();
         StepResult {
-            observation: self.observation("reset"),
+            observation,
             reward: Some(0.0),
             done: false,
+        }
+    }
+
+    /// The instruction the policy works on: the current step's for a multi-step task.
+    pub fn instruction(&self) -> &str {
+        match self.task.steps.get(self.step) {
+            Some(step) if self.task.is_multi_step() => &step.instruction,
+            _ => &self.task.instruction,
         }
     }
 
@@ -281,14 +339,14 @@ impl<B: Backend> Episode<B> {
         Observation::new(
             &self.task.name,
             &self.state.task_path,
-            &self.task.instruction,
+            self.instruction(),
             action_type,
         )
     }
 
     /// Carries out one action. The episode's `Ending` is returned once it ends (evaluate,
     /// close, or a container that no longer answers).
-    pub async fn step(&mut self, action: &Action) -> (StepResult, Option<Ending>) {
+    pub async fn step(&mut self, action: &Action, backend: &B) -> (StepResult, Option<Ending>) {
         self.state.step_count += 1;
         self.state.last_action_type = action.action_type.clone();
         self.state.last_command = action.command.clone();
@@ -322,7 +380,7 @@ impl<B: Backend> Episode<B> {
             }
             ActionKind::Kill => self.bg_kill(action, obs).await,
             ActionKind::WriteFile => self.write_file(action, obs).await,
-            ActionKind::Evaluate => return self.evaluate(obs).await,
+            ActionKind::Evaluate => return self.evaluate(obs, backend).await,
             ActionKind::Close => {
                 let mut obs = obs;
                 obs.output = "Closed the episode and removed its container.".into();
@@ -384,64 +442,54 @@ impl<B: Backend> Episode<B> {
             .timeout(self.config.exec_timeout)
     }
 
-    /// Kills every process of the policy, runs the task's verifier as a trial does and ends
-    /// the episode with its reward.
-    async fn evaluate(&mut self, mut obs: Observation) -> (StepResult, Option<Ending>) {
-        let mut ending = Ending::default();
-        let graded = self.grade().await;
+    /// Kills every process of the policy and runs the verifier of the task (or of the
+    /// current step) as a trial does. A single-step episode ends with its reward; a
+    /// multi-step one goes on to the next step or ends as a trial's steps would (see
+    /// `steps.rs`).
+    async fn evaluate(&mut self, obs: Observation, backend: &B) -> (StepResult, Option<Ending>) {
+        let graded = self.grade(backend).await;
+        if self.task.is_multi_step() {
+            return self.step_evaluated(graded, obs).await;
+        }
+        let mut obs = obs;
+        let mut ending = Ending {
+            verifier_environment_mode: Some(self.verifier_mode().into()),
+            ..Ending::default()
+        };
         match graded {
-            Ok((result, reward, notes)) => {
-                let mut details = Map::new();
-                details.insert("tests_passed".into(), json!(reward >= 1.0));
-                details.insert("exit_code".into(), json!(result.test_exit_code));
-                details.insert("rewards".into(), json!(result.rewards));
-                if let Some(checks) = &result.checks {
-                    details.insert("checks".into(), json!(checks));
-                }
-                details.insert("assertions_passed".into(), json!(result.assertions_passed));
-                details.insert("assertions_total".into(), json!(result.assertions_total));
-                details.insert("leftover_processes".into(), json!(notes));
+            Ok(graded) => {
+                let reward = headline_reward(graded.result.rewards.as_ref());
+                let details = grade_details(&graded, reward);
                 obs.output = read_test_output(&self.dir, self.config.max_output_bytes);
                 obs.info = details.clone();
                 obs.metadata = details;
                 ending.reward = Some(reward);
-                ending.verifier = Some(result);
+                ending.verifier = Some(graded.result);
             }
-            Err((message, kind)) => {
-                obs = obs.failed(format!("the verifier failed: {message}"));
-                ending.error = Some(message);
-                ending.error_type = kind;
+            Err(failure) => {
+                obs = obs.failed(format!("the verifier failed: {}", failure.message));
+                ending.error = Some(failure.message);
+                ending.error_type = failure.kind;
             }
         }
         self.remove().await;
         (self.result(obs, ending.reward, true), Some(ending))
     }
 
-    async fn grade(
-        &mut self,
-    ) -> Result<(VerifierResult, f64, usize), (String, Option<tasks::ExceptionType>)> {
-        for (_, bg) in std::mem::take(&mut self.background) {
-            let _ = self
-                .sandbox
-                .exec(ExecRequest::runner_own(scripts::bg_kill(bg.pgid)))
-                .await;
+    /// Moves the container to `target` (nothing when it is there already).
+    async fn set_network(&mut self, target: NetworkAccess, why: &str) -> Result<(), String> {
+        if self.network == target {
+            return Ok(());
         }
-        self.sweep().await.map_err(|b| (b.0, None))?;
-        if let (Some(network), Some(environment)) = (self.verifier_network, &self.environment) {
-            environment
-                .set_network(network)
-                .await
-                .map_err(|e| (format!("switching the network for the verifier: {e}"), None))?;
-        }
-        let timeout = Duration::from_secs_f64(self.task.config.verifier.timeout_sec.max(1.0));
-        let deadline = Instant::now() + timeout;
-        let mut notes = verifiers::VerifyNotes::default();
-        let outcome = verifiers::verify(&self.sandbox, &self.task, &self.dir, deadline, &mut notes)
+        let Some(environment) = &self.environment else {
+            return Ok(());
+        };
+        environment
+            .set_network(target)
             .await
-            .map_err(|e| (e.to_string(), Some(e.exception_type())))?;
-        let result = outcome.result;
-        let reward = headline_reward(result.rewards.as_ref());
-        Ok((result, reward, notes.leftover_processes.len()))
+            .map_err(|e| format!("switching the network for the {why}: {e}"))?;
+        self.network = target;
+        Ok(())
     }
 
     /// Removes the container (idempotent).
@@ -467,7 +515,25 @@ pub fn headline_reward(rewards: Option<&BTreeMap<String, f64>>) -> f64 {
     }
 }
 
-/// The tests' output the verifier brought back, cut to `max` bytes.
+/// What an evaluate observation's `info` and `metadata` carry: the verifier's rewards,
+/// exit code, named checks with `assertions_passed`/`assertions_total`, and how many
+/// processes the policy had left.
+fn grade_details(graded: &verify::Graded, reward: f64) -> Map<String, Value> {
+    let result = &graded.result;
+    let mut details = Map::new();
+    details.insert("tests_passed".into(), json!(reward >= 1.0));
+    details.insert("exit_code".into(), json!(result.test_exit_code));
+    details.insert("rewards".into(), json!(result.rewards));
+    if let Some(checks) = &result.checks {
+        details.insert("checks".into(), json!(checks));
+    }
+    details.insert("assertions_passed".into(), json!(result.assertions_passed));
+    details.insert("assertions_total".into(), json!(result.assertions_total));
+    details.insert("leftover_processes".into(), json!(graded.leftovers));
+    details
+}
+
+/// The tests' output the verifier brought back into `dir`, cut to `max` bytes.
 fn read_test_output(dir: &Path, max: usize) -> String {
     let path = dir.join("verifier").join("test-stdout.txt");
     let bytes = std::fs::read(path).unwrap_or_default();

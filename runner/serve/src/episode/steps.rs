@@ -1,0 +1,207 @@
+//! Multi-step tasks (`[[steps]]`) served as a trial runs them (the engine's
+//! `trial/steps.rs`, after Harbor's `MultiStepTrial`): one container for every step; each
+//! step is prepared as in a trial ([`engine::trial::prepare_step`]: the log directories
+//! emptied, its `workdir/` uploaded, its `setup.sh`, its healthcheck) and its instruction is
+//! the observation's; `evaluate` verifies the current step only. When the trial's rules go on
+//! ([`tasks::steps_rewards::stop_after_step`]: the step has a verifier result that meets its
+//! `min_reward`), the next step is prepared and the observation carries its instruction, with
+//! `done` false and the verified step's own reward. After the last step, or a step that
+//! stops the trial, the episode ends with the trial's reward ([`aggregate`] under the task's
+//! `multi_step_reward_strategy`). A next step whose setup fails ends the episode without a
+//! trial reward (a 0, as the trial's `agent_error`).
+//!
+//! The record is a trial's with steps: `steps/<name>/` (`instruction.md`, `verifier/`,
+//! `artifacts/`) and `step_results` in `result.json`.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use engine::{Backend, PhaseTimeouts, TrialFailure};
+use serde_json::{Map, json};
+use tasks::records::ExceptionInfo;
+use tasks::steps_rewards::{aggregate, stop_after_step};
+use tasks::{ExceptionType, Multipliers};
+
+use super::verify::{GradeFailure, Graded};
+use super::{
+    Ending, Episode, StepRecord, access, grade_details, headline_reward, network_plan,
+    read_test_output,
+};
+use crate::protocol::{Observation, StepResult};
+
+/// A step's instruction beside its outputs, as a trial records it.
+const STEP_INSTRUCTION: &str = "instruction.md";
+
+impl<B: Backend> Episode<B> {
+    /// What the observations of a multi-step episode say of its steps in `metadata`: the
+    /// current step's name, index (from 0) and the number of steps. Empty for a single-step
+    /// task.
+    pub(super) fn step_metadata(&self) -> Map<String, serde_json::Value> {
+        let mut metadata = Map::new();
+        if let Some(index) = self.current_step() {
+            let steps = &self.task.config.steps;
+            metadata.insert("step".into(), json!(steps[index].name));
+            metadata.insert("step_index".into(), json!(index));
+            metadata.insert("steps_total".into(), json!(steps.len()));
+        }
+        metadata
+    }
+
+    /// Prepares step `index` for the policy as a trial prepares it for its agent: under the
+    /// step's baseline network, the engine's step preparation within the task's agent setup
+    /// deadline; then the step's agent user and agent network.
+    pub(super) async fn begin_step(&mut self, index: usize) -> Result<(), TrialFailure> {
+        let task = self.task.clone();
+        let step = &task.config.steps[index];
+        self.step = index;
+        let step_dir = self.verification_dir();
+        for sub in ["verifier", "artifacts"] {
+            let _ = std::fs::create_dir_all(step_dir.join(sub));
+        }
+        if let Err(e) = tasks::atomic::write_atomic(
+            &step_dir.join(STEP_INSTRUCTION),
+            task.steps[index].instruction.as_bytes(),
+        ) {
+            self.log.line(&format!(
+                "step {:?}: instruction not recorded: {e}",
+                step.name
+            ));
+        }
+        let user = step
+            .agent
+            .user
+            .as_ref()
+            .or(task.config.agent.user.as_ref())
+            .map(|u| u.as_exec_user());
+        let plan = network_plan(&task, Some(index));
+        let environment_error = |m: String| TrialFailure::new(ExceptionType::EnvironmentError, m);
+        self.set_network(access(plan.agent_baseline), "step's setup")
+            .await
+            .map_err(environment_error)?;
+        let limit: Duration =
+            PhaseTimeouts::resolve(&task.config, &Multipliers::default()).agent_setup;
+        engine::trial::prepare_step(
+            &self.sandbox,
+            &task,
+            step,
+            user.as_deref(),
+            limit,
+            &self.log,
+        )
+        .await?;
+        // What the step's setup.sh left running (a service) is the task's, not the
+        // policy's: later sweeps spare it.
+        self.own_pids = self.list_own_processes().await.map_err(environment_error)?;
+        self.set_network(access(plan.agent_phase), "step's policy")
+            .await
+            .map_err(environment_error)?;
+        self.user = user;
+        self.log.line(&format!(
+            "step {}/{}: {} prepared",
+            index + 1,
+            task.config.steps.len(),
+            step.name
+        ));
+        Ok(())
+    }
+
+    /// After the current step's verification (`graded`): its result recorded; then the next
+    /// step, or the end of the episode with the trial's reward.
+    pub(super) async fn step_evaluated(
+        &mut self,
+        graded: Result<Graded, GradeFailure>,
+        mut obs: Observation,
+    ) -> (StepResult, Option<Ending>) {
+        let task = self.task.clone();
+        let index = self.step;
+        let step = &task.config.steps[index];
+        let mut record = StepRecord::new(&step.name);
+        let mut details = Map::new();
+        match graded {
+            Ok(graded) => {
+                let reward = headline_reward(graded.result.rewards.as_ref());
+                details = grade_details(&graded, reward);
+                obs.output =
+                    read_test_output(&self.verification_dir(), self.config.max_output_bytes);
+                record.verifier_result = Some(graded.result);
+            }
+            Err(failure) => {
+                obs = obs.failed(format!(
+                    "the verifier of step {:?} failed: {}",
+                    step.name, failure.message
+                ));
+                let kind = failure.kind.unwrap_or(ExceptionType::EnvironmentError);
+                record.exception_info = Some(exception(kind, failure.message));
+            }
+        }
+        let step_reward = headline_reward(record.rewards());
+        details.extend(self.step_metadata());
+        details.insert("step_reward".into(), json!(step_reward));
+        let stop = stop_after_step(step, &record);
+        self.step_results.push(record);
+        let mut ending = Ending::default();
+        match (&stop, task.config.steps.get(index + 1)) {
+            (None, Some(next)) => match self.begin_step(index + 1).await {
+                Ok(()) => {
+                    obs.instruction = self.instruction().to_owned();
+                    details.insert("next_step".into(), json!(next.name));
+                    obs.info = details.clone();
+                    obs.metadata = details;
+                    return (self.result(obs, Some(step_reward), false), None);
+                }
+                Err(failure) => {
+                    // As in a trial: the failed setup is the next step's failure, without
+                    // rewards; it stops the steps and leaves no trial reward.
+                    let message = format!("step {:?}: {}", next.name, failure.message);
+                    let mut failed = StepRecord::new(&next.name);
+                    failed.exception_info = Some(exception(failure.kind.clone(), message.clone()));
+                    self.step_results.push(failed);
+                    details.insert("stopped".into(), json!(message));
+                    obs = obs.failed(message.clone());
+                    ending.error = Some(message);
+                    ending.error_type = Some(failure.kind);
+                }
+            },
+            _ => {
+                if let Some(reason) = &stop {
+                    details.insert("stopped".into(), json!(reason));
+                }
+                ending.verifier =
+                    aggregate(task.config.multi_step_reward_strategy, &self.step_results);
+                if let Some(info) = self
+                    .step_results
+                    .last()
+                    .and_then(|s| s.exception_info.clone())
+                {
+                    ending.error = Some(info.exception_message);
+                    ending.error_type = Some(info.exception_type);
+                }
+            }
+        }
+        let reward = headline_reward(ending.verifier.as_ref().and_then(|v| v.rewards.as_ref()));
+        let rewards: Vec<f64> = self
+            .step_results
+            .iter()
+            .map(|s| headline_reward(s.rewards()))
+            .collect();
+        details.insert("step_rewards".into(), json!(rewards));
+        details.insert("trial_reward".into(), json!(reward));
+        obs.info = details.clone();
+        obs.metadata = details;
+        ending.reward = Some(reward);
+        ending.step_results = Some(self.step_results.clone());
+        self.remove().await;
+        (self.result(obs, Some(reward), true), Some(ending))
+    }
+}
+
+/// A step's exception record.
+fn exception(kind: ExceptionType, message: String) -> ExceptionInfo {
+    ExceptionInfo {
+        exception_type: kind.clone(),
+        exception_traceback: format!("{kind}: {message}\n"),
+        exception_message: message,
+        occurred_at: Utc::now(),
+        policy: None,
+    }
+}
