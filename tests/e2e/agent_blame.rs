@@ -9,99 +9,42 @@
 //! 20,000 empty files stop at the entry cap (`--max-download-files 1000` here, so the test
 //! stays quick; the same count bounds 2 million).
 
-use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use crate::support::{Job, ensure_base_image, exception, measured, reward, workspace_root};
+use crate::oracle_run::{OracleRun, flags};
+use crate::support::{exception, reward};
 
 /// The entry cap the job runs under.
 const ENTRY_CAP: u64 = 1000;
 
-struct BlameRun {
-    _jobs: tempfile::TempDir,
-    code: Option<i32>,
-    stderr: String,
-    /// result.json by task name (`hostile/<name>`).
-    results: BTreeMap<String, serde_json::Value>,
-    /// Trial directory by task name.
-    dirs: BTreeMap<String, PathBuf>,
-}
-
-fn blame() -> &'static BlameRun {
-    static RUN: OnceLock<BlameRun> = OnceLock::new();
+fn blame() -> &'static OracleRun {
+    static RUN: OnceLock<OracleRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        ensure_base_image();
-        let jobs = tempfile::tempdir().unwrap();
-        let mut args: Vec<OsString> = ["run", "--agent", "oracle", "--path"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.push(workspace_root().join("tasks/hostile-blame").into());
-        args.push("--jobs-dir".into());
-        args.push(jobs.path().into());
-        for (flag, value) in [
-            ("--job-name", "blame".to_owned()),
+        let caps = flags(&[
             ("--n-concurrent", "3".to_owned()),
             ("--max-download-files", ENTRY_CAP.to_string()),
-        ] {
-            args.push(flag.into());
-            args.push(value.into());
-        }
-        let run = measured(&args, Duration::from_secs(900));
-        let job = Job::single_in(jobs.path());
-        let mut results = BTreeMap::new();
-        let mut dirs = BTreeMap::new();
-        for (trial, result) in job.trial_results() {
-            let task = result["task_name"].as_str().unwrap().to_owned();
-            dirs.insert(task.clone(), job.dir.join(&trial));
-            results.insert(task, result);
-        }
-        BlameRun {
-            _jobs: jobs,
-            code: run.code,
-            stderr: run.stderr,
-            results,
-            dirs,
-        }
+        ]);
+        OracleRun::of("hostile-blame", "hostile", "blame", &caps)
     })
 }
 
-impl BlameRun {
-    fn result(&self, task: &str) -> &serde_json::Value {
-        let name = format!("hostile/{task}");
-        self.results.get(&name).unwrap_or_else(|| {
-            panic!(
-                "no result for {name}; the run said:\n{}\nresults: {:?}",
-                self.stderr,
-                self.results.keys().collect::<Vec<_>>()
-            )
-        })
-    }
-
-    fn dir(&self, task: &str) -> &Path {
-        &self.dirs[&format!("hostile/{task}")]
-    }
-
-    /// Asserts that `task` ended as the agent's `kind`: no reward, `agent_error`, one attempt
-    /// and no earlier attempt kept aside.
-    fn assert_agents_failure(&self, task: &str, kind: &str) {
-        let result = self.result(task);
-        assert_eq!(
-            exception(result).as_deref(),
-            Some(kind),
-            "{task}: {result:#}"
-        );
-        assert_eq!(result["outcome"], "agent_error", "{task}: {result:#}");
-        assert_eq!(reward(result), None, "{task}: {result:#}");
-        assert_eq!(result["attempts"], 1, "{task}: never retried: {result:#}");
-        assert!(
-            !self.dir(task).join("attempts").exists(),
-            "{task}: nothing hidden under attempts/"
-        );
-    }
+/// Asserts that `task` ended as the agent's `kind`: no reward, `agent_error`, one attempt
+/// and no earlier attempt kept aside.
+fn assert_agents_failure(run: &OracleRun, task: &str, kind: &str) {
+    let result = run.result(task);
+    assert_eq!(
+        exception(result).as_deref(),
+        Some(kind),
+        "{task}: {result:#}"
+    );
+    assert_eq!(result["outcome"], "agent_error", "{task}: {result:#}");
+    assert_eq!(reward(result), None, "{task}: {result:#}");
+    assert_eq!(result["attempts"], 1, "{task}: never retried: {result:#}");
+    assert!(
+        !run.dir(task).join("attempts").exists(),
+        "{task}: nothing hidden under attempts/"
+    );
 }
 
 #[test]
@@ -117,7 +60,7 @@ fn no_trial_of_the_dataset_is_an_infrastructure_error() {
 #[test]
 fn a_disk_filled_just_before_the_agent_exits_is_the_agents_failure() {
     let run = blame();
-    run.assert_agents_failure("fill-and-exit", "StorageLimitExceededError");
+    assert_agents_failure(run, "fill-and-exit", "StorageLimitExceededError");
     let result = run.result("fill-and-exit");
     assert_eq!(result["config"]["limits"]["storage_mb"], 64);
     // A task that sets no storage limit gets Harbor's default, recorded.
@@ -128,7 +71,7 @@ fn a_disk_filled_just_before_the_agent_exits_is_the_agents_failure() {
 #[test]
 fn a_step_setup_sabotaged_by_the_step_before_is_the_agents_failure() {
     let run = blame();
-    run.assert_agents_failure("sabotaged-step-setup", "StepSetupError");
+    assert_agents_failure(run, "sabotaged-step-setup", "StepSetupError");
     let steps = run.result("sabotaged-step-setup")["step_results"]
         .as_array()
         .unwrap()
@@ -158,14 +101,14 @@ fn a_pid_1_killed_before_the_network_switch_is_the_agents_failure() {
         ["VerifierKilledError", "BrokenEnvironmentError"].contains(&kind.as_str()),
         "{result:#}"
     );
-    run.assert_agents_failure(task, &kind);
+    assert_agents_failure(run, task, &kind);
 }
 
 #[test]
 fn root_made_unusable_between_steps_is_the_agents_failure() {
     let run = blame();
     let task = "exec-broken-between-steps";
-    run.assert_agents_failure(task, "BrokenEnvironmentError");
+    assert_agents_failure(run, task, "BrokenEnvironmentError");
     let message = run.result(task)["exception_info"]["exception_message"]
         .as_str()
         .unwrap()

@@ -6,15 +6,11 @@
 //! the limits are applied and recorded, the runner's peak RSS and the job directory stay
 //! bounded, planted links and FIFOs never reach the host, and no container is left.
 
-use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use crate::support::{
-    Job, containers_with_label, ensure_base_image, exception, measured, reward, workspace_root,
-};
+use crate::oracle_run::{OracleRun, flags};
+use crate::support::{containers_with_label, exception, reward};
 
 /// The caps the job runs under (small, so the job stays fast and its directory small).
 const PIDS_LIMIT: u32 = 256;
@@ -24,76 +20,17 @@ const TRIAL_LOG_CAP_MB: u64 = 8;
 const VERIFIER_CAP_MB: u64 = DOWNLOAD_CAP_MB;
 
 /// The one run of the hostile dataset every test here looks at.
-struct HostileRun {
-    _jobs: tempfile::TempDir,
-    job: Job,
-    code: Option<i32>,
-    peak_rss_mib: f64,
-    stderr: String,
-    /// result.json by task name (`hostile/<name>`).
-    results: BTreeMap<String, serde_json::Value>,
-    /// Trial directory by task name.
-    dirs: BTreeMap<String, PathBuf>,
-}
-
-fn hostile() -> &'static HostileRun {
-    static RUN: OnceLock<HostileRun> = OnceLock::new();
+fn hostile() -> &'static OracleRun {
+    static RUN: OnceLock<OracleRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        ensure_base_image();
-        let jobs = tempfile::tempdir().unwrap();
-        let mut args: Vec<OsString> = ["run", "--agent", "oracle", "--path"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.push(workspace_root().join("tasks/hostile").into());
-        args.push("--jobs-dir".into());
-        args.push(jobs.path().into());
-        for (flag, value) in [
-            ("--job-name", "hostile".to_owned()),
+        let caps = flags(&[
             ("--n-concurrent", "4".to_owned()),
             ("--pids-limit", PIDS_LIMIT.to_string()),
             ("--max-download-mb", DOWNLOAD_CAP_MB.to_string()),
             ("--max-trial-log-mb", TRIAL_LOG_CAP_MB.to_string()),
-        ] {
-            args.push(flag.into());
-            args.push(value.into());
-        }
-        let run = measured(&args, Duration::from_secs(900));
-        let job = Job::single_in(jobs.path());
-        let mut results = BTreeMap::new();
-        let mut dirs = BTreeMap::new();
-        for (trial, result) in job.trial_results() {
-            let task = result["task_name"].as_str().unwrap().to_owned();
-            dirs.insert(task.clone(), job.dir.join(&trial));
-            results.insert(task, result);
-        }
-        HostileRun {
-            _jobs: jobs,
-            job,
-            code: run.code,
-            peak_rss_mib: run.peak_rss_mib,
-            stderr: run.stderr,
-            results,
-            dirs,
-        }
+        ]);
+        OracleRun::of("hostile", "hostile", "hostile", &caps)
     })
-}
-
-impl HostileRun {
-    fn result(&self, task: &str) -> &serde_json::Value {
-        let name = format!("hostile/{task}");
-        self.results.get(&name).unwrap_or_else(|| {
-            panic!(
-                "no result for {name}; the run said:\n{}\nresults: {:?}",
-                self.stderr,
-                self.results.keys().collect::<Vec<_>>()
-            )
-        })
-    }
-
-    fn dir(&self, task: &str) -> &Path {
-        &self.dirs[&format!("hostile/{task}")]
-    }
 }
 
 fn leftover_commands(result: &serde_json::Value) -> Vec<String> {

@@ -13,6 +13,7 @@ mod egress;
 mod images;
 mod installed;
 mod integrity;
+mod oracle_run;
 mod outputs;
 mod pool;
 mod pool_remote;

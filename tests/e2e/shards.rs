@@ -114,14 +114,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
 
     // Merged: one job of the whole plan, every trial linked in once, records recomputed.
     let merged = tmp.path().join("merged");
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(&merged)
-        .arg(&s1)
-        .arg(&s2)
-        .output()
-        .unwrap();
+    let output = merge(&merged, &[&s1, &s2]);
     let (out, _) = exited(&output, 0);
     assert!(out.contains("6 trial(s) planned"), "{out}");
     assert_eq!(trials(&merged), t1.union(&t2).cloned().collect());
@@ -208,27 +201,14 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     assert_eq!(summary(&[&s1, &s2, &s1]), summary(&[&merged]));
 
     // The merged job cannot go inside a part.
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(s1.join("merged"))
-        .arg(&s1)
-        .arg(&s2)
-        .output()
-        .unwrap();
+    let output = merge(&s1.join("merged"), &[&s1, &s2]);
     let (_, err) = exited(&output, 2);
     assert!(err.contains("a job being merged"), "{err}");
     assert!(!s1.join("merged").exists());
 
     // A missing shard: merged, and reported with the exit code of an incomplete job.
     let part = tmp.path().join("part");
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(&part)
-        .arg(&s2)
-        .output()
-        .unwrap();
+    let output = merge(&part, &[&s2]);
     let (out, _) = exited(&output, 3);
     assert!(out.contains("missing shard(s): 1 of 2"), "{out}");
 
@@ -286,14 +266,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     edit_json(&other.join("lock.json"), |l| {
         l["dataset_digest"] = "sha256:other".into()
     });
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(tmp.path().join("refused"))
-        .arg(&s1)
-        .arg(&other)
-        .output()
-        .unwrap();
+    let output = merge(&tmp.path().join("refused"), &[&s1, &other]);
     let (_, err) = exited(&output, 2);
     for what in [
         "multipliers.agent_timeout_multiplier: null in A, 2.0 in B",
@@ -311,15 +284,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     edit_json(&twin.join(trial).join("result.json"), |r| {
         r["verifier_result"]["rewards"]["reward"] = 0.0.into();
     });
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(tmp.path().join("conflict"))
-        .arg(&s1)
-        .arg(&s2)
-        .arg(&twin)
-        .output()
-        .unwrap();
+    let output = merge(&tmp.path().join("conflict"), &[&s1, &s2, &twin]);
     let (_, err) = exited(&output, 2);
     assert!(err.contains(&format!("trial {trial} is in")), "{err}");
     assert!(err.contains("different content"), "{err}");
@@ -338,15 +303,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         r["verifier_result"] = Value::Null;
     });
     let rerun = tmp.path().join("rerun");
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(&rerun)
-        .arg(&s1)
-        .arg(&failed)
-        .arg(&s2)
-        .output()
-        .unwrap();
+    let output = merge(&rerun, &[&s1, &failed, &s2]);
     let (_, err) = exited(&output, 0);
     assert!(
         err.contains(&format!("trial {trial}: taken from {}", s2.display())),
@@ -389,13 +346,8 @@ fn validate_submission_takes_the_merged_job_or_all_shards_and_names_the_tasks_tw
         shards.push(jobs.join(format!("shard-{i}")));
     }
     let merged = tmp.path().join("merged");
-    let output = runner()
-        .arg("merge")
-        .arg("--out")
-        .arg(&merged)
-        .args(&shards)
-        .output()
-        .unwrap();
+    let parts: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
+    let output = merge(&merged, &parts);
     exited(&output, 0);
     let validate = |dirs: &[PathBuf]| {
         runner()
@@ -426,4 +378,15 @@ fn validate_submission_takes_the_merged_job_or_all_shards_and_names_the_tasks_tw
             "{task}: {out}"
         );
     }
+}
+
+/// `runner merge --out OUT PARTS…`.
+fn merge(out: &Path, parts: &[&Path]) -> std::process::Output {
+    runner()
+        .arg("merge")
+        .arg("--out")
+        .arg(out)
+        .args(parts)
+        .output()
+        .unwrap()
 }

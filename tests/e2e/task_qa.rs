@@ -156,22 +156,17 @@ fn verdict(doc: &serde_json::Value, task: &str, check: &str) -> (String, String)
     )
 }
 
-/// The failures of a report, except the two probes the verifier jail answers (the lead's
-/// change makes the tests run the image's own python3 and bash and ignore a sitecustomize
-/// planted outside /tests; until it is merged, those probes pass reward 1 on Python tasks).
-fn failures_beyond_the_jail(doc: &serde_json::Value) -> Vec<String> {
+/// The failures of a report, one line each: `<task> <check>: <message>`.
+fn failures(doc: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
     for task in doc["tasks"].as_array().unwrap() {
         for (check, result) in task["checks"].as_object().unwrap() {
             for m in result["messages"].as_array().unwrap() {
-                let text = m["text"].as_str().unwrap();
-                let jail = check == "hacks"
-                    && (text.starts_with("probe sitecustomize")
-                        || text.starts_with("probe path-shims"));
-                if m["status"] == "fail" && !jail {
+                if m["status"] == "fail" {
                     out.push(format!(
-                        "{} {check}: {text}",
-                        task["name"].as_str().unwrap()
+                        "{} {check}: {}",
+                        task["name"].as_str().unwrap(),
+                        m["text"].as_str().unwrap()
                     ));
                 }
             }
@@ -190,35 +185,32 @@ fn check_reports_each_broken_task_by_the_right_check() {
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(doc["passed"], false);
 
-    let (status, text) = verdict(&doc, "broken/empty-passes", "broken");
-    assert_eq!(status, "fail", "{text}");
-    assert!(text.contains("/app/answer.txt"), "{text}");
-
-    let (status, text) = verdict(&doc, "broken/conftest-in-workdir", "hacks");
-    assert_eq!(status, "fail", "{text}");
-    assert!(
-        text.contains("probe conftest") && text.contains("/app/conftest.py"),
-        "{text}"
-    );
-
-    let (status, text) = verdict(&doc, "broken/solution-in-image", "leaks");
-    assert_eq!(status, "fail", "{text}");
-    assert!(text.contains("/opt/solve.sh"), "{text}");
-
-    let (status, text) = verdict(&doc, "broken/offline-download", "reproducible");
-    assert_eq!(status, "fail", "{text}");
-    assert!(
-        text.contains("pip install") && text.contains("without network"),
-        "{text}"
-    );
-
-    // Each defect is reported by its check alone: nothing else fails beyond the jail's probes.
-    let mut others = failures_beyond_the_jail(&doc);
+    // Each broken task, the check that must fail it, and what its message must name.
+    let defects: [(&str, &str, &[&str]); 4] = [
+        ("broken/empty-passes", "broken", &["/app/answer.txt"]),
+        (
+            "broken/conftest-in-workdir",
+            "hacks",
+            &["probe conftest", "/app/conftest.py"],
+        ),
+        ("broken/solution-in-image", "leaks", &["/opt/solve.sh"]),
+        (
+            "broken/offline-download",
+            "reproducible",
+            &["pip install", "without network"],
+        ),
+    ];
+    for (task, check, says) in defects {
+        let (status, text) = verdict(&doc, task, check);
+        assert_eq!(status, "fail", "{task} {check}: {text}");
+        testkit::assert_says_all(&text, says);
+    }
+    // Each defect is reported by its check alone: nothing else fails.
+    let mut others = failures(&doc);
     others.retain(|f| {
-        !(f.starts_with("broken/empty-passes broken")
-            || f.starts_with("broken/conftest-in-workdir hacks")
-            || f.starts_with("broken/solution-in-image leaks")
-            || f.starts_with("broken/offline-download reproducible"))
+        !defects
+            .iter()
+            .any(|(task, check, _)| f.starts_with(&format!("{task} {check}:")))
     });
     assert!(others.is_empty(), "{others:#?}");
 }
@@ -238,7 +230,7 @@ fn check_finds_a_flaky_oracle() {
 #[test]
 fn check_passes_the_examples() {
     let (doc, code) = check_json(&workspace_root().join("tasks/examples"), &[]);
-    let failures = failures_beyond_the_jail(&doc);
+    let failures = failures(&doc);
     assert!(failures.is_empty(), "{failures:#?}");
     // slow-oracle times out on purpose and says so in [metadata.check].
     let (status, text) = verdict(&doc, "examples/slow-oracle", "oracle");
@@ -246,9 +238,9 @@ fn check_passes_the_examples() {
     assert!(text.contains("on purpose"), "{text}");
     let (status, _) = verdict(&doc, "examples/hello-file", "oracle");
     assert_eq!(status, "pass");
-    if code != 0 {
-        assert!(doc["passed"] == false, "exit {code} with a passing report");
-    }
+    // No check fails, so the run passes: the jail's probes (sitecustomize, PATH shims) too.
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["passed"], true);
 }
 
 /// The six tasks of `tasks/families` (issue 25, item 4), as generate.py writes them.
@@ -369,7 +361,7 @@ fn init_writes_a_task_that_passes_check_unchanged() {
     let task = dir.path().join("sum-numbers");
     assert_eq!(stdout.trim(), task.display().to_string());
     let (doc, _) = check_json(&task, &[]);
-    let failures = failures_beyond_the_jail(&doc);
+    let failures = failures(&doc);
     assert!(failures.is_empty(), "{failures:#?}");
     for check in ["loads", "oracle", "nop", "broken", "leaks", "reproducible"] {
         let (status, text) = verdict(&doc, "me/sum-numbers", check);

@@ -5,89 +5,41 @@
 //! unaffected. The same dataset with `--agent-toolchain` shows the opt-out is real: the
 //! forgeries work again there, and the records say so.
 
-use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use crate::support::{Job, ensure_base_image, exception, measured, reward, workspace_root};
+use crate::oracle_run::OracleRun;
+use crate::support::{exception, reward, workspace_root};
 
-/// One run of the dataset: results by task name (`hostile-toolchain/<name>`).
-struct ToolchainRun {
-    _jobs: tempfile::TempDir,
-    code: Option<i32>,
-    stderr: String,
-    results: BTreeMap<String, serde_json::Value>,
-    dirs: BTreeMap<String, PathBuf>,
-}
-
-fn run_dataset(extra: &[&str], tasks: &[&str]) -> ToolchainRun {
-    ensure_base_image();
-    let jobs = tempfile::tempdir().unwrap();
-    let mut args: Vec<OsString> = ["run", "--agent", "oracle", "--n-concurrent", "4", "--path"]
-        .iter()
-        .map(OsString::from)
-        .collect();
-    args.push(workspace_root().join("tasks/hostile-toolchain").into());
-    args.push("--jobs-dir".into());
-    args.push(jobs.path().into());
-    args.extend(["--job-name", "toolchain"].map(OsString::from));
-    args.extend(extra.iter().map(OsString::from));
+/// One run of the dataset with `extra` flags, of `tasks` only when some are named.
+fn run_dataset(extra: &[&str], tasks: &[&str]) -> OracleRun {
+    let mut args: Vec<String> = ["--n-concurrent", "4"].map(String::from).to_vec();
+    args.extend(extra.iter().map(|a| a.to_string()));
     for task in tasks {
         args.push("-i".into());
-        args.push(format!("hostile-toolchain/{task}").into());
+        args.push(format!("hostile-toolchain/{task}"));
     }
-    let run = measured(&args, Duration::from_secs(900));
-    let job = Job::single_in(jobs.path());
-    let mut results = BTreeMap::new();
-    let mut dirs = BTreeMap::new();
-    for (trial, result) in job.trial_results() {
-        let task = result["task_name"].as_str().unwrap().to_owned();
-        dirs.insert(task.clone(), job.dir.join(&trial));
-        results.insert(task, result);
-    }
-    ToolchainRun {
-        _jobs: jobs,
-        code: run.code,
-        stderr: run.stderr,
-        results,
-        dirs,
-    }
+    OracleRun::of("hostile-toolchain", "hostile-toolchain", "toolchain", &args)
 }
 
-fn default_run() -> &'static ToolchainRun {
-    static RUN: OnceLock<ToolchainRun> = OnceLock::new();
+fn default_run() -> &'static OracleRun {
+    static RUN: OnceLock<OracleRun> = OnceLock::new();
     RUN.get_or_init(|| run_dataset(&[], &[]))
 }
 
-impl ToolchainRun {
-    fn result(&self, task: &str) -> &serde_json::Value {
-        let name = format!("hostile-toolchain/{task}");
-        self.results.get(&name).unwrap_or_else(|| {
-            panic!(
-                "no result for {name}; the run said:\n{}\nresults: {:?}",
-                self.stderr,
-                self.results.keys().collect::<Vec<_>>()
-            )
-        })
-    }
+/// What the run recorded the agent changed of `task`'s toolchain.
+fn changes(run: &OracleRun, task: &str) -> Vec<String> {
+    let result = run.result(task);
+    let changes = result["verifier_toolchain_changes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{task}: no verifier_toolchain_changes in {result:#}"));
+    changes
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect()
+}
 
-    fn changes(&self, task: &str) -> Vec<String> {
-        let result = self.result(task);
-        let changes = result["verifier_toolchain_changes"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{task}: no verifier_toolchain_changes in {result:#}"));
-        changes
-            .iter()
-            .map(|c| c.as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    fn trial_log(&self, task: &str) -> String {
-        let dir = &self.dirs[&format!("hostile-toolchain/{task}")];
-        std::fs::read_to_string(dir.join("trial.log")).unwrap()
-    }
+fn trial_log(run: &OracleRun, task: &str) -> String {
+    std::fs::read_to_string(run.dir(task).join("trial.log")).unwrap()
 }
 
 /// Each attack, and a path its recorded change must name.
@@ -132,12 +84,12 @@ fn every_toolchain_forgery_scores_what_the_tests_really_say_with_the_change_reco
         );
         assert_eq!(result["attempts"], 1, "{task} was retried");
         assert_eq!(result["verifier_isolation"]["toolchain"], "image", "{task}");
-        let changes = run.changes(task);
+        let changes = changes(run, task);
         assert!(
             changes.iter().any(|c| c.contains(change)),
             "{task}: no change naming {change:?} in {changes:?}"
         );
-        let log = run.trial_log(task);
+        let log = trial_log(run, task);
         assert!(
             log.contains("the tests ran with the image's own") && log.contains(change),
             "{task}: trial.log does not show the change:\n{log}"
@@ -174,10 +126,9 @@ fn ordinary_agents_and_their_own_programs_are_unaffected() {
     for task in ["ordinary", "own-tool"] {
         let result = run.result(task);
         assert_eq!(reward(result), Some(1.0), "{task}: {result:#}");
-        assert_eq!(run.changes(task), Vec::<String>::new(), "{task}");
+        assert_eq!(changes(run, task), Vec::<String>::new(), "{task}");
         assert!(
-            run.trial_log(task)
-                .contains("the tests' programs and startup hooks are the image's"),
+            trial_log(run, task).contains("the tests' programs and startup hooks are the image's"),
             "{task}"
         );
     }
@@ -191,11 +142,8 @@ fn the_agent_toolchain_opt_out_runs_the_agents_programs_and_says_so() {
     // Harbor's behaviour, on purpose: the shim is found first and the test passes.
     assert_eq!(reward(shim), Some(1.0), "{shim:#}");
     assert_eq!(shim["verifier_isolation"]["toolchain"], "agent");
-    assert!(run.changes("python3-shim")[0].contains("/usr/local/bin/python3"));
-    assert!(
-        run.trial_log("python3-shim")
-            .contains("the tests ran with the agent's")
-    );
+    assert!(changes(&run, "python3-shim")[0].contains("/usr/local/bin/python3"));
+    assert!(trial_log(&run, "python3-shim").contains("the tests ran with the agent's"));
     assert_eq!(reward(run.result("ordinary")), Some(1.0));
     let job_config: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
@@ -245,23 +193,15 @@ fn pytest_dataset() -> tempfile::TempDir {
 
 #[test]
 fn a_planted_pytest_ini_and_conftest_cannot_pass_a_failing_pytest() {
-    ensure_base_image();
     let dataset = pytest_dataset();
     for (extra, expected) in [(None, 0.0), (Some("--agent-toolchain"), 1.0)] {
-        let jobs = tempfile::tempdir().unwrap();
-        let mut args: Vec<OsString> = ["run", "--agent", "oracle", "--job-name", "pytest"]
-            .map(OsString::from)
-            .to_vec();
-        args.extend(["--path".into(), dataset.path().into()]);
-        args.extend(["--jobs-dir".into(), jobs.path().into()]);
-        args.extend(extra.map(OsString::from));
-        let run = measured(&args, Duration::from_secs(600));
+        let flags: Vec<String> = extra.map(String::from).into_iter().collect();
+        let run = OracleRun::at(dataset.path(), "", "pytest", &flags);
         assert_eq!(run.code, Some(0), "{extra:?}: {}", run.stderr);
-        let job = Job::single_in(jobs.path());
-        let (_, result) = job.trial_results().remove(0);
+        let result = run.results.values().next().expect("one trial");
         // With the agent's toolchain the hookwrapper really passes the failing test: the
         // probe is live, and the default defeats it.
-        assert_eq!(reward(&result), Some(expected), "{extra:?}: {result:#}");
+        assert_eq!(reward(result), Some(expected), "{extra:?}: {result:#}");
         let changes = result["verifier_toolchain_changes"].to_string();
         for planted in ["/conftest.py", "/pytest.ini"] {
             assert!(changes.contains(planted), "{extra:?}: {changes}");

@@ -11,13 +11,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use adapter::AnyAgent;
-use engine::job::{RetryPolicy, plan_job, run_job};
+use engine::job::RetryPolicy;
 use engine::trial::artifacts::{self, ArtifactSpec};
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType, TrialOutcome};
 use testkit::backend::{BROKEN_SHELL_MARKER, STOPPED_MARKER};
 use testkit::{FakeBackend, TaskFixture};
-use tokio_util::sync::CancellationToken;
 
 const REWARD_1: &str = "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n";
 
@@ -52,25 +51,10 @@ async fn run(dir: tempfile::TempDir, dataset: Dataset, backend: FakeBackend) -> 
     let mut retry = RetryPolicy::new(2, &[], None).unwrap();
     retry.min_wait = Duration::from_millis(10);
     settings.retry = retry;
-    let plan = plan_job(&dataset, &settings);
-    let job_dir = dir.path().join("jobs/job");
-    let outcome = run_job(
-        backend.clone(),
-        agent,
-        plan,
-        job_dir.clone(),
-        &settings,
-        CancellationToken::new(),
-        |_| {},
-    )
-    .await
-    .expect("the job directory is written");
-    let result = testkit::records::on_disk(&job_dir, &outcome.results)
-        .into_iter()
-        .next()
-        .expect("one trial");
+    let (trial_dir, result) =
+        testkit::run_one_trial(dir.path(), backend.clone(), agent, &dataset, &settings).await;
     Ran {
-        trial_dir: job_dir.join(&result.trial_name),
+        trial_dir,
         result,
         started: backend.tally().started.len(),
         _dir: dir,

@@ -6,11 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use adapter::AnyAgent;
-use engine::job::{plan_job, run_job};
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType};
 use testkit::{FakeBackend, TaskFixture};
-use tokio_util::sync::CancellationToken;
 
 /// Step one's work is `/workspace/one`; step two's is `/workspace/two` and needs step one's.
 const TWO_STEPS: &str = "[[steps]]\nname = \"one\"\nmin_reward = 1.0\n[[steps]]\nname = \"two\"\n";
@@ -93,26 +91,11 @@ async fn run_one(dir: tempfile::TempDir, dataset: Dataset, agent: &str) -> Ran {
     let backend = FakeBackend::new();
     let agent = AnyAgent::builtin(agent).unwrap();
     let settings = testkit::job_settings(dir.path(), "job", &agent, 1);
-    let plan = plan_job(&dataset, &settings);
-    let job_dir = dir.path().join("jobs/job");
-    let outcome = run_job(
-        backend.clone(),
-        agent,
-        plan,
-        job_dir.clone(),
-        &settings,
-        CancellationToken::new(),
-        |_| {},
-    )
-    .await
-    .expect("the job directory is written");
-    let result = testkit::records::on_disk(&job_dir, &outcome.results)
-        .into_iter()
-        .next()
-        .expect("one trial");
+    let (trial_dir, result) =
+        testkit::run_one_trial(dir.path(), backend.clone(), agent, &dataset, &settings).await;
     let tally = backend.tally();
     Ran {
-        trial_dir: job_dir.join(&result.trial_name),
+        trial_dir,
         result,
         started_and_removed: (tally.started.len(), tally.removed.len()),
         _dir: dir,

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod files;
 pub mod fixtures;
 pub mod instant;
+pub mod one_trial;
 pub mod records;
 pub mod sandbox;
 pub mod settings;
@@ -18,6 +19,7 @@ pub mod upstream;
 pub use backend::FakeBackend;
 pub use fixtures::{TaskFixture, free_port};
 pub use instant::InstantBackend;
+pub use one_trial::run_one_trial;
 pub use sandbox::FakeSandbox;
 pub use settings::job_settings;
 

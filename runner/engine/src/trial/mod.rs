@@ -30,7 +30,7 @@ pub use naming::trial_name;
 // The seams `runner serve` verifies and prepares steps through, as a trial does.
 pub use phase_network::NetworkPlan;
 pub use separate_verifier::{SeparateVerifierSetup, is_separate, separate_verifier_setup};
-pub use steps::prepare_step;
+pub use steps::{open_step_record, prepare_step};
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

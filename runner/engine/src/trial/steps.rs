@@ -123,26 +123,13 @@ impl<B: Backend> Trial<B> {
     async fn step(&mut self, task: &Task, index: usize) -> Result<(), TrialFailure> {
         let step = &task.config.steps[index];
         let step_dir = self.dir.join("steps").join(&step.name);
-        for sub in ["agent", "verifier", "artifacts"] {
-            let _ = std::fs::create_dir_all(step_dir.join(sub));
-        }
-        // The instruction this step's agent run gets, kept beside (not inside) the agent's
-        // downloaded logs so the agent cannot rewrite it; `runner view` shows it per step.
-        if let Err(e) = tasks::atomic::write_atomic(
-            &step_dir.join(STEP_INSTRUCTION),
-            task.steps[index].instruction.as_bytes(),
-        ) {
-            self.log.line(&format!(
-                "step {:?}: instruction not recorded: {e}",
-                step.name
-            ));
-        }
-        let agent_user = step
-            .agent
-            .user
-            .as_ref()
-            .or(task.config.agent.user.as_ref())
-            .map(|u| u.as_exec_user());
+        let agent_user = open_step_record(
+            task,
+            index,
+            &step_dir,
+            &["agent", "verifier", "artifacts"],
+            &self.log,
+        );
 
         if let Err(failure) = self.prepare_step(task, step, agent_user.as_deref()).await {
             self.log.line(&format!(
@@ -368,6 +355,37 @@ impl<B: Backend> Trial<B> {
                 .line(&format!("no joined agent/trajectory.json: {e}")),
         }
     }
+}
+
+/// Opens step `index`'s record in `step_dir`: its `subdirs`, and the instruction its agent
+/// gets, kept beside (not inside) the agent's downloaded logs so the agent cannot rewrite it
+/// (`runner view` shows it per step; a write that fails is logged, not fatal). Returns the
+/// user the step's agent runs as: the step's `[steps.agent] user`, else the task's.
+pub fn open_step_record(
+    task: &Task,
+    index: usize,
+    step_dir: &std::path::Path,
+    subdirs: &[&str],
+    log: &TrialLog,
+) -> Option<String> {
+    let step = &task.config.steps[index];
+    for sub in subdirs {
+        let _ = std::fs::create_dir_all(step_dir.join(sub));
+    }
+    if let Err(e) = tasks::atomic::write_atomic(
+        &step_dir.join(STEP_INSTRUCTION),
+        task.steps[index].instruction.as_bytes(),
+    ) {
+        log.line(&format!(
+            "step {:?}: instruction not recorded: {e}",
+            step.name
+        ));
+    }
+    step.agent
+        .user
+        .as_ref()
+        .or(task.config.agent.user.as_ref())
+        .map(|u| u.as_exec_user())
 }
 
 /// Harbor's `_prepare_step` on `sandbox`, before a step's agent run: the container's log

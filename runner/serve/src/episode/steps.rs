@@ -29,9 +29,6 @@ use super::{
 };
 use crate::protocol::{Observation, StepResult};
 
-/// A step's instruction beside its outputs, as a trial records it.
-const STEP_INSTRUCTION: &str = "instruction.md";
-
 impl<B: Backend> Episode<B> {
     /// What the observations of a multi-step episode say of its steps in `metadata`: the
     /// current step's name, index (from 0) and the number of steps. Empty for a single-step
@@ -55,24 +52,13 @@ impl<B: Backend> Episode<B> {
         let step = &task.config.steps[index];
         self.step = index;
         let step_dir = self.verification_dir();
-        for sub in ["verifier", "artifacts"] {
-            let _ = std::fs::create_dir_all(step_dir.join(sub));
-        }
-        if let Err(e) = tasks::atomic::write_atomic(
-            &step_dir.join(STEP_INSTRUCTION),
-            task.steps[index].instruction.as_bytes(),
-        ) {
-            self.log.line(&format!(
-                "step {:?}: instruction not recorded: {e}",
-                step.name
-            ));
-        }
-        let user = step
-            .agent
-            .user
-            .as_ref()
-            .or(task.config.agent.user.as_ref())
-            .map(|u| u.as_exec_user());
+        let user = engine::trial::open_step_record(
+            &task,
+            index,
+            &step_dir,
+            &["verifier", "artifacts"],
+            &self.log,
+        );
         let plan = network_plan(&task, Some(index));
         let environment_error = |m: String| TrialFailure::new(ExceptionType::EnvironmentError, m);
         self.set_network(access(plan.agent_baseline), "step's setup")
