@@ -83,6 +83,16 @@ fn the_examples_score_on_a_pool_of_three_engines_as_on_one() {
         );
     }
     assert_eq!(used.len(), 3, "every engine took trials: {used:?}");
+    // job.log (and `--progress lines`, the same words) says where each trial's environment
+    // went as it started: the live view's load per engine comes from those events.
+    let log = std::fs::read_to_string(job.dir.join("job.log")).unwrap();
+    for (trial, result) in &results {
+        let engine = result["engine"].as_str().unwrap();
+        assert!(
+            log.contains(&format!("trial {trial}: environment on engine {engine}")),
+            "{trial} on {engine}: {log}"
+        );
+    }
     // lock.json names each task's image on every engine that ran its trials.
     let lock = job.json("lock.json");
     for (trial, result) in &results {

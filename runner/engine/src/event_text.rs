@@ -35,6 +35,7 @@ pub fn describe(event: &Event) -> Option<String> {
             format!("trial {trial}: attempt {attempt} started")
         }
         Event::TrialStarted { trial, .. } => format!("trial {trial}: started"),
+        Event::Placed { trial, engine } => format!("trial {trial}: environment on engine {engine}"),
         Event::Phase { .. } => return None,
         Event::ImageReady {
             task,

@@ -53,6 +53,14 @@ pub enum Event {
         /// Which attempt, from 1.
         attempt: u32,
     },
+    /// A trial's environment started on one engine of a pool (`--docker-host` several times):
+    /// where its load is until it finishes. Not sent on a single engine.
+    Placed {
+        /// Trial name.
+        trial: String,
+        /// The engine, as the trial's record names it (never credentials).
+        engine: String,
+    },
     /// A trial entered a phase.
     Phase {
         /// Trial name.

@@ -21,6 +21,19 @@ pub struct RunningRow {
     pub attempt: u32,
 }
 
+/// One engine of a pool run in the live view: its trials running now and finished so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineRow {
+    /// The engine, as records name it.
+    pub engine: String,
+    /// Trials whose environment is on it now.
+    pub running: u64,
+    /// Its finished trials that were scored.
+    pub scored: u64,
+    /// Its finished trials that ended in an error.
+    pub errored: u64,
+}
+
 /// Everything one frame shows.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
@@ -42,9 +55,9 @@ pub struct Snapshot {
     pub eta: Option<Duration>,
     /// A notice kept on screen (the interrupt).
     pub notice: Option<String>,
-    /// On a pool run, each engine's finished trials so far: (engine, scored, errored), by
-    /// engine name. Empty on one engine (its trials name none).
-    pub engines: Vec<(String, u64, u64)>,
+    /// On a pool run, each engine's load and finished trials so far, by engine name. Empty on
+    /// one engine (its trials name none).
+    pub engines: Vec<EngineRow>,
 }
 
 impl Snapshot {
@@ -139,15 +152,19 @@ pub fn render(s: &Snapshot, rows: usize, cols: usize, color: bool) -> Vec<String
     );
     let mut top = vec![head, counts];
     if !s.engines.is_empty() {
-        // One line for the pool, so running rows keep the room: a trial's engine is known
-        // once it finished (its record names it).
+        // One line for the pool, so running rows keep the room.
         let each: Vec<String> = s
             .engines
             .iter()
-            .map(|(engine, scored, errored)| {
-                let mut text = format!("{engine} {} done", scored + errored);
-                if *errored > 0 {
-                    text.push_str(&format!(" ({errored} errored)"));
+            .map(|row| {
+                let mut text = format!(
+                    "{} {} running, {} done",
+                    row.engine,
+                    row.running,
+                    row.scored + row.errored
+                );
+                if row.errored > 0 {
+                    text.push_str(&format!(" ({} errored)", row.errored));
                 }
                 text
             })
@@ -312,20 +329,26 @@ mod tests {
     }
 
     #[test]
-    fn a_pool_run_shows_each_engines_finished_trials_on_one_line() {
+    fn a_pool_run_shows_each_engines_load_and_finished_trials_on_one_line() {
         let mut s = snapshot(2);
         assert!(
             !render(&s, 40, 100, false).join("\n").contains("engines:"),
             "no engine line on one engine"
         );
+        let row = |engine: &str, running, scored, errored| EngineRow {
+            engine: engine.into(),
+            running,
+            scored,
+            errored,
+        };
         s.engines = vec![
-            ("ssh://127.0.0.1:2222".into(), 4, 0),
-            ("tcp://127.0.0.1:2376".into(), 6, 2),
+            row("ssh://127.0.0.1:2222", 2, 4, 0),
+            row("tcp://127.0.0.1:2376", 0, 6, 2),
         ];
-        let frame = render(&s, 40, 100, false);
+        let frame = render(&s, 40, 120, false);
         assert_eq!(
             frame[2],
-            "  engines: ssh://127.0.0.1:2222 4 done · tcp://127.0.0.1:2376 8 done (2 errored)"
+            "  engines: ssh://127.0.0.1:2222 2 running, 4 done · tcp://127.0.0.1:2376 0 running, 8 done (2 errored)"
         );
         assert_eq!(frame.len(), 3 + 2, "the running rows follow");
         // Each finished trial says where it ran, in both modes.

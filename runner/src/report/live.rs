@@ -42,6 +42,8 @@ struct State {
     notice: Option<String>,
     /// A pool run's finished trials per engine: (scored, errored).
     engines: BTreeMap<String, (u64, u64)>,
+    /// A pool run's running trials: the engine each one's environment is on.
+    placed: BTreeMap<String, String>,
 }
 
 impl State {
@@ -74,15 +76,32 @@ impl State {
             elapsed: now.saturating_duration_since(self.started),
             eta: None,
             notice: self.notice.clone(),
-            engines: self
-                .engines
-                .iter()
-                .map(|(name, (scored, errored))| (name.clone(), *scored, *errored))
-                .collect(),
+            engines: self.engine_rows(),
         };
         let elapsed: Vec<Duration> = s.running.iter().map(|r| r.elapsed).collect();
         s.eta = frame::eta(&self.durations, &elapsed, s.pending(), self.concurrency);
         s
+    }
+}
+
+impl State {
+    /// Each engine of a pool run that has run or is running a trial: (engine, running, scored,
+    /// errored).
+    fn engine_rows(&self) -> Vec<frame::EngineRow> {
+        let mut rows: BTreeMap<&str, frame::EngineRow> = BTreeMap::new();
+        let row = |name: &str| frame::EngineRow {
+            engine: name.to_owned(),
+            ..frame::EngineRow::default()
+        };
+        for engine in self.placed.values() {
+            rows.entry(engine).or_insert_with(|| row(engine)).running += 1;
+        }
+        for (engine, (scored, errored)) in &self.engines {
+            let entry = rows.entry(engine).or_insert_with(|| row(engine));
+            entry.scored = *scored;
+            entry.errored = *errored;
+        }
+        rows.into_values().collect()
     }
 }
 
@@ -170,6 +189,7 @@ impl Reporter {
             durations: Vec::new(),
             notice: None,
             engines: BTreeMap::new(),
+            placed: BTreeMap::new(),
         }));
         let live = (mode == ProgressMode::Bar).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -212,6 +232,11 @@ impl Reporter {
                 if !s.order.contains(trial) {
                     s.order.push(trial.clone());
                 }
+            }
+            Event::Placed { trial, engine } => {
+                lock(&self.state)
+                    .placed
+                    .insert(trial.clone(), engine.clone());
             }
             Event::Phase { trial, phase } => {
                 if let Some(entry) = lock(&self.state).running.get_mut(trial) {
@@ -262,6 +287,7 @@ impl Reporter {
                 s.durations.push(took);
             }
             s.order.retain(|name| name != &result.trial_name);
+            s.placed.remove(&result.trial_name);
             let scored = result.outcome() == TrialOutcome::Scored;
             if scored {
                 s.scored += 1;

@@ -96,6 +96,7 @@ impl JobRecorder {
             }
             Event::ImageReady { task, image, .. } => self.image_ready(task, image),
             Event::Phase { .. }
+            | Event::Placed { .. }
             | Event::ImageProgress { .. }
             | Event::ImageFailed { .. }
             | Event::Paused { .. }

@@ -9,7 +9,7 @@ use super::image::image_for;
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
 use crate::backend::{Backend, Environment, EnvironmentSpec, ServiceSpec};
-use crate::events::Phase;
+use crate::events::{Event, Phase};
 use crate::failure::TrialFailure;
 
 const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
@@ -44,6 +44,12 @@ impl<B: Backend> Trial<B> {
                 image.id
             ));
             self.result.engine = environment.engine().map(str::to_owned);
+            if let Some(engine) = &self.result.engine {
+                self.ctx.emit(Event::Placed {
+                    trial: self.name().to_owned(),
+                    engine: engine.clone(),
+                });
+            }
             let sandbox = environment.main().clone();
             let enforcement = environment.storage_enforcement();
             // Stored before anything else can fail, so teardown always finds it.
