@@ -63,25 +63,7 @@ fn the_examples_score_on_a_pool_of_three_engines_as_on_one() {
     let job = Job::single_in(jobs.path());
     let results = job.trial_results();
     assert_eq!(results.len(), 10, "{stderr}");
-    let mut used = std::collections::BTreeSet::new();
-    for (trial, result) in &results {
-        let engine = result["engine"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{trial}: no engine"));
-        used.insert(engine.to_owned());
-        // slow-oracle's oracle outlives its 5 s agent timeout by design: 0 on any engine.
-        let want = if trial.starts_with("slow-oracle") {
-            0.0
-        } else {
-            1.0
-        };
-        assert_eq!(
-            crate::support::reward(result),
-            Some(want),
-            "{trial} on {engine}: {}",
-            result["exception_info"]
-        );
-    }
+    let used = examples_scored_as_on_one_engine(&results);
     assert_eq!(used.len(), 3, "every engine took trials: {used:?}");
     // job.log (and `--progress lines`, the same words) says where each trial's environment
     // went as it started: the live view's load per engine comes from those events.
@@ -151,6 +133,33 @@ fn the_examples_score_on_a_pool_of_three_engines_as_on_one() {
 }
 
 /// A dataset of `n` tasks whose oracle takes `secs` seconds.
+/// Asserts that the examples' oracle trials scored as on one engine (slow-oracle's oracle
+/// outlives its 5 s agent timeout by design: 0 on any engine; every other task 1), each on an
+/// engine its record names; the engines used.
+pub(crate) fn examples_scored_as_on_one_engine(
+    results: &[(String, serde_json::Value)],
+) -> std::collections::BTreeSet<String> {
+    let mut used = std::collections::BTreeSet::new();
+    for (trial, result) in results {
+        let engine = result["engine"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{trial}: no engine"));
+        used.insert(engine.to_owned());
+        let want = if trial.starts_with("slow-oracle") {
+            0.0
+        } else {
+            1.0
+        };
+        assert_eq!(
+            crate::support::reward(result),
+            Some(want),
+            "{trial} on {engine}: {}",
+            result["exception_info"]
+        );
+    }
+    used
+}
+
 fn sleepy_tasks(root: &Path, n: usize, secs: u32) {
     for i in 0..n {
         let task = root.join(format!("sleepy-{i}"));

@@ -86,12 +86,7 @@ fn digest_hashes_tasks_this_runner_cannot_run() {
         .unwrap();
     let (stdout, stderr) = exited(&output, 0);
     let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let names: Vec<&str> = doc["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = task_names(&doc);
     assert_eq!(names, ["no-image", "windows"], "{stderr}");
     for t in doc["tasks"].as_array().unwrap() {
         assert!(t["digest"].as_str().unwrap().starts_with("sha256:"), "{t}");
@@ -129,6 +124,16 @@ fn check_json(path: &Path, args: &[&str]) -> (serde_json::Value, i32) {
     let doc = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}\n{stderr}"));
     (doc, output.status.code().unwrap_or(-1))
+}
+
+/// The names of the tasks a report covers, in its order.
+fn task_names(doc: &serde_json::Value) -> Vec<&str> {
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
 }
 
 /// The task `name`'s report in `doc`.
@@ -256,12 +261,7 @@ const FAMILIES: [&str; 6] = [
 #[test]
 fn check_passes_the_families() {
     let (doc, code) = check_json(&workspace_root().join("tasks/families"), &[]);
-    let names: Vec<&str> = doc["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = task_names(&doc);
     assert_eq!(names, FAMILIES, "{doc:#}");
     // Every check of every task passes: no skip, no warning, and every reward-hack probe,
     // the jail's two included, scores 0.

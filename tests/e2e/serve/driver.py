@@ -21,6 +21,7 @@ reason on stderr, when the server did not answer as it must.
 """
 
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -139,12 +140,21 @@ def cmd_schema(url, fixture):
           f"{len(served['observation']['properties'])} observation fields match")
 
 
+@contextlib.asynccontextmanager
+async def session(url, task):
+    """One episode of `task`: the client and its first observation; closed however it ends."""
+    env = client(url)
+    try:
+        first = await env.reset(task_id=task)
+        yield env, first
+    finally:
+        await env.close()
+
+
 async def run_oracle(url, tasks, name):
     if step_names(tasks, name):
         return await run_oracle_steps(url, tasks, name)
-    env = client(url)
-    try:
-        first = await env.reset(task_id=name)
+    async with session(url, name) as (env, first):
         obs = typed(first)
         check(obs.task_id == name, f"{name}: reset answered task {obs.task_id!r}")
         check(obs.instruction.strip(), f"{name}: no instruction")
@@ -163,17 +173,13 @@ async def run_oracle(url, tasks, name):
         check("assertions_passed" in meta and "assertions_total" in meta,
               f"{name}: no assertions_passed/assertions_total in {meta}")
         return name, graded.reward, meta.get("assertions_passed"), meta.get("assertions_total")
-    finally:
-        await env.close()
 
 
 async def run_oracle_steps(url, tasks, name):
     """Each step's oracle as exec, then evaluate: every step but the last goes on with the
     next step's instruction; the last ends the episode with the trial's reward."""
     steps = step_names(tasks, name)
-    env = client(url)
-    try:
-        first = await env.reset(task_id=name)
+    async with session(url, name) as (env, first):
         obs = typed(first)
         check(same_instruction(obs.instruction, step_file(tasks, name, steps[0], "instruction.md")),
               f"{name}: reset's instruction is not step {steps[0]}'s: {obs.instruction!r}")
@@ -201,14 +207,10 @@ async def run_oracle_steps(url, tasks, name):
                 check(meta.get("step_rewards") == [1.0] * len(steps),
                       f"{name}: step rewards {meta.get('step_rewards')}")
         return name, graded.reward, meta.get("assertions_passed"), meta.get("assertions_total")
-    finally:
-        await env.close()
 
 
 async def cmd_planted(url, name):
-    env = client(url)
-    try:
-        await env.reset(task_id=name)
+    async with session(url, name) as (env, _first):
         plant = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"
         ran = await step(env, action_type="exec", command=plant)
         check(typed(ran).success, f"planting a reward: {ran.observation}")
@@ -216,14 +218,10 @@ async def cmd_planted(url, name):
         check(graded.done and graded.reward == 0.0,
               f"a planted reward counted: reward {graded.reward}, done {graded.done}")
         print(f"planted {name}: reward {graded.reward}")
-    finally:
-        await env.close()
 
 
 async def cmd_gate(url, name):
-    env = client(url)
-    try:
-        first = await env.reset(task_id=name)
+    async with session(url, name) as (env, first):
         graded = await step(env, action_type="evaluate")
         meta = typed(graded).metadata
         check(graded.done and graded.reward == 0.0,
@@ -232,14 +230,10 @@ async def cmd_gate(url, name):
               and "min_reward" in str(meta.get("stopped")) and meta.get("step_rewards") == [0.0],
               f"the gate's stop is not in the metadata: {meta}")
         print(f"gate {name}: stopped after step {meta.get('step')}, reward {graded.reward}")
-    finally:
-        await env.close()
 
 
 async def cmd_setup_fails(url, name):
-    env = client(url)
-    try:
-        await env.reset(task_id=name)
+    async with session(url, name) as (env, _first):
         graded = await step(env, action_type="evaluate")
         obs = typed(graded)
         meta = obs.metadata
@@ -250,8 +244,6 @@ async def cmd_setup_fails(url, name):
               and "setup.sh" in str(meta.get("stopped")),
               f"the failed setup is not in the metadata: {meta}")
         print(f"setup-fails {name}: {meta.get('stopped')}")
-    finally:
-        await env.close()
 
 
 async def cmd_oracle(url, tasks, names):
@@ -261,15 +253,11 @@ async def cmd_oracle(url, tasks, names):
 
 
 async def cmd_nothing(url, name):
-    env = client(url)
-    try:
-        await env.reset(task_id=name)
+    async with session(url, name) as (env, _first):
         graded = await step(env, action_type="evaluate")
         check(graded.done and graded.reward == 0.0,
               f"evaluate with no action: reward {graded.reward}, done {graded.done}")
         print(f"nothing {name}: reward {graded.reward}")
-    finally:
-        await env.close()
 
 
 def eager_pings():
@@ -285,9 +273,7 @@ def eager_pings():
 
 async def cmd_timeout(url, tasks, name):
     eager_pings()
-    env = client(url)
-    try:
-        await env.reset(task_id=name)
+    async with session(url, name) as (env, _first):
         started = time.monotonic()
         ran = await step(env, action_type="exec", command=oracle_commands(tasks, name))
         took = time.monotonic() - started
@@ -298,8 +284,6 @@ async def cmd_timeout(url, tasks, name):
         graded = await step(env, action_type="evaluate")
         check(graded.done and graded.reward == 0.0, f"reward {graded.reward}")
         print(f"timeout {name}: killed after {took:.1f} s, reward {graded.reward}")
-    finally:
-        await env.close()
 
 
 class Bystander:
@@ -526,9 +510,7 @@ def percentiles(samples):
 
 
 async def bench_session(url, tasks, name, rounds, latencies, barrier=None):
-    env = client(url)
-    try:
-        await env.reset(task_id=name)
+    async with session(url, name) as (env, _first):
         if barrier is not None:
             # Every session's container is up before any exec is timed.
             await barrier.wait()
@@ -540,8 +522,6 @@ async def bench_session(url, tasks, name, rounds, latencies, barrier=None):
         await step(env, action_type="exec", command=oracle_commands(tasks, name))
         graded = await step(env, action_type="evaluate")
         return graded.reward
-    finally:
-        await env.close()
 
 
 async def cmd_bench(url, tasks, name, sessions, image):
