@@ -70,7 +70,9 @@ fn at(prefix: &str, field: &str) -> String {
 }
 
 fn range(prefix: &str, field: &str, value: f64, allowed: Range) -> Result<(), Problem> {
-    allowed.check(value).map_err(|p| (at(prefix, field), p))
+    allowed
+        .check(value)
+        .map_err(|p| (at(prefix, field), p.to_string()))
 }
 
 fn step(step: &mut StepConfig, prefix: &str) -> Result<(), Problem> {
@@ -248,11 +250,11 @@ fn environment(env: &mut EnvironmentSection, prefix: &str) -> Result<(), Problem
     }
     if let Some(mb) = env.memory_mb {
         limits::check_positive_int(mb, limits::MAX_MEMORY_MB, " MB (4 TiB)")
-            .map_err(|p| (at(prefix, "memory_mb"), p))?;
+            .map_err(|p| (at(prefix, "memory_mb"), p.to_string()))?;
     }
     if let Some(mb) = env.storage_mb {
         limits::check_positive_int(mb, limits::MAX_STORAGE_MB, " MB (1 PiB)")
-            .map_err(|p| (at(prefix, "storage_mb"), p))?;
+            .map_err(|p| (at(prefix, "storage_mb"), p.to_string()))?;
     }
     if let Some(gpus) = env.gpus
         && gpus > limits::MAX_GPUS

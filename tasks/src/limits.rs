@@ -76,7 +76,7 @@ impl Range {
     }
 
     /// `Ok` when `value` is a finite number inside the range, else what is wrong and the limits.
-    pub fn check(&self, value: f64) -> Result<(), String> {
+    pub fn check(&self, value: f64) -> Result<(), OutOfRange> {
         let low_ok = if self.min_inclusive {
             value >= self.min
         } else {
@@ -86,31 +86,49 @@ impl Range {
         if low_ok && value <= self.max {
             return Ok(());
         }
-        let what = if value.is_nan() {
-            "is not a number".to_owned()
-        } else {
-            format!("{value:?} is out of range")
-        };
         let low = if self.min_inclusive {
             "at least"
         } else {
             "greater than"
         };
-        Err(format!(
-            "{what}: it must be {low} {} and at most {}{}",
-            self.min, self.max, self.unit
-        ))
+        Err(OutOfRange {
+            value: (!value.is_nan()).then(|| format!("{value:?}")),
+            low: format!("{low} {}", self.min),
+            max: self.max.to_string(),
+            unit: self.unit.to_owned(),
+        })
     }
 }
 
+/// A `task.toml` number outside its field's limits; the message says what is wrong and the
+/// limits, and the caller names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{}: it must be {low} and at most {max}{unit}",
+    match value { Some(value) => format!("{value} is out of range"), None => "is not a number".to_owned() }
+)]
+pub struct OutOfRange {
+    /// The value as written in messages; `None` for NaN.
+    value: Option<String>,
+    /// The lower limit in words: `at least 1`, `greater than 0`.
+    low: String,
+    /// The upper limit.
+    max: String,
+    /// The unit after the upper limit (` seconds (1 week)`, ` MB (4 TiB)`), or nothing.
+    unit: String,
+}
+
 /// `Ok` when `0 < value <= max`, else what is wrong and the limits (for MB sizes and counts).
-pub fn check_positive_int(value: u64, max: u64, unit: &str) -> Result<(), String> {
+pub fn check_positive_int(value: u64, max: u64, unit: &str) -> Result<(), OutOfRange> {
     if value > 0 && value <= max {
         Ok(())
     } else {
-        Err(format!(
-            "{value} is out of range: it must be at least 1 and at most {max}{unit}"
-        ))
+        Err(OutOfRange {
+            value: Some(value.to_string()),
+            low: "at least 1".to_owned(),
+            max: max.to_string(),
+            unit: unit.to_owned(),
+        })
     }
 }
 
@@ -132,7 +150,7 @@ mod tests {
     fn ranges_refuse_nan_infinity_and_the_bounds_they_exclude() {
         assert!(TIMEOUT.check(600.0).is_ok());
         assert!(TIMEOUT.check(MAX_TIMEOUT_SEC).is_ok());
-        let err = TIMEOUT.check(1e20).unwrap_err();
+        let err = TIMEOUT.check(1e20).unwrap_err().to_string();
         assert_eq!(
             err,
             "1e20 is out of range: it must be greater than 0 and at most 604800 seconds (1 week)"
@@ -144,6 +162,7 @@ mod tests {
             TIMEOUT
                 .check(f64::NAN)
                 .unwrap_err()
+                .to_string()
                 .starts_with("is not a number")
         );
         assert!(HEALTHCHECK_INTERVAL.check(0.0).is_ok());
@@ -173,7 +192,7 @@ mod tests {
     fn positive_ints_name_their_limit() {
         assert!(check_positive_int(2048, MAX_MEMORY_MB, " MB").is_ok());
         assert_eq!(
-            check_positive_int(0, 64, "").unwrap_err(),
+            check_positive_int(0, 64, "").unwrap_err().to_string(),
             "0 is out of range: it must be at least 1 and at most 64"
         );
     }

@@ -54,8 +54,37 @@ pub struct Entry {
     pub size: u64,
 }
 
+/// [`listing_command`]'s output that does not fit its format (a container that changed the
+/// shell or `find` under it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListingError {
+    /// The first line is not `dir`, `missing`, `symlink` or `notdir`.
+    #[error("unexpected listing header {0:?}")]
+    Header(String),
+    /// A record is not `<type> <size> <name>`.
+    #[error("malformed listing record {0:?}")]
+    Record(String),
+    /// A record's type is not one character.
+    #[error("malformed type {kind:?} in listing record {record:?}")]
+    Type {
+        /// The type field.
+        kind: String,
+        /// The whole record.
+        record: String,
+    },
+    /// A record's size is not a number.
+    #[error("malformed size in listing record {record:?}")]
+    Size {
+        /// The whole record.
+        record: String,
+        /// Why the size does not parse.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+}
+
 /// Parses [`listing_command`]'s output; `Err` describes output that does not fit the format.
-pub fn parse_listing(output: &str) -> Result<DirState, String> {
+pub fn parse_listing(output: &str) -> Result<DirState, ListingError> {
     let (head, records) = output.split_once('\n').unwrap_or((output, ""));
     match head.trim() {
         "dir" => {}
@@ -66,24 +95,26 @@ pub fn parse_listing(output: &str) -> Result<DirState, String> {
                 kind: "non-directory".into(),
             }));
         }
-        other => return Err(format!("unexpected listing header {other:?}")),
+        other => return Err(ListingError::Header(other.to_owned())),
     }
     let mut entries = Vec::new();
     for record in records.split('\0').filter(|r| !r.is_empty()) {
         let mut parts = record.splitn(3, ' ');
         let (Some(kind), Some(size), Some(name)) = (parts.next(), parts.next(), parts.next())
         else {
-            return Err(format!("malformed listing record {record:?}"));
+            return Err(ListingError::Record(record.to_owned()));
         };
         let mut kind_chars = kind.chars();
         let (Some(kind), None) = (kind_chars.next(), kind_chars.next()) else {
-            return Err(format!(
-                "malformed type {kind:?} in listing record {record:?}"
-            ));
+            return Err(ListingError::Type {
+                kind: kind.to_owned(),
+                record: record.to_owned(),
+            });
         };
-        let size = size
-            .parse()
-            .map_err(|_| format!("malformed size in listing record {record:?}"))?;
+        let size = size.parse().map_err(|source| ListingError::Size {
+            record: record.to_owned(),
+            source,
+        })?;
         entries.push(Entry {
             name: name.to_owned(),
             kind,

@@ -43,60 +43,95 @@ pub fn read_rewards(verifier_dir: &Path) -> Result<Rewards, VerifierErrorKind> {
             path: path.clone(),
             message: "it is not UTF-8 text".into(),
         })?;
-        return parse(&text).map_err(|message| VerifierErrorKind::OutputParse { path, message });
+        return parse(&text).map_err(|e| VerifierErrorKind::OutputParse {
+            path,
+            message: e.to_string(),
+        });
     }
     Err(VerifierErrorKind::RewardFileNotFound {
         dir: verifier_dir.to_path_buf(),
     })
 }
 
+/// Why a reward file's text is not rewards; the message follows `could not be parsed: `.
+#[derive(Debug, thiserror::Error)]
+pub enum RewardParseError {
+    /// `reward.txt` holds only whitespace.
+    #[error("it holds only whitespace; write a number such as 1 or 0.5")]
+    Blank,
+    /// `reward.txt` is not a number (the start of the text is quoted).
+    #[error("{0} is not a number")]
+    NotANumber(String),
+    /// A reward is NaN or infinite, which poisons means and cannot be written back as JSON.
+    #[error("reward {key:?} is {value}, not a finite number")]
+    NotFinite {
+        /// The reward's name.
+        key: String,
+        /// The value.
+        value: f64,
+    },
+    /// `reward.json` is not JSON.
+    #[error("it is not valid JSON ({0}); write a flat object such as {{\"reward\": 1.0}}")]
+    Json(#[source] serde_json::Error),
+    /// `reward.json` is JSON but not an object.
+    #[error("it must be a JSON object of name -> number, found {0}")]
+    NotAnObject(&'static str),
+    /// `reward.json` is an empty object.
+    #[error("it is an empty object; write at least one reward such as {{\"reward\": 1.0}}")]
+    EmptyObject,
+    /// A value of `reward.json` is not a number (booleans and strings included).
+    #[error("key {key:?} must be a number, found {kind}")]
+    NotANumberValue {
+        /// The reward's name.
+        key: String,
+        /// What the value is (`a boolean`, `a string`, ...).
+        kind: &'static str,
+    },
+}
+
 /// Parses `reward.txt`: one finite number, surrounding whitespace allowed; the key is `reward`.
-pub fn parse_reward_txt(text: &str) -> Result<Rewards, String> {
+pub fn parse_reward_txt(text: &str) -> Result<Rewards, RewardParseError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err("it holds only whitespace; write a number such as 1 or 0.5".into());
+        return Err(RewardParseError::Blank);
     }
     let value: f64 = trimmed
         .parse()
-        .map_err(|_| format!("{} is not a number", preview(trimmed)))?;
+        .map_err(|_| RewardParseError::NotANumber(preview(trimmed)))?;
     let value = finite("reward", value)?;
     Ok(BTreeMap::from([("reward".to_owned(), value)]))
 }
 
 /// Parses `reward.json`: a non-empty flat JSON object whose values are all finite numbers.
-pub fn parse_reward_json(text: &str) -> Result<Rewards, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!("it is not valid JSON ({e}); write a flat object such as {{\"reward\": 1.0}}")
-    })?;
+pub fn parse_reward_json(text: &str) -> Result<Rewards, RewardParseError> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(RewardParseError::Json)?;
     let serde_json::Value::Object(map) = value else {
-        return Err(format!(
-            "it must be a JSON object of name -> number, found {}",
-            json_kind(&value)
-        ));
+        return Err(RewardParseError::NotAnObject(json_kind(&value)));
     };
     if map.is_empty() {
-        return Err(
-            "it is an empty object; write at least one reward such as {\"reward\": 1.0}".into(),
-        );
+        return Err(RewardParseError::EmptyObject);
     }
     map.into_iter()
         .map(|(key, value)| match value.as_f64() {
             // Booleans and strings are refused: Harbor's schema wants numbers, and "1" is ambiguous.
             Some(number) if value.is_number() => Ok((key.clone(), finite(&key, number)?)),
-            _ => Err(format!(
-                "key {key:?} must be a number, found {}",
-                json_kind(&value)
-            )),
+            _ => Err(RewardParseError::NotANumberValue {
+                key,
+                kind: json_kind(&value),
+            }),
         })
         .collect()
 }
 
 // NaN and infinities poison means and cannot be written back as JSON, so they are parse errors.
-fn finite(key: &str, value: f64) -> Result<f64, String> {
+fn finite(key: &str, value: f64) -> Result<f64, RewardParseError> {
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(format!("reward {key:?} is {value}, not a finite number"))
+        Err(RewardParseError::NotFinite {
+            key: key.to_owned(),
+            value,
+        })
     }
 }
 
@@ -141,9 +176,12 @@ mod tests {
     }
 
     /// Asserts that `parse` refuses every input with a message holding the expected text.
-    fn assert_refuses(parse: fn(&str) -> Result<Rewards, String>, cases: &[(&str, &str)]) {
+    fn assert_refuses(
+        parse: fn(&str) -> Result<Rewards, RewardParseError>,
+        cases: &[(&str, &str)],
+    ) {
         for (input, expected) in cases {
-            let err = parse(input).expect_err(input);
+            let err = parse(input).expect_err(input).to_string();
             assert!(err.contains(expected), "{input:?}: {err}");
         }
     }

@@ -410,12 +410,11 @@ impl<S: Sandbox> Run<'_, S> {
     async fn download_safely(&mut self) -> Result<(), VerifierError> {
         let task = self.task.name.clone();
         let listing = self.root("list /logs/verifier", &listing_command()).await?;
-        let state =
-            parse_listing(&listing.stdout).map_err(|message| VerifierErrorKind::Sandbox {
-                task: task.clone(),
-                step: "list /logs/verifier".into(),
-                message,
-            })?;
+        let state = parse_listing(&listing.stdout).map_err(|e| VerifierErrorKind::Sandbox {
+            task: task.clone(),
+            step: "list /logs/verifier".into(),
+            message: e.to_string(),
+        })?;
         let entries = match state {
             DirState::Dir(entries) => entries,
             DirState::Missing => {

@@ -138,7 +138,7 @@ pub(crate) async fn handle_call(
     };
     let hold = Hold::new(call.record.request_bytes, output_cap, call.price.as_ref());
     if let Err(reason) = trial.reserve(&hold) {
-        return call.refuse(api, Refusal::BudgetExhausted, reason);
+        return call.refuse(api, Refusal::BudgetExhausted, reason.to_string());
     }
     call.hold = Some(hold);
 
@@ -161,7 +161,7 @@ pub(crate) async fn handle_call(
     };
     let outgoing = match upstream_headers(&headers, provider.api, &key.0) {
         Ok(outgoing) => outgoing,
-        Err(message) => return call.refuse(api, Refusal::Internal, message),
+        Err(error) => return call.refuse(api, Refusal::Internal, error.to_string()),
     };
     // The agent phase may have ended while the body arrived and the checks ran: the last
     // look before anything leaves the bridge.

@@ -52,23 +52,28 @@ const DROPPED_RESPONSE: &[&str] = &[
     "openai-project",
 ];
 
+/// A provider key that cannot be sent in a header (a newline or another control character
+/// in it); the key itself is never shown.
+#[derive(Debug, thiserror::Error)]
+#[error("the provider key holds characters not allowed in a header")]
+pub struct KeyNotAHeader(#[source] header::InvalidHeaderValue);
+
 /// The headers sent upstream: the agent's, filtered, plus the real key in the provider's
 /// own header.
 pub fn upstream_headers(
     incoming: &HeaderMap,
     api: ApiKind,
     key: &str,
-) -> Result<HeaderMap, String> {
+) -> Result<HeaderMap, KeyNotAHeader> {
     let mut headers = passed(incoming, DROPPED_REQUEST);
     headers.insert(
         header::ACCEPT_ENCODING,
         HeaderValue::from_static("identity"),
     );
     let key_value = |text: String| {
-        let mut value = HeaderValue::from_str(&text)
-            .map_err(|_| "the provider key holds characters not allowed in a header".to_owned())?;
+        let mut value = HeaderValue::from_str(&text).map_err(KeyNotAHeader)?;
         value.set_sensitive(true);
-        Ok::<HeaderValue, String>(value)
+        Ok::<HeaderValue, KeyNotAHeader>(value)
     };
     match api {
         ApiKind::OpenAi => {

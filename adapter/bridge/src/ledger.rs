@@ -87,10 +87,16 @@ pub(crate) fn charge(reported: Option<Usage>, whole: bool, hold: &Hold) -> (Usag
     }
 }
 
+/// A call refused because a budget is spent: the trial's or the job's, named in the message,
+/// which is also remembered in the usage summaries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct BudgetExhausted(pub String);
+
 impl TrialState {
     /// Admits a call holding `hold`, or says which budget refuses it (remembered in the
     /// trial's, and for the job's budget the job's, usage so the summaries can say why).
-    pub(crate) fn reserve(&self, hold: &Hold) -> Result<(), String> {
+    pub(crate) fn reserve(&self, hold: &Hold) -> Result<(), BudgetExhausted> {
         let job = &self.job;
         let mut job_held = job.held.lock().unwrap_or_else(|p| p.into_inner());
         let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
@@ -107,7 +113,7 @@ impl TrialState {
         if let Some(reason) = budget_refusal(&trial_scope, &self.budget, &trial_spend) {
             let reason = in_flight(reason, &held);
             usage.budget_exhausted.get_or_insert_with(|| reason.clone());
-            return Err(reason);
+            return Err(BudgetExhausted(reason));
         }
         let mut totals = job.totals.lock().unwrap_or_else(|p| p.into_inner());
         let job_spend = add(totals.totals.spend(), *job_held);
@@ -120,7 +126,7 @@ impl TrialState {
                     .get_or_insert_with(|| reason.clone());
             }
             usage.budget_exhausted.get_or_insert_with(|| reason.clone());
-            return Err(reason);
+            return Err(BudgetExhausted(reason));
         }
         *held = add(*held, hold.spend);
         *job_held = add(*job_held, hold.spend);

@@ -120,7 +120,10 @@ impl CommandAgent {
             }
         }
         let host_index = if config.install.host_package_index {
-            Some(HostPackageIndex::detect().map_err(|e| invalid("install.host_package_index", e))?)
+            Some(
+                HostPackageIndex::detect()
+                    .map_err(|e| invalid("install.host_package_index", e.to_string()))?,
+            )
         } else {
             None
         };

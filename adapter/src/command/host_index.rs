@@ -32,12 +32,31 @@ pub struct HostPackageIndex {
     pub env: BTreeMap<String, String>,
 }
 
+/// Why this machine's package index settings cannot be passed to install commands.
+#[derive(Debug, thiserror::Error)]
+pub enum HostIndexError {
+    /// The CA bundle exists but cannot be read (or is too large).
+    #[error("reading {}: {source}", path.display())]
+    ReadCaBundle {
+        /// The bundle's path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A pip setting holds `user:password@` in a URL (the value is never shown).
+    #[error(
+        "the host's pip setting {0} holds credentials (user:password@ in a URL); they would reach every container, so host_package_index refuses it: use an index URL without credentials"
+    )]
+    Credentials(String),
+}
+
 impl HostPackageIndex {
     /// Reads this machine's CA bundle (`SSL_CERT_FILE`, else the system bundle) and pip
     /// settings (`pip config list`, then `PIP_*` variables, which win as they do for pip).
     /// A setting holding credentials (a URL with `user:password@`) is refused by name: it
     /// would put them in every container.
-    pub fn detect() -> Result<Self, String> {
+    pub fn detect() -> Result<Self, HostIndexError> {
         let listed = std::process::Command::new("python3")
             .args(["-m", "pip", "config", "list"])
             .stdin(std::process::Stdio::null())
@@ -55,7 +74,12 @@ impl HostPackageIndex {
             match tasks::bounded::read_capped(&bundle_path, MAX_CA_BUNDLE_BYTES, "CA bundle") {
                 Ok(bytes) => Some(bytes),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(format!("reading {}: {e}", bundle_path.display())),
+                Err(source) => {
+                    return Err(HostIndexError::ReadCaBundle {
+                        path: bundle_path,
+                        source,
+                    });
+                }
             };
         Self::from_parts(&listed, &env, ca_bundle)
     }
@@ -65,7 +89,7 @@ impl HostPackageIndex {
         pip_config_list: &str,
         env: &BTreeMap<String, String>,
         ca_bundle: Option<Vec<u8>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HostIndexError> {
         let mut out = BTreeMap::new();
         for line in pip_config_list.lines() {
             let Some((key, value)) = line.split_once('=') else {
@@ -83,9 +107,7 @@ impl HostPackageIndex {
             }
         }
         if let Some((var, _)) = out.iter().find(|(_, v)| has_userinfo(v)) {
-            return Err(format!(
-                "the host's pip setting {var} holds credentials (user:password@ in a URL); they would reach every container, so host_package_index refuses it: use an index URL without credentials"
-            ));
+            return Err(HostIndexError::Credentials(var.clone()));
         }
         // uv reads its own names for the same settings.
         for (pip, uv) in [
@@ -161,7 +183,9 @@ mod tests {
             "PIP_EXTRA_INDEX_URL".to_owned(),
             "https://a.example/simple https://bob:hunter2@b.example/simple".to_owned(),
         )]);
-        let err = HostPackageIndex::from_parts("", &env, None).unwrap_err();
+        let err = HostPackageIndex::from_parts("", &env, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("PIP_EXTRA_INDEX_URL"), "{err}");
         assert!(!err.contains("hunter2"), "{err}");
         assert!(!has_userinfo("https://a.example/simple?x=a@b"));

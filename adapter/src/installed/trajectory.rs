@@ -253,17 +253,32 @@ fn user_step(instruction: &str) -> Map<String, Value> {
     step
 }
 
+/// Every problem the shared ATIF validator found in a trajectory (at least one); the
+/// message lists them, separated by `; `.
+#[derive(Debug)]
+pub struct InvalidTrajectory(pub Vec<tasks::atif::AtifError>);
+
+impl std::fmt::Display for InvalidTrajectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InvalidTrajectory {}
+
 /// Validates a trajectory with the shared ATIF validator; `Err` lists every problem.
-pub fn validate(trajectory: &Value) -> Result<(), String> {
+pub fn validate(trajectory: &Value) -> Result<(), InvalidTrajectory> {
     let errors = tasks::atif::validate_value(trajectory);
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "))
+        Err(InvalidTrajectory(errors))
     }
 }
 
@@ -394,7 +409,7 @@ mod tests {
             "i",
         )
         .unwrap();
-        let err = validate(&t).unwrap_err();
+        let err = validate(&t).unwrap_err().to_string();
         assert!(err.contains("timestamp"), "{err}");
     }
 }

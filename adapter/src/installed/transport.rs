@@ -164,30 +164,44 @@ impl InContainerHttp {
                 )));
             }
         }
-        parse_response(&output.stdout).map_err(bad)
+        parse_response(&output.stdout).map_err(|e| bad(e.to_string()))
     }
 }
 
+/// Output of the in-container client that is not an HTTP/1.x response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    /// No blank line ends the header (the output stopped early).
+    #[error("no complete HTTP response header in {0} bytes of output")]
+    NoHeader(usize),
+    /// The first line is not `HTTP/x status ...` (its first 80 characters).
+    #[error("not an HTTP status line: {0:?}")]
+    StatusLine(String),
+    /// A chunked body ends before its last chunk.
+    #[error("truncated chunked body")]
+    TruncatedBody,
+    /// A chunk's size is not hexadecimal.
+    #[error("bad chunk size {0:?}")]
+    ChunkSize(String),
+    /// A chunk is shorter than its size.
+    #[error("truncated chunk")]
+    TruncatedChunk,
+}
+
 /// Parses a raw HTTP/1.x response (status line, headers, body; chunked or sized).
-pub fn parse_response(raw: &str) -> Result<HttpResponse, String> {
+pub fn parse_response(raw: &str) -> Result<HttpResponse, ResponseError> {
     let (head, rest) = raw
         .split_once("\r\n\r\n")
         .or_else(|| raw.split_once("\n\n"))
-        .ok_or_else(|| {
-            format!(
-                "no complete HTTP response header in {} bytes of output",
-                raw.len()
-            )
-        })?;
+        .ok_or(ResponseError::NoHeader(raw.len()))?;
     let mut lines = head.lines();
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.split_whitespace();
     let version = parts.next().unwrap_or_default();
     let status = parts.next().and_then(|s| s.parse::<u16>().ok());
     let Some(status) = status.filter(|_| version.starts_with("HTTP/")) else {
-        return Err(format!(
-            "not an HTTP status line: {:?}",
-            status_line.chars().take(80).collect::<String>()
+        return Err(ResponseError::StatusLine(
+            status_line.chars().take(80).collect(),
         ));
     };
     let headers: Vec<(String, String)> = lines
@@ -216,17 +230,19 @@ pub fn parse_response(raw: &str) -> Result<HttpResponse, String> {
     })
 }
 
-fn dechunk(mut rest: &str) -> Result<String, String> {
+fn dechunk(mut rest: &str) -> Result<String, ResponseError> {
     let mut body = String::new();
     loop {
-        let (size_line, after) = rest.split_once("\r\n").ok_or("truncated chunked body")?;
+        let (size_line, after) = rest
+            .split_once("\r\n")
+            .ok_or(ResponseError::TruncatedBody)?;
         let size_text = size_line.split(';').next().unwrap_or_default().trim();
         let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            .map_err(|_| ResponseError::ChunkSize(size_text.to_owned()))?;
         if size == 0 {
             return Ok(body);
         }
-        let chunk = after.get(..size).ok_or("truncated chunk")?;
+        let chunk = after.get(..size).ok_or(ResponseError::TruncatedChunk)?;
         body.push_str(chunk);
         rest = after
             .get(size..)

@@ -18,6 +18,42 @@ pub const MAX_DEPTH: usize = 6;
 /// costs no memory at all.
 pub const MAX_EXPANDED: u64 = 256 << 20;
 
+/// Why a file cannot be scrubbed (it is then left out of the copy, with this reason).
+#[derive(Debug, thiserror::Error)]
+pub enum Unscannable {
+    /// Archives nest deeper than [`MAX_DEPTH`].
+    #[error("archives nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// A format whose contents this scrub cannot search (zip, bzip2, ...).
+    #[error("{0}: its contents cannot be searched")]
+    Opaque(&'static str),
+    /// The file's gzip data expands past its share of [`MAX_EXPANDED`].
+    #[error(
+        "unscannable: its gzip data expands beyond the {} MiB decompression limit of scrub \
+         (a compression bomb, or an archive too large to check)",
+        MAX_EXPANDED >> 20
+    )]
+    ExpandsTooFar,
+    /// A gzip stream cannot be decoded.
+    #[error("corrupt gzip stream ({0})")]
+    CorruptGzip(#[source] std::io::Error),
+    /// Recompressing the scrubbed content failed.
+    #[error("{0}")]
+    Recompress(#[source] std::io::Error),
+    /// A pax header holds a secret; it cannot be rewritten without changing the member.
+    #[error("a pax header in the tar archive holds a secret")]
+    SecretInPaxHeader,
+    /// The tar archive cannot be read.
+    #[error("unreadable tar archive ({0})")]
+    UnreadableTar(#[source] std::io::Error),
+    /// The tar archive has sparse members, which cannot be repacked faithfully.
+    #[error("tar archive with sparse members")]
+    SparseTar,
+    /// Writing the scrubbed archive failed.
+    #[error("cannot rebuild tar archive ({0})")]
+    RebuildTar(#[source] std::io::Error),
+}
+
 /// What is left of one file's decompression allowance ([`MAX_EXPANDED`]).
 #[derive(Debug)]
 pub struct Budget {
@@ -45,7 +81,7 @@ pub fn scrub_blob(
     depth: usize,
     budget: &mut Budget,
     findings: &mut Findings,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, Unscannable> {
     Nested {
         m,
         budget,
@@ -64,9 +100,14 @@ struct Nested<'a> {
 
 impl Nested<'_> {
     /// [`scrub_blob`] at archive depth `depth`.
-    fn blob(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+    fn blob(
+        &mut self,
+        bytes: &[u8],
+        path: &str,
+        depth: usize,
+    ) -> Result<Option<Vec<u8>>, Unscannable> {
         if depth > MAX_DEPTH {
-            return Err(format!("archives nested deeper than {MAX_DEPTH} levels"));
+            return Err(Unscannable::TooDeep);
         }
         let m = self.m;
         let mut tally = Tally::new();
@@ -76,7 +117,7 @@ impl Nested<'_> {
             Kind::Gzip => return self.gzip(bytes, path, depth),
             Kind::Tar => return self.tar(bytes, path, depth),
             Kind::Unscannable(what) => {
-                return Err(format!("{what}: its contents cannot be searched"));
+                return Err(Unscannable::Opaque(what));
             }
         };
         self.findings.add(path, Location::Content, tally);
@@ -85,22 +126,23 @@ impl Nested<'_> {
 
     /// Decompresses every gzip member, scrubs the content, and recompresses when anything
     /// changed or the gzip header itself (file name, comment) holds a needle.
-    fn gzip(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+    fn gzip(
+        &mut self,
+        bytes: &[u8],
+        path: &str,
+        depth: usize,
+    ) -> Result<Option<Vec<u8>>, Unscannable> {
         // Measure first, so a bomb is refused before a byte of it is held in memory.
         let len = decoded_len(bytes, self.budget.remaining)?;
         if len > self.budget.remaining {
-            return Err(format!(
-                "unscannable: its gzip data expands beyond the {} MiB decompression limit of scrub \
-                 (a compression bomb, or an archive too large to check)",
-                MAX_EXPANDED >> 20
-            ));
+            return Err(Unscannable::ExpandsTooFar);
         }
         self.budget.remaining -= len;
         let mut decoded = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         MultiGzDecoder::new(bytes)
             .take(len)
             .read_to_end(&mut decoded)
-            .map_err(|e| format!("corrupt gzip stream ({e})"))?;
+            .map_err(Unscannable::CorruptGzip)?;
         let inner = self.blob(&decoded, path, depth + 1)?;
         if inner.is_none() && !self.m.raw_match(bytes) {
             return Ok(None);
@@ -109,13 +151,18 @@ impl Nested<'_> {
         let mut encoder = flate2::GzBuilder::new().write(Vec::new(), Compression::default());
         encoder
             .write_all(inner.as_deref().unwrap_or(&decoded))
-            .map_err(|e| e.to_string())?;
-        encoder.finish().map(Some).map_err(|e| e.to_string())
+            .map_err(Unscannable::Recompress)?;
+        encoder.finish().map(Some).map_err(Unscannable::Recompress)
     }
 
     /// Scrubs every member's name, link target and content; rebuilds the archive (same headers,
     /// new names and sizes) only when something changed.
-    fn tar(&mut self, bytes: &[u8], path: &str, depth: usize) -> Result<Option<Vec<u8>>, String> {
+    fn tar(
+        &mut self,
+        bytes: &[u8],
+        path: &str,
+        depth: usize,
+    ) -> Result<Option<Vec<u8>>, Unscannable> {
         let m = self.m;
         let members = read_members(bytes)?;
         let mut changed = false;
@@ -138,7 +185,7 @@ impl Nested<'_> {
             let new_data = if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
                 // Rewriting pax records would break their length prefixes.
                 if m.raw_match(&member.data) {
-                    return Err("a pax header in the tar archive holds a secret".into());
+                    return Err(Unscannable::SecretInPaxHeader);
                 }
                 None
             } else {
@@ -161,12 +208,12 @@ impl Nested<'_> {
 }
 
 /// How many bytes `bytes` decompress to, counting at most `limit + 1` (nothing is kept).
-fn decoded_len(bytes: &[u8], limit: u64) -> Result<u64, String> {
+fn decoded_len(bytes: &[u8], limit: u64) -> Result<u64, Unscannable> {
     std::io::copy(
         &mut MultiGzDecoder::new(bytes).take(limit + 1),
         &mut std::io::sink(),
     )
-    .map_err(|e| format!("corrupt gzip stream ({e})"))
+    .map_err(Unscannable::CorruptGzip)
 }
 
 /// One member read out of a tar archive.
@@ -177,24 +224,21 @@ struct Member {
     data: Vec<u8>,
 }
 
-fn read_members(bytes: &[u8]) -> Result<Vec<Member>, String> {
+fn read_members(bytes: &[u8]) -> Result<Vec<Member>, Unscannable> {
     let mut archive = tar::Archive::new(bytes);
     let mut members = Vec::new();
-    for entry in archive
-        .entries()
-        .map_err(|e| format!("unreadable tar archive ({e})"))?
-    {
-        let mut entry = entry.map_err(|e| format!("unreadable tar archive ({e})"))?;
+    for entry in archive.entries().map_err(Unscannable::UnreadableTar)? {
+        let mut entry = entry.map_err(Unscannable::UnreadableTar)?;
         let header = entry.header().clone();
         if header.entry_type() == EntryType::GNUSparse {
-            return Err("tar archive with sparse members".into());
+            return Err(Unscannable::SparseTar);
         }
         let path = entry.path_bytes().into_owned();
         let link = entry.link_name_bytes().map(|l| l.into_owned());
         let mut data = Vec::new();
         entry
             .read_to_end(&mut data)
-            .map_err(|e| format!("unreadable tar archive ({e})"))?;
+            .map_err(Unscannable::UnreadableTar)?;
         members.push(Member {
             header,
             path,
@@ -205,7 +249,7 @@ fn read_members(bytes: &[u8]) -> Result<Vec<Member>, String> {
     Ok(members)
 }
 
-fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, String> {
+fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, Unscannable> {
     let mut builder = tar::Builder::new(Vec::new());
     for mut member in members {
         let kind = member.header.entry_type();
@@ -225,11 +269,9 @@ fn write_tar(members: Vec<Member>) -> Result<Vec<u8>, String> {
             }
             None => builder.append_data(&mut member.header, &path, &member.data[..]),
         };
-        result.map_err(|e| format!("cannot rebuild tar archive ({e})"))?;
+        result.map_err(Unscannable::RebuildTar)?;
     }
-    builder
-        .into_inner()
-        .map_err(|e| format!("cannot rebuild tar archive ({e})"))
+    builder.into_inner().map_err(Unscannable::RebuildTar)
 }
 
 #[cfg(test)]
@@ -255,7 +297,11 @@ mod tests {
     }
 
     /// Scrubs `bytes` as a whole file: depth 0, a fresh per-file budget, findings unread.
-    fn scrub_top_level(m: &Matcher, bytes: &[u8], path: &str) -> Result<Option<Vec<u8>>, String> {
+    fn scrub_top_level(
+        m: &Matcher,
+        bytes: &[u8],
+        path: &str,
+    ) -> Result<Option<Vec<u8>>, Unscannable> {
         scrub_blob(
             m,
             bytes,
@@ -306,12 +352,15 @@ mod tests {
         let tgz = gzip(&tar_of(&[("clean.txt", b"ok\n")]));
         assert_eq!(scrub_top_level(&m, &tgz, "a").unwrap(), None);
         let inner_zip = tar_of(&[("x.zip", b"PK\x03\x04rest")]);
-        let err = scrub_top_level(&m, &inner_zip, "a").unwrap_err();
+        let err = scrub_top_level(&m, &inner_zip, "a")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("zip"), "{err}");
         let corrupt = b"\x1f\x8b\x08\x00garbage".to_vec();
         assert!(
             scrub_top_level(&m, &corrupt, "a")
                 .unwrap_err()
+                .to_string()
                 .contains("gzip")
         );
     }
@@ -328,7 +377,9 @@ mod tests {
         // 320 MiB decoded from about 1.5 MB.
         let data = bomb(5, 64 << 20);
         assert!(data.len() < 2 << 20, "{}", data.len());
-        let err = scrub_top_level(&m, &data, "bomb.gz").unwrap_err();
+        let err = scrub_top_level(&m, &data, "bomb.gz")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("unscannable:") && err.contains("256 MiB decompression limit"),
             "{err}"
@@ -346,8 +397,8 @@ mod tests {
             let mut budget = Budget::new(allowance as u64);
             scrub_blob(&m, &tgz, "t", 0, &mut budget, &mut Findings::default())
         };
-        assert_eq!(run(tar.len() + 1200), Ok(None));
-        let err = run(tar.len() + 1199).unwrap_err();
+        assert!(matches!(run(tar.len() + 1200), Ok(None)));
+        let err = run(tar.len() + 1199).unwrap_err().to_string();
         assert!(err.contains("decompression limit"), "{err}");
     }
 }

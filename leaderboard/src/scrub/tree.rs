@@ -115,7 +115,7 @@ fn copy_file(m: &Matcher, job: &FileJob, copied: &mut Copied) -> Result<(), Scru
         }
         Err(reason) => copied.unscannable.push(Dropped {
             path: job.shown.clone(),
-            reason,
+            reason: reason.to_string(),
         }),
     }
     Ok(())

@@ -163,7 +163,8 @@ pub async fn build(
             if std::mem::take(&mut skipping) {
                 continue;
             }
-            handle_line(&line, &mut progress, &mut tail, log).map_err(|e| fail(e, &tail))?;
+            handle_line(&line, &mut progress, &mut tail, log)
+                .map_err(|e| fail(e.to_string(), &tail))?;
         }
         if pending.len() > MAX_MESSAGE_BYTES {
             pending.clear();
@@ -171,10 +172,16 @@ pub async fn build(
         }
     }
     if !skipping && !pending.is_empty() {
-        handle_line(&pending, &mut progress, &mut tail, log).map_err(|e| fail(e, &tail))?;
+        handle_line(&pending, &mut progress, &mut tail, log)
+            .map_err(|e| fail(e.to_string(), &tail))?;
     }
     Ok(())
 }
+
+/// The error a build's answer reported (BuildKit's `errorDetail.message`, else `error`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BuildReportedError(String);
 
 /// One JSON line of the answer; `Err` is the build's error.
 fn handle_line(
@@ -182,7 +189,7 @@ fn handle_line(
     progress: &mut PlainProgress,
     tail: &mut Tail,
     log: &OutputSink,
-) -> Result<(), String> {
+) -> Result<(), BuildReportedError> {
     let text = String::from_utf8_lossy(line);
     if text.trim().is_empty() {
         return Ok(());
@@ -197,7 +204,7 @@ fn handle_line(
         .and_then(|d| d.message)
         .or(message.error)
     {
-        return Err(error);
+        return Err(BuildReportedError(error));
     }
     if message.id.as_deref() == Some("moby.buildkit.trace")
         && let Some(aux) = message.aux.as_ref().and_then(|a| a.as_str())
@@ -286,6 +293,6 @@ mod tests {
             &log,
         )
         .unwrap_err();
-        assert_eq!(err, "boom");
+        assert_eq!(err.to_string(), "boom");
     }
 }

@@ -7,8 +7,42 @@ use std::sync::Arc;
 use bollard::{API_DEFAULT_VERSION, Docker};
 
 use crate::DockerError;
-use crate::engine_http::Endpoint;
+use crate::engine_http::{Endpoint, EndpointError};
 use crate::remote::{Dialer, Relay, SshTarget, TlsFiles};
+use crate::remote_error::{DialerError, SshUrlError};
+
+/// An engine URL (`--docker-host`, `DOCKER_HOST`, a context's host) this runner cannot use;
+/// every message starts with `engine <the text given>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineUrlError {
+    /// The text after `#` is not `n=N` with N at least 1.
+    #[error(
+        "engine {0}: the cap after '#' must be n=N with N at least 1 (as in unix:///run/docker.sock#n=8)"
+    )]
+    BadCap(String),
+    /// A malformed `ssh://` URL.
+    #[error("engine {text}: {source}")]
+    Ssh {
+        /// The text given.
+        text: String,
+        /// What is wrong with it.
+        #[source]
+        source: SshUrlError,
+    },
+    /// An `https://` URL: TLS engines are given as `tcp://` with the Docker CLI's variables.
+    #[error(
+        "engine {0}: give a TLS engine as tcp://host:port with DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH set (as for the Docker CLI), or as --docker-context NAME"
+    )]
+    Https(String),
+    /// Another scheme than `unix://`, `tcp://` and `ssh://` (a bare path among them).
+    #[error(
+        "engine {0}: not an engine URL this runner can use; give unix:///path/to/docker.sock, tcp://host:port (TLS with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH) or ssh://[user@]host[:port]"
+    )]
+    Scheme(String),
+    /// `unix://` or `tcp://` with nothing after it.
+    #[error("engine {0}: the URL names no socket or host")]
+    Empty(String),
+}
 
 /// bollard's request timeout bounds only the time to response headers; long operations
 /// carry their own deadlines. Uploads of big trees need the headroom.
@@ -34,13 +68,13 @@ impl EngineUrl {
     /// Parses `URL[#n=N]`, `tcp://` engines taking TLS from `DOCKER_TLS_VERIFY` and
     /// `DOCKER_CERT_PATH` (default `~/.docker`), which therefore apply to every `tcp://` engine
     /// given by URL (engines with certificates of their own are given by context).
-    pub fn parse(text: &str) -> Result<EngineUrl, String> {
+    pub fn parse(text: &str) -> Result<EngineUrl, EngineUrlError> {
         Self::parse_with(text, tls_dir_from_env().as_deref())
     }
 
     /// [`EngineUrl::parse`] with `tls_dir` the certificate directory of TLS `tcp://` engines
     /// (`None`: plain HTTP).
-    pub fn parse_with(text: &str, tls_dir: Option<&Path>) -> Result<EngineUrl, String> {
+    pub fn parse_with(text: &str, tls_dir: Option<&Path>) -> Result<EngineUrl, EngineUrlError> {
         let (url, cap) = match text.split_once('#') {
             Some((url, cap)) => (url, Some(cap)),
             None => (text, None),
@@ -52,9 +86,7 @@ impl EngineUrl {
                     .strip_prefix("n=")
                     .and_then(|n| n.parse::<usize>().ok())
                     .filter(|n| *n > 0);
-                Some(n.ok_or_else(|| {
-                    format!("engine {text}: the cap after '#' must be n=N with N at least 1 (as in unix:///run/docker.sock#n=8)")
-                })?)
+                Some(n.ok_or_else(|| EngineUrlError::BadCap(text.to_owned()))?)
             }
         };
         let engine = |tls| EngineUrl {
@@ -64,21 +96,19 @@ impl EngineUrl {
             context: None,
         };
         if url.starts_with("ssh://") {
-            SshTarget::parse(url).map_err(|e| format!("engine {text}: {e}"))?;
+            SshTarget::parse(url).map_err(|source| EngineUrlError::Ssh {
+                text: text.to_owned(),
+                source,
+            })?;
             return Ok(engine(None));
         }
         if url.starts_with("https://") {
-            return Err(format!(
-                "engine {text}: give a TLS engine as tcp://host:port with DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH set (as for the Docker CLI), or as --docker-context NAME"
-            ));
+            return Err(EngineUrlError::Https(text.to_owned()));
         }
-        Endpoint::parse(url, false).map_err(|_| {
-            format!(
-                "engine {text}: not an engine URL this runner can use; give unix:///path/to/docker.sock, tcp://host:port (TLS with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH) or ssh://[user@]host[:port]"
-            )
-        })?;
+        // The endpoint's own error speaks of DOCKER_HOST, which this URL may not be.
+        Endpoint::parse(url, false).map_err(|_| EngineUrlError::Scheme(text.to_owned()))?;
         if url == "unix://" || url == "tcp://" {
-            return Err(format!("engine {text}: the URL names no socket or host"));
+            return Err(EngineUrlError::Empty(text.to_owned()));
         }
         let tls = url
             .starts_with("tcp://")
@@ -99,9 +129,9 @@ impl EngineUrl {
 
     /// The dialer of an engine reached through the relay (TLS or ssh); `None` for a socket
     /// or plain HTTP, which bollard reaches itself.
-    fn dialer(&self) -> Result<Option<Dialer>, String> {
+    fn dialer(&self) -> Result<Option<Dialer>, DialerError> {
         if let Some(files) = &self.tls {
-            return Dialer::tls(&self.url, files).map(Some);
+            return Ok(Some(Dialer::tls(&self.url, files)?));
         }
         if self.url.starts_with("ssh://") {
             return Ok(Some(Dialer::ssh(&SshTarget::parse(&self.url)?)));
@@ -126,7 +156,7 @@ pub struct DockerClient {
     docker: Docker,
     /// Where image builds are sent (the same engine, over plain HTTP), or why builds cannot
     /// reach it (said when a build needs it).
-    endpoint: Result<Endpoint, String>,
+    endpoint: Result<Endpoint, EndpointError>,
     /// Set once the engine refused a writable-layer quota (`--storage-opt size`): its storage
     /// driver cannot enforce one, so later containers are created without asking again (every
     /// trial has a storage limit, so asking each time would double every create).
@@ -146,7 +176,8 @@ impl DockerClient {
         if host.starts_with("ssh://")
             || (host.starts_with("tcp://") && tls_dir_from_env().is_some())
         {
-            let engine = EngineUrl::parse(&host).map_err(DockerError::Connect)?;
+            let engine =
+                EngineUrl::parse(&host).map_err(|e| DockerError::Connect(e.to_string()))?;
             return Self::connect_to(&engine).await.map_err(|e| match e {
                 DockerError::EngineUnreachable(reason) => {
                     DockerError::Connect(format!("DOCKER_HOST={host}: {reason}"))
@@ -195,7 +226,7 @@ impl DockerClient {
 
     async fn checked(
         docker: Docker,
-        endpoint: Result<Endpoint, String>,
+        endpoint: Result<Endpoint, EndpointError>,
     ) -> Result<DockerClient, DockerError> {
         let client = DockerClient {
             docker: docker.with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS)),
@@ -217,7 +248,7 @@ impl DockerClient {
     }
 
     /// Where builds go, or why they cannot.
-    pub(crate) fn endpoint(&self) -> Result<Endpoint, String> {
+    pub(crate) fn endpoint(&self) -> Result<Endpoint, EndpointError> {
         self.endpoint.clone()
     }
 
@@ -271,7 +302,7 @@ mod tests {
             "tcp://",
             "/run/docker.sock",
         ] {
-            let err = EngineUrl::parse_with(bad, None).unwrap_err();
+            let err = EngineUrl::parse_with(bad, None).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
     }

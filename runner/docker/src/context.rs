@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::client::EngineUrl;
+use crate::client::{EngineUrl, EngineUrlError};
 use crate::remote::TlsFiles;
 
 /// The Docker CLI's configuration directory: `DOCKER_CONFIG`, else `~/.docker`.
@@ -20,44 +20,119 @@ pub fn docker_config_dir() -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker")))
 }
 
+/// A `--docker-context` whose engine this runner cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// `default` names `DOCKER_HOST`, which is given with `--docker-host`.
+    #[error(
+        "the default context is the engine of DOCKER_HOST (or the default socket), not a stored one: give it with --docker-host"
+    )]
+    Default,
+    /// The store has no context of this name (its metadata file cannot be read).
+    #[error(
+        "no Docker context {name} in {} ({}: {source}); `docker context ls` lists them",
+        config_dir.display(),
+        meta_path.display()
+    )]
+    Unknown {
+        /// The context's name.
+        name: String,
+        /// The Docker CLI's configuration directory.
+        config_dir: PathBuf,
+        /// The metadata file looked for.
+        meta_path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The metadata file is not JSON.
+    #[error("{} is not a context's metadata: {source}", meta_path.display())]
+    BadMetadata {
+        /// The metadata file.
+        meta_path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The metadata has no `Endpoints.docker.Host`.
+    #[error(
+        "context {name} names no Docker engine ({} has no Endpoints.docker.Host)",
+        meta_path.display()
+    )]
+    NoEngine {
+        /// The context's name.
+        name: String,
+        /// The metadata file.
+        meta_path: PathBuf,
+    },
+    /// The context skips verifying the engine's certificate.
+    #[error(
+        "context {name} ({host}) skips verifying the engine's certificate, which this runner does not do; create it with the engine's CA (docker context create … --docker host=…,ca=…,cert=…,key=…)"
+    )]
+    SkipsTlsVerify {
+        /// The context's name.
+        name: String,
+        /// Its engine.
+        host: String,
+    },
+    /// The context's engine URL cannot be used.
+    #[error("context {name}: {source}")]
+    Engine {
+        /// The context's name.
+        name: String,
+        /// What is wrong with its engine URL.
+        #[source]
+        source: EngineUrlError,
+    },
+    /// The context holds TLS files for an engine that is not `tcp://`.
+    #[error(
+        "context {name}: its engine {host} is not a tcp:// engine, yet the context holds TLS files"
+    )]
+    TlsForNonTcp {
+        /// The context's name.
+        name: String,
+        /// Its engine.
+        host: String,
+    },
+}
+
 /// The engine of context `text` (`NAME`, optionally `#n=N` as for `--docker-host`) in the
 /// store under `config_dir`. Refused, saying why: an unknown context, the built-in `default`
 /// (which is `DOCKER_HOST`, not a stored context), and one that skips TLS verification.
-pub fn context_engine(config_dir: &Path, text: &str) -> Result<EngineUrl, String> {
+pub fn context_engine(config_dir: &Path, text: &str) -> Result<EngineUrl, ContextError> {
     let (name, cap) = match text.split_once('#') {
         Some((name, cap)) => (name, Some(cap)),
         None => (text, None),
     };
     if name == "default" {
-        return Err(
-            "the default context is the engine of DOCKER_HOST (or the default socket), not a stored one: give it with --docker-host".to_owned(),
-        );
+        return Err(ContextError::Default);
     }
     let id = hex::encode(Sha256::digest(name.as_bytes()));
     let meta_path = config_dir.join("contexts/meta").join(&id).join("meta.json");
-    let meta = std::fs::read_to_string(&meta_path).map_err(|e| {
-        format!(
-            "no Docker context {name} in {} ({}: {e}); `docker context ls` lists them",
-            config_dir.display(),
-            meta_path.display()
-        )
+    let meta = std::fs::read_to_string(&meta_path).map_err(|source| ContextError::Unknown {
+        name: name.to_owned(),
+        config_dir: config_dir.to_owned(),
+        meta_path: meta_path.clone(),
+        source,
     })?;
-    let meta: serde_json::Value = serde_json::from_str(&meta)
-        .map_err(|e| format!("{} is not a context's metadata: {e}", meta_path.display()))?;
+    let meta: serde_json::Value =
+        serde_json::from_str(&meta).map_err(|source| ContextError::BadMetadata {
+            meta_path: meta_path.clone(),
+            source,
+        })?;
     let endpoint = &meta["Endpoints"]["docker"];
     let host = endpoint["Host"]
         .as_str()
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| {
-            format!(
-                "context {name} names no Docker engine ({} has no Endpoints.docker.Host)",
-                meta_path.display()
-            )
+        .ok_or_else(|| ContextError::NoEngine {
+            name: name.to_owned(),
+            meta_path: meta_path.clone(),
         })?;
     if endpoint["SkipTLSVerify"].as_bool() == Some(true) {
-        return Err(format!(
-            "context {name} ({host}) skips verifying the engine's certificate, which this runner does not do; create it with the engine's CA (docker context create … --docker host=…,ca=…,cert=…,key=…)"
-        ));
+        return Err(ContextError::SkipsTlsVerify {
+            name: name.to_owned(),
+            host: host.to_owned(),
+        });
     }
     let tls_dir = config_dir.join("contexts/tls").join(&id).join("docker");
     let tls = tls_dir.join("ca.pem").exists().then_some(tls_dir);
@@ -65,12 +140,17 @@ pub fn context_engine(config_dir: &Path, text: &str) -> Result<EngineUrl, String
         Some(cap) => format!("{host}#{cap}"),
         None => host.to_owned(),
     };
-    let mut engine = EngineUrl::parse_with(&with_cap, tls.as_deref())
-        .map_err(|e| format!("context {name}: {e}"))?;
+    let mut engine = EngineUrl::parse_with(&with_cap, tls.as_deref()).map_err(|source| {
+        ContextError::Engine {
+            name: name.to_owned(),
+            source,
+        }
+    })?;
     if engine.tls.is_none() && tls.is_some() {
-        return Err(format!(
-            "context {name}: its engine {host} is not a tcp:// engine, yet the context holds TLS files"
-        ));
+        return Err(ContextError::TlsForNonTcp {
+            name: name.to_owned(),
+            host: host.to_owned(),
+        });
     }
     engine.context = Some(name.to_owned());
     // Of a context's TLS files only the CA may be given (the engine's certificate checked,
@@ -167,14 +247,16 @@ mod tests {
             ("tcp://127.0.0.1:2375", None)
         );
 
-        let unverified = context_engine(&config, "unverified").unwrap_err();
+        let unverified = context_engine(&config, "unverified")
+            .unwrap_err()
+            .to_string();
         assert!(
             unverified.contains("unverified") && unverified.contains("skips"),
             "{unverified}"
         );
-        let missing = context_engine(&config, "nope").unwrap_err();
+        let missing = context_engine(&config, "nope").unwrap_err().to_string();
         assert!(missing.contains("no Docker context nope"), "{missing}");
-        let default = context_engine(&config, "default").unwrap_err();
+        let default = context_engine(&config, "default").unwrap_err().to_string();
         assert!(default.contains("--docker-host"), "{default}");
     }
 }

@@ -27,16 +27,30 @@ pub enum Endpoint {
     Tcp(String),
 }
 
+/// A `DOCKER_HOST` image builds cannot reach: TLS, ssh or another scheme than `unix://` and
+/// plain `tcp://` (said when a build needs the engine, not at connection).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "DOCKER_HOST={host}{}: image builds need the engine on a unix:// socket or plain tcp://",
+    if *.tls { " with DOCKER_TLS_VERIFY" } else { "" }
+)]
+pub struct EndpointError {
+    /// The `DOCKER_HOST` value.
+    host: String,
+    /// Whether `DOCKER_TLS_VERIFY` asked for TLS.
+    tls: bool,
+}
+
 impl Endpoint {
     /// The endpoint `DOCKER_HOST` names (the default socket when it is unset). TLS and SSH
     /// endpoints are refused by name: builds go through a Unix socket or plain TCP.
-    pub fn from_env() -> Result<Endpoint, String> {
+    pub fn from_env() -> Result<Endpoint, EndpointError> {
         let host = std::env::var("DOCKER_HOST").unwrap_or_default();
         let tls = std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
         Endpoint::parse(&host, tls)
     }
 
-    pub(crate) fn parse(host: &str, tls: bool) -> Result<Endpoint, String> {
+    pub(crate) fn parse(host: &str, tls: bool) -> Result<Endpoint, EndpointError> {
         if host.is_empty() {
             return Ok(Endpoint::Unix(DEFAULT_SOCKET.into()));
         }
@@ -48,10 +62,10 @@ impl Endpoint {
             .or_else(|| host.strip_prefix("http://"));
         match plain {
             Some(address) if !tls => Ok(Endpoint::Tcp(address.trim_end_matches('/').to_owned())),
-            _ => Err(format!(
-                "DOCKER_HOST={host}{}: image builds need the engine on a unix:// socket or plain tcp://",
-                if tls { " with DOCKER_TLS_VERIFY" } else { "" }
-            )),
+            _ => Err(EndpointError {
+                host: host.to_owned(),
+                tls,
+            }),
         }
     }
 
@@ -128,9 +142,13 @@ mod tests {
             Endpoint::parse("tcp://127.0.0.1:2375", false),
             Ok(Endpoint::Tcp("127.0.0.1:2375".into()))
         );
-        let tls = Endpoint::parse("tcp://127.0.0.1:2376", true).unwrap_err();
+        let tls = Endpoint::parse("tcp://127.0.0.1:2376", true)
+            .unwrap_err()
+            .to_string();
         assert!(tls.contains("DOCKER_TLS_VERIFY"), "{tls}");
-        let ssh = Endpoint::parse("ssh://me@127.0.0.1", false).unwrap_err();
+        let ssh = Endpoint::parse("ssh://me@127.0.0.1", false)
+            .unwrap_err()
+            .to_string();
         assert!(ssh.contains("ssh://"), "{ssh}");
     }
 }

@@ -14,7 +14,7 @@ use super::container::{
 };
 use super::image::ImageService;
 use super::jail::{HELPER, JailSpec};
-use super::jail_warm::{JailSlot, Prepared, prestart};
+use super::jail_warm::{JailSlot, Prepared, WarmJailError, prestart};
 use super::labels::{self, Owner};
 use super::network::{self, Attachment};
 use super::removals::Removals;
@@ -264,7 +264,10 @@ async fn prepare_jail(
         Err(e) => {
             return Prepared {
                 spec: None,
-                warm: Err(format!("inspecting the image of {}: {e}", spec.trial_name)),
+                warm: Err(WarmJailError::InspectImage {
+                    trial: spec.trial_name.clone(),
+                    source: e,
+                }),
             };
         }
     };
@@ -275,11 +278,11 @@ async fn prepare_jail(
         spec.workdir = defaults.working_dir;
     }
     let warm = if HELPER.is_empty() {
-        Err("no helper".to_owned())
+        Err(WarmJailError::NoHelper)
     } else {
         prestart(&client, &spec, trial_running)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(WarmJailError::Start)
     };
     Prepared {
         spec: Some(spec),

@@ -335,13 +335,10 @@ impl ImageService {
             self.policy.min_free_disk_bytes,
             &format!("building the image of task {}", task.name),
         )?;
-        let endpoint = self
-            .client
-            .endpoint()
-            .map_err(|message| DockerError::Build {
-                task: task.name.clone(),
-                message,
-            })?;
+        let endpoint = self.client.endpoint().map_err(|e| DockerError::Build {
+            task: task.name.clone(),
+            message: e.to_string(),
+        })?;
         log(
             "runner",
             format!(

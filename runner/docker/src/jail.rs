@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bollard::models::{ContainerCreateBody, HostConfig};
@@ -41,12 +41,12 @@ pub(crate) const HELPER_PATH: &str = "/.runner/contain";
 /// Every jail's first upload: the helper's part of it, packed once and shared (see
 /// [`archive::upload_parts`]), then `tests` (a whole archive of them) or the archive's end.
 pub(crate) fn jail_root_parts(tests: Option<Vec<u8>>) -> Result<Vec<bytes::Bytes>, DockerError> {
-    static ROOT: std::sync::OnceLock<Result<bytes::Bytes, String>> = std::sync::OnceLock::new();
+    static ROOT: OnceLock<Result<bytes::Bytes, Arc<std::io::Error>>> = OnceLock::new();
     let root = ROOT
         .get_or_init(|| {
             archive::pack_jail_root_open(HELPER, HELPER_PATH)
                 .map(bytes::Bytes::from)
-                .map_err(|e| e.to_string())
+                .map_err(Arc::new)
         })
         .clone()
         .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?;

@@ -235,13 +235,36 @@ pub(crate) async fn prestart(
     }
 }
 
+/// Why a trial's verifier jail was not started early (the verifier then makes a fresh one).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WarmJailError {
+    /// The trial's image could not be inspected for its default user and workdir.
+    #[error("inspecting the image of {trial}: {source}")]
+    InspectImage {
+        /// The trial whose image it is.
+        trial: String,
+        /// The engine's answer.
+        #[source]
+        source: DockerError,
+    },
+    /// This build carries no contain helper to run in a jail.
+    #[error("no helper")]
+    NoHelper,
+    /// Creating or starting the jail failed.
+    #[error(transparent)]
+    Start(#[from] DockerError),
+    /// The background preparation panicked or was cancelled.
+    #[error("preparing the verifier jail failed: {0}")]
+    Preparation(#[source] tokio::task::JoinError),
+}
+
 /// What the background preparation of a trial's jail came to.
 pub(crate) struct Prepared {
     /// The jail's spec; `None` when the trial container could not be inspected (the trial
     /// then records isolation as unavailable).
     pub spec: Option<JailSpec>,
     /// The started jail, or why there is none (the verifier then makes a fresh one).
-    pub warm: Result<WarmJail, String>,
+    pub warm: Result<WarmJail, WarmJailError>,
 }
 
 enum SlotState {
@@ -265,14 +288,19 @@ impl JailSlot {
 
     /// Waits for the preparation: the spec, and the started jail the first time (or why
     /// there is none).
-    pub async fn take(&self) -> (Option<Arc<JailSpec>>, Option<Result<WarmJail, String>>) {
+    pub async fn take(
+        &self,
+    ) -> (
+        Option<Arc<JailSpec>>,
+        Option<Result<WarmJail, WarmJailError>>,
+    ) {
         let mut state = self.state.lock().await;
         match &mut *state {
             SlotState::Ready(spec) => (spec.clone(), None),
             SlotState::Preparing(task) => {
                 let prepared = task.await.unwrap_or_else(|e| Prepared {
                     spec: None,
-                    warm: Err(format!("preparing the verifier jail failed: {e}")),
+                    warm: Err(WarmJailError::Preparation(e)),
                 });
                 let spec = prepared.spec.map(Arc::new);
                 *state = SlotState::Ready(spec.clone());

@@ -38,13 +38,14 @@ mod rate;
 mod reap;
 mod reference;
 mod remote;
+mod remote_error;
 mod removals;
 mod sandbox;
 
-pub use client::{DockerClient, EngineUrl};
+pub use client::{DockerClient, EngineUrl, EngineUrlError};
 pub use compose::{ComposeError, ComposeFile};
 pub use container::{ContainerExtra, ContainerSpec, TrialContainer};
-pub use context::{context_engine, docker_config_dir};
+pub use context::{ContextError, context_engine, docker_config_dir};
 pub use environment::DockerEnvironment;
 pub use error::DockerError;
 pub use facts::{EngineFacts, free_bytes};

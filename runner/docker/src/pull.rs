@@ -95,7 +95,7 @@ pub async fn pull(
                 stats.attempts = attempt;
                 return Ok(stats);
             }
-            Err(answer) if is_retryable(&answer) && attempt < policy.attempts => {
+            Err(answer) if is_retryable(&answer.to_string()) && attempt < policy.attempts => {
                 let wait = policy.backoff(attempt);
                 log(
                     "runner",
@@ -112,14 +112,29 @@ pub async fn pull(
                 return Err(DockerError::Pull {
                     image: written.to_owned(),
                     attempts: attempt,
-                    answer,
+                    answer: answer.to_string(),
                 });
             }
         }
     }
 }
 
-/// One attempt; `Err` is the engine's or registry's answer as text.
+/// Why one pull attempt failed; the message is the engine's or registry's answer, which
+/// [`is_retryable`] reads.
+#[derive(Debug, thiserror::Error)]
+enum PullAttemptError {
+    /// The engine's progress stream went quiet for the policy's idle timeout.
+    #[error("timeout: the engine reported nothing for {0}s")]
+    Idle(u64),
+    /// The engine API call failed (its answer, without bollard's wrapping).
+    #[error("{}", engine_answer(.0))]
+    Engine(#[source] bollard::errors::Error),
+    /// The engine relayed an error of the registry in its progress stream.
+    #[error("{0}")]
+    Registry(String),
+}
+
+/// One attempt; `Err` is the engine's or registry's answer.
 async fn pull_once(
     client: &DockerClient,
     image: &ImageRef,
@@ -127,7 +142,7 @@ async fn pull_once(
     credentials: Option<DockerCredentials>,
     policy: &PullRetryPolicy,
     log: &OutputSink,
-) -> Result<PullStats, String> {
+) -> Result<PullStats, PullAttemptError> {
     let options = CreateImageOptionsBuilder::default()
         .from_image(&image.name())
         .tag(&image.pull_tag())
@@ -140,15 +155,12 @@ async fn pull_once(
             Ok(Some(item)) => item,
             Ok(None) => break,
             Err(_) => {
-                return Err(format!(
-                    "timeout: the engine reported nothing for {}s",
-                    policy.idle_timeout.as_secs()
-                ));
+                return Err(PullAttemptError::Idle(policy.idle_timeout.as_secs()));
             }
         };
-        let info = item.map_err(|e| engine_answer(&e))?;
+        let info = item.map_err(PullAttemptError::Engine)?;
         if let Some(error) = info.error_detail.as_ref().and_then(|d| d.message.clone()) {
-            return Err(error);
+            return Err(PullAttemptError::Registry(error));
         }
         progress.update(&info);
         if last_shown.elapsed() >= Duration::from_secs(1) {

@@ -24,9 +24,13 @@ use tokio::time::timeout;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
+use super::remote_error::{
+    DialError, EngineRelayError, PingError, ProbeError, SshStderr, SshUrlError, TlsError,
+};
+
 /// How long one dial (TCP connect and TLS handshake) or the first ping (ssh's login included)
 /// may take before the engine counts as not answering.
-const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The port of a TLS engine whose URL names none (the Docker CLI's default).
 const TLS_PORT: u16 = 2376;
@@ -65,15 +69,13 @@ pub(crate) struct SshTarget {
 impl SshTarget {
     /// Parses an `ssh://` URL. A path, an empty host or one that ssh would read as an option
     /// is refused.
-    pub fn parse(url: &str) -> Result<SshTarget, String> {
+    pub fn parse(url: &str) -> Result<SshTarget, SshUrlError> {
         let rest = url
             .strip_prefix("ssh://")
-            .ok_or_else(|| format!("{url} is not an ssh:// URL"))?;
+            .ok_or_else(|| SshUrlError::NotSsh(url.to_owned()))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains('/') {
-            return Err(format!(
-                "{url}: an ssh:// engine is ssh://[user@]host[:port], without a path"
-            ));
+            return Err(SshUrlError::HasPath(url.to_owned()));
         }
         let (user, host_port) = match rest.rsplit_once('@') {
             Some((user, host)) => (Some(user), host),
@@ -81,9 +83,10 @@ impl SshTarget {
         };
         let (host, port) = match host_port.rsplit_once(':') {
             Some((host, port)) => {
-                let port = port
-                    .parse::<u16>()
-                    .map_err(|_| format!("{url}: the port must be a number"))?;
+                let port = port.parse::<u16>().map_err(|source| SshUrlError::BadPort {
+                    url: url.to_owned(),
+                    source,
+                })?;
                 (host, Some(port))
             }
             None => (host_port, None),
@@ -95,9 +98,7 @@ impl SshTarget {
                     .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         };
         if !plain(host) || user.is_some_and(|u| !plain(u)) {
-            return Err(format!(
-                "{url}: the user and host must be plain names or addresses"
-            ));
+            return Err(SshUrlError::NotPlain(url.to_owned()));
         }
         Ok(SshTarget {
             user: user.map(str::to_owned),
@@ -184,7 +185,7 @@ impl AsyncWrite for ChildPipes {
 impl Dialer {
     /// A dialer for the TLS engine `tcp://host[:port]` with `files`, which are read and checked
     /// now (a missing or malformed file is refused naming it; key material is never quoted).
-    pub fn tls(url: &str, files: &TlsFiles) -> Result<Dialer, String> {
+    pub fn tls(url: &str, files: &TlsFiles) -> Result<Dialer, TlsError> {
         let address = url
             .strip_prefix("tcp://")
             .unwrap_or(url)
@@ -194,8 +195,11 @@ impl Dialer {
             _ => (address, format!("{address}:{TLS_PORT}")),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        let server_name = ServerName::try_from(host.to_owned())
-            .map_err(|_| format!("{host} is not a host name or address TLS can verify"))?;
+        let server_name =
+            ServerName::try_from(host.to_owned()).map_err(|source| TlsError::ServerName {
+                host: host.to_owned(),
+                source,
+            })?;
         Ok(Dialer::Tls {
             address,
             server_name,
@@ -227,7 +231,7 @@ impl Dialer {
         Dialer::Ssh { program, args }
     }
 
-    async fn dial(&self, keep_stderr: bool) -> Result<Dialed, String> {
+    async fn dial(&self, keep_stderr: bool) -> Result<Dialed, DialError> {
         match self {
             Dialer::Tls {
                 address,
@@ -236,14 +240,18 @@ impl Dialer {
             } => {
                 let tcp = timeout(DIAL_TIMEOUT, TcpStream::connect(address))
                     .await
-                    .map_err(|_| format!("no answer from {address} within {DIAL_TIMEOUT:?}"))?
-                    .map_err(|e| format!("cannot connect to {address}: {e}"))?;
+                    .map_err(|_| DialError::ConnectTimeout(address.clone()))?
+                    .map_err(|source| DialError::Connect {
+                        address: address.clone(),
+                        source,
+                    })?;
                 let tls = timeout(DIAL_TIMEOUT, connector.connect(server_name.clone(), tcp))
                     .await
-                    .map_err(|_| {
-                        format!("no TLS handshake with {address} within {DIAL_TIMEOUT:?}")
-                    })?
-                    .map_err(|e| format!("the TLS handshake with {address} failed: {e}"))?;
+                    .map_err(|_| DialError::HandshakeTimeout(address.clone()))?
+                    .map_err(|source| DialError::Handshake {
+                        address: address.clone(),
+                        source,
+                    })?;
                 Ok(Dialed {
                     stream: Box::new(tls),
                     child: None,
@@ -261,9 +269,12 @@ impl Dialer {
                     })
                     .kill_on_drop(true)
                     .spawn()
-                    .map_err(|e| format!("cannot run {program}: {e}"))?;
+                    .map_err(|source| DialError::Spawn {
+                        program: program.clone(),
+                        source,
+                    })?;
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                    return Err(format!("{program} started without its pipes"));
+                    return Err(DialError::NoPipes(program.clone()));
                 };
                 Ok(Dialed {
                     stream: Box::new(ChildPipes {
@@ -279,7 +290,7 @@ impl Dialer {
     /// Dials once and asks the engine's `/_ping`, so an engine that cannot be reached is
     /// refused before the job with the reason: the TLS error, or what ssh said on stderr
     /// (a refused key, an unknown host key, no `docker` on the remote host).
-    pub async fn probe(&self) -> Result<(), String> {
+    pub async fn probe(&self) -> Result<(), ProbeError> {
         let mut dialed = self.dial(true).await?;
         let ask = async {
             dialed
@@ -300,8 +311,8 @@ impl Dialer {
             Ok::<_, std::io::Error>(head)
         };
         let answer = match timeout(DIAL_TIMEOUT, ask).await {
-            Err(_) => Err(format!("no answer to a ping within {DIAL_TIMEOUT:?}")),
-            Ok(Err(e)) => Err(format!("the ping failed: {e}")),
+            Err(_) => Err(PingError::Timeout),
+            Ok(Err(e)) => Err(PingError::Io(e)),
             Ok(Ok(head)) => {
                 let head = String::from_utf8_lossy(&head);
                 let status = head.lines().next().unwrap_or_default().trim().to_owned();
@@ -309,9 +320,9 @@ impl Dialer {
                     return Ok(());
                 }
                 Err(if status.is_empty() {
-                    "the connection closed without an answer".to_owned()
+                    PingError::Closed
                 } else {
-                    format!("the engine answered the ping with {status:?}")
+                    PingError::Status(status)
                 })
             }
         };
@@ -319,10 +330,13 @@ impl Dialer {
             Some(child) => ssh_stderr(child).await,
             None => String::new(),
         };
-        answer.map_err(|e| match (said.is_empty(), self) {
-            (false, _) => format!("{e}; ssh said: {said}"),
-            (true, Dialer::Ssh { program, .. }) => format!("{e} ({program} said nothing)"),
-            (true, Dialer::Tls { .. }) => e,
+        answer.map_err(|failure| {
+            let ssh = match (said.is_empty(), self) {
+                (false, _) => SshStderr::Said(said),
+                (true, Dialer::Ssh { program, .. }) => SshStderr::Silent(program.clone()),
+                (true, Dialer::Tls { .. }) => SshStderr::NotSsh,
+            };
+            ProbeError::Ping { failure, ssh }
         })
     }
 }
@@ -344,47 +358,50 @@ async fn ssh_stderr(child: &mut Child) -> String {
 }
 
 /// The client configuration of `files`: their CA as the only root, their client certificate.
-fn tls_config(files: &TlsFiles) -> Result<ClientConfig, String> {
-    let certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, String> {
+fn tls_config(files: &TlsFiles) -> Result<ClientConfig, TlsError> {
+    let certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, TlsError> {
         let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .map_err(|source| TlsError::ReadCertificates {
+                path: path.to_owned(),
+                source,
+            })?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{} is not a PEM certificate file: {e}", path.display()))?;
+            .map_err(|source| TlsError::NotPem {
+                path: path.to_owned(),
+                source,
+            })?;
         if certs.is_empty() {
-            return Err(format!("{} holds no certificate", path.display()));
+            return Err(TlsError::NoCertificate(path.to_owned()));
         }
         Ok(certs)
     };
     let mut roots = RootCertStore::empty();
     for ca in certs(&files.ca)? {
-        roots
-            .add(ca)
-            .map_err(|e| format!("{}: not a usable CA certificate: {e}", files.ca.display()))?;
+        roots.add(ca).map_err(|source| TlsError::BadCa {
+            path: files.ca.clone(),
+            source,
+        })?;
     }
     let builder = ClientConfig::builder_with_provider(Arc::new(
         tokio_rustls::rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
+    .map_err(TlsError::Protocols)?
     .with_root_certificates(roots);
     match &files.client {
         None => Ok(builder.with_no_client_auth()),
         Some((cert, key)) => {
             let chain = certs(cert)?;
             // Not the parser's message: it could quote the file, and this one is a secret.
-            let key_der = PrivateKeyDer::from_pem_file(key).map_err(|_| {
-                format!(
-                    "{} is not a readable PEM private key (PKCS#8, PKCS#1 or SEC1)",
-                    key.display()
-                )
-            })?;
-            builder.with_client_auth_cert(chain, key_der).map_err(|e| {
-                format!(
-                    "{} and {} are not a usable client certificate and key: {e}",
-                    cert.display(),
-                    key.display()
-                )
-            })
+            let key_der =
+                PrivateKeyDer::from_pem_file(key).map_err(|_| TlsError::BadKey(key.clone()))?;
+            builder
+                .with_client_auth_cert(chain, key_der)
+                .map_err(|source| TlsError::BadClientIdentity {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    source,
+                })
         }
     }
 }
@@ -398,17 +415,17 @@ pub(crate) struct Relay {
 
 impl Relay {
     /// Binds the socket and starts accepting on the current runtime.
-    pub fn start(dialer: Dialer) -> Result<Relay, String> {
+    pub fn start(dialer: Dialer) -> Result<Relay, EngineRelayError> {
         let dir = tempfile::Builder::new()
             .prefix("runner-engine-")
             .tempdir()
-            .map_err(|e| format!("cannot make the engine relay's directory: {e}"))?;
+            .map_err(EngineRelayError::Directory)?;
         // Private before the socket exists: whoever can connect to it uses the engine with
         // this process's TLS identity or ssh key.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot make the engine relay's directory private: {e}"))?;
-        let listener = UnixListener::bind(dir.path().join("docker.sock"))
-            .map_err(|e| format!("cannot listen on the engine relay's socket: {e}"))?;
+            .map_err(EngineRelayError::Private)?;
+        let listener =
+            UnixListener::bind(dir.path().join("docker.sock")).map_err(EngineRelayError::Listen)?;
         let dialer = Arc::new(dialer);
         let accept = tokio::spawn(async move {
             loop {
@@ -475,7 +492,7 @@ mod tests {
             "ssh://host:port",
             "ssh://me x@host",
         ] {
-            let err = SshTarget::parse(bad).unwrap_err();
+            let err = SshTarget::parse(bad).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
     }
@@ -546,12 +563,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = Dialer::tls("tcp://127.0.0.1:2376", &TlsFiles::in_dir(dir.path()))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(missing.contains("ca.pem"), "{missing}");
         std::fs::write(dir.path().join("ca.pem"), "not a certificate").unwrap();
         let garbage = Dialer::tls("tcp://127.0.0.1:2376", &TlsFiles::in_dir(dir.path()))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(
             garbage.contains("ca.pem") && garbage.contains("no certificate"),
             "{garbage}"

@@ -47,9 +47,21 @@ pub enum Decision {
     Refuse(String),
 }
 
+/// Why a task's `allowed_hosts` cannot be an allowlist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowlistError {
+    /// The list names no host (an allowlist that allows nothing is a mistake, not `no_network`).
+    #[error("an allowlist needs at least one host")]
+    Empty,
+    /// An entry is neither a host name, a `*.suffix` pattern nor an IP address (a URL, a
+    /// port or a path in it, or a malformed label).
+    #[error("{0:?} is not a host name, a `*.suffix` pattern or an IP address")]
+    BadEntry(String),
+}
+
 impl HostPattern {
     /// Parses one `allowed_hosts` entry; `Err` says what is wrong with it.
-    pub fn parse(entry: &str) -> Result<HostPattern, String> {
+    pub fn parse(entry: &str) -> Result<HostPattern, AllowlistError> {
         let host = entry.trim().trim_end_matches('.').to_ascii_lowercase();
         if let Ok(ip) = strip_brackets(&host).parse::<IpAddr>() {
             return Ok(HostPattern::Ip(ip));
@@ -68,9 +80,7 @@ impl HostPattern {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         };
         if name.is_empty() || !name.split('.').all(label_ok) {
-            return Err(format!(
-                "{entry:?} is not a host name, a `*.suffix` pattern or an IP address"
-            ));
+            return Err(AllowlistError::BadEntry(entry.to_owned()));
         }
         Ok(if wildcard {
             HostPattern::Wildcard(name.to_owned())
@@ -95,9 +105,9 @@ impl HostPattern {
 
 impl Allowlist {
     /// Parses a task's `allowed_hosts`; an empty list or a malformed entry is an `Err`.
-    pub fn parse(entries: &[String]) -> Result<Allowlist, String> {
+    pub fn parse(entries: &[String]) -> Result<Allowlist, AllowlistError> {
         if entries.is_empty() {
-            return Err("an allowlist needs at least one host".into());
+            return Err(AllowlistError::Empty);
         }
         let patterns = entries
             .iter()
@@ -278,7 +288,7 @@ mod tests {
             "*x.org",
             "x.org/path",
         ] {
-            let err = Allowlist::parse(&[bad.to_owned()]).unwrap_err();
+            let err = Allowlist::parse(&[bad.to_owned()]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
     }

@@ -31,7 +31,7 @@ mod proxy;
 mod request;
 mod resolver;
 
-pub use allowlist::{Allowlist, Decision, HostPattern, Policy};
+pub use allowlist::{Allowlist, AllowlistError, Decision, HostPattern, Policy};
 pub use attempt_log::{Attempt, PhaseCounts};
 pub use proxy::{EgressProxy, SOCKET_FILE_NAME};
-pub use resolver::Resolver;
+pub use resolver::{PinError, Resolver};

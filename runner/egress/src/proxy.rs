@@ -170,7 +170,8 @@ async fn handle(
     };
     let request = match request::parse(&head) {
         Ok(request) => request,
-        Err(reason) => {
+        Err(error) => {
+            let reason = error.to_string();
             let _ = respond(&mut client, 400, &reason).await;
             return Some(attempt(phase, "", "", 0, Some(reason)));
         }

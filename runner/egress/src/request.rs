@@ -18,6 +18,41 @@ pub(crate) struct ProxyRequest {
     pub forward_head: Option<Vec<u8>>,
 }
 
+/// Why the proxy cannot serve a request head; the message is the reason of its 400 answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RequestError {
+    /// The head's bytes are not UTF-8.
+    #[error("the request head is not UTF-8")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// The first line is not `METHOD target version`.
+    #[error("malformed request line {0:?}")]
+    MalformedRequestLine(String),
+    /// The version is not HTTP/1.x.
+    #[error("unsupported protocol {0:?}")]
+    UnsupportedProtocol(String),
+    /// A plain request for an `https://` URL (TLS goes through a `CONNECT` tunnel).
+    #[error("https:// URLs go through CONNECT")]
+    HttpsWithoutConnect,
+    /// A plain request whose target is not an absolute `http://` URL.
+    #[error("a proxy request needs an absolute http:// URL, not {0:?}")]
+    NotAbsoluteUrl(String),
+    /// The URL carries `user:password@`, which the proxy does not pass on.
+    #[error("credentials in the URL are not forwarded")]
+    Credentials,
+    /// A `[v6` address without its closing bracket.
+    #[error("malformed address {0:?}")]
+    MalformedAddress(String),
+    /// The port is not a number from 1 to 65535.
+    #[error("bad port in {0:?}")]
+    BadPort(String),
+    /// A `CONNECT` target without a port.
+    #[error("CONNECT needs host:port, not {0:?}")]
+    ConnectWithoutPort(String),
+    /// The authority has a port but no host.
+    #[error("no host in {0:?}")]
+    NoHost(String),
+}
+
 /// The end of the head (the index after `\r\n\r\n`), once `buffer` holds it.
 pub(crate) fn head_end(buffer: &[u8]) -> Option<usize> {
     buffer
@@ -27,18 +62,18 @@ pub(crate) fn head_end(buffer: &[u8]) -> Option<usize> {
 }
 
 /// Parses a complete head; `Err` is the reason for a 400 answer.
-pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
-    let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8")?;
+pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
+    let text = std::str::from_utf8(head).map_err(RequestError::NotUtf8)?;
     let mut lines = text.split("\r\n");
     let request_line = lines.next().unwrap_or_default();
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(format!("malformed request line {request_line:?}"));
+        return Err(RequestError::MalformedRequestLine(request_line.to_owned()));
     };
     if !version.starts_with("HTTP/1.") {
-        return Err(format!("unsupported protocol {version:?}"));
+        return Err(RequestError::UnsupportedProtocol(version.to_owned()));
     }
     if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = split_authority(target, None)?;
@@ -51,9 +86,9 @@ pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
     }
     let Some(rest) = target.strip_prefix("http://") else {
         return Err(if target.starts_with("https://") {
-            "https:// URLs go through CONNECT".into()
+            RequestError::HttpsWithoutConnect
         } else {
-            format!("a proxy request needs an absolute http:// URL, not {target:?}")
+            RequestError::NotAbsoluteUrl(target.to_owned())
         });
     };
     let (authority, path) = match rest.find('/') {
@@ -92,14 +127,17 @@ pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
 }
 
 /// `host:port` (or `[v6]:port`), with `default_port` when the port is left out.
-fn split_authority(authority: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
+fn split_authority(
+    authority: &str,
+    default_port: Option<u16>,
+) -> Result<(String, u16), RequestError> {
     if authority.contains('@') {
-        return Err("credentials in the URL are not forwarded".into());
+        return Err(RequestError::Credentials);
     }
     let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
         let (host, after) = rest
             .split_once(']')
-            .ok_or_else(|| format!("malformed address {authority:?}"))?;
+            .ok_or_else(|| RequestError::MalformedAddress(authority.to_owned()))?;
         (host, after.strip_prefix(':'))
     } else {
         match authority.rsplit_once(':') {
@@ -112,12 +150,12 @@ fn split_authority(authority: &str, default_port: Option<u16>) -> Result<(String
             .parse::<u16>()
             .ok()
             .filter(|p| *p != 0)
-            .ok_or_else(|| format!("bad port in {authority:?}"))?,
+            .ok_or_else(|| RequestError::BadPort(authority.to_owned()))?,
         (None, Some(default)) => default,
-        (None, None) => return Err(format!("CONNECT needs host:port, not {authority:?}")),
+        (None, None) => return Err(RequestError::ConnectWithoutPort(authority.to_owned())),
     };
     if host.is_empty() {
-        return Err(format!("no host in {authority:?}"));
+        return Err(RequestError::NoHost(authority.to_owned()));
     }
     Ok((host.to_ascii_lowercase(), port))
 }
@@ -163,7 +201,7 @@ mod tests {
             (b"BREW\r\n\r\n", "malformed"),
             (b"GET http://x.test/ SPDY/3\r\n\r\n", "protocol"),
         ] {
-            let err = parse(head).unwrap_err();
+            let err = parse(head).unwrap_err().to_string();
             assert!(err.contains(reason), "{err}");
         }
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));

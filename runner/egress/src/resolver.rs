@@ -5,6 +5,25 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
+/// Why a `RUNNER_EGRESS_RESOLVE` spec cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    /// An entry has no `=` between the name and the address.
+    #[error("{0:?} is not name=ip")]
+    NotNameEqualsIp(String),
+    /// The part after `=` is not an IPv4 or IPv6 address.
+    #[error("{pin:?}: {ip:?} is not an IP address")]
+    BadAddress {
+        /// The whole `name=ip` entry.
+        pin: String,
+        /// The text that should have been an address.
+        ip: String,
+        /// Why it is not one.
+        #[source]
+        source: std::net::AddrParseError,
+    },
+}
+
 /// Resolves the names requests ask for. Pinned names never reach the system resolver.
 #[derive(Debug, Clone, Default)]
 pub struct Resolver {
@@ -19,16 +38,20 @@ impl Resolver {
 
     /// Parses `name=ip[,name=ip…]` (a name may be given several times for several addresses),
     /// the format of `RUNNER_EGRESS_RESOLVE`.
-    pub fn parse_pins(spec: &str) -> Result<Resolver, String> {
+    pub fn parse_pins(spec: &str) -> Result<Resolver, PinError> {
         let mut resolver = Resolver::system();
         for pin in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, ip) = pin
                 .split_once('=')
-                .ok_or_else(|| format!("{pin:?} is not name=ip"))?;
+                .ok_or_else(|| PinError::NotNameEqualsIp(pin.to_owned()))?;
             let ip = ip
                 .trim()
                 .parse::<IpAddr>()
-                .map_err(|_| format!("{pin:?}: {ip:?} is not an IP address"))?;
+                .map_err(|source| PinError::BadAddress {
+                    pin: pin.to_owned(),
+                    ip: ip.to_owned(),
+                    source,
+                })?;
             resolver.pin(name.trim(), ip);
         }
         Ok(resolver)
@@ -67,11 +90,13 @@ mod tests {
         assert!(
             Resolver::parse_pins("x.test")
                 .unwrap_err()
+                .to_string()
                 .contains("name=ip")
         );
         assert!(
             Resolver::parse_pins("x.test=nope")
                 .unwrap_err()
+                .to_string()
                 .contains("nope")
         );
     }

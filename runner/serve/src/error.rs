@@ -21,12 +21,13 @@ pub enum ServeError {
         message: String,
     },
     /// The task's image could not be prepared (pulled or built).
-    #[error("preparing the image of {task}: {message}")]
+    #[error("preparing the image of {task}: {source}")]
     Image {
         /// The task.
         task: String,
         /// The backend's error.
-        message: String,
+        #[source]
+        source: engine::BackendError,
     },
     /// The episode's environment did not start, or its first commands failed.
     #[error("starting the environment: {0}")]

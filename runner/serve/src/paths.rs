@@ -44,24 +44,49 @@ pub fn is_under(path: &str, root: &str) -> bool {
     root == "/" || path == root || path.starts_with(&format!("{}/", root.trim_end_matches('/')))
 }
 
+/// A `write_file` path the policy may not write; the message is the observation's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathRefused {
+    /// The path is empty or white space.
+    #[error("file_path is empty")]
+    Empty,
+    /// The path holds a NUL or climbs above `/`.
+    #[error("file_path {0:?} escapes the filesystem root")]
+    Escapes(String),
+    /// The path is an allowed root itself (a directory, not a file).
+    #[error("file_path {0:?} names a directory")]
+    NamesRoot(String),
+    /// The path is outside the working directory and `/tmp`.
+    #[error("file_path {path:?} ({absolute}) is outside the working directory {workdir} and /tmp")]
+    Outside {
+        /// The path as given.
+        path: String,
+        /// Its absolute form.
+        absolute: String,
+        /// The working directory.
+        workdir: String,
+    },
+}
+
 /// Why `path` may not be written, or its absolute form: empty, NUL, climbing out, or outside
 /// the allowed roots, or naming a root itself.
-pub fn check(workdir: &str, path: &str) -> Result<String, String> {
+pub fn check(workdir: &str, path: &str) -> Result<String, PathRefused> {
     if path.trim().is_empty() {
-        return Err("file_path is empty".into());
+        return Err(PathRefused::Empty);
     }
     let Some(absolute) = normalize(workdir, path) else {
-        return Err(format!("file_path {path:?} escapes the filesystem root"));
+        return Err(PathRefused::Escapes(path.to_owned()));
     };
     let roots = allowed_roots(workdir);
     if roots.contains(&absolute) {
-        return Err(format!("file_path {path:?} names a directory"));
+        return Err(PathRefused::NamesRoot(path.to_owned()));
     }
     if !roots.iter().any(|r| is_under(&absolute, r)) {
-        return Err(format!(
-            "file_path {path:?} ({absolute}) is outside the working directory {} and /tmp",
-            roots[0]
-        ));
+        return Err(PathRefused::Outside {
+            path: path.to_owned(),
+            absolute,
+            workdir: roots[0].clone(),
+        });
     }
     Ok(absolute)
 }

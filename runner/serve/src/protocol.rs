@@ -299,9 +299,14 @@ pub fn parse_ws_request(text: &str) -> Result<WsRequest, (ErrorCode, String)> {
     }
 }
 
+/// An action object that does not match the schema (an unknown field, a wrong type).
+#[derive(Debug, thiserror::Error)]
+#[error("Invalid action: {0}")]
+pub struct InvalidAction(#[source] serde_json::Error);
+
 /// Reads an action from its JSON object, refusing unknown fields and wrong types.
-pub fn parse_action(data: Map<String, Value>) -> Result<Action, String> {
-    serde_json::from_value(Value::Object(data)).map_err(|e| format!("Invalid action: {e}"))
+pub fn parse_action(data: Map<String, Value>) -> Result<Action, InvalidAction> {
+    serde_json::from_value(Value::Object(data)).map_err(InvalidAction)
 }
 
 /// The WebSocket reply carrying an observation.
@@ -331,7 +336,7 @@ mod tests {
         assert!(action.block);
         let mut data = Map::new();
         data.insert("cmd".into(), "ls".into());
-        assert!(parse_action(data).unwrap_err().contains("cmd"));
+        assert!(parse_action(data).unwrap_err().to_string().contains("cmd"));
         let mut data = Map::new();
         data.insert("block".into(), "yes".into());
         assert!(parse_action(data).is_err());

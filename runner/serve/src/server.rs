@@ -12,7 +12,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use engine::{Backend, OutputSink};
+use engine::{Backend, BackendError, OutputSink};
 use serde_json::{Value, json};
 use tasks::Task;
 use tokio::sync::{Mutex, OnceCell, Semaphore};
@@ -34,7 +34,7 @@ const STORAGE_LOOKS: usize = 2;
 const CAPACITY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A task's image id (or why it could not be prepared), made once for every session.
-type ImageCell = Arc<OnceCell<Result<String, String>>>;
+type ImageCell = Arc<OnceCell<Result<String, BackendError>>>;
 
 /// The shared state of a running server.
 pub struct Server<B: Backend> {
@@ -100,13 +100,12 @@ impl<B: Backend> Server<B> {
                 .prepare_image(task, self.config.force_build, &log)
                 .await
                 .map(|image| image.id)
-                .map_err(|e| e.to_string())
         })
         .await
         .clone()
-        .map_err(|message| ServeError::Image {
+        .map_err(|source| ServeError::Image {
             task: task.name.clone(),
-            message,
+            source,
         })
     }
 
@@ -219,7 +218,7 @@ async fn reset<B: Backend>(
 async fn step(axum::Json(request): axum::Json<StepRequest>) -> Response {
     let action = match parse_action(request.action) {
         Ok(action) => action,
-        Err(e) => return unprocessable(e),
+        Err(e) => return unprocessable(e.to_string()),
     };
     let observation = Observation::new("", "", "", &action.action_type).failed(
         "HTTP /step runs on a fresh environment without an episode; drive episodes over the WebSocket session (/ws)",
@@ -372,7 +371,7 @@ async fn answer<B: Backend>(
             }
         }
         WsRequest::Step(data) => match (parse_action(data), current.as_mut()) {
-            (Err(e), _) => ws_error(ErrorCode::ValidationError, &e),
+            (Err(e), _) => ws_error(ErrorCode::ValidationError, &e.to_string()),
             (Ok(_), None) => ws_error(
                 ErrorCode::ExecutionError,
                 "TB2 environment not initialized. Call reset() first.",

@@ -12,7 +12,7 @@ use docker_backend::{
     DEFAULT_MIN_FREE_DISK_MB, DEFAULT_PULLS_PER_MINUTE, DockerBackend, DockerClient, ImagePolicy,
     Ledger, PruneReport, PullRetryPolicy, default_state_dir, prune_images,
 };
-use engine::{Backend, IMAGE_PROGRESS_STREAM, ImageInfo, OutputSink};
+use engine::{Backend, BackendError, IMAGE_PROGRESS_STREAM, ImageInfo, OutputSink};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tasks::Dataset;
 use tokio::sync::Semaphore;
@@ -108,12 +108,12 @@ pub fn run(command: ImagesCommand) -> Result<CommandOutcome, CliError> {
 }
 
 /// One task's image, prepared or not.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct PulledRow {
     /// The task.
     pub task: String,
     /// The image, or why it could not be prepared.
-    pub image: Result<ImageInfo, String>,
+    pub image: Result<ImageInfo, BackendError>,
     /// Time it took (waiting for a shared pull included).
     pub seconds: f64,
 }
@@ -142,10 +142,7 @@ async fn pull(args: PullArgs) -> Result<CommandOutcome, CliError> {
             let _slot = slots.acquire_owned().await.expect("never closed");
             let began = Instant::now();
             let log = view.sink(&task.name);
-            let image = backend
-                .prepare_image(&task, force_build, &log)
-                .await
-                .map_err(|e| e.message);
+            let image = backend.prepare_image(&task, force_build, &log).await;
             view.done(&task.name);
             let row = PulledRow {
                 task: task.name.clone(),
@@ -359,7 +356,7 @@ impl Progress {
 mod tests {
     use super::*;
     use docker_backend::PruneItem;
-    use engine::ImageOrigin;
+    use engine::{BackendErrorKind, ImageOrigin};
 
     fn image(tag: &str, origin: ImageOrigin, size: u64, digest: Option<&str>) -> ImageInfo {
         ImageInfo {
@@ -394,7 +391,10 @@ mod tests {
             },
             PulledRow {
                 task: "org/gone".into(),
-                image: Err("pulling 127.0.0.1:5000/gone:1 failed".into()),
+                image: Err(BackendError::new(
+                    BackendErrorKind::Pull,
+                    "pulling 127.0.0.1:5000/gone:1 failed",
+                )),
                 seconds: 0.4,
             },
         ];

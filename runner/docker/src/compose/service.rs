@@ -104,6 +104,39 @@ impl<'de> Deserialize<'de> for Build {
     }
 }
 
+/// A service's `build` that cannot be built from the task's files; the caller prefixes the
+/// service (`services.main.`, `compose service x: `).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildSectionError {
+    /// `build.context` is not a directory inside `environment/` (missing, or escaping it).
+    #[error("build.context {0:?} must be a directory inside environment/")]
+    Context(String),
+    /// `build.dockerfile` is not a file inside the build context.
+    #[error("build.dockerfile {dockerfile:?} must be a file inside the build context {context:?}")]
+    Dockerfile {
+        /// The Dockerfile as written.
+        dockerfile: String,
+        /// The context as written.
+        context: String,
+    },
+}
+
+/// A service's `healthcheck` the engine cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HealthcheckError {
+    /// A `test` list whose first word is not `CMD`, `CMD-SHELL` or `NONE`.
+    #[error("test must start with CMD, CMD-SHELL or NONE")]
+    Test,
+    /// A duration field that is not a compose duration.
+    #[error("{field}: {text:?} is not a duration like 5s or 1m30s")]
+    Duration {
+        /// `interval`, `timeout`, `start_period` or `start_interval`.
+        field: &'static str,
+        /// The text given.
+        text: String,
+    },
+}
+
 impl Build {
     /// The context directory as written, relative to `environment/` (`.` when unset).
     pub fn context(&self) -> &str {
@@ -112,7 +145,7 @@ impl Build {
 
     /// The build, checked: the context is a directory inside `env_dir` (the compose file's
     /// directory, which the task carries whole) and the Dockerfile a file inside the context.
-    pub fn spec(&self, env_dir: &Path) -> Result<BuildSpec, String> {
+    pub fn spec(&self, env_dir: &Path) -> Result<BuildSpec, BuildSectionError> {
         let inside = |path: &Path, root: &Path| {
             path.canonicalize()
                 .ok()
@@ -122,20 +155,13 @@ impl Build {
         };
         let context = inside(&env_dir.join(self.context()), env_dir)
             .filter(|c| c.is_dir())
-            .ok_or_else(|| {
-                format!(
-                    "build.context {:?} must be a directory inside environment/",
-                    self.context()
-                )
-            })?;
+            .ok_or_else(|| BuildSectionError::Context(self.context().to_owned()))?;
         let dockerfile = self.dockerfile.as_deref().unwrap_or(DOCKERFILE);
         let file = inside(&context.join(dockerfile), &context)
             .filter(|f| f.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "build.dockerfile {dockerfile:?} must be a file inside the build context {:?}",
-                    self.context()
-                )
+            .ok_or_else(|| BuildSectionError::Dockerfile {
+                dockerfile: dockerfile.to_owned(),
+                context: self.context().to_owned(),
             })?;
         let relative = file.strip_prefix(&context).unwrap_or(&file);
         let dockerfile = relative
@@ -396,7 +422,7 @@ impl ServiceDef {
 
 impl Healthcheck {
     /// The engine's form of the check.
-    pub fn config(&self) -> Result<HealthConfig, String> {
+    pub fn config(&self) -> Result<HealthConfig, HealthcheckError> {
         if self.disable {
             return Ok(HealthConfig {
                 test: Some(vec!["NONE".into()]),
@@ -409,23 +435,25 @@ impl Healthcheck {
             Some(Command::List(items)) => {
                 match items.first().map(String::as_str) {
                     Some("CMD" | "CMD-SHELL" | "NONE") => {}
-                    _ => return Err("test must start with CMD, CMD-SHELL or NONE".into()),
+                    _ => return Err(HealthcheckError::Test),
                 }
                 Some(items.clone())
             }
         };
-        let nanos = |field: &Option<String>, name: &str| -> Result<Option<i64>, String> {
-            field
-                .as_deref()
-                .map(|text| {
-                    parse_duration(text)
-                        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-                        .ok_or_else(|| {
-                            format!("{name}: {text:?} is not a duration like 5s or 1m30s")
-                        })
-                })
-                .transpose()
-        };
+        let nanos =
+            |field: &Option<String>, name: &'static str| -> Result<Option<i64>, HealthcheckError> {
+                field
+                    .as_deref()
+                    .map(|text| {
+                        parse_duration(text)
+                            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+                            .ok_or_else(|| HealthcheckError::Duration {
+                                field: name,
+                                text: text.to_owned(),
+                            })
+                    })
+                    .transpose()
+            };
         Ok(HealthConfig {
             test,
             interval: nanos(&self.interval, "interval")?,

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tasks::config::Artifact;
-use tasks::{ExecRequest, Sandbox, shell_quote};
+use tasks::{ExecRequest, Sandbox, SandboxError, shell_quote};
 
 use super::Trial;
 use crate::backend::Backend;
@@ -242,7 +242,7 @@ async fn collect_one<S: Sandbox>(
     if is_convention(source) && spec.exclude.is_empty() {
         download(sandbox, source, target)
             .await
-            .map_err(|why| ("directory", why))?;
+            .map_err(|why| ("directory", why.to_string()))?;
         return Ok(("directory", convention_status(target), landed));
     }
     let probe = ExecRequest::runner_own(format!("test -d {}", shell_quote(source)))
@@ -280,7 +280,9 @@ async fn collect_one<S: Sandbox>(
     }
     if is_dir && spec.exclude.is_empty() {
         std::fs::create_dir_all(&target).map_err(|e| fail(e.to_string()))?;
-        download(sandbox, source, &target).await.map_err(fail)?;
+        download(sandbox, source, &target)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         return Ok((kind, "ok", target));
     }
     let name = target
@@ -309,7 +311,9 @@ async fn collect_one<S: Sandbox>(
         )));
     }
     let downloaded = match std::fs::create_dir_all(&into) {
-        Ok(()) => download(sandbox, &staged, &into).await,
+        Ok(()) => download(sandbox, &staged, &into)
+            .await
+            .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     let _ = sandbox.exec(cleanup).await;
@@ -345,14 +349,25 @@ pub fn settle_convention(
     }
 }
 
-async fn download<S: Sandbox>(sandbox: &S, source: &str, target: &Path) -> Result<(), String> {
+/// Why copying an artifact out of the container failed.
+#[derive(Debug, thiserror::Error)]
+enum DownloadError {
+    /// The sandbox could not copy it.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The copy took longer than [`ARTIFACT_TIMEOUT`].
+    #[error("the download took longer than {} s", ARTIFACT_TIMEOUT.as_secs())]
+    TimedOut,
+}
+
+async fn download<S: Sandbox>(
+    sandbox: &S,
+    source: &str,
+    target: &Path,
+) -> Result<(), DownloadError> {
     match tokio::time::timeout(ARTIFACT_TIMEOUT, sandbox.download_dir(source, target)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "the download took longer than {} s",
-            ARTIFACT_TIMEOUT.as_secs()
-        )),
+        Ok(result) => Ok(result?),
+        Err(_) => Err(DownloadError::TimedOut),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use egress::{Allowlist, EgressProxy, Policy, Resolver};
+use egress::{Allowlist, AllowlistError, EgressProxy, Policy, Resolver};
 use tasks::config::{NetworkMode, StepConfig, TaskConfig};
 use tasks::{ExceptionType, Sandbox};
 
@@ -111,7 +111,7 @@ pub(super) fn phase_policy(
     config: &TaskConfig,
     step: Option<&StepConfig>,
     phase: EgressPhase,
-) -> Result<Policy, String> {
+) -> Result<Policy, PhasePolicyError> {
     let plan = match step {
         Some(step) => NetworkPlan::of_step(config, step),
         None => NetworkPlan::of(config),
@@ -169,9 +169,21 @@ pub(super) fn phase_policy(
         NetworkMode::NoNetwork => Policy::Closed,
         NetworkMode::Allowlist => Policy::Allow(
             Allowlist::parse(hosts.as_deref().unwrap_or_default())
-                .map_err(|e| format!("[{section}] allowed_hosts: {e}"))?,
+                .map_err(|source| PhasePolicyError { section, source })?,
         ),
     })
+}
+
+/// A phase's `allowed_hosts` that cannot be an allowlist, named by the section that declared
+/// them (the task's own validation normally refuses such a task before a trial starts).
+#[derive(Debug, thiserror::Error)]
+#[error("[{section}] allowed_hosts: {source}")]
+pub(super) struct PhasePolicyError {
+    /// The section the hosts came from (`agent`, `steps.verifier.environment`, ...).
+    section: String,
+    /// What is wrong with the list.
+    #[source]
+    source: AllowlistError,
 }
 
 /// A section that may decide a phase's network: its `network_mode`, its `allowed_hosts` and
@@ -253,7 +265,8 @@ impl<B: Backend> Trial<B> {
         };
         let config = &self.plan.task.config;
         let step = egress.step.map(|index| &config.steps[index]);
-        let policy = phase_policy(config, step, phase).map_err(egress_failure)?;
+        let policy =
+            phase_policy(config, step, phase).map_err(|e| egress_failure(e.to_string()))?;
         // A step's attempts are logged in its own dir, and counted under `<step>/<phase>`.
         let (dir, name) = match step {
             Some(step) => (

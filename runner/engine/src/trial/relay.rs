@@ -4,10 +4,27 @@
 
 use std::time::Duration;
 
-use tasks::{ExecRequest, Sandbox, shell_quote};
+use tasks::{ExecRequest, Sandbox, SandboxError, shell_quote};
 
 /// How long a relay may take to listen once started.
 pub(super) const RELAY_WAIT_MS: u64 = 5_000;
+
+/// Why a relay did not start; the messages end in the sandbox's or the relay's own words.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RelayError {
+    /// The command that starts the relay could not be run in the container.
+    #[error("starting the relay: {0}")]
+    Start(#[source] SandboxError),
+    /// The start command ran but printed no pid or failed (its stderr).
+    #[error("starting the relay failed: {0}")]
+    StartFailed(String),
+    /// The command that waits for the relay could not be run in the container.
+    #[error("waiting for the relay: {0}")]
+    Wait(#[source] SandboxError),
+    /// The relay did not listen in time, or exited (the relay's log).
+    #[error("the relay did not listen within {RELAY_WAIT_MS} ms: {0}")]
+    NotListening(String),
+}
 
 fn quote(argv: &[String]) -> String {
     argv.iter()
@@ -26,7 +43,7 @@ pub(super) async fn start_relay<S: Sandbox>(
     wait: &[String],
     log: &str,
     pid_file: &str,
-) -> Result<u32, String> {
+) -> Result<u32, RelayError> {
     let serve = format!(
         "{} >{log} 2>&1 </dev/null & echo $! > {pid_file}; echo $!",
         quote(serve)
@@ -34,13 +51,10 @@ pub(super) async fn start_relay<S: Sandbox>(
     let started = sandbox
         .exec(ExecRequest::runner_own(serve))
         .await
-        .map_err(|e| format!("starting the relay: {e}"))?;
+        .map_err(RelayError::Start)?;
     let pid = started.stdout.trim().parse::<u32>().ok();
     let Some(pid) = pid.filter(|_| started.success()) else {
-        return Err(format!(
-            "starting the relay failed: {}",
-            started.stderr.trim()
-        ));
+        return Err(RelayError::StartFailed(started.stderr.trim().to_owned()));
     };
     let waited = sandbox
         .exec(ExecRequest::runner_own(format!(
@@ -48,12 +62,9 @@ pub(super) async fn start_relay<S: Sandbox>(
             wait = quote(wait)
         )))
         .await
-        .map_err(|e| format!("waiting for the relay: {e}"))?;
+        .map_err(RelayError::Wait)?;
     if !waited.success() {
-        return Err(format!(
-            "the relay did not listen within {RELAY_WAIT_MS} ms: {}",
-            waited.stderr.trim()
-        ));
+        return Err(RelayError::NotListening(waited.stderr.trim().to_owned()));
     }
     Ok(pid)
 }

@@ -13,6 +13,17 @@ use crate::output::cut;
 use crate::protocol::{Action, Observation};
 use crate::scripts;
 
+/// A background-process action that names no running background process.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoSession {
+    /// The action has no `session_id` (its `action_type` is named).
+    #[error("session_id is required for action_type='{0}'")]
+    Missing(String),
+    /// No background process of this id runs in the episode.
+    #[error("no background process {0:?}")]
+    Unknown(String),
+}
+
 impl<B: Backend> Episode<B> {
     /// A blocking command: run as the policy's user under the wall-clock cap, its output cut
     /// in the container; then every process it left is killed.
@@ -74,16 +85,13 @@ impl<B: Backend> Episode<B> {
     }
 
     /// The background process an action names, or why not.
-    pub(super) fn named(&self, action: &Action) -> Result<(String, Background), String> {
+    pub(super) fn named(&self, action: &Action) -> Result<(String, Background), NoSession> {
         let Some(id) = action.session_id.as_deref() else {
-            return Err(format!(
-                "session_id is required for action_type='{}'",
-                action.action_type
-            ));
+            return Err(NoSession::Missing(action.action_type.clone()));
         };
         match self.background.get(id) {
             Some(bg) => Ok((id.to_owned(), *bg)),
-            None => Err(format!("no background process {id:?}")),
+            None => Err(NoSession::Unknown(id.to_owned())),
         }
     }
 
@@ -129,7 +137,7 @@ impl<B: Backend> Episode<B> {
     ) -> Result<Observation, Broken> {
         let (id, _) = match self.named(action) {
             Ok(found) => found,
-            Err(e) => return Ok(obs.failed(e)),
+            Err(e) => return Ok(obs.failed(e.to_string())),
         };
         let out = self
             .run(self.as_policy(scripts::bg_write(&id, &action.command)))
@@ -150,7 +158,7 @@ impl<B: Backend> Episode<B> {
     ) -> Result<Observation, Broken> {
         let (id, bg) = match self.named(action) {
             Ok(found) => found,
-            Err(e) => return Ok(obs.failed(e)),
+            Err(e) => return Ok(obs.failed(e.to_string())),
         };
         let max = self.config.max_output_bytes;
         // The wait runs inside the container; the command's own cap is past it.
@@ -179,7 +187,7 @@ impl<B: Backend> Episode<B> {
     ) -> Result<Observation, Broken> {
         let (id, bg) = match self.named(action) {
             Ok(found) => found,
-            Err(e) => return Ok(obs.failed(e)),
+            Err(e) => return Ok(obs.failed(e.to_string())),
         };
         self.run(ExecRequest::runner_own(scripts::bg_kill(bg.pgid)))
             .await?;
@@ -198,7 +206,7 @@ impl<B: Backend> Episode<B> {
     ) -> Result<Observation, Broken> {
         let absolute = match crate::paths::check(&self.workdir, &action.file_path) {
             Ok(path) => path,
-            Err(e) => return Ok(obs.failed(e)),
+            Err(e) => return Ok(obs.failed(e.to_string())),
         };
         let guard = crate::paths::guard_script(&absolute, &self.workdir);
         let bytes = action.content.as_bytes();

@@ -20,8 +20,10 @@ use crate::error::ServeError;
 use crate::output::cut;
 use crate::protocol::{Action, ActionKind, EpisodeState, Observation, StepResult};
 use crate::scripts;
+use errors::{NetworkSwitchError, PrepareError};
 
 mod actions;
+mod errors;
 mod steps;
 mod storage;
 mod verify;
@@ -220,7 +222,7 @@ impl<B: Backend> Episode<B> {
         };
         if let Err(e) = episode.prepare().await {
             episode.remove().await;
-            return Err(ServeError::Environment(e));
+            return Err(ServeError::Environment(e.to_string()));
         }
         if episode.task.is_multi_step()
             && let Err(failure) = episode.begin_step(0).await
@@ -245,7 +247,7 @@ impl<B: Backend> Episode<B> {
 
     /// The workdir, and the task's `environment/` files when it runs a prebuilt image with
     /// no Dockerfile (Harbor uploads them there, as a trial does).
-    async fn prepare(&mut self) -> Result<(), String> {
+    async fn prepare(&mut self) -> Result<(), PrepareError> {
         self.own_pids = self.list_own_processes().await?;
         if self.workdir.is_empty() {
             let pwd = self
@@ -255,8 +257,7 @@ impl<B: Backend> Episode<B> {
                         .maybe_user(self.user.as_deref())
                         .bookkeeping(),
                 )
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             self.workdir = pwd.stdout.trim().to_owned();
             if self.workdir.is_empty() {
                 self.workdir = "/".into();
@@ -271,19 +272,21 @@ impl<B: Backend> Episode<B> {
             self.sandbox
                 .upload_dir(&env_dir, &self.workdir)
                 .await
-                .map_err(|e| format!("uploading environment/ to {}: {e}", self.workdir))?;
+                .map_err(|source| PrepareError::Upload {
+                    workdir: self.workdir.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }
 
     /// The container's processes now (but PID 1 and the listing's own): the ones sweeps
     /// spare.
-    async fn list_own_processes(&self) -> Result<Vec<u32>, String> {
+    async fn list_own_processes(&self) -> Result<Vec<u32>, SandboxError> {
         let listing = self
             .sandbox
             .exec(ExecRequest::runner_own(scripts::list_processes()).timeout(SWEEP_TIMEOUT))
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(listing
             .stdout
             .lines()
@@ -477,7 +480,11 @@ impl<B: Backend> Episode<B> {
     }
 
     /// Moves the container to `target` (nothing when it is there already).
-    async fn set_network(&mut self, target: NetworkAccess, why: &str) -> Result<(), String> {
+    async fn set_network(
+        &mut self,
+        target: NetworkAccess,
+        why: &str,
+    ) -> Result<(), NetworkSwitchError> {
         if self.network == target {
             return Ok(());
         }
@@ -487,7 +494,10 @@ impl<B: Backend> Episode<B> {
         environment
             .set_network(target)
             .await
-            .map_err(|e| format!("switching the network for the {why}: {e}"))?;
+            .map_err(|source| NetworkSwitchError {
+                why: why.to_owned(),
+                source,
+            })?;
         self.network = target;
         Ok(())
     }

@@ -63,7 +63,7 @@ impl<B: Backend> Episode<B> {
         let environment_error = |m: String| TrialFailure::new(ExceptionType::EnvironmentError, m);
         self.set_network(access(plan.agent_baseline), "step's setup")
             .await
-            .map_err(environment_error)?;
+            .map_err(|e| environment_error(e.to_string()))?;
         let limit: Duration =
             PhaseTimeouts::resolve(&task.config, &Multipliers::default()).agent_setup;
         engine::trial::prepare_step(
@@ -77,10 +77,13 @@ impl<B: Backend> Episode<B> {
         .await?;
         // What the step's setup.sh left running (a service) is the task's, not the
         // policy's: later sweeps spare it.
-        self.own_pids = self.list_own_processes().await.map_err(environment_error)?;
+        self.own_pids = self
+            .list_own_processes()
+            .await
+            .map_err(|e| environment_error(e.to_string()))?;
         self.set_network(access(plan.agent_phase), "step's policy")
             .await
-            .map_err(environment_error)?;
+            .map_err(|e| environment_error(e.to_string()))?;
         self.user = user;
         self.log.line(&format!(
             "step {}/{}: {} prepared",

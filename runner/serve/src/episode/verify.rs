@@ -165,7 +165,9 @@ impl<B: Backend> Episode<B> {
                 let phase = network_plan(&task, step).verifier_phase;
                 self.set_network(access(phase), "verifier")
                     .await
-                    .map_err(|m| GradeFailure::new(m, Some(ExceptionType::EnvironmentError)))?;
+                    .map_err(|e| {
+                        GradeFailure::new(e.to_string(), Some(ExceptionType::EnvironmentError))
+                    })?;
                 let deadline = Instant::now() + timeout;
                 match step {
                     None => {

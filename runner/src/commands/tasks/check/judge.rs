@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tasks::lint::{Area, Finding, Severity, lint_task};
 use tasks::{Task, TaskError};
@@ -304,7 +305,22 @@ fn declared_skips(task: &Task, checks: &mut BTreeMap<CheckName, CheckResult>) {
 }
 
 /// A probe's trial, or why it could not run.
-pub type ProbeOutcome = Result<Trial, String>;
+pub type ProbeOutcome = Result<Trial, ProbeError>;
+
+/// Why a probe's trial could not run; its message follows "probe <name> could not run: ".
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProbeError {
+    /// Copying the task with the probe as its solution failed (the error is shared so an
+    /// outcome can be judged twice, as the scan probe is).
+    #[error("cannot stage the probe: {0}")]
+    Stage(#[source] Arc<std::io::Error>),
+    /// The runner could not run the probe's trial (its message says why).
+    #[error("{0}")]
+    Trials(CliError),
+    /// The trial ran but left no result.
+    #[error("the probe's trial did not finish")]
+    Unfinished,
+}
 
 fn clone_outcome(outcome: &ProbeOutcome) -> ProbeOutcome {
     match outcome {
@@ -328,14 +344,12 @@ async fn run_probe(
 ) -> ProbeOutcome {
     let stage = cx.stage_dir.join(format!("{:03}", cx.index));
     let copy = probe_copy(task, &stage, label, script, keep_solution)
-        .map_err(|e| format!("cannot stage the probe: {e}"))?;
+        .map_err(|e| ProbeError::Stage(Arc::new(e)))?;
     let mut trials = runner
         .trials(&copy, "oracle", 1, job)
         .await
-        .map_err(|e| e.message)?;
-    trials
-        .pop()
-        .ok_or_else(|| "the probe's trial did not finish".to_owned())
+        .map_err(ProbeError::Trials)?;
+    trials.pop().ok_or(ProbeError::Unfinished)
 }
 
 fn from_findings(findings: &[Finding], area: Area) -> Vec<Message> {

@@ -346,7 +346,14 @@ mod tests {
             "no test file visible: nothing was edited"
         );
         assert_eq!(
-            judge_probe("x", "y", Err("no engine".into())).status,
+            judge_probe(
+                "x",
+                "y",
+                Err(super::super::judge::ProbeError::Trials(
+                    crate::exit::CliError::runner("no engine")
+                ))
+            )
+            .status,
             Status::Warn
         );
 
