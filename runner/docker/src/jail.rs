@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::models::{ContainerCreateBody, HostConfig};
@@ -25,37 +25,10 @@ use tasks::records::LeftoverProcess;
 use super::archive::{self, DownloadBudget, DownloadReport};
 use super::container::remove_container;
 use super::jail_signal;
+pub(crate) use super::jail_upload::{HELPER, HELPER_PATH, jail_root_parts, pack_off_thread};
 use super::jail_warm::WarmJail;
 use super::removals::Removals;
 use super::{DockerClient, DockerError};
-
-/// The helper, compiled statically by the build script (empty when that was not possible).
-#[cfg(contain_helper)]
-pub(crate) const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/contain"));
-#[cfg(not(contain_helper))]
-pub(crate) const HELPER: &[u8] = &[];
-
-/// What the helper is called as inside the jail.
-pub(crate) const HELPER_PATH: &str = "/.runner/contain";
-
-/// Every jail's first upload: the helper's part of it, packed once and shared (see
-/// [`archive::upload_parts`]), then `tests` (a whole archive of them) or the archive's end.
-pub(crate) fn jail_root_parts(tests: Option<Vec<u8>>) -> Result<Vec<bytes::Bytes>, DockerError> {
-    static ROOT: OnceLock<Result<bytes::Bytes, Arc<std::io::Error>>> = OnceLock::new();
-    let root = ROOT
-        .get_or_init(|| {
-            archive::pack_jail_root_open(HELPER, HELPER_PATH)
-                .map(bytes::Bytes::from)
-                .map_err(Arc::new)
-        })
-        .clone()
-        .map_err(|e| DockerError::Jail(format!("packing the helper: {e}")))?;
-    let rest = match tests {
-        Some(tests) => bytes::Bytes::from(tests),
-        None => bytes::Bytes::from_static(archive::END_OF_ARCHIVE),
-    };
-    Ok(vec![root, rest])
-}
 
 /// Grace between TERM and KILL when the tests' deadline passes.
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -273,19 +246,6 @@ async fn run_jail(
     }
     let exit = wait_exit(client, id);
     finish_run(client, id, request, trial, (started, exit), tests_done).await
-}
-
-/// Packs what `pack` makes of the tests at `tests` on a blocking thread (a big tests tree
-/// must not hold up the runtime).
-pub(crate) async fn pack_off_thread(
-    tests: &Path,
-    pack: fn(&Path) -> std::io::Result<Vec<u8>>,
-) -> Result<Vec<u8>, DockerError> {
-    let dir = tests.to_path_buf();
-    tokio::task::spawn_blocking(move || pack(&dir))
-        .await
-        .map_err(|e| DockerError::Jail(format!("packing the tests: {e}")))?
-        .map_err(|e| DockerError::Jail(format!("packing {}: {e}", tests.display())))
 }
 
 /// What of the trial's sandbox a verification uses: its container, the verifier outputs'

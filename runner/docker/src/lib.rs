@@ -27,6 +27,7 @@ mod image_defaults;
 mod jail;
 mod jail_preflight;
 mod jail_signal;
+mod jail_upload;
 mod jail_warm;
 mod labels;
 mod ledger;
