@@ -48,18 +48,24 @@ impl RecordError {
     }
 }
 
+/// Reads `path` whole, at most `cap` bytes (`what` names the file in the cap's message);
+/// `Ok(None)` when there is no such file.
+fn read_bytes(path: &Path, cap: u64, what: &str) -> Result<Option<Vec<u8>>, RecordError> {
+    match read_capped(path, cap, what) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(RecordError::Unreadable {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
 /// Reads `path` as JSON, at most `cap` bytes (`what` names the file in the cap's message, e.g.
 /// "trajectory"); `Ok(None)` when there is no such file.
 pub fn read_json_capped(path: &Path, cap: u64, what: &str) -> Result<Option<Value>, RecordError> {
-    let bytes = match read_capped(path, cap, what) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(RecordError::Unreadable {
-                path: path.to_owned(),
-                source,
-            });
-        }
+    let Some(bytes) = read_bytes(path, cap, what)? else {
+        return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)
@@ -69,19 +75,23 @@ pub fn read_json_capped(path: &Path, cap: u64, what: &str) -> Result<Option<Valu
         })
 }
 
+/// What names a record in the cap's message.
+const RECORD: &str = "job or trial record";
+
 /// Reads the JSON record at `path` (config.json, result.json, lock.json: at most
 /// [`MAX_RECORD_BYTES`]); `Ok(None)` when there is no such file.
 pub fn read_json(path: &Path) -> Result<Option<Value>, RecordError> {
-    read_json_capped(path, MAX_RECORD_BYTES, "job or trial record")
+    read_json_capped(path, MAX_RECORD_BYTES, RECORD)
 }
 
 /// Reads the record at `path` as runner's typed record `T` (a [`super::TrialResult`], a
-/// [`super::JobConfig`], …); `Ok(None)` when there is no such file.
+/// [`super::JobConfig`], …), straight from its bytes (resume reads every trial's this way);
+/// `Ok(None)` when there is no such file.
 pub fn read_typed<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, RecordError> {
-    let Some(value) = read_json(path)? else {
+    let Some(bytes) = read_bytes(path, MAX_RECORD_BYTES, RECORD)? else {
         return Ok(None);
     };
-    serde_json::from_value(value)
+    serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| RecordError::Malformed {
             path: path.to_owned(),
