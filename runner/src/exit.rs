@@ -200,10 +200,7 @@ impl ExitCode {
             Ok(CommandOutcome::TasksSkipped) => ExitCode::BadInput,
             Ok(CommandOutcome::TrialsErrored) => ExitCode::TrialsErrored,
             Ok(CommandOutcome::Interrupted(by)) => ExitCode::interrupted_by(*by),
-            Err(e) => match e.kind {
-                CliErrorKind::BadInput => ExitCode::BadInput,
-                CliErrorKind::Runner => ExitCode::RunnerFailed,
-            },
+            Err(error) => error.process_exit_code(),
         }
     }
 }
@@ -232,36 +229,111 @@ pub enum CliErrorKind {
     Runner,
 }
 
-/// A subcommand failure with the message shown to the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A subcommand failure: whose fault it is, and the typed error itself with its chain of
+/// causes (as cargo-nextest's `ExpectedError` keeps its sources), so `main` can print every
+/// cause the top message does not already show.
+#[derive(Debug)]
 pub struct CliError {
     /// Whose fault it is (decides the exit code).
     pub kind: CliErrorKind,
-    /// What went wrong and what to do.
-    pub message: String,
+    /// The failure as its own code raised it: a typed error whose `source()` chain is kept, or
+    /// a message (a `String`) naming the file, flag or field and what to do.
+    error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// A typed error with what the caller knows in front of it (which file, which flag): shown as
+/// `<context>: <error>`, the error kept as its `source()` so its own causes are still printed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct InContext {
+    message: String,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl InContext {
+    fn new(
+        context: impl fmt::Display,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        InContext {
+            message: format!("{context}: {cause}"),
+            source: Box::new(cause),
+        }
+    }
 }
 
 impl CliError {
-    /// Bad input: `message` names the file, flag or field and what to do.
-    pub fn bad_input(message: impl fmt::Display) -> Self {
+    /// Bad input: `error` (a typed error, or a message) names the file, flag or field and
+    /// what to do.
+    pub fn bad_input(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self {
             kind: CliErrorKind::BadInput,
-            message: message.to_string(),
+            error: error.into(),
         }
     }
 
     /// The runner failed at its own work.
-    pub fn runner(message: impl fmt::Display) -> Self {
+    pub fn runner(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self {
             kind: CliErrorKind::Runner,
-            message: message.to_string(),
+            error: error.into(),
         }
+    }
+
+    /// Bad input caused by `cause`, shown as `<context>: <cause>` (the message users saw
+    /// before causes were kept), with `cause`'s own chain of causes kept for the report.
+    pub fn bad_input_because(
+        context: impl fmt::Display,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::bad_input(InContext::new(context, cause))
+    }
+
+    /// The runner's own failure caused by `cause`, shown as `<context>: <cause>`.
+    pub fn runner_because(
+        context: impl fmt::Display,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::runner(InContext::new(context, cause))
+    }
+
+    /// The process exit code of this failure (see [`ExitCode::of`]).
+    pub fn process_exit_code(&self) -> ExitCode {
+        match self.kind {
+            CliErrorKind::BadInput => ExitCode::BadInput,
+            CliErrorKind::Runner => ExitCode::RunnerFailed,
+        }
+    }
+
+    /// What the user sees: `error: <message>`, then one `caused by: <cause>` line per error in
+    /// the source chain. Many typed errors already quote their source in their own message
+    /// (`reading x: permission denied`); a cause whose text an earlier line contains is
+    /// skipped rather than said twice.
+    pub fn report_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("error: {}", self.error)];
+        let mut cause = self.error.source();
+        while let Some(error) = cause {
+            let text = error.to_string();
+            if !text.is_empty() && !lines.iter().any(|line| line.contains(&text)) {
+                lines.push(format!("caused by: {text}"));
+            }
+            cause = error.source();
+        }
+        lines
     }
 }
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+/// Transparent: a `CliError` wrapped by another error shows its inner error's causes.
+impl std::error::Error for CliError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
     }
 }
 
@@ -365,6 +437,36 @@ mod tests {
         for (result, code) in cases {
             assert_eq!(ExitCode::of(&result).code(), code, "{result:?}");
         }
+    }
+
+    /// An error whose message does not quote its cause, as a library's wrapper often is.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the engine refused the request")]
+    struct Refused(#[source] std::io::Error);
+
+    #[test]
+    fn the_report_prints_each_cause_once() {
+        let cause = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "socket denied");
+        let quoted = CliError::runner_because("writing /j/result.json", cause());
+        assert_eq!(
+            quoted.report_lines(),
+            ["error: writing /j/result.json: socket denied"],
+            "a cause the message already quotes is not said again"
+        );
+        assert_eq!(quoted.process_exit_code().code(), 4);
+
+        let hidden = CliError::bad_input_because("--docker-host unix:///x", Refused(cause()));
+        assert_eq!(
+            hidden.report_lines(),
+            [
+                "error: --docker-host unix:///x: the engine refused the request",
+                "caused by: socket denied",
+            ]
+        );
+        assert_eq!(hidden.process_exit_code().code(), 2);
+
+        let message = CliError::bad_input("--k must be at least 1");
+        assert_eq!(message.report_lines(), ["error: --k must be at least 1"]);
     }
 
     #[test]

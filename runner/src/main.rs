@@ -22,7 +22,9 @@ fn main() -> std::process::ExitCode {
         .init();
     let result = commands::dispatch(cli.command);
     if let Err(error) = &result {
-        note!("error: {error}");
+        for line in error.report_lines() {
+            note!("{line}");
+        }
     }
     std::process::ExitCode::from(exit::ExitCode::of(&result).code())
 }

@@ -123,25 +123,43 @@ pub fn is_kwarg_key(key: &str) -> bool {
 /// Parses repeated `--ak KEY=VALUE` flags as Harbor does: a value that is JSON (`3`, `true`,
 /// `[1,2]`, `"x"`) is kept as that JSON value, anything else as a string. Errors name the
 /// flag and the key, never the value (it may be a secret).
-pub fn parse_kwargs(pairs: &[String]) -> Result<Map<String, Value>, String> {
+pub fn parse_kwargs(pairs: &[String]) -> Result<Map<String, Value>, KwargError> {
     let mut kwargs = Map::new();
     for pair in pairs {
         let Some((key, value)) = pair.split_once('=') else {
-            let key = pair.chars().take(40).collect::<String>();
-            return Err(format!(
-                "--ak/--agent-kwarg {key:?}: expected KEY=VALUE (e.g. --ak cost_limit=3)"
-            ));
+            let start = pair.chars().take(40).collect::<String>();
+            return Err(KwargError::NoEquals { start });
         };
         if !is_kwarg_key(key) {
-            return Err(format!(
-                "--ak/--agent-kwarg {key:?}: a key must start with a letter or '_' and use only letters, digits and '_'"
-            ));
+            return Err(KwargError::BadKey {
+                key: key.to_owned(),
+            });
         }
         let value = serde_json::from_str::<Value>(value)
             .unwrap_or_else(|_| Value::String(value.to_owned()));
         kwargs.insert(key.to_owned(), value);
     }
     Ok(kwargs)
+}
+
+/// A `--ak` flag that is not `KEY=VALUE` with a keyword-argument key. Neither variant holds
+/// the value: it may be a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KwargError {
+    /// No `=`: the flag's first 40 characters are quoted (a value alone would be cut short).
+    #[error("--ak/--agent-kwarg {start:?}: expected KEY=VALUE (e.g. --ak cost_limit=3)")]
+    NoEquals {
+        /// The flag's first 40 characters.
+        start: String,
+    },
+    /// A key that is not a Python keyword-argument name.
+    #[error(
+        "--ak/--agent-kwarg {key:?}: a key must start with a letter or '_' and use only letters, digits and '_'"
+    )]
+    BadKey {
+        /// The key as given.
+        key: String,
+    },
 }
 
 /// A kwarg as template text: a string as it is, any other JSON value as JSON.
@@ -221,10 +239,10 @@ mod tests {
         assert_eq!(kwarg_text(&kwargs["cost_limit"]), "3");
         assert_eq!(kwarg_text(&kwargs["effort"]), "high");
         for bad in ["no-equals", "1abc=x", "bad-key=x", "=x", "a.b=x"] {
-            let err = parse_kwargs(&[bad.into()]).unwrap_err();
+            let err = parse_kwargs(&[bad.into()]).unwrap_err().to_string();
             assert!(err.starts_with("--ak/--agent-kwarg"), "{bad}: {err}");
         }
         let err = parse_kwargs(&["=hunter2secret".into()]).unwrap_err();
-        assert!(!err.contains("hunter2secret"), "{err}");
+        assert!(!err.to_string().contains("hunter2secret"), "{err}");
     }
 }

@@ -126,7 +126,7 @@ pub async fn build(
             request.context,
         )
         .await
-        .map_err(|e| fail(e, &tail))?;
+        .map_err(|e| fail(e.to_string(), &tail))?;
     if !response.status().is_success() {
         let status = response.status();
         let text = read_text(response, 64 << 10).await;

@@ -76,7 +76,7 @@ impl Endpoint {
         path_and_query: &str,
         content_type: &str,
         body: Bytes,
-    ) -> Result<Response<Incoming>, String> {
+    ) -> Result<Response<Incoming>, EngineRequestError> {
         let body = Full::new(body);
         let builder = Request::post(match self {
             Endpoint::Unix(socket) => {
@@ -84,10 +84,13 @@ impl Endpoint {
             }
             Endpoint::Tcp(address) => format!("http://{address}{path_and_query}")
                 .parse()
-                .map_err(|e| format!("bad engine address {address}: {e}"))?,
+                .map_err(|source| EngineRequestError::Address {
+                    address: address.clone(),
+                    source,
+                })?,
         })
         .header("Content-Type", content_type);
-        let request = builder.body(body).map_err(|e| e.to_string())?;
+        let request = builder.body(body).map_err(EngineRequestError::Request)?;
         let sent = match self {
             Endpoint::Unix(_) => {
                 Client::builder(TokioExecutor::new())
@@ -102,8 +105,35 @@ impl Endpoint {
                     .await
             }
         };
-        sent.map_err(|e| format!("cannot reach the engine at {self:?}: {e}"))
+        sent.map_err(|source| EngineRequestError::Unreachable {
+            endpoint: self.clone(),
+            source,
+        })
     }
+}
+
+/// Why a request to the engine got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineRequestError {
+    /// A `tcp://` address that does not make a URL.
+    #[error("bad engine address {address}: {source}")]
+    Address {
+        /// The `host:port` given.
+        address: String,
+        /// Why it is not a URL.
+        source: hyper::http::uri::InvalidUri,
+    },
+    /// The request could not be built (a header the HTTP library refuses).
+    #[error("{0}")]
+    Request(#[source] hyper::http::Error),
+    /// The engine could not be reached, or closed the connection before answering.
+    #[error("cannot reach the engine at {endpoint:?}: {source}")]
+    Unreachable {
+        /// Where the request went.
+        endpoint: Endpoint,
+        /// The client's error (its own sources say which connect or read failed).
+        source: hyper_util::client::legacy::Error,
+    },
 }
 
 /// Reads at most `max` bytes of a (non-streaming) response body, as text.

@@ -158,7 +158,8 @@ async fn handle(
     let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
         Ok(Ok(Some(read))) => read,
         Ok(Ok(None)) => return None,
-        Ok(Err(reason)) => {
+        Ok(Err(error)) => {
+            let reason = error.to_string();
             let _ = respond(&mut client, 400, &reason).await;
             return Some(attempt(phase, "", "", 0, Some(reason)));
         }
@@ -216,20 +217,31 @@ fn attempt(phase: &Phase, method: &str, host: &str, port: u16, reason: Option<St
     }
 }
 
+/// Why a client's request head could not be read (answered with 400 and recorded).
+#[derive(Debug, thiserror::Error)]
+enum HeadError {
+    /// The socket failed mid-read.
+    #[error("reading the request: {0}")]
+    Read(#[source] std::io::Error),
+    /// The client hung up inside the head.
+    #[error("the connection closed before the request head ended")]
+    ClosedEarly,
+    /// The head never ended within the bound a real client keeps to.
+    #[error("the request head is over {MAX_HEAD_BYTES} bytes")]
+    TooLong,
+}
+
 /// Reads up to the end of the head: the head, and whatever bytes came after it.
-async fn read_head(client: &mut UnixStream) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+async fn read_head(client: &mut UnixStream) -> Result<Option<(Vec<u8>, Vec<u8>)>, HeadError> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
-        let n = client
-            .read(&mut chunk)
-            .await
-            .map_err(|e| format!("reading the request: {e}"))?;
+        let n = client.read(&mut chunk).await.map_err(HeadError::Read)?;
         if n == 0 {
             return if buffer.is_empty() {
                 Ok(None)
             } else {
-                Err("the connection closed before the request head ended".into())
+                Err(HeadError::ClosedEarly)
             };
         }
         buffer.extend_from_slice(&chunk[..n]);
@@ -238,7 +250,7 @@ async fn read_head(client: &mut UnixStream) -> Result<Option<(Vec<u8>, Vec<u8>)>
             return Ok(Some((buffer, rest)));
         }
         if buffer.len() > MAX_HEAD_BYTES {
-            return Err(format!("the request head is over {MAX_HEAD_BYTES} bytes"));
+            return Err(HeadError::TooLong);
         }
     }
 }

@@ -162,21 +162,21 @@ mod tests {
             agent_env: &env,
             ..named("nop")
         });
-        assert!(err.message.starts_with("--agent-env"), "{err}");
+        assert!(err.to_string().starts_with("--agent-env"), "{err}");
         let kwargs = ["x=1".to_owned()];
         let err = refused(AgentChoice {
             agent_kwargs: &kwargs,
             ..named("nop")
         });
-        assert!(err.message.starts_with("--ak/--agent-kwarg"), "{err}");
+        assert!(err.to_string().starts_with("--ak/--agent-kwarg"), "{err}");
         let err = refused(named("claude"));
-        assert!(err.message.contains("oracle, nop"), "{err}");
+        assert!(err.to_string().contains("oracle, nop"), "{err}");
         let bad = ["1x=2".to_owned()];
         let err = refused(AgentChoice {
             agent_kwargs: &bad,
             ..named("oracle")
         });
-        assert!(err.message.contains("\"1x\""), "{err}");
+        assert!(err.to_string().contains("\"1x\""), "{err}");
     }
 
     #[test]
@@ -198,7 +198,8 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            err.message.contains("`run.command`") && err.message.contains("--ak extra=VALUE"),
+            err.to_string().contains("`run.command`")
+                && err.to_string().contains("--ak extra=VALUE"),
             "{err}"
         );
         let kwargs = ["limit=3".to_owned(), "extra=x y".to_owned()];
@@ -220,6 +221,6 @@ mod tests {
             ..AgentChoice::default()
         })
         .unwrap_err();
-        assert!(err.message.contains("-m/--model"), "{err}");
+        assert!(err.to_string().contains("-m/--model"), "{err}");
     }
 }

@@ -154,7 +154,7 @@ async fn pull(args: PullArgs) -> Result<CommandOutcome, CliError> {
     }
     let mut rows = Vec::new();
     while let Some(joined) = running.join_next().await {
-        rows.push(joined.map_err(|e| CliError::runner(format!("an image task failed: {e}")))?);
+        rows.push(joined.map_err(|e| CliError::runner_because("an image task failed", e))?);
     }
     view.clear();
     rows.sort_by_key(|(index, _)| *index);

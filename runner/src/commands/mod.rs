@@ -46,6 +46,6 @@ pub fn block_on<T>(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::runner(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::runner_because("cannot start the async runtime", e))?;
     runtime.block_on(future)
 }

@@ -80,7 +80,7 @@ fn allow_short_help() -> String {
 pub fn run(args: ScrubArgs) -> Result<CommandOutcome, CliError> {
     match try_run(args) {
         Ok(outcome) => Ok(outcome),
-        Err(e) if e.is_bad_input() => Err(CliError::bad_input(format!("scrub: {e}"))),
+        Err(e) if e.is_bad_input() => Err(CliError::bad_input_because("scrub", e)),
         Err(e) => {
             // Anything else stops the scrub before the copy appears: an abort, not a crash.
             note!("runner scrub: {e}");

@@ -105,17 +105,15 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
         Err(e) => note!("warning: could not reap leftover containers: {e}"),
     }
     std::fs::create_dir_all(&job_dir)
-        .map_err(|e| CliError::runner(format!("{}: {e}", job_dir.display())))?;
+        .map_err(|e| CliError::runner_because(format!("{}", job_dir.display()), e))?;
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port))
         .await
         .map_err(|e| {
-            CliError::bad_input(format!("listening on {}:{}: {e}", args.host, args.port))
+            CliError::bad_input_because(format!("listening on {}:{}", args.host, args.port), e)
         })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| CliError::runner(e.to_string()))?;
+    let addr = listener.local_addr().map_err(CliError::runner)?;
     let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(|e| CliError::runner(e.to_string()))?;
+    getrandom::fill(&mut id).map_err(CliError::runner)?;
     let config = ServeConfig {
         addr,
         max_sessions: args.max_sessions,
@@ -136,7 +134,7 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
     );
     serve::run(server, listener, shutdown_signal())
         .await
-        .map_err(|e| CliError::runner(format!("serving: {e}")))?;
+        .map_err(|e| CliError::runner_because("serving", e))?;
     note!("stopped; every episode's container was removed");
     Ok(CommandOutcome::Success)
 }

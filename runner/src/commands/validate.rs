@@ -89,15 +89,16 @@ pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcom
                     render::escape_data(&e.to_string())
                 );
             }
-            return Err(CliError::bad_input(format!("validate-submission: {e}")));
+            return Err(CliError::bad_input_because("validate-submission", e));
         }
     };
     match print_report(&report, args.format) {
         // A reader that went away (`| head`) is not a failure of the validation.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(CliError::runner(format!(
-                "validate-submission: cannot write the report: {e}"
-            )));
+            return Err(CliError::runner_because(
+                "validate-submission: cannot write the report",
+                e,
+            ));
         }
         _ => {}
     }

@@ -19,10 +19,14 @@ struct Test {
     status: String,
 }
 
+/// A `ctrf.json` that is not a CTRF report (checks fall back to the pytest summary).
+#[derive(Debug, thiserror::Error)]
+#[error("not a CTRF report with results.tests[].name/status: {0}")]
+pub struct CtrfError(#[source] serde_json::Error);
+
 /// Parses a CTRF report's `results.tests[]` into named checks (status lower-cased).
-pub fn parse_ctrf(text: &str) -> Result<Vec<NamedCheck>, String> {
-    let report: Report = serde_json::from_str(text)
-        .map_err(|e| format!("not a CTRF report with results.tests[].name/status: {e}"))?;
+pub fn parse_ctrf(text: &str) -> Result<Vec<NamedCheck>, CtrfError> {
+    let report: Report = serde_json::from_str(text).map_err(CtrfError)?;
     Ok(report
         .results
         .tests
@@ -77,11 +81,13 @@ mod tests {
         assert!(
             parse_ctrf(r#"{"results": {}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("tests")
         );
         assert!(
             parse_ctrf(r#"{"results": {"tests": [{"name": "x"}]}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("status")
         );
     }

@@ -44,8 +44,8 @@ pub fn read_checks(verifier_dir: &Path) -> Option<Vec<NamedCheck>> {
         match parse_ctrf(&text) {
             Ok(checks) => return Some(checks),
             // Checks are informational: a broken report is worth a warning, not a failed trial.
-            Err(message) => tracing::warn!(
-                "ignoring {}: {message}",
+            Err(error) => tracing::warn!(
+                "ignoring {}: {error}",
                 verifier_dir.join(CTRF_JSON).display()
             ),
         }

@@ -26,7 +26,7 @@ pub fn lock(job_dir: &Path) -> Result<JobDirLock, CliError> {
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| CliError::bad_input(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| CliError::bad_input_because(format!("cannot open {}", path.display()), e))?;
     // SAFETY: flock on a file descriptor this function owns; no memory is involved.
     let status = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if status != 0 {
@@ -54,7 +54,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = lock(dir.path()).unwrap();
         let err = lock(dir.path()).unwrap_err();
-        assert!(err.message.contains("in use by another runner"), "{err}");
+        assert!(
+            err.to_string().contains("in use by another runner"),
+            "{err}"
+        );
         drop(first);
         lock(dir.path()).expect("free again");
     }

@@ -86,7 +86,7 @@ struct Preview {
 /// `--print-config`: the plan's config.json.
 pub fn print_config(plan: &JobPlan) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(&plan.config)
-        .map_err(|e| CliError::runner(format!("cannot print the job config: {e}")))?;
+        .map_err(|e| CliError::runner_because("cannot print the job config", e))?;
     println!("{text}");
     Ok(())
 }
@@ -114,7 +114,7 @@ pub async fn print_plan(
             Some(client) => Some(image_row(
                 planned_image(client, &task, settings.force_build)
                     .await
-                    .map_err(|e| CliError::bad_input(format!("task {}: {e}", task.name)))?,
+                    .map_err(|e| CliError::bad_input_because(format!("task {}", task.name), e))?,
             )),
             None => None,
         };
@@ -171,7 +171,7 @@ pub async fn print_plan(
     };
     if json {
         let text = serde_json::to_string_pretty(&out)
-            .map_err(|e| CliError::runner(format!("cannot print the plan: {e}")))?;
+            .map_err(|e| CliError::runner_because("cannot print the plan", e))?;
         println!("{text}");
     } else {
         print!("{}", render(&out));
@@ -204,7 +204,7 @@ fn history_means(jobs: &[PathBuf]) -> Result<BTreeMap<String, f64>, CliError> {
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for job in jobs {
         let entries = std::fs::read_dir(job).map_err(|e| {
-            CliError::bad_input(format!("--history {}: not a job dir: {e}", job.display()))
+            CliError::bad_input_because(format!("--history {}: not a job dir", job.display()), e)
         })?;
         if !job.join("config.json").is_file() {
             return Err(CliError::bad_input(format!(

@@ -51,8 +51,7 @@ pub fn engine_urls(hosts: &[String], contexts: &[String]) -> Result<Vec<EngineUr
     };
     let mut urls: Vec<EngineUrl> = Vec::new();
     for text in texts {
-        let url =
-            EngineUrl::parse(text).map_err(|e| CliError::bad_input(format!("{source}: {e}")))?;
+        let url = EngineUrl::parse(text).map_err(|e| CliError::bad_input_because(source, e))?;
         urls.push(url);
     }
     if !contexts.is_empty() {
@@ -63,7 +62,7 @@ pub fn engine_urls(hosts: &[String], contexts: &[String]) -> Result<Vec<EngineUr
         })?;
         for name in contexts {
             let url = context_engine(&config, name)
-                .map_err(|e| CliError::bad_input(format!("--docker-context {name}: {e}")))?;
+                .map_err(|e| CliError::bad_input_because(format!("--docker-context {name}"), e))?;
             urls.push(url);
         }
     }
@@ -101,10 +100,10 @@ impl Engines {
         for url in urls {
             let client = DockerClient::connect_to(&url)
                 .await
-                .map_err(|e| CliError::bad_input(format!("{}: {e}", label(&url))))?;
+                .map_err(|e| CliError::bad_input_because(label(&url), e))?;
             check_jail(&client)
                 .await
-                .map_err(|e| CliError::bad_input(format!("engine {}: {e}", url.url)))?;
+                .map_err(|e| CliError::bad_input_because(format!("engine {}", url.url), e))?;
             pool.push((url, client));
         }
         Ok(Engines::Pool(pool))

@@ -99,7 +99,7 @@ mod tests {
             restore_agent_env(&pairs, lock, |n| (n == "KEY").then(|| "again".into())).unwrap();
         assert_eq!(restored, strings(&["KEY=again", "PLAIN=x"]));
         let err = restore_agent_env(&pairs, lock, |_| None).unwrap_err();
-        assert!(err.message.contains("export KEY"), "{err}");
-        assert!(err.message.contains("jobs/j/lock.json"), "{err}");
+        assert!(err.to_string().contains("export KEY"), "{err}");
+        assert!(err.to_string().contains("jobs/j/lock.json"), "{err}");
     }
 }

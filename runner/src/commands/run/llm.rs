@@ -148,7 +148,7 @@ impl LlmArgs {
             config.bridge.allow_network_tools = true;
         }
         let bridge = Bridge::new(config.bridge)
-            .map_err(|e| CliError::bad_input(format!("the LLM bridge cannot start: {e}")))?;
+            .map_err(|e| CliError::bad_input_because("the LLM bridge cannot start", e))?;
         let checked = bridge
             .check_models(&models)
             .and_then(|()| bridge.check_prices(&models, &config.trial_budget, "trial"));

@@ -247,9 +247,9 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         &args.retry_include,
         args.retry_exclude.as_deref(),
     )
-    .map_err(|e| CliError::bad_input(format!("--retry-include/--retry-exclude: {e}")))?;
+    .map_err(|e| CliError::bad_input_because("--retry-include/--retry-exclude", e))?;
     let selectors = parse_selectors(&args.retry_failed)
-        .map_err(|e| CliError::bad_input(format!("--retry-failed: {e}")))?;
+        .map_err(|e| CliError::bad_input_because("--retry-failed", e))?;
     let agent = super::agent::choose(&super::agent::AgentChoice {
         name: args.agent.as_deref(),
         config: args.agent_config.as_deref(),
@@ -487,11 +487,14 @@ fn check_job_dir(jobs_dir: &Path, job_name: &str, create: bool) -> Result<PathBu
         return Ok(job_dir);
     }
     std::fs::create_dir_all(&job_dir).map_err(|e| {
-        CliError::bad_input(format!(
-            "--jobs-dir {}: cannot create {}: {e}",
-            jobs_dir.display(),
-            job_dir.display()
-        ))
+        CliError::bad_input_because(
+            format!(
+                "--jobs-dir {}: cannot create {}",
+                jobs_dir.display(),
+                job_dir.display()
+            ),
+            e,
+        )
     })?;
     Ok(job_dir)
 }
@@ -514,7 +517,7 @@ mod tests {
         let file = dir.path().join("f");
         std::fs::write(&file, "x").unwrap();
         let err = check_job_dir(&file, "j", true).unwrap_err();
-        assert!(err.message.starts_with("--jobs-dir"), "{err}");
+        assert!(err.to_string().starts_with("--jobs-dir"), "{err}");
         let used = dir.path().join("used");
         std::fs::create_dir_all(used.join("trial")).unwrap();
         assert!(check_job_dir(dir.path(), "used", true).is_err());

@@ -70,10 +70,10 @@ pub fn replayed(
                 ))
             })?;
     let lock: JobLock = serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::bad_input(format!(
-            "{}: not a runner lock file: {e}",
-            lock_path.display()
-        ))
+        CliError::bad_input_because(
+            format!("{}: not a runner lock file", lock_path.display()),
+            e,
+        )
     })?;
     let mut args = replay(&lock, &lock_path, |name| std::env::var(name).ok())?;
     args.resume = Some(job_dir.to_path_buf());
@@ -282,7 +282,7 @@ mod tests {
             |_| None,
         )
         .unwrap_err();
-        assert!(err.message.contains("runner run --resume"), "{err}");
+        assert!(err.to_string().contains("runner run --resume"), "{err}");
     }
 
     #[test]
@@ -308,7 +308,7 @@ mod tests {
         assert!(resumes_alone(&args));
         let err = replayed_for_resume(args).unwrap_err();
         assert!(
-            err.message.contains("--n-concurrent would be ignored"),
+            err.to_string().contains("--n-concurrent would be ignored"),
             "{err}"
         );
         args = parsed(&[
@@ -321,7 +321,8 @@ mod tests {
         ]);
         let err = replayed_for_resume(args).unwrap_err();
         assert!(
-            err.message.contains("cannot read /nonexistent/j/lock.json"),
+            err.to_string()
+                .contains("cannot read /nonexistent/j/lock.json"),
             "kept flags pass through to reading the lock: {err}"
         );
     }

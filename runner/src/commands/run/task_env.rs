@@ -37,10 +37,10 @@ pub fn host_vars(
         return Ok(HostVars::none());
     }
     let key = job_key(job_dir).map_err(|e| {
-        CliError::runner(format!(
-            "cannot read or write {}: {e}",
-            job_dir.join(KEY_FILE).display()
-        ))
+        CliError::runner_because(
+            format!("cannot read or write {}", job_dir.join(KEY_FILE).display()),
+            e,
+        )
     })?;
     Ok(HostVars::from_host(names, allow_secrets, key))
 }
@@ -61,7 +61,7 @@ pub fn keep_key(host: &HostVars, job_dir: &Path) -> Result<(), CliError> {
         file.write_all(hex::encode(host.digest_key()).as_bytes())?;
         file.sync_all()
     };
-    write().map_err(|e| CliError::runner(format!("cannot write {}: {e}", path.display())))
+    write().map_err(|e| CliError::runner_because(format!("cannot write {}", path.display()), e))
 }
 
 /// The job's key: the one in `job_dir`, else a new random one.

@@ -31,7 +31,7 @@ const FILES: &[(&str, &str, bool)] = &[
 pub fn init(name: &str, parent: &Path) -> Result<CommandOutcome, CliError> {
     let dir = task_dir(name, parent)?;
     write_task(name, &dir)
-        .map_err(|e| CliError::runner(format!("cannot write {}: {e}", dir.display())))?;
+        .map_err(|e| CliError::runner_because(format!("cannot write {}", dir.display()), e))?;
     say!("{}", dir.display());
     Ok(CommandOutcome::Success)
 }
@@ -105,6 +105,6 @@ mod tests {
         }
         std::fs::create_dir(parent.path().join("taken")).unwrap();
         let err = task_dir("org/taken", parent.path()).unwrap_err();
-        assert!(err.message.contains("already exists"), "{err}");
+        assert!(err.to_string().contains("already exists"), "{err}");
     }
 }

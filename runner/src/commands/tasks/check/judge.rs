@@ -314,9 +314,10 @@ pub enum ProbeError {
     /// outcome can be judged twice, as the scan probe is).
     #[error("cannot stage the probe: {0}")]
     Stage(#[source] Arc<std::io::Error>),
-    /// The runner could not run the probe's trial (its message says why).
+    /// The runner could not run the probe's trial (its message says why; shared, as
+    /// [`ProbeError::Stage`]'s error is).
     #[error("{0}")]
-    Trials(CliError),
+    Trials(#[source] Arc<CliError>),
     /// The trial ran but left no result.
     #[error("the probe's trial did not finish")]
     Unfinished,
@@ -348,7 +349,7 @@ async fn run_probe(
     let mut trials = runner
         .trials(&copy, "oracle", 1, job)
         .await
-        .map_err(ProbeError::Trials)?;
+        .map_err(|e| ProbeError::Trials(Arc::new(e)))?;
     trials.pop().ok_or(ProbeError::Unfinished)
 }
 

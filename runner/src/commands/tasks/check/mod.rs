@@ -78,8 +78,9 @@ async fn run_async(args: CheckArgs) -> Result<CommandOutcome, CliError> {
     let scratch = tempfile::tempdir().map_err(CliError::runner)?;
     let jobs_dir = match &args.jobs_dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| CliError::bad_input(format!("--jobs-dir {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                CliError::bad_input_because(format!("--jobs-dir {}", dir.display()), e)
+            })?;
             std::path::absolute(dir).map_err(CliError::runner)?
         }
         None => scratch.path().to_path_buf(),

@@ -88,7 +88,7 @@ impl Runner {
         };
         let plan = plan_job(&dataset, &settings);
         if let Some(skipped) = plan.skipped.first() {
-            return Err(CliError::bad_input(skipped));
+            return Err(CliError::bad_input(skipped.to_string()));
         }
         let job_dir = self.jobs_dir.join(job_name);
         let _permits = self
@@ -113,9 +113,9 @@ impl Runner {
             let dir = job_dir.join(&totals.trial_name);
             let path = dir.join("result.json");
             let text = std::fs::read_to_string(&path)
-                .map_err(|e| CliError::runner(format!("{}: {e}", path.display())))?;
+                .map_err(|e| CliError::runner_because(format!("{}", path.display()), e))?;
             let result: TrialResult = serde_json::from_str(&text)
-                .map_err(|e| CliError::runner(format!("{}: {e}", path.display())))?;
+                .map_err(|e| CliError::runner_because(format!("{}", path.display()), e))?;
             trials.push(Trial { result, dir });
         }
         Ok(trials)

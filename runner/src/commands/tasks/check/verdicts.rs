@@ -350,7 +350,7 @@ mod tests {
                 "x",
                 "y",
                 Err(super::super::judge::ProbeError::Trials(
-                    crate::exit::CliError::runner("no engine")
+                    std::sync::Arc::new(crate::exit::CliError::runner("no engine"))
                 ))
             )
             .status,
