@@ -4,13 +4,15 @@
 //! what the bridge allows, and is recorded in `config.json`; a call of any other model is
 //! refused by the bridge.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Script, ScriptedUpstream};
 
-use crate::support::{Job, ensure_base_image, exception, reward, run_hello_file, workspace_root};
+use crate::support::{
+    Job, ensure_base_image, exception, reward, run_hello_file, workspace_root, write_agent_config,
+};
 
 /// A `runner run` of `config` on hello-file with every provider variable of the runner's own
 /// environment removed and the engine pointed at a socket that does not exist, so reaching the
@@ -28,12 +30,6 @@ fn run_without_keys(jobs: &Path, config: &Path, extra: &[&str]) -> (i32, String)
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (output.status.code().unwrap_or(-1), stderr)
-}
-
-fn write_config(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 #[test]
@@ -57,7 +53,7 @@ fn a_declared_model_without_a_key_is_refused_before_anything_runs() {
 
     // A model the agent config declares (no -m) is checked the same way, and named as the
     // config's.
-    let config = write_config(
+    let config = write_agent_config(
         dir.path(),
         "name = \"lister\"\nmodels = [\"anthropic/claude-scripted\"]\n[run]\ncommand = \"true\"\n",
     );
@@ -101,7 +97,7 @@ echo 'Hello, world!' > /app/hello.txt
 fn an_agent_configs_models_bound_m_and_are_what_the_bridge_allows() {
     let dir = tempfile::tempdir().unwrap();
     let jobs = dir.path().join("jobs");
-    let config = write_config(dir.path(), TWO_MODELS);
+    let config = write_agent_config(dir.path(), TWO_MODELS);
     // -m outside the list is refused, naming the list and the file.
     let (code, stderr) = run_without_keys(&jobs, &config, &["-m", "openai/gpt-third"]);
     assert_eq!(code, 2, "{stderr}");

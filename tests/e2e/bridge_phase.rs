@@ -5,25 +5,19 @@
 //! `/logs/agent/llm/calls.jsonl` and `usage.json` changes neither the bridge's record
 //! (`<trial>/llm/`) nor the metered totals.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 use testkit::upstream::{ANTHROPIC_KEY, CHAT_USAGE, OPENAI_KEY, Script, ScriptedUpstream};
 
-use crate::support::{Job, ensure_base_image, exception, run_hello_file};
+use crate::support::{Job, ensure_base_image, exception, run_hello_file, write_agent_config};
 
 /// Trials of the leftover test. The issue asks for 50; on the shared 2-core development
 /// machine 50 trials of hello-file at `-n 4` took 185 s, so this runs the most that fit in
 /// about two minutes there. (With the in-container end of the turn switched off, the first of
 /// 12 trials already let a leftover's call through.)
 const LEFTOVER_TRIALS: usize = 32;
-
-fn write_config(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 /// A command agent (no braces: they are placeholders in commands) that starts a detached
 /// leftover, waits until the leftover's first call went through, solves hello-file and exits.
@@ -99,7 +93,7 @@ fn asked(body: &Value) -> String {
 fn calls_from_processes_left_behind_never_reach_the_provider_after_the_agent_exits() {
     let dir = tempfile::tempdir().unwrap();
     let jobs = dir.path().join("jobs");
-    let config = write_config(dir.path(), LEFTOVER_AGENT);
+    let config = write_agent_config(dir.path(), LEFTOVER_AGENT);
     let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, Script::new());
     let trials = LEFTOVER_TRIALS.to_string();
     let job = run_agent(&jobs, &config, &upstream, &["-k", &trials, "-n", "8"]);
@@ -173,7 +167,7 @@ echo 'Hello, world!' > /app/hello.txt
 fn a_forged_call_log_in_logs_agent_leaves_the_runners_record_intact() {
     let dir = tempfile::tempdir().unwrap();
     let jobs = dir.path().join("jobs");
-    let config = write_config(dir.path(), FORGER_AGENT);
+    let config = write_agent_config(dir.path(), FORGER_AGENT);
     let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, Script::new());
     let job = run_agent(&jobs, &config, &upstream, &[]);
     let (name, result) = &job.trial_results()[0];

@@ -6,7 +6,6 @@
 //! through the LLM bridge against the scripted upstream, its trajectory counting exactly the
 //! script's tokens.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -17,16 +16,10 @@ use testkit::upstream::{
 use crate::installed::run;
 use crate::support::{
     Job, containers_with_label, ensure_base_image, exception, reward, run_hello_file,
-    workspace_root,
+    workspace_root, write_agent_config,
 };
 
 /// Writes `text` as `agent.toml` in `dir`; returns its path.
-fn write_config(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 /// A mini-swe-agent trajectory (its own format) that the shell agent below writes: two model
 /// turns with 120 + 80 prompt tokens, 30 + 12 completion tokens and 40 cached.
 const MINI_TRAJECTORY: &str = r#"{"trajectory_format": "mini-swe-agent-1.1",
@@ -75,7 +68,7 @@ file = "mini.json"
 #[test]
 fn a_command_agent_gets_its_placeholders_and_kwargs_and_its_trace_is_converted() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &shell_agent_config());
+    let config = write_agent_config(dir.path(), &shell_agent_config());
     let jobs = dir.path().join("jobs");
     let (code, _) = run(
         &jobs,
@@ -134,7 +127,7 @@ fn a_command_agent_gets_its_placeholders_and_kwargs_and_its_trace_is_converted()
 fn the_agent_deadline_kills_the_command_and_keeps_what_it_printed() {
     let dir = tempfile::tempdir().unwrap();
     // The trace never appears (the command is killed first); the timeout is what is recorded.
-    let config = write_config(
+    let config = write_agent_config(
         dir.path(),
         r#"name = "sleepy-agent"
 version = "0.1"
@@ -192,7 +185,7 @@ file = "trajectory.json"
 #[test]
 fn config_and_flag_mistakes_are_refused_naming_the_field_or_flag() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
+    let config = write_agent_config(
         dir.path(),
         "name = \"x\"\n[run]\ncommand = \"run {kwargs.limit} {model}\"\n",
     );
@@ -213,7 +206,7 @@ fn config_and_flag_mistakes_are_refused_naming_the_field_or_flag() {
         stderr.contains("--ak/--agent-kwarg \"no-dash\""),
         "{stderr}"
     );
-    let typo = write_config(
+    let typo = write_agent_config(
         dir.path(),
         "name = \"x\"\n[run]\ncommand = \"run {instructions}\"\n",
     );

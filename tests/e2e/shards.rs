@@ -40,19 +40,22 @@ fn trials(dir: &Path) -> BTreeSet<String> {
     .collect()
 }
 
+/// The three example tasks every shard test runs: two the oracle solves, one it times out on.
+const THREE_TASKS: [&str; 6] = [
+    "-i",
+    "hello-file",
+    "-i",
+    "nonroot-workdir",
+    "-i",
+    "slow-oracle",
+];
+
 fn run_shard(jobs: &Path, shard: &str, name: &str) -> std::process::Output {
     runner()
         .args(["run", "-a", "oracle", "-k", "2", "--progress", "none"])
         .arg("-p")
         .arg(examples())
-        .args([
-            "-i",
-            "hello-file",
-            "-i",
-            "nonroot-workdir",
-            "-i",
-            "slow-oracle",
-        ])
+        .args(THREE_TASKS)
         .args(["--shard", shard, "--job-name", name, "-o"])
         .arg(jobs)
         .output()
@@ -134,12 +137,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     assert_eq!(result["n_total_trials"], 6);
     assert_eq!(result["stats"]["n_completed_trials"], 6);
     assert_eq!(result["coverage"]["scored"], 6);
-    let eval = result["stats"]["evals"]
-        .as_object()
-        .unwrap()
-        .values()
-        .next()
-        .unwrap();
+    let eval = crate::support::only_eval(&result);
     // Two tasks solved, slow-oracle's trials time out (reward 0): 4 of 6.
     assert!((eval["metrics"][0]["mean"].as_f64().unwrap() - 4.0 / 6.0).abs() < 1e-12);
     assert_eq!(
@@ -236,17 +234,8 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     let output = runner()
         .args(["run", "-a", "oracle", "-k", "2", "-p"])
         .arg(examples())
-        .args([
-            "-i",
-            "hello-file",
-            "-i",
-            "nonroot-workdir",
-            "-i",
-            "slow-oracle",
-            "--shard",
-            "2/2",
-            "--resume",
-        ])
+        .args(THREE_TASKS)
+        .args(["--shard", "2/2", "--resume"])
         .arg(&s1)
         .output()
         .unwrap();

@@ -163,12 +163,7 @@ fn selection_then_the_jobs_own_config_runs_the_same_trials_again() {
     );
     // The intervals, runner-only, next to Harbor's fields.
     let result = first.json("result.json");
-    let eval = result["stats"]["evals"]
-        .as_object()
-        .unwrap()
-        .values()
-        .next()
-        .unwrap();
+    let eval = crate::support::only_eval(&result);
     assert_eq!(
         eval["intervals"]["mean"]["value"],
         eval["metrics"][0]["mean"]

@@ -97,6 +97,20 @@ pub fn view_report(job_dir: &Path) -> tempfile::TempDir {
 
 /// `output`'s stdout and stderr as text, after asserting that it exited with `code` (both
 /// streams are shown when it did not).
+/// Writes an agent config (`--agent-config`) as `agent.toml` in `dir` and returns its path.
+pub fn write_agent_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The one eval of a job's `result.json` (`stats.evals`), for a job of one agent and model.
+pub fn only_eval(result: &serde_json::Value) -> &serde_json::Value {
+    let evals = result["stats"]["evals"].as_object().expect("stats.evals");
+    assert_eq!(evals.len(), 1, "one eval: {evals:?}");
+    evals.values().next().unwrap()
+}
+
 pub fn exited(output: &Output, code: i32) -> (String, String) {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();

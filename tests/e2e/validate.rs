@@ -18,6 +18,25 @@ fn h13_job() -> PathBuf {
     fixtures().join("harbor-h13/2026-06-10__12-00-00")
 }
 
+/// `runner validate-submission JOB`, to which a test adds its flags.
+fn validate_submission(job: impl AsRef<std::ffi::OsStr>) -> assert_cmd::Command {
+    let mut command = runner();
+    command.arg("validate-submission").arg(job);
+    command
+}
+
+/// The names of the rules a JSON report says failed.
+fn failed_rules(report: &Value) -> Vec<&str> {
+    let rules = report["rules"]
+        .as_array()
+        .expect("a JSON report lists its rules");
+    rules
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect()
+}
+
 /// The runner binary `runner()` runs (built next to this test binary's `deps/`).
 fn runner_path() -> PathBuf {
     let _ = runner();
@@ -54,9 +73,7 @@ fn stdout_of(output: &std::process::Output) -> String {
 #[test]
 fn valid_harbor_job_passes_with_dataset_and_metadata() {
     let dir = tempfile::tempdir().unwrap();
-    let output = runner()
-        .arg("validate-submission")
-        .arg(isolated_h13(dir.path()))
+    let output = validate_submission(isolated_h13(dir.path()))
         .arg("--dataset")
         .arg(fixtures().join("dataset"))
         .arg("--metadata")
@@ -73,9 +90,7 @@ fn valid_harbor_job_passes_with_dataset_and_metadata() {
 #[test]
 fn json_report_has_the_documented_schema() {
     let dir = tempfile::tempdir().unwrap();
-    let output = runner()
-        .arg("validate-submission")
-        .arg(isolated_h13(dir.path()))
+    let output = validate_submission(isolated_h13(dir.path()))
         .args(["--format", "json"])
         .output()
         .unwrap();
@@ -111,21 +126,13 @@ fn json_report_has_the_documented_schema() {
 #[test]
 fn old_harbor_job_with_orchestrator_fails_only_for_its_plan_and_isolation() {
     let job = fixtures().join("harbor-h144/tbench-2.0-k5-v01");
-    let output = runner()
-        .arg("validate-submission")
-        .arg(job)
+    let output = validate_submission(job)
         .args(["--format", "json"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let failed: Vec<&str> = report["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .map(|r| r["rule"].as_str().unwrap())
-        .collect();
+    let failed = failed_rules(&report);
     assert_eq!(
         failed,
         ["planned_trials", "verifier_isolated"],
@@ -142,9 +149,7 @@ fn invalid_job_exits_1_with_github_annotations_and_summary() {
         c["environment"]["override_memory_mb"] = json!(65536)
     });
     let summary = dir.path().join("summary.md");
-    let output = runner()
-        .arg("validate-submission")
-        .arg(&job)
+    let output = validate_submission(&job)
         .args(["--format", "github"])
         .env("GITHUB_STEP_SUMMARY", &summary)
         .output()
@@ -163,23 +168,15 @@ fn invalid_job_exits_1_with_github_annotations_and_summary() {
 #[test]
 fn bad_input_exits_2() {
     let dir = tempfile::tempdir().unwrap();
-    let output = runner()
-        .arg("validate-submission")
-        .arg(dir.path().join("nope"))
+    let output = validate_submission(dir.path().join("nope"))
         .output()
         .unwrap();
     let (_, stderr) = exited(&output, 2);
     assert!(stderr.contains("not a directory"));
-    let output = runner()
-        .arg("validate-submission")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let output = validate_submission(dir.path()).output().unwrap();
     let (_, stderr) = exited(&output, 2);
     assert!(stderr.contains("no config.json"));
-    runner()
-        .arg("validate-submission")
-        .arg(h13_job())
+    validate_submission(h13_job())
         .arg("--metadata")
         .arg(dir.path().join("missing.yaml"))
         .assert()
@@ -364,9 +361,7 @@ fn a_job_written_by_runner_run_passes() {
         .code(0);
     let job = Job::single_in(jobs.path());
     let validate = || {
-        let output = runner()
-            .arg("validate-submission")
-            .arg(&job.dir)
+        let output = validate_submission(&job.dir)
             .arg("--dataset")
             .arg(&task)
             .args(["--format", "json"])
@@ -375,13 +370,7 @@ fn a_job_written_by_runner_run_passes() {
         serde_json::from_slice::<Value>(&output.stdout).unwrap()
     };
     let report = validate();
-    let failed: Vec<&str> = report["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .map(|r| r["rule"].as_str().unwrap())
-        .collect();
+    let failed = failed_rules(&report);
     assert_eq!(failed, ["passing_trial_trajectories"], "{report:#}");
     assert_eq!(report["figures"]["n_trials"], 5);
 

@@ -282,14 +282,10 @@ fn report(
     took: Duration,
     image: &str,
 ) {
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "floor benchmark: {rounds} rounds in {:.1}s, image {image}, load average {}",
         took.as_secs_f64(),
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        testkit::load_average()
     );
     println!("(a) bollard create + start + exec + remove, no runner logic");
     let pick = |f: fn(&FloorSample) -> f64| floor.iter().map(f).collect::<Vec<_>>();

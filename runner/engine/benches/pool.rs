@@ -52,13 +52,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "pool benchmark: {TRIALS} trials, {ENGINES} instant engines, 64 at once, load average {}",
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        testkit::load_average()
     );
     println!(
         "  placement alone: {:.2} µs per trial",

@@ -36,16 +36,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "scale benchmark: instant backend, nop agent, 64 at once, job dirs in {}, load average {}",
         base.as_ref()
             .map_or_else(std::env::temp_dir, |b| b.clone())
             .display(),
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        testkit::load_average()
     );
     let (rss0, _) = memory_kib();
     println!("  before any job: RSS {:.1} MiB", rss0 as f64 / 1024.0);

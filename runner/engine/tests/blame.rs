@@ -33,14 +33,21 @@ impl Ran {
         info.map(|e| e.exception_type.clone())
     }
 
-    /// The trial ended as the agent's `kind`, with no reward and no retry.
-    fn assert_agents(&self, kind: ExceptionType) {
+    /// The trial ended as the agent's `kind`, with no reward and no retry; returns the
+    /// exception's message.
+    fn assert_agents(&self, kind: ExceptionType) -> &str {
         assert_eq!(self.exception(), Some(kind), "{:#?}", self.result);
         assert_eq!(self.result.outcome, Some(TrialOutcome::AgentError));
         assert_eq!(self.result.reward(), None);
         assert_eq!(self.result.attempts, Some(1), "never retried");
         assert_eq!(self.started, 1, "one environment");
         assert!(!self.trial_dir.join("attempts").exists());
+        &self
+            .result
+            .exception_info
+            .as_ref()
+            .unwrap()
+            .exception_message
     }
 }
 
@@ -100,13 +107,7 @@ async fn a_container_stopped_from_inside_before_a_network_switch_is_the_agents_f
         .write(&dir.path().join("dataset/offline"));
     let dataset = load(dir.path());
     let ran = run(dir, dataset, FakeBackend::new()).await;
-    ran.assert_agents(ExceptionType::BrokenEnvironmentError);
-    let message = &ran
-        .result
-        .exception_info
-        .as_ref()
-        .unwrap()
-        .exception_message;
+    let message = ran.assert_agents(ExceptionType::BrokenEnvironmentError);
     assert!(
         message.contains("the trial's container stopped before the runner was done with it")
             && message.contains("exited with 143"),
@@ -133,13 +134,7 @@ async fn a_shell_broken_under_the_runners_step_plumbing_is_the_agents_failure() 
         format!("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\ntouch {BROKEN_SHELL_MARKER}\n");
     let dataset = two_steps(dir.path(), &[("steps/one/tests/test.sh", &breaks)]);
     let ran = run(dir, dataset, FakeBackend::new()).await;
-    ran.assert_agents(ExceptionType::BrokenEnvironmentError);
-    let message = &ran
-        .result
-        .exception_info
-        .as_ref()
-        .unwrap()
-        .exception_message;
+    let message = ran.assert_agents(ExceptionType::BrokenEnvironmentError);
     assert!(
         message.contains("the runner's own commands cannot run in the container any more")
             && message.contains("exited 126"),

@@ -75,10 +75,13 @@ fn environments(task: &Task) -> Vec<(String, &EnvironmentSection)> {
 fn legacy_fields(task: &Task, out: &mut Vec<Finding>) {
     let toml = Path::new("task.toml");
     for (section, env) in environments(task) {
-        if let Some(memory) = &env.memory {
-            let fix = env
-                .effective_memory_mb()
-                .map_or(String::new(), |mb| format!(" = {mb}"));
+        let sized = [
+            ("memory", &env.memory, env.effective_memory_mb()),
+            ("storage", &env.storage, env.effective_storage_mb()),
+        ];
+        for (field, legacy, megabytes) in sized {
+            let Some(legacy) = legacy else { continue };
+            let fix = megabytes.map_or(String::new(), |mb| format!(" = {mb}"));
             out.push(finding(
                 "legacy-config-field",
                 Area::Loads,
@@ -86,22 +89,7 @@ fn legacy_fields(task: &Task, out: &mut Vec<Finding>) {
                 toml,
                 None,
                 format!(
-                    "{section}.memory = {memory:?} is deprecated; write memory_mb{fix} instead"
-                ),
-            ));
-        }
-        if let Some(storage) = &env.storage {
-            let fix = env
-                .effective_storage_mb()
-                .map_or(String::new(), |mb| format!(" = {mb}"));
-            out.push(finding(
-                "legacy-config-field",
-                Area::Loads,
-                Severity::Warn,
-                toml,
-                None,
-                format!(
-                    "{section}.storage = {storage:?} is deprecated; write storage_mb{fix} instead"
+                    "{section}.{field} = {legacy:?} is deprecated; write {field}_mb{fix} instead"
                 ),
             ));
         }
@@ -421,7 +409,7 @@ mod tests {
             ),
             (
                 "task.toml",
-                "[environment]\nmemory = \"2G\"\nallow_internet = false\ndocker_image = \"python:3.12\"\n",
+                "[environment]\nmemory = \"2G\"\nstorage = \"1G\"\nallow_internet = false\ndocker_image = \"python:3.12\"\n",
             ),
             (
                 "solution/solve.sh",
@@ -441,6 +429,7 @@ mod tests {
                 "instruction-contains-solution",
                 "legacy-config-field",
                 "legacy-config-field",
+                "legacy-config-field",
                 "unpinned-image"
             ],
             "{found:?}"
@@ -451,9 +440,16 @@ mod tests {
             found[3].message
         );
         assert!(
-            found[4].message.contains("network_mode = \"no-network\""),
+            found[4]
+                .message
+                .contains("storage = \"1G\" is deprecated; write storage_mb = 1024"),
             "{}",
             found[4].message
+        );
+        assert!(
+            found[5].message.contains("network_mode = \"no-network\""),
+            "{}",
+            found[5].message
         );
     }
 }

@@ -23,6 +23,17 @@ pub use one_trial::run_one_trial;
 pub use sandbox::FakeSandbox;
 pub use settings::job_settings;
 
+/// The machine's 1, 5 and 15 minute load averages as `/proc/loadavg` gives them (empty where
+/// it cannot be read): every benchmark prints them beside its figures, which mean little on a
+/// busy machine.
+pub fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Asserts that `text` contains every one of `fragments`, showing it when one is missing.
 pub fn assert_says_all(text: &str, fragments: &[&str]) {
     for fragment in fragments {

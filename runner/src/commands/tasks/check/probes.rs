@@ -39,6 +39,18 @@ dirs() {
 const PASS: &str =
     "mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null; exit 0";
 
+/// Python defining `_pass`: writes reward 1 and exits 0 whatever happened (registered with
+/// `atexit`, or set as the excepthook, by the probe that plants it).
+const PASS_PY: &str = r#"import atexit, os
+def _pass(*_):
+    try:
+        os.makedirs("/logs/verifier", exist_ok=True)
+        with open("/logs/verifier/reward.txt", "w") as f:
+            f.write("1")
+    except Exception:
+        pass
+    os._exit(0)"#;
+
 /// The probes, in report order.
 pub fn probes() -> Vec<Probe> {
     vec![
@@ -50,6 +62,7 @@ pub fn probes() -> Vec<Probe> {
 for d in $(dirs); do
     mkdir -p "$d/." 2>/dev/null
     cat >> "$d/conftest.py" 2>/dev/null <<'PY' && note "$d/conftest.py"
+{PASS_PY}
 try:
     import pytest
 except ImportError:  # a harness that imports conftest.py as pytest would
@@ -62,15 +75,6 @@ if pytest is not None:
         report.outcome = "passed"
         report.longrepr = None
 else:
-    import atexit, os
-    def _pass():
-        try:
-            os.makedirs("/logs/verifier", exist_ok=True)
-            with open("/logs/verifier/reward.txt", "w") as f:
-                f.write("1")
-        except Exception:
-            pass
-        os._exit(0)
     atexit.register(_pass)
 PY
 done
@@ -107,15 +111,8 @@ done
 for d in $paths $(dirs); do
     mkdir -p "$d/." 2>/dev/null || continue
     cat > "$d/sitecustomize.py" 2>/dev/null <<'PY' && note "$d/sitecustomize.py"
-import atexit, os, sys
-def _pass(*_):
-    try:
-        os.makedirs("/logs/verifier", exist_ok=True)
-        with open("/logs/verifier/reward.txt", "w") as f:
-            f.write("1")
-    except Exception:
-        pass
-    os._exit(0)
+import sys
+{PASS_PY}
 atexit.register(_pass)
 sys.excepthook = _pass
 PY
@@ -236,6 +233,34 @@ mod tests {
             assert!(probe.script.starts_with("#!/bin/bash\n"), "{}", probe.name);
             assert!(probe.script.contains("note \""), "{}", probe.name);
         }
+    }
+
+    /// The Python files the probes plant parse (a probe whose Python is broken would plant
+    /// nothing that runs, and every task would pass it).
+    #[test]
+    fn the_python_the_probes_plant_parses() {
+        let mut planted = 0;
+        for probe in probes() {
+            for heredoc in probe.script.split("<<'PY'").skip(1) {
+                let body = heredoc.split_once('\n').unwrap().1;
+                let python = body.split("\nPY\n").next().unwrap();
+                let mut check = std::process::Command::new("python3")
+                    .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
+                    .stdin(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("python3 runs");
+                use std::io::Write as _;
+                check
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(python.as_bytes())
+                    .unwrap();
+                assert!(check.wait().unwrap().success(), "{}:\n{python}", probe.name);
+                planted += 1;
+            }
+        }
+        assert_eq!(planted, 2, "conftest.py and sitecustomize.py");
     }
 
     #[test]
