@@ -376,6 +376,15 @@ fn engines_the_pool_cannot_use_are_refused_by_name_before_anything_runs() {
         &["--docker-host", "unix:///nonexistent/docker.sock"],
         &["--docker-host unix:///nonexistent/docker.sock"],
     );
+    // The client library's own words are generic; the causes below them say what failed.
+    refused(
+        &["--docker-host", "tcp://127.0.0.1:1"],
+        &[
+            "error: --docker-host tcp://127.0.0.1:1: cannot reach the engine: ",
+            "\ncaused by: ",
+            "Connection refused",
+        ],
+    );
     for job in std::fs::read_dir(jobs.path()).unwrap() {
         let job = job.unwrap().path();
         let inside = std::fs::read_dir(&job).unwrap().count();

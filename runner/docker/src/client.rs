@@ -8,6 +8,7 @@ use bollard::{API_DEFAULT_VERSION, Docker};
 
 use crate::DockerError;
 use crate::engine_http::{Endpoint, EndpointError};
+use crate::error::{ConnectCause, DockerHostUnreachable};
 use crate::remote::{Dialer, Relay, SshTarget, TlsFiles};
 use crate::remote_error::{DialerError, SshUrlError};
 
@@ -176,17 +177,15 @@ impl DockerClient {
         if host.starts_with("ssh://")
             || (host.starts_with("tcp://") && tls_dir_from_env().is_some())
         {
-            let engine =
-                EngineUrl::parse(&host).map_err(|e| DockerError::Connect(e.to_string()))?;
+            let engine = EngineUrl::parse(&host).map_err(|e| DockerError::Connect(e.into()))?;
             return Self::connect_to(&engine).await.map_err(|e| match e {
-                DockerError::EngineUnreachable(reason) => {
-                    DockerError::Connect(format!("DOCKER_HOST={host}: {reason}"))
+                DockerError::EngineUnreachable(source) => {
+                    DockerError::Connect(Box::new(DockerHostUnreachable { host, source }))
                 }
                 other => other,
             });
         }
-        let docker =
-            Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.to_string()))?;
+        let docker = Docker::connect_with_defaults().map_err(|e| DockerError::Connect(e.into()))?;
         // A DOCKER_HOST builds cannot use is refused when a build needs it, not here: a
         // job of prebuilt images runs on any engine bollard reaches.
         Self::checked(docker, Endpoint::from_env()).await
@@ -196,27 +195,29 @@ impl DockerClient {
     /// A TLS or ssh engine is first dialed and pinged directly, so that one that cannot be
     /// reached is refused with the TLS error or ssh's own words.
     pub async fn connect_to(engine: &EngineUrl) -> Result<DockerClient, DockerError> {
-        let named = |e: &dyn std::fmt::Display| DockerError::EngineUnreachable(e.to_string());
+        fn named(e: impl Into<ConnectCause>) -> DockerError {
+            DockerError::EngineUnreachable(e.into())
+        }
         // The ping's own error, without the default engine's DOCKER_HOST hint.
         let unreachable = |e: DockerError| match e {
             DockerError::Connect(reason) => DockerError::EngineUnreachable(reason),
             other => other,
         };
-        let Some(dialer) = engine.dialer().map_err(|e| named(&e))? else {
-            let docker = Docker::connect_with_host(&engine.url).map_err(|e| named(&e))?;
+        let Some(dialer) = engine.dialer().map_err(named)? else {
+            let docker = Docker::connect_with_host(&engine.url).map_err(named)?;
             return Self::checked(docker, Endpoint::parse(&engine.url, false))
                 .await
                 .map_err(unreachable);
         };
-        dialer.probe().await.map_err(|e| named(&e))?;
-        let relay = Relay::start(dialer).map_err(|e| named(&e))?;
+        dialer.probe().await.map_err(named)?;
+        let relay = Relay::start(dialer).map_err(named)?;
         let socket = relay.socket();
         let docker = Docker::connect_with_unix(
             &format!("unix://{}", socket.display()),
             REQUEST_TIMEOUT_SECS,
             API_DEFAULT_VERSION,
         )
-        .map_err(|e| named(&e))?;
+        .map_err(named)?;
         let mut client = Self::checked(docker, Ok(Endpoint::Unix(socket)))
             .await
             .map_err(unreachable)?;
@@ -244,7 +245,7 @@ impl DockerClient {
             .ping()
             .await
             .map(|_| ())
-            .map_err(|e| DockerError::Connect(e.to_string()))
+            .map_err(|e| DockerError::Connect(e.into()))
     }
 
     /// Where builds go, or why they cannot.

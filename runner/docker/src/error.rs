@@ -1,16 +1,32 @@
 //! Errors of the Docker backend.
 
+/// Why an engine could not be reached, with its own chain of causes.
+pub type ConnectCause = Box<dyn std::error::Error + Send + Sync>;
+
+/// A connect failure of the engine `DOCKER_HOST` names, said with that name.
+#[derive(Debug, thiserror::Error)]
+#[error("DOCKER_HOST={host}: {source}")]
+pub struct DockerHostUnreachable {
+    /// The variable's value.
+    pub host: String,
+    /// Why it could not be reached.
+    #[source]
+    pub source: ConnectCause,
+}
+
 /// A Docker operation that failed, with what it was for.
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
-    /// No engine answered.
+    /// No engine answered. The cause is kept whole: the client library's message is often
+    /// generic ("client error (Connect)") and its sources say what really failed
+    /// ("Connection refused").
     #[error("cannot reach the Docker engine ({0}); is dockerd running and DOCKER_HOST right?")]
-    Connect(String),
+    Connect(#[source] ConnectCause),
     /// An engine named by URL or context (a pool member) could not be reached: the reason is
     /// the engine's own (a refused socket, the TLS error, what ssh printed), and the caller
     /// names the flag that gave the engine, so DOCKER_HOST is not suggested.
     #[error("cannot reach the engine: {0}")]
-    EngineUnreachable(String),
+    EngineUnreachable(#[source] ConnectCause),
     /// An engine API call failed.
     #[error("{operation}: {source}")]
     Api {
