@@ -1,7 +1,8 @@
-//! Task images, by Harbor's precedence (`engine::image_source`): the prebuilt `docker_image`
-//! (pulled once per job when the engine lacks it, shared by every task naming it), or a
-//! BuildKit build of `environment/` under a content-addressed tag, so a later job with the
-//! same environment reuses it. Before any pull or build the engine's data root is checked
+//! Task images, from where the engine resolved them (`engine::ImageRequest`, by Harbor's
+//! precedence in `engine::image_source`): the prebuilt `docker_image` (pulled once per job
+//! when the engine lacks it, shared by every task naming it), or a BuildKit build of
+//! `environment/` under a content-addressed tag, so a later job with the same environment
+//! reuses it. Before any pull or build the engine's data root is checked
 //! against the free-space watermark; what runner pulled or built is recorded in the ledger
 //! for `runner images prune`.
 
@@ -12,7 +13,7 @@ use std::time::Instant;
 
 use bollard::auth::DockerCredentials;
 use bollard::models::ImageInspect;
-use engine::{BackendError, ImageInfo, ImageOrigin, ImageSource, OutputSink, image_source};
+use engine::{BackendError, ImageInfo, ImageOrigin, ImageRequest, ImageSource, OutputSink};
 use tasks::Task;
 use tokio::sync::OnceCell;
 
@@ -91,13 +92,14 @@ impl ImageService {
     pub async fn ensure(
         &self,
         task: &Task,
-        force_build: bool,
+        request: &ImageRequest,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
+        let force_build = request.force_build;
         if let Some(image) = self
             .compose_main(
                 task,
-                super::compose::main_image(task, force_build)?,
+                super::compose::main_image(task, &request.source)?,
                 force_build,
                 log,
             )
@@ -105,8 +107,8 @@ impl ImageService {
         {
             return image;
         }
-        match image_source(task, force_build) {
-            ImageSource::Prebuilt(image) => self.prebuilt(task, &image, log).await,
+        match &request.source {
+            ImageSource::Prebuilt(image) => self.prebuilt(task, image, log).await,
             ImageSource::Build => Ok(self
                 .build(
                     task,

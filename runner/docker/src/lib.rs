@@ -71,7 +71,9 @@ use std::sync::Arc;
 #[path = "../contain/main.rs"]
 mod contain_helper;
 
-use engine::{Backend, BackendError, EnvironmentSpec, ImageInfo, OutputSink, VerifierImage};
+use engine::{
+    Backend, BackendError, EnvironmentSpec, ImageInfo, ImageRequest, OutputSink, VerifierImage,
+};
 use tasks::Task;
 
 /// The engine's backend over one Docker engine, labelling what it creates with this process
@@ -113,10 +115,10 @@ impl Backend for DockerBackend {
     async fn prepare_image(
         &self,
         task: &Task,
-        force_build: bool,
+        image: &ImageRequest,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
-        self.images.ensure(task, force_build, log).await
+        self.images.ensure(task, image, log).await
     }
 
     async fn start_environment(

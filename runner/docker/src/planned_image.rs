@@ -3,7 +3,7 @@
 //! gets), by the same precedence [`crate::ImageService::ensure`] follows, and whether the
 //! engine already has it, with its size.
 
-use engine::{BackendError, ImageSource, image_source};
+use engine::{BackendError, ImageRequest, ImageSource};
 use tasks::Task;
 
 use super::DockerClient;
@@ -44,12 +44,13 @@ pub struct PlannedImage {
     pub size_bytes: Option<u64>,
 }
 
-/// `task`'s image under `force_build`, asking the engine only to inspect.
+/// `task`'s image as the engine resolved it (`request`), asking the engine only to inspect.
 pub async fn planned_image(
     client: &DockerClient,
     task: &Task,
-    force_build: bool,
+    request: &ImageRequest,
 ) -> Result<PlannedImage, BackendError> {
+    let force_build = request.force_build;
     let build = |spec: BuildSpec| async move {
         let (tag, _) = tagged_context(task, &spec, task.short_name())?;
         let found = inspect(client, &tag).await?;
@@ -78,11 +79,11 @@ pub async fn planned_image(
             reference: image,
         })
     };
-    match main_image(task, force_build)? {
+    match main_image(task, &request.source)? {
         MainImage::Build(spec) => build(spec).await,
         MainImage::Prebuilt { image, .. } => prebuilt(image).await,
-        MainImage::Task => match image_source(task, force_build) {
-            ImageSource::Prebuilt(image) => prebuilt(image).await,
+        MainImage::Task => match &request.source {
+            ImageSource::Prebuilt(image) => prebuilt(image.clone()).await,
             ImageSource::Build => build(BuildSpec::context(task.environment_dir())).await,
         },
     }

@@ -16,6 +16,8 @@ use std::time::Duration;
 use tasks::records::{StorageEnforcement, TrialLimits, TruncatedOutput};
 use tasks::{ExceptionType, Sandbox, Task};
 
+use crate::images::ImageRequest;
+
 /// Receives command output as it arrives: (`"stdout"`, `"stderr"` or `"runner"`, bytes).
 pub type OutputSink = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
 
@@ -337,14 +339,17 @@ pub trait Backend: Send + Sync + 'static {
     /// A started environment.
     type Environment: Environment;
 
-    /// Makes the image of `task` available, by Harbor's precedence ([`crate::images::image_source`]):
-    /// the prebuilt `docker_image` (pulled when absent), or a build of `environment/` (reused
-    /// when the same content was built before, unless `force_build`). Called once per task per
-    /// job; build output goes to `log`, progress lines on [`IMAGE_PROGRESS_STREAM`].
+    /// Makes the image of `task` available from where the engine resolved it
+    /// (`image.source`, by Harbor's precedence: [`crate::images::image_source`]): the prebuilt
+    /// `docker_image` (pulled when absent), or a build of `environment/` (reused when the same
+    /// content was built before, unless `image.force_build`). A backend may refine the source
+    /// by the task's own files (Docker: a compose file's `services.main`), never recompute it.
+    /// Called once per task per job; build output goes to `log`, progress lines on
+    /// [`IMAGE_PROGRESS_STREAM`].
     fn prepare_image(
         &self,
         task: &Task,
-        force_build: bool,
+        image: &ImageRequest,
         log: &OutputSink,
     ) -> impl Future<Output = Result<ImageInfo, BackendError>> + Send;
 

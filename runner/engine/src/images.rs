@@ -44,6 +44,26 @@ pub fn image_source(task: &Task, force_build: bool) -> ImageSource {
     }
 }
 
+/// What a backend is asked to make ready for a task ([`crate::Backend::prepare_image`]): the
+/// engine's own resolution of where the image comes from, so no backend decides it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRequest {
+    /// Where the image comes from, by Harbor's precedence ([`image_source`]).
+    pub source: ImageSource,
+    /// `--force-build`: a build runs even when the same content was built before.
+    pub force_build: bool,
+}
+
+impl ImageRequest {
+    /// The request for `task` under `--force-build` (`force_build`).
+    pub fn for_task(task: &Task, force_build: bool) -> ImageRequest {
+        ImageRequest {
+            source: image_source(task, force_build),
+            force_build,
+        }
+    }
+}
+
 /// How many images the prefetch prepares at once: pulls are bound by the network and the
 /// registry, and the trials that are already running must keep theirs.
 pub const PREFETCH_CONCURRENCY: usize = 2;

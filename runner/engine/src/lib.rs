@@ -15,6 +15,7 @@ pub mod failure;
 pub mod images;
 pub mod job;
 pub mod limits;
+pub mod model_bridge;
 pub mod pool;
 pub mod timeouts;
 pub mod trial;
@@ -25,6 +26,7 @@ pub use backend::{
     OutputSink, ServiceSpec, ServiceState, VerifierImage,
 };
 pub use failure::TrialFailure;
-pub use images::{ImageSource, image_source};
+pub use images::{ImageRequest, ImageSource, image_source};
 pub use limits::LimitSettings;
+pub use model_bridge::{BridgedTrial, ModelBridge, ModelBridgeError, TrialBudget};
 pub use timeouts::PhaseTimeouts;

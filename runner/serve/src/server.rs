@@ -97,7 +97,11 @@ impl<B: Backend> Server<B> {
         cell.get_or_init(|| async {
             let log: OutputSink = Arc::new(|_, _| {});
             self.backend
-                .prepare_image(task, self.config.force_build, &log)
+                .prepare_image(
+                    task,
+                    &engine::ImageRequest::for_task(task, self.config.force_build),
+                    &log,
+                )
                 .await
                 .map(|image| image.id)
         })

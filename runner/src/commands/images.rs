@@ -142,7 +142,8 @@ async fn pull(args: PullArgs) -> Result<CommandOutcome, CliError> {
             let _slot = slots.acquire_owned().await.expect("never closed");
             let began = Instant::now();
             let log = view.sink(&task.name);
-            let image = backend.prepare_image(&task, force_build, &log).await;
+            let request = engine::ImageRequest::for_task(&task, force_build);
+            let image = backend.prepare_image(&task, &request, &log).await;
             view.done(&task.name);
             let row = PulledRow {
                 task: task.name.clone(),

@@ -7,6 +7,7 @@ mod containment;
 mod harbor_026;
 mod job_config;
 mod job_result;
+mod llm_usage;
 mod lock;
 pub mod read;
 mod totals;
@@ -25,6 +26,7 @@ pub use job_config::{DatasetRef, JobConfig, RetryConfig};
 pub use job_result::{
     Coverage, EstimateInterval, EvalIntervals, EvalStats, JobLlmUsage, JobResult, JobStats,
 };
+pub use llm_usage::TrialLlmUsage;
 pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{

@@ -112,7 +112,7 @@ impl Backend for FakeBackend {
     async fn prepare_image(
         &self,
         task: &Task,
-        _force_build: bool,
+        _image: &engine::ImageRequest,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
         let (delay, fault) = self.with(|s| {

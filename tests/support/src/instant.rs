@@ -37,7 +37,7 @@ impl Backend for InstantBackend {
     async fn prepare_image(
         &self,
         task: &Task,
-        _force_build: bool,
+        _image: &engine::ImageRequest,
         _log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
         Ok(ImageInfo::new(

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use engine::{BackendError, BackendErrorKind, ImageSource, image_source};
+use engine::{BackendError, BackendErrorKind, ImageSource};
 use tasks::Task;
 
 use super::compose_path;
@@ -28,7 +28,7 @@ use crate::build_spec::{BuildSpec, DOCKERFILE};
 /// The image of `main`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MainImage {
-    /// The task's own image (`engine::image_source`): the compose file changes nothing.
+    /// The task's own image (the engine's `ImageSource`): the compose file changes nothing.
     Task,
     /// A build other than `environment/` with its `Dockerfile`.
     Build(BuildSpec),
@@ -41,10 +41,11 @@ pub enum MainImage {
     },
 }
 
-/// The image of `main` for `task` (see the module doc); [`MainImage::Task`] when the task
-/// has no compose file. A compose file that leaves `main` without an image is an error
-/// naming the file and what to add.
-pub fn main_image(task: &Task, force_build: bool) -> Result<MainImage, BackendError> {
+/// The image of `main` for `task` (see the module doc), given the engine's choice between
+/// Harbor's build and prebuilt file (`source`); [`MainImage::Task`] when the task has no
+/// compose file. A compose file that leaves `main` without an image is an error naming the
+/// file and what to add.
+pub fn main_image(task: &Task, source: &ImageSource) -> Result<MainImage, BackendError> {
     let Some(path) = compose_path(task) else {
         return Ok(MainImage::Task);
     };
@@ -57,8 +58,7 @@ pub fn main_image(task: &Task, force_build: bool) -> Result<MainImage, BackendEr
     })?;
     let (build, image) = main_image_keys(&text, &image_variables(task))
         .map_err(|e| fail(BackendErrorKind::Unsupported, e))?;
-    resolve(task, image_source(task, force_build), build, image)
-        .map_err(|e| fail(BackendErrorKind::Build, e))
+    resolve(task, source.clone(), build, image).map_err(|e| fail(BackendErrorKind::Build, e))
 }
 
 /// The merge itself, given Harbor's choice between its build and prebuilt file (`source`).

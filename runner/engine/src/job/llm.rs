@@ -6,32 +6,16 @@ use crate::trial::JobBridge;
 
 /// Why no more trials may start, once the job budget is spent.
 pub(super) fn budget_stop(bridge: Option<&JobBridge>) -> Option<String> {
-    let bridge = &bridge?.bridge;
-    bridge.job_budget_exhausted().then(|| {
-        bridge
-            .job_budget_reason()
-            .unwrap_or_else(|| "the job's LLM budget is spent".to_owned())
-    })
+    bridge?.bridge.budget_stop()
 }
 
 /// The bridge's totals for result.json; `not_run` trials were never started for budget.
 pub(super) fn job_usage(bridge: &JobBridge, stop: Option<String>, not_run: u32) -> JobLlmUsage {
     let usage = bridge.bridge.job_usage();
-    let totals = &usage.totals;
     JobLlmUsage {
-        n_input_tokens: totals.n_input_tokens,
-        n_cache_tokens: totals.n_cache_tokens,
-        n_cache_write_tokens: totals.n_cache_write_tokens,
-        n_output_tokens: totals.n_output_tokens,
-        cost_usd: totals.reported_cost_usd(),
-        n_calls: totals.n_calls,
-        n_refused_calls: totals.n_refused_calls,
-        n_failed_calls: totals.n_failed_calls,
-        n_trials: usage.n_trials,
-        models_called: totals.models_called.iter().cloned().collect(),
-        unpriced_models: totals.unpriced_models.iter().cloned().collect(),
         budget_exhausted: stop.or(usage.budget_exhausted),
         n_trials_not_run_for_budget: not_run,
+        ..usage
     }
 }
 

@@ -23,6 +23,7 @@ use crate::backend::{
     Backend, BackendError, BackendErrorKind, EngineCapacity, EnvironmentSpec, ImageInfo,
     OutputSink, VerifierImage,
 };
+use crate::images::ImageRequest;
 use placement::{Demand, Load, Slot};
 
 /// One engine of a pool, as the user named it.
@@ -67,7 +68,7 @@ struct Engine<B> {
 struct State {
     slots: Vec<Slot>,
     /// The tasks whose images were asked for, to prepare them on other engines later.
-    tasks: HashMap<String, (Arc<Task>, bool)>,
+    tasks: HashMap<String, (Arc<Task>, ImageRequest)>,
     /// Each engine's image of each task, made once (`(engine, task name)`).
     images: HashMap<(usize, String), Arc<tokio::sync::OnceCell<ImageInfo>>>,
 }
@@ -156,12 +157,12 @@ impl<B: Backend + Clone> EnginePool<B> {
                 .clone();
             (known, cell)
         };
-        let Some((task, force_build)) = known else {
+        let Some((task, image)) = known else {
             return Ok(None);
         };
         let quiet: OutputSink = Arc::new(|_: &str, _: &[u8]| {});
         let backend = &self.inner.engines[engine].backend;
-        cell.get_or_try_init(|| backend.prepare_image(&task, force_build, &quiet))
+        cell.get_or_try_init(|| backend.prepare_image(&task, &image, &quiet))
             .await
             .cloned()
             .map(Some)
@@ -203,14 +204,14 @@ impl<B: Backend + Clone> Backend for EnginePool<B> {
     async fn prepare_image(
         &self,
         task: &Task,
-        force_build: bool,
+        image: &ImageRequest,
         log: &OutputSink,
     ) -> Result<ImageInfo, BackendError> {
         let engine = {
             let mut state = self.inner.state.lock().unwrap();
             state
                 .tasks
-                .insert(task.name.clone(), (Arc::new(task.clone()), force_build));
+                .insert(task.name.clone(), (Arc::new(task.clone()), image.clone()));
             let slots = state.slots.clone();
             placement::choose(
                 &slots,
@@ -224,7 +225,7 @@ impl<B: Backend + Clone> Backend for EnginePool<B> {
             return Err(self.all_drained());
         };
         let backend = &self.inner.engines[engine].backend;
-        let info = backend.prepare_image(task, force_build, log).await?;
+        let info = backend.prepare_image(task, image, log).await?;
         let cell = {
             let mut state = self.inner.state.lock().unwrap();
             state

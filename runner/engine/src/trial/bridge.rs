@@ -3,13 +3,15 @@
 //! the in-container relay is started once the environment is ready, and the grant is closed
 //! when the agent phase ends, its metered usage written into `agent_result`.
 
-use llm_bridge::{Bridge, Budget, CONTAINER_BRIDGE_DIR, TrialGrant};
+use std::sync::Arc;
+
 use tasks::ExceptionType;
 
 use super::Trial;
 use super::relay::{self, RELAY_WAIT_MS};
 use crate::backend::{Backend, BindMount, EnvironmentSpec};
 use crate::failure::TrialFailure;
+use crate::model_bridge::ModelBridge;
 
 /// Where the relay's own complaints go inside the container (read back if it fails).
 const RELAY_LOG: &str = "/tmp/runner-llm-bridge-relay.log";
@@ -19,12 +21,11 @@ const RELAY_PID: &str = "/tmp/runner-llm-bridge-relay.pid";
 /// What a job gives its trials when models are called through the bridge.
 #[derive(Debug, Clone)]
 pub struct JobBridge {
-    /// The job's bridge (holds the upstream keys; shared by every trial).
-    pub bridge: Bridge,
+    /// The job's bridge (holds the upstream keys and each trial's budget; shared by every
+    /// trial). The `runner` binary hands in runner/llm-bridge's.
+    pub bridge: Arc<dyn ModelBridge>,
     /// The models every trial may call (`-m`, or the agent config's model).
     pub models: Vec<String>,
-    /// Each trial's own budget.
-    pub trial_budget: Budget,
     /// `--allow-container-secrets`: the secret check of the agent's env is skipped.
     pub allow_container_secrets: bool,
 }
@@ -46,11 +47,14 @@ impl<B: Backend> Trial<B> {
         let trial = match &self.bridge {
             Some(trial) => trial,
             None => {
-                let mut grant = TrialGrant::new(self.name(), job.models.clone(), self.dir.clone());
-                grant.budget = job.trial_budget;
-                let trial = job.bridge.start_trial(grant).await.map_err(|e| {
-                    bridge_failure(format!("the LLM bridge refused this trial: {e}"))
-                })?;
+                let name = self.name().to_owned();
+                let trial = job
+                    .bridge
+                    .start_trial(&name, &job.models, &self.dir)
+                    .await
+                    .map_err(|e| {
+                        bridge_failure(format!("the LLM bridge refused this trial: {e}"))
+                    })?;
                 // Served only during the agent's turns (see `agent_turn`), not its setup.
                 trial.pause();
                 self.log.line(&format!(
@@ -63,7 +67,7 @@ impl<B: Backend> Trial<B> {
         };
         spec.main.mounts.push(BindMount {
             host: trial.socket_dir().to_path_buf(),
-            container: CONTAINER_BRIDGE_DIR.to_owned(),
+            container: trial.container_dir().to_owned(),
             read_only: true,
         });
         spec.main.env.extend(trial.agent_env());

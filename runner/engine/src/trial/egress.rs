@@ -235,7 +235,7 @@ impl<B: Backend> Trial<B> {
                 .prefix("runner-egress-")
                 .tempdir()
                 .map_err(|e| egress_failure(format!("egress proxy directory: {e}")))?;
-            llm_bridge::write_relay(&dir.path().join(llm_bridge::RELAY_FILE_NAME))
+            bridge_relay::write_relay(&dir.path().join(bridge_relay::RELAY_FILE_NAME))
                 .map_err(|e| egress_failure(format!("egress relay: {e}")))?;
             let proxy = EgressProxy::start(dir.path(), resolver)
                 .await
@@ -347,10 +347,10 @@ impl<B: Backend> Trial<B> {
         port: u16,
         policy: &Policy,
     ) -> Result<u32, TrialFailure> {
-        let relay = format!("{CONTAINER_EGRESS_DIR}/{}", llm_bridge::RELAY_FILE_NAME);
+        let relay = format!("{CONTAINER_EGRESS_DIR}/{}", bridge_relay::RELAY_FILE_NAME);
         let socket = format!("{CONTAINER_EGRESS_DIR}/{}", egress::SOCKET_FILE_NAME);
-        let serve = llm_bridge::relay_serve_command(&relay, &socket, port);
-        let wait = llm_bridge::relay_wait_command(&relay, port, RELAY_WAIT_MS);
+        let serve = bridge_relay::relay_serve_command(&relay, &socket, port);
+        let wait = bridge_relay::relay_wait_command(&relay, port, RELAY_WAIT_MS);
         let pid = relay::start_relay(sandbox, &serve, &wait, RELAY_LOG, RELAY_PID)
             .await
             .map_err(|e| {

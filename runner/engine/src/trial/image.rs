@@ -11,6 +11,7 @@ use super::JobContext;
 use crate::backend::{Backend, IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, OutputSink};
 use crate::events::Event;
 use crate::failure::TrialFailure;
+use crate::images::ImageRequest;
 
 /// Lines of a preparation's output kept for the trials when no trial watched it (prefetch).
 const TRANSCRIPT_LINES: usize = 200;
@@ -208,7 +209,8 @@ async fn prepare<B: Backend>(
     let started = Instant::now();
     let prepared = tokio::time::timeout(
         deadline,
-        ctx.backend.prepare_image(task, ctx.force_build, &sink),
+        ctx.backend
+            .prepare_image(task, &ImageRequest::for_task(task, ctx.force_build), &sink),
     )
     .await;
     let outcome = match prepared {

@@ -181,7 +181,7 @@ pub struct Trial<B: Backend> {
     image_wait: Duration,
     clock: Arc<PhaseClock>,
     limits: TrialLimits,
-    bridge: Option<llm_bridge::TrialBridge>,
+    bridge: Option<Box<dyn crate::model_bridge::BridgedTrial>>,
     /// The pid of the LLM bridge's relay in the container, while it runs.
     bridge_relay_pid: Option<u32>,
     /// The egress proxy of a task with a network allowlist.

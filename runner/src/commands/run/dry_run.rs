@@ -112,9 +112,13 @@ pub async fn print_plan(
     for task in plan.tasks() {
         let image = match &client {
             Some(client) => Some(image_row(
-                planned_image(client, &task, settings.force_build)
-                    .await
-                    .map_err(|e| CliError::bad_input_because(format!("task {}", task.name), e))?,
+                planned_image(
+                    client,
+                    &task,
+                    &engine::ImageRequest::for_task(&task, settings.force_build),
+                )
+                .await
+                .map_err(|e| CliError::bad_input_because(format!("task {}", task.name), e))?,
             )),
             None => None,
         };
@@ -144,7 +148,7 @@ pub async fn print_plan(
             .sum();
         (total / slots as f64).max(longest(&mut measured.iter().filter_map(|t| t.history_sec)))
     });
-    let budget = settings.bridge.as_ref().map(|b| b.trial_budget);
+    let budget = settings.bridge.as_ref().map(|b| b.bridge.trial_budget());
     let out = Preview {
         schema: "runner.plan/v1",
         job_name: settings.job_name.clone(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use adapter::Agent;
 use engine::job::llm::{budget_stop_sentence, usage_line};
 use engine::trial::JobBridge;
-use llm_bridge::{Bridge, KeySource, LlmConfigFile, ModelKeyError};
+use llm_bridge::{Bridge, JobModelBridge, KeySource, LlmConfigFile, ModelKeyError};
 use tasks::records::JobLlmUsage;
 
 use crate::exit::CliError;
@@ -156,9 +156,11 @@ impl LlmArgs {
             return Err(CliError::bad_input(self.missing_key_message(&missing)));
         }
         Ok(Some(JobBridge {
-            bridge,
+            bridge: std::sync::Arc::new(JobModelBridge {
+                bridge,
+                trial_budget: config.trial_budget,
+            }),
             models,
-            trial_budget: config.trial_budget,
             allow_container_secrets,
         }))
     }

@@ -1,6 +1,7 @@
-//! Builds the in-container relay (`adapter/bridge-relay`) as a static executable and puts it in
-//! `OUT_DIR`, where `src/relay.rs` embeds it. The runner then always carries a relay that
-//! matches its bridge, and no cargo or Rust toolchain is needed when it runs.
+//! Builds this crate's own binary (`src/main.rs`, the in-container relay) as a static executable
+//! and puts it in `OUT_DIR`, where the library (`src/lib.rs`) embeds it. The runner then always
+//! carries a relay that matches its bridge and its egress proxy, and no cargo or Rust toolchain
+//! is needed when it runs.
 //!
 //! The relay is std-only, so one plain `rustc` call builds it: no nested cargo (which would
 //! fight the outer one for the target-dir lock) and no change to any other crate's flags.
@@ -14,7 +15,7 @@ use std::process::Command;
 fn main() {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let source = manifest_dir.join("../bridge-relay/src/main.rs");
+    let source = manifest_dir.join("src/main.rs");
     println!("cargo:rerun-if-changed={}", source.display());
     println!("cargo:rerun-if-changed=build.rs");
     let out =

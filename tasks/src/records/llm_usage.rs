@@ -1,18 +1,18 @@
-//! Usage totals of a trial and of a job, and how they go into Harbor's `AgentContext`.
+//! What one trial's agent spent through the runner's LLM bridge: `<trial>/llm/usage.json`, and
+//! the totals the trial's `agent_result` takes from it. The bridge (runner/llm-bridge) counts
+//! and writes it; the engine fills the trial record from it; the format lives here, with the
+//! other records, so the engine needs nothing of the bridge's HTTP stack to read it.
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use tasks::records::AgentContext;
 
-use crate::policy::Spend;
-use crate::record::CallOutcome;
-use crate::usage::Usage;
+use super::AgentContext;
 
 /// What one trial's agent spent through the bridge: written to `agent/llm/usage.json` on close
-/// and meant for the trial's `agent_result` (see [`TrialUsage::fill_agent_context`]).
+/// and meant for the trial's `agent_result` (see [`TrialLlmUsage::fill_agent_context`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TrialUsage {
+pub struct TrialLlmUsage {
     /// All input tokens, cached ones included (Harbor's meaning).
     pub n_input_tokens: u64,
     /// Cached input tokens (cache reads).
@@ -48,57 +48,9 @@ pub struct TrialUsage {
     pub budget_exhausted: Option<String>,
 }
 
-impl TrialUsage {
-    /// Tokens and dollars, as budgets count them.
-    pub fn spend(&self) -> Spend {
-        Spend {
-            tokens: self.n_input_tokens + self.n_output_tokens,
-            cost_usd: self.cost_usd,
-        }
-    }
-
-    /// Counts one finished call.
-    pub(crate) fn record_call(
-        &mut self,
-        outcome: CallOutcome,
-        declared: Option<&str>,
-        usage: Option<&Usage>,
-        cost_usd: Option<f64>,
-        estimated: bool,
-    ) {
-        if outcome == CallOutcome::Refused {
-            self.n_refused_calls += 1;
-            return;
-        }
-        self.n_calls += 1;
-        if outcome != CallOutcome::Ok {
-            self.n_failed_calls += 1;
-        }
-        if let Some(declared) = declared {
-            self.models_called.insert(declared.to_owned());
-            if usage.is_some() && cost_usd.is_none() {
-                self.unpriced_models.insert(declared.to_owned());
-            }
-        }
-        if estimated {
-            self.n_calls_charged_estimate += 1;
-            self.n_calls_without_usage += 1;
-        }
-        match usage {
-            Some(usage) => {
-                self.n_input_tokens += usage.n_input_tokens;
-                self.n_cache_tokens += usage.n_cache_tokens;
-                self.n_cache_write_tokens += usage.n_cache_write_tokens;
-                self.n_output_tokens += usage.n_output_tokens;
-            }
-            None if !estimated => self.n_calls_without_usage += 1,
-            None => {}
-        }
-        self.cost_usd += cost_usd.unwrap_or(0.0);
-    }
-
+impl TrialLlmUsage {
     /// Adds another trial's totals (for job totals kept by the runner).
-    pub fn merge(&mut self, other: &TrialUsage) {
+    pub fn merge(&mut self, other: &TrialLlmUsage) {
         self.n_input_tokens += other.n_input_tokens;
         self.n_cache_tokens += other.n_cache_tokens;
         self.n_cache_write_tokens += other.n_cache_write_tokens;
@@ -156,88 +108,32 @@ impl TrialUsage {
     }
 }
 
-/// The job's totals over every trial the bridge served, retried trials included.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct JobUsage {
-    /// Sums over all trials.
-    pub totals: TrialUsage,
-    /// Trials started on this bridge.
-    pub n_trials: u64,
-    /// Why the job budget stopped calls (and scheduling), once it has.
-    pub budget_exhausted: Option<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn usage(input: u64, output: u64) -> Usage {
-        Usage {
-            n_input_tokens: input,
-            n_cache_tokens: 1,
-            n_cache_write_tokens: 0,
-            n_output_tokens: output,
-        }
-    }
-
     #[test]
-    fn calls_add_up_and_refusals_do_not_count_tokens() {
-        let mut trial = TrialUsage::default();
-        trial.record_call(
-            CallOutcome::Ok,
-            Some("openai/a"),
-            Some(&usage(10, 2)),
-            Some(0.5),
-            false,
-        );
-        trial.record_call(CallOutcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
-        trial.record_call(CallOutcome::Refused, None, None, None, false);
-        trial.record_call(
-            CallOutcome::UpstreamError,
-            Some("openai/a"),
-            None,
-            None,
-            false,
-        );
-        assert_eq!(
-            (
-                trial.n_input_tokens,
-                trial.n_cache_tokens,
-                trial.n_output_tokens
-            ),
-            (15, 2, 3)
-        );
-        assert_eq!(
-            (trial.n_calls, trial.n_refused_calls, trial.n_failed_calls),
-            (3, 1, 1)
-        );
-        assert_eq!(trial.n_calls_without_usage, 1);
-        assert_eq!(
-            trial.models_called.iter().collect::<Vec<_>>(),
-            ["b", "openai/a"]
-        );
-        assert_eq!(trial.unpriced_models.iter().collect::<Vec<_>>(), ["b"]);
-        assert_eq!(trial.reported_cost_usd(), Some(0.5));
-        assert_eq!(trial.spend().tokens, 18);
-
+    fn the_cost_is_unknown_only_when_every_model_called_is_unpriced() {
+        let mut usage = TrialLlmUsage {
+            n_input_tokens: 7,
+            cost_usd: 0.25,
+            models_called: ["a".to_owned(), "b".to_owned()].into(),
+            unpriced_models: ["b".to_owned()].into(),
+            ..TrialLlmUsage::default()
+        };
+        assert_eq!(usage.reported_cost_usd(), Some(0.25));
         let mut context = AgentContext::default();
-        trial.fill_agent_context(&mut context);
-        assert_eq!(context.n_input_tokens, Some(15));
-        assert_eq!(context.cost_usd, Some(0.5));
+        usage.fill_agent_context(&mut context);
+        assert_eq!(
+            (context.n_input_tokens, context.cost_usd),
+            (Some(7), Some(0.25))
+        );
         let extras = &context.metadata.as_ref().unwrap()["llm_bridge"];
-        assert_eq!(extras["unpriced_models"], serde_json::json!(["b"]));
-        assert!(extras["cost_note"].is_string());
-    }
-
-    #[test]
-    fn only_unpriced_calls_make_the_cost_unknown() {
-        let mut trial = TrialUsage::default();
-        trial.record_call(CallOutcome::Ok, Some("b"), Some(&usage(5, 1)), None, false);
-        assert_eq!(trial.reported_cost_usd(), None);
-        let mut job = TrialUsage::default();
-        job.merge(&trial);
-        job.merge(&trial);
-        assert_eq!(job.n_input_tokens, 10);
-        assert_eq!(TrialUsage::default().reported_cost_usd(), Some(0.0));
+        assert!(extras["cost_note"].is_string(), "{extras}");
+        usage.models_called.remove("a");
+        assert_eq!(usage.reported_cost_usd(), None);
+        let mut both = usage.clone();
+        both.merge(&usage);
+        assert_eq!(both.n_input_tokens, 14);
     }
 }

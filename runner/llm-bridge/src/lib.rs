@@ -50,11 +50,11 @@ mod error;
 mod forward;
 mod in_flight;
 mod ledger;
+mod model_bridge;
 pub mod policy;
 pub mod prices;
 pub mod record;
 pub mod redact;
-pub mod relay;
 pub mod request_policy;
 mod server;
 pub mod sse;
@@ -65,14 +65,18 @@ pub mod usage;
 pub mod wire_error;
 
 pub use bridge::{Bridge, CONTAINER_BRIDGE_DIR, DEFAULT_RELAY_PORT, SOCKET_FILE_NAME, TrialGrant};
+/// The in-container relay (its own crate, `runner/relay`, which the engine's egress proxy uses
+/// too).
+pub use bridge_relay as relay;
+pub use bridge_relay::{
+    RELAY_BINARY, RELAY_FILE_NAME, relay_serve_command, relay_wait_command, write_relay,
+};
 pub use config::{ApiKind, BridgeConfig, Budget, KeySource, ProviderConfig};
 pub use config_file::{LlmConfigError, LlmConfigFile};
 pub use error::{BridgeError, ModelKeyError};
+pub use model_bridge::JobModelBridge;
 pub use prices::{ModelPrice, PriceTable, PriceTableError};
 pub use record::{CallOutcome, CallRecord};
-pub use relay::{
-    RELAY_BINARY, RELAY_FILE_NAME, relay_serve_command, relay_wait_command, write_relay,
-};
 pub use summary::{JobUsage, TrialUsage};
 pub use token::{TOKEN_PREFIX, is_trial_token_shaped};
 pub use trial::TrialBridge;

@@ -16,7 +16,7 @@ use crate::prices::PriceTable;
 use crate::record::TrialRecorder;
 use crate::redact::Secrets;
 use crate::relay::{RELAY_FILE_NAME, write_relay};
-use crate::summary::{JobUsage, TrialUsage};
+use crate::summary::{JobUsage, TrialUsage, spend};
 use crate::token::TrialToken;
 use crate::trial::{TrialBridge, TrialState};
 
@@ -74,7 +74,7 @@ impl JobState {
     /// Why the job budget refuses calls now, if it does.
     pub fn budget_refusal(&self) -> Option<String> {
         let totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
-        budget_refusal("job", &self.job_budget, &totals.totals.spend())
+        budget_refusal("job", &self.job_budget, &spend(&totals.totals))
     }
 }
 

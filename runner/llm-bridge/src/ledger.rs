@@ -16,6 +16,7 @@
 use crate::policy::{Spend, budget_refusal};
 use crate::prices::ModelPrice;
 use crate::record::CallOutcome;
+use crate::summary::{record_call, spend};
 use crate::trial::TrialState;
 use crate::usage::Usage;
 
@@ -109,18 +110,18 @@ impl TrialState {
                 reason
             }
         };
-        let trial_spend = add(usage.spend(), *held);
+        let trial_spend = add(spend(&usage), *held);
         if let Some(reason) = budget_refusal(&trial_scope, &self.budget, &trial_spend) {
             let reason = in_flight(reason, &held);
             usage.budget_exhausted.get_or_insert_with(|| reason.clone());
             return Err(BudgetExhausted(reason));
         }
         let mut totals = job.totals.lock().unwrap_or_else(|p| p.into_inner());
-        let job_spend = add(totals.totals.spend(), *job_held);
+        let job_spend = add(spend(&totals.totals), *job_held);
         if let Some(reason) = budget_refusal("job", &job.job_budget, &job_spend) {
             let reason = in_flight(reason, &job_held);
             // The job's record says its budget ran out only once spending alone reached it.
-            if budget_refusal("job", &job.job_budget, &totals.totals.spend()).is_some() {
+            if budget_refusal("job", &job.job_budget, &spend(&totals.totals)).is_some() {
                 totals
                     .budget_exhausted
                     .get_or_insert_with(|| reason.clone());
@@ -144,7 +145,8 @@ impl TrialState {
             *held = sub(*held, hold.spend);
             *job_held = sub(*job_held, hold.spend);
         }
-        usage.record_call(
+        record_call(
+            &mut usage,
             call.outcome,
             call.declared,
             call.usage,
@@ -152,7 +154,8 @@ impl TrialState {
             call.estimated,
         );
         let mut totals = job.totals.lock().unwrap_or_else(|p| p.into_inner());
-        totals.totals.record_call(
+        record_call(
+            &mut totals.totals,
             call.outcome,
             call.declared,
             call.usage,

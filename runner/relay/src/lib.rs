@@ -1,8 +1,10 @@
-//! The in-container relay binary, embedded at build time (see `build.rs`).
+//! The in-container relay binary (this crate's `src/main.rs`), embedded at build time (see
+//! `build.rs`), and the command lines that drive it.
 //!
 //! The runner puts it into each trial's socket directory (one bind mount then gives the
 //! container both the socket and the relay), starts it detached with [`relay_serve_command`],
-//! and waits for it with [`relay_wait_command`] before it starts the agent.
+//! and waits for it with [`relay_wait_command`] before it starts the agent. The LLM bridge and
+//! the engine's egress proxy both use it; it sits below both so neither depends on the other.
 
 use std::io;
 use std::path::Path;
