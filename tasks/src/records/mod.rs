@@ -25,7 +25,10 @@ pub use job_config::{DatasetRef, JobConfig, RetryConfig};
 pub use job_result::{
     Coverage, EstimateInterval, EvalIntervals, EvalStats, JobLlmUsage, JobResult, JobStats,
 };
-pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
+pub use lock::{
+    JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, LockVerifier,
+    RunnerInfo, TrialLock026,
+};
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,

@@ -20,7 +20,7 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
         trial_uri: format!("file://{}", trial_dir.display()),
         task_id: TaskId::of(&plan.task).to_json(),
         source: plan.config.task.source.clone(),
-        task_checksum: plan.task.digest_hex().to_owned(),
+        task_checksum: plan.task.checksum.clone(),
         config: plan.config.clone(),
         agent_info: AgentInfo {
             name: agent.name().to_owned(),
@@ -58,6 +58,7 @@ pub(super) fn record_failure(result: &mut TrialResult, trial_dir: &Path, failure
         exception_traceback: trace,
         occurred_at: Utc::now(),
         policy: None,
+        policy_override: None,
     });
 }
 
