@@ -18,12 +18,11 @@ fn write_json(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
 }
 
-fn oracle_hello(jobs: &Path, extra: &[&str]) {
+/// `runner run` of the oracle on the examples' hello-file with `extra` flags.
+fn oracle_hello(extra: &[&str]) {
     let out = runner()
         .args(["run", "-a", "oracle", "-i", "hello-file", "--path"])
         .arg(workspace_root().join("tasks/examples"))
-        .arg("--jobs-dir")
-        .arg(jobs)
         .args(extra)
         .timeout(Duration::from_secs(600))
         .output()
@@ -98,7 +97,8 @@ fn the_eval_key_is_harbors_and_an_older_job_resumes_under_it() {
     ensure_base_image();
     let tmp = tempfile::tempdir().unwrap();
     let jobs = tmp.path().join("jobs");
-    oracle_hello(&jobs, &["--job-name", "j", "--k", "1"]);
+    let jobs_dir = jobs.to_str().unwrap();
+    oracle_hello(&["--jobs-dir", jobs_dir, "--job-name", "j", "--k", "1"]);
     let job = jobs.join("j");
 
     // As Harbor 0.26 names it: the dataset directory, not dataset.toml's name.
@@ -131,7 +131,7 @@ fn the_eval_key_is_harbors_and_an_older_job_resumes_under_it() {
             .join("result.json"),
     )
     .unwrap();
-    oracle_hello(&jobs, &["--k", "2", "--resume", job.to_str().unwrap()]);
+    oracle_hello(&["--k", "2", "--resume", job.to_str().unwrap()]);
     let results = trial_results(&job);
     assert_eq!(results.len(), 2);
     let old = job

@@ -1,9 +1,11 @@
 //! A job's `override_error_policy` (Harbor 0.26: exception type name → `should_retry`,
 //! `should_grade`, `has_valid_reward`) mapped onto runner.
 //!
-//! - `should_retry` edits the retry rules as Harbor edits `retry.exclude_exceptions`, unless
-//!   the job gave that list itself ([`crate::job::RetryPolicy::new`]); `true` also makes runner
-//!   retry the type where its own rule (infrastructure errors only) would not.
+//! - `should_retry` edits the retry exclusions as Harbor edits `retry.exclude_exceptions`,
+//!   unless the job gave that list itself ([`crate::job::RetryPolicy::apply_overrides`]).
+//!   Runner retries only trials whose outcome is an infrastructure error (re-running an
+//!   agent's failure until it passes would inflate its score), so `true` for a type runner
+//!   blames on the agent cannot be honoured and is refused by name.
 //! - `should_grade` decides whether the verifier runs after an agent failure of the type: the
 //!   only place Harbor consults it, and the only one where runner can honour it. Runner
 //!   verifies after [`GRADED_AFTER_BY_DEFAULT`]; `false` stops after them, `true` is accepted
@@ -15,8 +17,8 @@
 //! Each recorded exception carries the override of its type (`policy_override`) beside the
 //! policy computed with it (`policy`).
 
-use tasks::ExceptionType;
 use tasks::error_policy::{ErrorPolicyOverrides, is_listed};
+use tasks::{Blame, ExceptionType};
 
 /// The agent failures after which runner still verifies what the agent left (as Harbor does
 /// after a timeout or a non-zero exit): an `override_error_policy` entry can only turn this off.
@@ -45,6 +47,13 @@ pub enum OverrideError {
          should_grade or set it to false"
     )]
     CannotGrade(String),
+    /// `should_retry: true` for a type runner blames on the agent.
+    #[error(
+        "override_error_policy.{0}.should_retry: true is not supported: runner blames a {0} on \
+         the agent and never retries an agent's failure (re-running it until it passes would \
+         inflate the score); remove should_retry or set it to false"
+    )]
+    CannotRetryAgent(String),
     /// `should_retry: true` for an interruption.
     #[error(
         "override_error_policy.CancelledError.should_retry: true is not supported: an \
@@ -64,8 +73,13 @@ pub fn check(overrides: &ErrorPolicyOverrides) -> Result<(), OverrideError> {
         if entry.should_grade == Some(true) && !GRADED_AFTER_BY_DEFAULT.contains(&kind) {
             return Err(OverrideError::CannotGrade(name.clone()));
         }
-        if entry.should_retry == Some(true) && kind == ExceptionType::CancelledError {
-            return Err(OverrideError::CannotRetryCancelled);
+        if entry.should_retry == Some(true) {
+            if kind == ExceptionType::CancelledError {
+                return Err(OverrideError::CannotRetryCancelled);
+            }
+            if kind.blame() == Blame::Agent {
+                return Err(OverrideError::CannotRetryAgent(name.clone()));
+            }
         }
     }
     Ok(())
@@ -102,7 +116,7 @@ mod tests {
             &o
         ));
         // Only retry or reward parts: grading stays runner's.
-        let o = overrides(r#"{"AgentTimeoutError": {"should_retry": true}}"#);
+        let o = overrides(r#"{"AgentTimeoutError": {"should_retry": false}}"#);
         assert!(verifies_after(&timeout, &o));
         assert!(!verifies_after(&ExceptionType::AgentServerError, &o));
     }
@@ -123,6 +137,14 @@ mod tests {
         assert_eq!(
             check_of(r#"{"CancelledError": {"should_retry": true}}"#),
             Err(OverrideError::CannotRetryCancelled)
+        );
+        assert_eq!(
+            check_of(r#"{"AgentTimeoutError": {"should_retry": true}}"#),
+            Err(OverrideError::CannotRetryAgent("AgentTimeoutError".into()))
+        );
+        assert_eq!(
+            check_of(r#"{"VerifierEnvError": {"should_retry": true}}"#),
+            Ok(())
         );
         assert_eq!(
             check_of(r#"{"AgentTimeoutErorr": {"should_retry": true}}"#),

@@ -22,10 +22,6 @@ pub struct RetryPolicy {
     pub include: Option<Vec<ExceptionType>>,
     /// These types are never retried.
     pub exclude: Vec<ExceptionType>,
-    /// Types retried beyond the infrastructure rule when `include` is unset: those the job's
-    /// `override_error_policy` says `should_retry: true` for (Harbor retries every type it
-    /// does not exclude; runner only those it is told to).
-    pub also: Vec<ExceptionType>,
     /// The wait before the first retry (before jitter).
     pub min_wait: Duration,
     /// The longest wait.
@@ -71,7 +67,6 @@ impl RetryPolicy {
             max_retries,
             include,
             exclude,
-            also: Vec::new(),
             min_wait: Duration::from_secs(1),
             max_wait: Duration::from_secs(60),
             multiplier: 2.0,
@@ -79,26 +74,20 @@ impl RetryPolicy {
     }
 
     /// Applies a job's `override_error_policy` as Harbor 0.26 applies it to its retry config:
-    /// unless the job gave `exclude_exceptions` itself (`exclude_given`), `should_retry: false`
-    /// adds the type to the exclusions and `true` removes it. A `should_retry: true` type left
-    /// unexcluded is then retried even when not an infrastructure error (unless an include
-    /// list decides), so a config re-run from the job's own `config.json`, whose exclusions are
-    /// then explicit, retries the same types.
+    /// unless the job gave `exclude_exceptions` itself (`exclude_given`; a job's own
+    /// `config.json` records the list already edited), `should_retry: false` adds the type to
+    /// the exclusions and `true` removes it. (`true` for a type runner blames on the agent is
+    /// refused earlier, [`crate::error_overrides::check`]: runner retries infrastructure errors
+    /// only.)
     pub fn apply_overrides(&mut self, overrides: &ErrorPolicyOverrides, exclude_given: bool) {
+        if exclude_given {
+            return;
+        }
         for (name, entry) in overrides {
             let kind = ExceptionType::from_name(name);
             match entry.should_retry {
-                Some(false) if !exclude_given && !self.exclude.contains(&kind) => {
-                    self.exclude.push(kind)
-                }
-                Some(true) => {
-                    if !exclude_given {
-                        self.exclude.retain(|k| *k != kind);
-                    }
-                    if !self.exclude.contains(&kind) && !self.also.contains(&kind) {
-                        self.also.push(kind);
-                    }
-                }
+                Some(false) if !self.exclude.contains(&kind) => self.exclude.push(kind),
+                Some(true) => self.exclude.retain(|k| *k != kind),
                 _ => {}
             }
         }
@@ -117,7 +106,7 @@ impl RetryPolicy {
         }
         match &self.include {
             Some(include) => include.contains(kind),
-            None => kind.blame() == Blame::Infrastructure || self.also.contains(kind),
+            None => kind.blame() == Blame::Infrastructure,
         }
     }
 
@@ -209,24 +198,27 @@ mod tests {
     #[test]
     fn should_retry_overrides_edit_the_default_exclusions_as_harbor_does() {
         let o = overrides(
-            r#"{"AgentTimeoutError": {"should_retry": true},
+            r#"{"VerifierEnvError": {"should_retry": true},
                 "EnvironmentStartError": {"should_retry": false},
                 "HealthcheckError": {"should_grade": false}}"#,
         );
         let mut policy = RetryPolicy::new(2, &[], None).unwrap();
+        assert!(!policy.should_retry(&ExceptionType::VerifierEnvError));
         policy.apply_overrides(&o, false);
-        // Harbor excludes AgentTimeoutError by default; the override lifts it, and runner
-        // then retries it although the agent caused it.
-        assert!(!policy.exclude.contains(&ExceptionType::AgentTimeoutError));
-        assert!(policy.should_retry(&ExceptionType::AgentTimeoutError));
-        assert!(!policy.should_retry(&ExceptionType::NonZeroAgentExitCodeError));
+        // Excluded by default (an unset host variable stays unset); the override lifts it.
+        assert!(policy.should_retry(&ExceptionType::VerifierEnvError));
         // An infrastructure error made non-retried, recorded in the exclusions.
         assert!(!policy.should_retry(&ExceptionType::EnvironmentStartError));
+        let record = policy.record();
         assert!(
-            policy
-                .record()
+            record
                 .exclude_exceptions
                 .contains(&ExceptionType::EnvironmentStartError)
+        );
+        assert!(
+            !record
+                .exclude_exceptions
+                .contains(&ExceptionType::VerifierEnvError)
         );
         // An entry without should_retry changes no retry.
         assert!(policy.should_retry(&ExceptionType::HealthcheckError));
@@ -235,23 +227,14 @@ mod tests {
     #[test]
     fn explicit_exclusions_win_over_should_retry_overrides() {
         let o = overrides(
-            r#"{"AgentTimeoutError": {"should_retry": true},
+            r#"{"VerifierEnvError": {"should_retry": true},
                 "EnvironmentStartError": {"should_retry": false}}"#,
         );
-        // A job's own config.json records its (already edited) exclusions: re-run, they stand.
-        let given = names(&["AgentTimeoutError"]);
+        let given = names(&["VerifierEnvError"]);
         let mut policy = RetryPolicy::new(2, &[], Some(&given)).unwrap();
         policy.apply_overrides(&o, true);
-        assert!(!policy.should_retry(&ExceptionType::AgentTimeoutError));
+        assert!(!policy.should_retry(&ExceptionType::VerifierEnvError));
         assert!(policy.should_retry(&ExceptionType::EnvironmentStartError));
-        // Not excluded there, a should_retry: true type is retried, as in the first run.
-        let mut policy = RetryPolicy::new(2, &[], Some(&[])).unwrap();
-        policy.apply_overrides(&o, true);
-        assert!(policy.should_retry(&ExceptionType::AgentTimeoutError));
-        // An include list decides alone.
-        let mut policy = RetryPolicy::new(2, &names(&["EnvironmentStartError"]), None).unwrap();
-        policy.apply_overrides(&o, false);
-        assert!(!policy.should_retry(&ExceptionType::AgentTimeoutError));
     }
 
     #[test]
