@@ -16,7 +16,7 @@ import sys
 import warnings
 
 from harbor.models.job.config import JobConfig
-from harbor.models.job.lock import JobLock
+from harbor.models.job.lock import JobLock, TrialLock
 from harbor.models.job.result import JobResult, JobStats
 from harbor.models.trial.config import TrialConfig
 from harbor.models.task.task import Task
@@ -45,7 +45,9 @@ def differences(ours, theirs, prefix=""):
     return only_ours, only_theirs
 
 
-def check(model, path, job, failures, runner_only):
+def check(model, path, job, failures, runner_only, exclude_none=False):
+    """`model` reads `path`, and `path` has every key `model` writes (Harbor writes its locks
+    with `exclude_none`, so a lock's null fields are compared as 0.26 writes them: absent)."""
     name = str(path.relative_to(job))
     try:
         ours = json.loads(path.read_text())
@@ -53,7 +55,7 @@ def check(model, path, job, failures, runner_only):
     except Exception as error:  # noqa: BLE001 - report any rejection
         failures.append(f"{name}: Harbor 0.26's {model.__name__} rejects it: {error}")
         return
-    theirs = json.loads(parsed.model_dump_json())
+    theirs = json.loads(parsed.model_dump_json(exclude_none=exclude_none))
     only_ours, only_theirs = differences(ours, theirs)
     skip = NOT_WRITTEN.get(path.name if path.parent == job else "", set())
     missing = [key for key in only_theirs if key not in skip]
@@ -122,7 +124,7 @@ def main():
     failures, runner_only = [], set()
     check(JobConfig, job / "config.json", job, failures, runner_only)
     check(JobResult, job / "result.json", job, failures, runner_only)
-    check(JobLock, job / "lock.json", job, failures, runner_only)
+    check(JobLock, job / "lock.json", job, failures, runner_only, exclude_none=True)
     lock = json.loads((job / "lock.json").read_text())
     task_dirs = {t.get("trial_name"): t["task"].get("path") for t in lock.get("trials", [])}
     trials = [t for t in sorted(job.iterdir()) if (t / "result.json").is_file()]
@@ -131,6 +133,7 @@ def main():
     for trial in trials:
         check(TrialResult, trial / "result.json", job, failures, runner_only)
         check(TrialConfig, trial / "config.json", job, failures, runner_only)
+        check(TrialLock, trial / "lock.json", job, failures, runner_only, exclude_none=True)
         check_task_checksum(trial, job, failures, task_dirs)
     if trials:
         check_sources(job, trials, failures, task_dirs)

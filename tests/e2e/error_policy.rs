@@ -91,6 +91,8 @@ fn an_override_stops_grading_after_an_agent_timeout() {
         result["verifier"].is_null(),
         "the verifier never started: {result}"
     );
+    // Where it would have run, recorded as the trial started (as Harbor 0.26 records it).
+    assert_eq!(result["verifier_environment_mode"], "shared");
     assert_eq!(
         result["exception_info"]["policy_override"],
         json!({"should_retry": null, "should_grade": false, "has_valid_reward": false})

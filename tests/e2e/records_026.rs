@@ -122,6 +122,15 @@ fn the_eval_key_is_harbors_and_an_older_job_resumes_under_it() {
     assert_eq!(lock["trials"][0]["schema_version"], 2);
     assert_eq!(lock["trials"][0]["verifier"]["environment_mode"], "shared");
     assert_eq!(lock["trials"][0]["task"]["source"], "examples");
+    // Written as 0.26 writes its locks (no null field), and each trial has its own.
+    assert!(!lock.to_string().contains("null"), "{lock}");
+    let trial_lock = json_at(
+        &job.join(trial["trial_name"].as_str().unwrap())
+            .join("lock.json"),
+    );
+    assert_eq!(trial_lock["schema_version"], 2);
+    assert_eq!(trial_lock["task"]["digest"], digest);
+    assert_eq!(trial_lock["verifier"]["environment_mode"], "shared");
 
     // The same job as the earlier runner wrote it resumes with one more trial: the old
     // trial is kept, both count under the one key, and lock.json is rewritten as schema 3.

@@ -256,6 +256,25 @@ pub struct JobLock {
     pub allow_container_secrets: bool,
 }
 
+/// A lock record as Harbor 0.26 writes its locks (`model_dump_json(exclude_none=True)`): the
+/// JSON of `value` without its null fields, at any depth, so the key lists of runner's lock.json
+/// and Harbor's agree. Every field left out reads back as absent (`None`).
+pub fn harbor_lock_json<T: Serialize>(value: &T) -> serde_json::Result<serde_json::Value> {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.retain(|_, v| !v.is_null());
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut json = serde_json::to_value(value)?;
+    strip(&mut json);
+    Ok(json)
+}
+
 impl JobLock {
     /// Records the image `task`'s trials run on: in [`JobLock::images`] and in every trial of
     /// the task (`image_id`, `image_tag` and the full [`LockImage`]).
@@ -374,6 +393,17 @@ mod tests {
         }
         // Read back unchanged.
         assert_eq!(serde_json::from_value::<LockTrial>(json).unwrap(), trial);
+    }
+
+    #[test]
+    fn a_lock_is_written_without_nulls_and_reads_back_the_same() {
+        let mut lock = lock_with(&["a", "b"]);
+        lock.schema_version = JOB_LOCK_SCHEMA;
+        let json = harbor_lock_json(&lock).unwrap();
+        assert!(!json.to_string().contains("null"), "{json}");
+        assert_eq!(json["trials"][0]["schema_version"], 2);
+        assert_eq!(json["trials"][0]["task"].get("version"), None);
+        assert_eq!(serde_json::from_value::<JobLock>(json).unwrap(), lock);
     }
 
     /// A lock.json in the shape the runner wrote before schema 3 (schema 1, from a job of

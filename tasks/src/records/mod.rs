@@ -27,7 +27,7 @@ pub use job_result::{
 };
 pub use lock::{
     JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, LockVerifier,
-    RunnerInfo, TrialLock026,
+    RunnerInfo, TrialLock026, harbor_lock_json,
 };
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{

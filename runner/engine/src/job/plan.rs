@@ -63,6 +63,21 @@ pub struct JobSettings {
     pub agent_toolchain: bool,
 }
 
+/// The lock entry of a trial of `task` with `config` (Harbor 0.26's `TrialLock`, plus the
+/// trial's name): the job's lock.json holds one per trial, and each trial writes its own as
+/// `<trial>/lock.json`, as 0.26 does.
+pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
+    let lock_task = LockTask {
+        name: task.name.clone(),
+        kind: "local".into(),
+        digest: task.digest.clone(),
+        source: config.task.source.clone(),
+        path: Some(task.dir.display().to_string()),
+        ..LockTask::default()
+    };
+    LockTrial::new(config, lock_task, crate::trial::trial_verifier_mode(task))
+}
+
 /// A planned job.
 #[derive(Debug)]
 pub struct JobPlan {
@@ -267,24 +282,8 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             identity: None,
         };
         let identity = trial_identity(&task, &config, &settings.agent_fingerprint, &env_digest, 0);
-        let lock_task = LockTask {
-            name: task.name.clone(),
-            kind: "local".into(),
-            digest: task.digest.clone(),
-            source: source.clone(),
-            path: Some(task.dir.display().to_string()),
-            ..LockTask::default()
-        };
-        // Harbor 0.26 locks where a single-step task's verification runs.
-        let verifier_mode = task.config.steps.is_empty().then(|| {
-            if crate::trial::is_separate(&task, None) {
-                "separate"
-            } else {
-                "shared"
-            }
-        });
         // Every lock entry of the task is a renamed clone of this one, sharing its parts.
-        let lock_trial = LockTrial::new(&config, lock_task, verifier_mode);
+        let lock_trial = lock_entry(&task, &config);
         let plan = TaskPlan {
             task,
             env,

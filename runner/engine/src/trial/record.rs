@@ -21,6 +21,9 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
         task_id: TaskId::of(&plan.task).to_json(),
         source: plan.config.task.source.clone(),
         task_checksum: plan.task.checksum.clone(),
+        // Set as the trial starts, as Harbor 0.26 sets it: a trial that never reaches its
+        // verification still says where it would have run.
+        verifier_environment_mode: super::trial_verifier_mode(&plan.task).map(str::to_owned),
         config: plan.config.clone(),
         agent_info: AgentInfo {
             name: agent.name().to_owned(),
