@@ -289,7 +289,8 @@ fn override_error_policy_is_read_and_checked() {
     let read = settings(
         "json",
         r#"{"override_error_policy": {
-            "AgentTimeoutError": {"should_retry": true, "should_grade": false, "has_valid_reward": null},
+            "AgentTimeoutError": {"should_retry": false, "should_grade": false, "has_valid_reward": null},
+            "VerifierEnvError": {"should_retry": true},
             "ApiRateLimitError": {"should_retry": false}}}"#,
     )
     .unwrap();
@@ -297,11 +298,12 @@ fn override_error_policy_is_read_and_checked() {
     assert_eq!(
         overrides["AgentTimeoutError"],
         tasks::error_policy::ErrorPolicyOverride {
-            should_retry: Some(true),
+            should_retry: Some(false),
             should_grade: Some(false),
             has_valid_reward: None,
         }
     );
+    assert_eq!(overrides["VerifierEnvError"].should_retry, Some(true));
     assert_eq!(overrides["ApiRateLimitError"].should_retry, Some(false));
     for (json, says) in [
         (
@@ -315,6 +317,10 @@ fn override_error_policy_is_read_and_checked() {
         (
             r#"{"override_error_policy": {"NoSuchError": {"should_retry": true}}}"#,
             "override_error_policy.NoSuchError: unknown exception type",
+        ),
+        (
+            r#"{"override_error_policy": {"AgentTimeoutError": {"should_retry": true}}}"#,
+            "override_error_policy.AgentTimeoutError.should_retry: true is not supported: runner blames",
         ),
         (
             r#"{"override_error_policy": {"CancelledError": {"should_retry": true}}}"#,
