@@ -190,9 +190,9 @@ pub struct LockTrial {
     pub environment: Arc<EnvironmentConfig>,
     /// The verifier, with its environment mode.
     pub verifier: Arc<LockVerifier>,
-    /// Harbor 0.26's other trial-lock fields.
+    /// Harbor 0.26's other trial-lock fields (the same for every trial of a job, so held once).
     #[serde(flatten)]
-    pub harbor_026: TrialLock026,
+    pub harbor_026: Arc<TrialLock026>,
 }
 
 impl LockTrial {
@@ -211,11 +211,11 @@ impl LockTrial {
                 config: config.verifier.clone(),
                 environment_mode: verifier_mode.map(str::to_owned),
             }),
-            harbor_026: TrialLock026 {
+            harbor_026: Arc::new(TrialLock026 {
                 artifacts: config.artifacts.clone(),
                 override_error_policy: config.harbor_026.override_error_policy.clone(),
                 ..TrialLock026::default()
-            },
+            }),
         }
     }
 }
@@ -258,7 +258,8 @@ pub struct JobLock {
 
 /// A lock record as Harbor 0.26 writes its locks (`model_dump_json(exclude_none=True)`): the
 /// JSON of `value` without its null fields, at any depth, so the key lists of runner's lock.json
-/// and Harbor's agree. Every field left out reads back as absent (`None`).
+/// and Harbor's agree. Every field left out reads back as absent (`None`). For one trial's entry;
+/// a whole job's lock is written through [`HarborLock`], an entry at a time.
 pub fn harbor_lock_json<T: Serialize>(value: &T) -> serde_json::Result<serde_json::Value> {
     fn strip(value: &mut serde_json::Value) {
         match value {
@@ -273,6 +274,63 @@ pub fn harbor_lock_json<T: Serialize>(value: &T) -> serde_json::Result<serde_jso
     let mut json = serde_json::to_value(value)?;
     strip(&mut json);
     Ok(json)
+}
+
+/// A job's lock serialized as [`harbor_lock_json`] would make it, without holding the whole
+/// document as JSON values: each trial entry is made and written in turn, so writing the lock
+/// of a large job costs one entry's JSON, not kilobytes per trial.
+pub struct HarborLock<'a>(pub &'a JobLock);
+
+impl Serialize for HarborLock<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap, SerializeSeq};
+        /// The trials, one stripped entry at a time.
+        struct Trials<'a>(&'a [LockTrial]);
+        impl Serialize for Trials<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+                for trial in self.0 {
+                    seq.serialize_element(&harbor_lock_json(trial).map_err(S::Error::custom)?)?;
+                }
+                seq.end()
+            }
+        }
+        let lock = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        let field =
+            |map: &mut S::SerializeMap, key: &str, value: serde_json::Result<serde_json::Value>| {
+                let value = value.map_err(S::Error::custom)?;
+                if value.is_null() {
+                    return Ok(());
+                }
+                map.serialize_entry(key, &harbor_lock_json(&value).map_err(S::Error::custom)?)
+            };
+        use serde_json::to_value;
+        field(&mut map, "schema_version", to_value(lock.schema_version))?;
+        field(&mut map, "created_at", to_value(lock.created_at))?;
+        field(&mut map, "harbor", to_value(&lock.harbor))?;
+        field(&mut map, "runner", to_value(&lock.runner))?;
+        field(&mut map, "invocation", to_value(&lock.invocation))?;
+        field(&mut map, "working_dir", to_value(&lock.working_dir))?;
+        field(
+            &mut map,
+            "n_concurrent_trials",
+            to_value(lock.n_concurrent_trials),
+        )?;
+        field(&mut map, "retry", to_value(&lock.retry))?;
+        map.serialize_entry("trials", &Trials(&lock.trials))?;
+        field(&mut map, "dataset_digest", to_value(&lock.dataset_digest))?;
+        field(&mut map, "images", to_value(&lock.images))?;
+        if !lock.engine_images.is_empty() {
+            field(&mut map, "engine_images", to_value(&lock.engine_images))?;
+        }
+        field(
+            &mut map,
+            "allow_container_secrets",
+            to_value(lock.allow_container_secrets),
+        )?;
+        map.end()
+    }
 }
 
 impl JobLock {
@@ -399,7 +457,9 @@ mod tests {
     fn a_lock_is_written_without_nulls_and_reads_back_the_same() {
         let mut lock = lock_with(&["a", "b"]);
         lock.schema_version = JOB_LOCK_SCHEMA;
-        let json = harbor_lock_json(&lock).unwrap();
+        let json = serde_json::to_value(HarborLock(&lock)).unwrap();
+        // The same document as the whole lock stripped at once.
+        assert_eq!(json, harbor_lock_json(&lock).unwrap());
         assert!(!json.to_string().contains("null"), "{json}");
         assert_eq!(json["trials"][0]["schema_version"], 2);
         assert_eq!(json["trials"][0]["task"].get("version"), None);
@@ -416,7 +476,7 @@ mod tests {
         let trial = &lock.trials[0];
         assert_eq!(trial.task.name, "examples/hello-file");
         assert_eq!(trial.verifier.environment_mode, None);
-        assert_eq!(trial.harbor_026, TrialLock026::default());
+        assert_eq!(*trial.harbor_026, TrialLock026::default());
         assert_eq!(trial.task.version, None);
     }
 

@@ -26,8 +26,8 @@ pub use job_result::{
     Coverage, EstimateInterval, EvalIntervals, EvalStats, JobLlmUsage, JobResult, JobStats,
 };
 pub use lock::{
-    JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, LockVerifier,
-    RunnerInfo, TrialLock026, harbor_lock_json,
+    HarborLock, JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial,
+    LockVerifier, RunnerInfo, TrialLock026, harbor_lock_json,
 };
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{

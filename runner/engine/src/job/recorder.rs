@@ -202,8 +202,8 @@ impl JobRecorder {
 
     /// Writes lock.json, as Harbor 0.26 writes it (no null fields).
     pub fn write_lock(&self) -> std::io::Result<()> {
-        let json = tasks::records::harbor_lock_json(&self.lock).map_err(std::io::Error::other)?;
-        write_json_atomic(&self.dir.join("lock.json"), &json)
+        let lock = tasks::records::HarborLock(&self.lock);
+        write_json_atomic(&self.dir.join("lock.json"), &lock)
     }
 
     /// Writes result.json if a change is pending (the job's loop calls this on its tick).

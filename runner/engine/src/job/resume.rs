@@ -234,6 +234,9 @@ fn keep_lock_entries(
         if kept.verifier.config == entry.verifier.config {
             kept.verifier = entry.verifier.clone();
         }
+        if kept.harbor_026 == entry.harbor_026 {
+            kept.harbor_026 = entry.harbor_026.clone();
+        }
         match tasks.iter().find(|t| **t == kept.task) {
             Some(shared) => kept.task = shared.clone(),
             None => tasks.push(kept.task.clone()),
