@@ -60,8 +60,8 @@ trap 'rm -rf "$work"' EXIT
 echo "== Harbor $harbor_version reads the job runner wrote"
 "$venv/bin/python" scripts/harbor-compat/harbor_compat.py read "$job"
 
-# Harbor 0.26 too: its models read every record but lock.json (its schema 3 is another
-# document), and every field they define is in runner's records.
+# Harbor 0.26 too: its models read every record (lock.json, schema 3, included), every field
+# they define is in runner's records, and each trial's task_checksum is Harbor's own.
 harbor_026=0.26.0
 venv_026=$(harbor_venv "$harbor_026")
 echo "== Harbor $harbor_026 reads the job runner wrote"

@@ -201,6 +201,20 @@ impl Dataset {
         }
     }
 
+    /// The `source` Harbor 0.26 records for this dataset's trials, which names their eval
+    /// key (`agent__model__source`): a local dataset's resolved directory name
+    /// (`DatasetConfig._get_local_task_configs`), not `dataset.toml`'s name; `None` for a
+    /// single task, which Harbor runs without a dataset (its eval key says `adhoc`).
+    pub fn trial_source(&self) -> Option<String> {
+        if self.single_task {
+            return None;
+        }
+        let resolved = self.dir.canonicalize().unwrap_or_else(|_| self.dir.clone());
+        resolved
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    }
+
     /// The dataset digest over the tasks that loaded and the dataset files.
     pub fn digest(&self) -> String {
         let digests: Vec<String> = self.tasks.iter().map(|t| t.digest.clone()).collect();

@@ -6,6 +6,8 @@
 //! (`outcome`: an agent-caused failure is never infrastructure) is recorded beside it; where
 //! the two differ, the README says how.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// What Harbor 0.26 does with a trial that ended in an exception of one type.
@@ -141,9 +143,83 @@ pub fn default_retry_exclusions() -> impl Iterator<Item = &'static str> {
         .flat_map(|(_, names)| names.iter().copied())
 }
 
+/// One entry of a config's `override_error_policy` (Harbor 0.26's `ErrorPolicyOverride`):
+/// the parts of a type's [`ErrorPolicy`] it replaces, the others (`null`) kept. Unknown keys are
+/// refused, as Harbor refuses them. Written with all three keys, as 0.26 writes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorPolicyOverride {
+    /// Retry the type or not. Applied to the job's `retry.exclude_exceptions` unless the
+    /// config gave that list itself (see `RetryPolicy` in the engine).
+    #[serde(default)]
+    pub should_retry: Option<bool>,
+    /// Verify after the type or not (runner honours it after an agent failure; see the engine's
+    /// `TrialFailure::continues_to_verification`).
+    #[serde(default)]
+    pub should_grade: Option<bool>,
+    /// Whether a reward recorded despite the type counts (`reward_valid`).
+    #[serde(default)]
+    pub has_valid_reward: Option<bool>,
+}
+
+impl ErrorPolicyOverride {
+    /// `policy` with this override's set parts in place of its own.
+    pub fn apply(&self, policy: ErrorPolicy) -> ErrorPolicy {
+        ErrorPolicy {
+            should_retry: self.should_retry.unwrap_or(policy.should_retry),
+            should_grade: self.should_grade.unwrap_or(policy.should_grade),
+            has_valid_reward: self.has_valid_reward.unwrap_or(policy.has_valid_reward),
+        }
+    }
+}
+
+/// A config's `override_error_policy`: exception type name → override.
+pub type ErrorPolicyOverrides = BTreeMap<String, ErrorPolicyOverride>;
+
+/// Harbor 0.26's policy for `name` with `overrides` applied (its `policy_for(type, override)`).
+pub fn policy_with(name: &str, overrides: &ErrorPolicyOverrides) -> ErrorPolicy {
+    let policy = policy_for(name);
+    overrides
+        .get(name)
+        .map_or(policy, |override_| override_.apply(policy))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_override_replaces_only_the_parts_it_sets() {
+        let overrides: ErrorPolicyOverrides = serde_json::from_str(
+            r#"{"AgentTimeoutError": {"has_valid_reward": false},
+                "HealthcheckError": {"should_retry": false, "should_grade": null}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            policy_with("AgentTimeoutError", &overrides),
+            policy(false, true, false)
+        );
+        assert_eq!(
+            policy_with("HealthcheckError", &overrides),
+            policy(false, false, false)
+        );
+        assert_eq!(
+            policy_with("VerifierTimeoutError", &overrides),
+            policy_for("VerifierTimeoutError")
+        );
+        // Written back with every key, as Harbor writes it.
+        assert_eq!(
+            serde_json::to_value(overrides["AgentTimeoutError"]).unwrap(),
+            serde_json::json!({"should_retry": null, "should_grade": null, "has_valid_reward": false})
+        );
+    }
+
+    #[test]
+    fn an_override_with_an_unknown_key_is_refused() {
+        let err =
+            serde_json::from_str::<ErrorPolicyOverride>(r#"{"should_regrade": true}"#).unwrap_err();
+        assert!(err.to_string().contains("should_regrade"), "{err}");
+    }
 
     #[test]
     fn harbors_groups_read_as_harbor_reads_them() {

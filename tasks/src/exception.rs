@@ -386,6 +386,7 @@ mod tests {
             exception_traceback: String::new(),
             occurred_at: chrono::Utc::now(),
             policy: None,
+            policy_override: None,
         };
         assert_eq!(
             info.headline(),

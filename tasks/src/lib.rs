@@ -4,6 +4,7 @@
 pub mod atif;
 pub mod atomic;
 pub mod bounded;
+pub mod checksum;
 pub mod config;
 mod config_check;
 pub mod confined;

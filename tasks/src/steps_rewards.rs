@@ -106,6 +106,7 @@ mod tests {
             exception_traceback: String::new(),
             occurred_at: chrono::Utc::now(),
             policy: None,
+            policy_override: None,
         });
         result
     }

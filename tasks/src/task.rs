@@ -25,8 +25,11 @@ pub struct Task {
     pub instruction: String,
     /// The steps of a multi-step task, in order, with their instructions; empty otherwise.
     pub steps: Vec<crate::steps::TaskStep>,
-    /// The content digest, `sha256:<hex>` (Harbor's package digest).
+    /// The content digest, `sha256:<hex>` (Harbor's package digest, lock.json's).
     pub digest: String,
+    /// Harbor 0.26's `task_checksum`: the dirhash of the whole directory, a different hash
+    /// from [`Task::digest`] (see [`crate::checksum`]).
+    pub checksum: String,
     /// Warnings found while loading (unknown keys, parts of the task that are not run).
     pub warnings: Vec<String>,
     /// Harbor features the task uses that the runner cannot run; always empty for a task from
@@ -94,6 +97,7 @@ impl Task {
                 .unwrap_or_default(),
         };
         let digest = task_digest(&dir)?;
+        let checksum = crate::checksum::task_checksum(&dir)?;
         let warnings = parsed.warnings;
         let unsupported = unsupported::detect_in_dir(&parsed.config, &dir);
         Ok(Task {
@@ -103,6 +107,7 @@ impl Task {
             instruction,
             steps,
             digest,
+            checksum,
             warnings,
             unsupported,
             host_vars: HostVars::none(),
@@ -144,11 +149,6 @@ impl Task {
     /// The `solution/` directory.
     pub fn solution_dir(&self) -> PathBuf {
         self.dir.join("solution")
-    }
-
-    /// The digest without its `sha256:` prefix.
-    pub fn digest_hex(&self) -> &str {
-        self.digest.trim_start_matches("sha256:")
     }
 }
 

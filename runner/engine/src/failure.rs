@@ -58,14 +58,14 @@ impl TrialFailure {
     }
 
     /// True when the trial still goes on to verification after this failure, as in Harbor:
-    /// the agent ran out of time or failed, but what it left can still be scored.
-    pub fn continues_to_verification(&self) -> bool {
-        matches!(
-            self.kind,
-            ExceptionType::AgentTimeoutError
-                | ExceptionType::NonZeroAgentExitCodeError
-                | ExceptionType::TrajectoryValidationError
-        )
+    /// the agent ran out of time or failed, but what it left can still be scored, unless the
+    /// job's `override_error_policy` says `should_grade: false` for the type (see
+    /// [`crate::error_overrides`]).
+    pub fn continues_to_verification(
+        &self,
+        overrides: &tasks::error_policy::ErrorPolicyOverrides,
+    ) -> bool {
+        crate::error_overrides::verifies_after(&self.kind, overrides)
     }
 }
 

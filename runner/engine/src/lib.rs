@@ -9,6 +9,7 @@
 //! engine itself.
 
 pub mod backend;
+pub mod error_overrides;
 pub mod event_text;
 pub mod events;
 pub mod failure;

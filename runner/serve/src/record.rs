@@ -70,7 +70,7 @@ impl Recorder {
             trial_name: name,
             trial_uri: format!("file://{}", dir.display()),
             task_id: Value::String(task.name.clone()),
-            task_checksum: task.digest_hex().to_owned(),
+            task_checksum: task.checksum.clone(),
             agent_info: AgentInfo {
                 name: POLICY_NAME.into(),
                 version: "1".into(),
@@ -148,6 +148,7 @@ impl Recorder {
                 exception_traceback: String::new(),
                 occurred_at: Utc::now(),
                 policy: None,
+                policy_override: None,
             });
         }
         self.result.complete_harbor_fields();

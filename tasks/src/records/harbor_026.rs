@@ -1,9 +1,12 @@
 //! The fields Harbor 0.26 added to its job and trial configs, written with 0.26's defaults so
 //! 0.26's tools find every field they define (runner implements none of them beyond their
-//! defaults; `runner run -c` refuses a non-default value by name). Each group is flattened into
+//! defaults but `override_error_policy`; `runner run -c` refuses another non-default value by
+//! name). Each group is flattened into
 //! its record, after the fields Harbor 0.13 already had.
 
 use serde::{Deserialize, Serialize};
+
+use crate::error_policy::ErrorPolicyOverrides;
 
 /// A record's `schema_version`: 1, the only version Harbor 0.26 writes (older records, which
 /// omit it, read as 1 too).
@@ -73,8 +76,8 @@ pub struct TrialConfig026 {
     pub extra_instructions: Vec<serde_json::Value>,
     /// Install the agent and stop.
     pub install_only: bool,
-    /// Error-policy overrides by exception type.
-    pub override_error_policy: serde_json::Map<String, serde_json::Value>,
+    /// Error-policy overrides by exception type (the job's, copied into each trial).
+    pub override_error_policy: ErrorPolicyOverrides,
     /// The trial this one re-runs.
     pub source_trial: Option<serde_json::Value>,
     /// The user agent for model calls.
@@ -91,8 +94,8 @@ pub struct JobConfig026 {
     pub extra_instructions: Vec<serde_json::Value>,
     /// Install the agents and stop.
     pub install_only: bool,
-    /// Error-policy overrides by exception type.
-    pub override_error_policy: serde_json::Map<String, serde_json::Value>,
+    /// Error-policy overrides by exception type (see [`crate::error_policy`]).
+    pub override_error_policy: ErrorPolicyOverrides,
     /// Skip checking model credentials before the job.
     pub skip_credential_checks: bool,
     /// Jobs this one re-runs trials of.

@@ -70,6 +70,10 @@ pub struct DatasetRef {
     pub exclude_task_names: Option<Vec<String>>,
     /// Task count limit.
     pub n_tasks: Option<u32>,
+    /// Harbor 0.26: a git repository the dataset comes from (runner runs local datasets:
+    /// null; absent in older records).
+    #[serde(default)]
+    pub repo: Option<String>,
 }
 
 /// `<job>/config.json`.

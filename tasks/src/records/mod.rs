@@ -27,7 +27,10 @@ pub use job_result::{
     Coverage, EstimateInterval, EvalIntervals, EvalStats, JobLlmUsage, JobResult, JobStats,
 };
 pub use llm_usage::TrialLlmUsage;
-pub use lock::{JobLock, LockImage, LockImageOrigin, LockTask, LockTrial, RunnerInfo};
+pub use lock::{
+    HarborLock, JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial,
+    LockVerifier, RunnerInfo, TrialLock026, harbor_lock_json,
+};
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::containment::{LeftoverProcess, TruncatedOutput, VerifierIsolation};
 use super::trial_config::TrialConfig;
-use crate::error_policy::ErrorPolicy;
+use crate::error_policy::{ErrorPolicy, ErrorPolicyOverride};
 use crate::exception::{ExceptionType, first_line};
 use crate::outcome::TrialOutcome;
 
@@ -139,6 +139,10 @@ pub struct ExceptionInfo {
     /// `outcome`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ErrorPolicy>,
+    /// The job's `override_error_policy` entry for this type, when it has one (Harbor 0.26's
+    /// `ExceptionInfo.policy_override`); `policy` is computed with it applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_override: Option<ErrorPolicyOverride>,
 }
 
 impl ExceptionInfo {
@@ -331,10 +335,12 @@ impl TrialResult {
     }
 
     /// Fills the fields Harbor 0.26 computes from the others, as it computes them: the
-    /// document version, each recorded exception's policy (the trial's and its steps') and
-    /// `reward_valid`.
+    /// document version, each recorded exception's policy (the trial's and its steps', with
+    /// the config's `override_error_policy` entry for its type applied and recorded beside it)
+    /// and `reward_valid`.
     pub fn complete_harbor_fields(&mut self) {
         self.schema_version = Some(1);
+        let overrides = &self.config.harbor_026.override_error_policy;
         let steps = self.step_results.iter_mut().flatten();
         let exceptions = self
             .exception_info
@@ -342,8 +348,10 @@ impl TrialResult {
             .chain(steps.filter_map(|step| step.exception_info.as_mut()));
         let mut voided = false;
         for exception in exceptions {
-            let policy = crate::error_policy::policy_for(exception.exception_type.as_str());
+            let name = exception.exception_type.as_str();
+            let policy = crate::error_policy::policy_with(name, overrides);
             voided |= !policy.has_valid_reward;
+            exception.policy_override = overrides.get(name).copied();
             exception.policy = Some(policy);
         }
         let rewarded = self

@@ -55,6 +55,7 @@ pub fn trial_result(
         exception_traceback: String::new(),
         occurred_at: started,
         policy: None,
+        policy_override: None,
     });
     let verifier_result = reward.map(|r| VerifierResult {
         rewards: Some(BTreeMap::from([("reward".to_owned(), r)])),

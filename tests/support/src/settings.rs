@@ -21,6 +21,7 @@ pub fn job_settings(dir: &Path, job_name: &str, agent: &AnyAgent, k: u32) -> Job
         agent: adapter::Agent::job_config(agent),
         agent_fingerprint: AgentFingerprint::of(agent),
         retry: RetryPolicy::none(),
+        override_error_policy: Default::default(),
         watchdog_grace: Duration::from_secs(60),
         allow_container_secrets: false,
         instruction_suffix: None,

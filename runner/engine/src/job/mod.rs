@@ -20,7 +20,7 @@ pub use attempts::{ATTEMPTS_DIR, kept_attempts};
 pub use identity::{AgentFingerprint, json_differences};
 pub use log::{JOB_LOG, JobLog};
 pub use pause::PauseMonitor;
-pub use plan::{JobPlan, JobSettings, PlannedTrial, plan_job};
+pub use plan::{JobPlan, JobSettings, PlannedTrial, lock_entry, plan_job};
 pub use recorder::{JobRecorder, coverage};
 pub use retry_policy::RetryPolicy;
 pub use shard::{Shard, ShardError, TaskWeight, assign, select_shard};

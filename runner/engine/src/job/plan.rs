@@ -38,6 +38,10 @@ pub struct JobSettings {
     pub agent_fingerprint: AgentFingerprint,
     /// Which failed trials run again.
     pub retry: RetryPolicy,
+    /// Harbor 0.26's `override_error_policy`, checked ([`crate::error_overrides::check`]) and
+    /// already applied to `retry`; recorded in the job's and every trial's config, and consulted
+    /// when a trial's agent fails and when its exceptions are recorded.
+    pub override_error_policy: tasks::error_policy::ErrorPolicyOverrides,
     /// How long past its deadline a phase may run before the watchdog ends the trial.
     pub watchdog_grace: Duration,
     /// Credentials allowed into containers (recorded; not publishable).
@@ -57,6 +61,21 @@ pub struct JobSettings {
     /// Run the tests with the programs and startup hooks the agent left instead of the
     /// image's own (`--agent-toolchain`; recorded as `verifier.agent_toolchain`).
     pub agent_toolchain: bool,
+}
+
+/// The lock entry of a trial of `task` with `config` (Harbor 0.26's `TrialLock`, plus the
+/// trial's name): the job's lock.json holds one per trial, and each trial writes its own as
+/// `<trial>/lock.json`, as 0.26 does.
+pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
+    let lock_task = LockTask {
+        name: task.name.clone(),
+        kind: "local".into(),
+        digest: task.digest.clone(),
+        source: config.task.source.clone(),
+        path: Some(task.dir.display().to_string()),
+        ..LockTask::default()
+    };
+    LockTrial::new(config, lock_task, crate::trial::trial_verifier_mode(task))
 }
 
 /// A planned job.
@@ -205,7 +224,10 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         artifacts: Vec::new(),
         extra_instruction_paths: Vec::new(),
         plugins: Vec::new(),
-        harbor_026: Default::default(),
+        harbor_026: tasks::records::JobConfig026 {
+            override_error_policy: settings.override_error_policy.clone(),
+            ..Default::default()
+        },
         allow_container_secrets: settings.allow_container_secrets,
         instruction_suffix: settings.instruction_suffix.clone(),
         agent_config: None,
@@ -229,8 +251,9 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             )),
         }
     }
-    // Harbor records the dataset as the trial's source; an ad-hoc single task has none.
-    let source = (!dataset.single_task).then(|| dataset.name.clone());
+    // Harbor records the dataset as the trial's source (its directory's name); an ad-hoc
+    // single task has none.
+    let source = dataset.trial_source();
     let trials_dir = Path::new(&settings.jobs_dir)
         .join(&settings.job_name)
         .display()
@@ -249,25 +272,18 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             extra_instruction_paths: Vec::new(),
             // Filled in as each trial starts (a resume takes the job's id).
             job_id: String::new(),
-            harbor_026: Default::default(),
+            harbor_026: tasks::records::TrialConfig026 {
+                override_error_policy: settings.override_error_policy.clone(),
+                ..Default::default()
+            },
             // Resolved here so the identity covers them; the trial resolves them again
             // (the same pure rule) and records how storage is enforced.
             limits: Some(settings.limits.resolve(&task.config)),
             identity: None,
         };
         let identity = trial_identity(&task, &config, &settings.agent_fingerprint, &env_digest, 0);
-        let lock_task = LockTask {
-            name: task.name.clone(),
-            kind: "local".into(),
-            digest: task.digest.clone(),
-            source: source.clone(),
-            path: Some(task.dir.display().to_string()),
-            image_id: None,
-            image_tag: None,
-            image: None,
-        };
         // Every lock entry of the task is a renamed clone of this one, sharing its parts.
-        let lock_trial = LockTrial::new(&config, lock_task);
+        let lock_trial = lock_entry(&task, &config);
         let plan = TaskPlan {
             task,
             env,
@@ -317,7 +333,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     };
     let lock = JobLock {
         engine_images: Default::default(),
-        schema_version: 1,
+        schema_version: tasks::records::JOB_LOCK_SCHEMA,
         created_at: Utc::now(),
         harbor: runner.clone(),
         runner,

@@ -200,9 +200,10 @@ impl JobRecorder {
             .unwrap_or_else(|| coverage(self.result.n_total_trials, &self.finished))
     }
 
-    /// Writes lock.json.
+    /// Writes lock.json, as Harbor 0.26 writes it (no null fields).
     pub fn write_lock(&self) -> std::io::Result<()> {
-        write_json_atomic(&self.dir.join("lock.json"), &self.lock)
+        let lock = tasks::records::HarborLock(&self.lock);
+        write_json_atomic(&self.dir.join("lock.json"), &lock)
     }
 
     /// Writes result.json if a change is pending (the job's loop calls this on its tick).

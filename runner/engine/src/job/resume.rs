@@ -182,8 +182,12 @@ pub fn resume(
             Some(result) => rerun_reason(result, retry_failed),
         };
         match (why, found.result) {
-            (None, Some(result)) => {
+            (None, Some(mut result)) => {
                 report.complete += 1;
+                // A trial recorded before runner named sources as Harbor 0.26 does (the
+                // dataset.toml name, not the directory's) counts under the plan's eval key,
+                // so a resumed job has one key per agent and model. Its record is kept as is.
+                result.source.clone_from(&trial.task_ref().source);
                 plan.done.push(TrialTotals::of(&result, &mut names));
                 complete.insert(name);
             }
@@ -225,8 +229,13 @@ fn keep_lock_entries(
         if kept.environment == entry.environment {
             kept.environment = entry.environment.clone();
         }
-        if kept.verifier == entry.verifier {
+        // Compared without the environment mode, which a lock of schema 1 lacks: the plan's
+        // entry fills it in.
+        if kept.verifier.config == entry.verifier.config {
             kept.verifier = entry.verifier.clone();
+        }
+        if kept.harbor_026 == entry.harbor_026 {
+            kept.harbor_026 = entry.harbor_026.clone();
         }
         match tasks.iter().find(|t| **t == kept.task) {
             Some(shared) => kept.task = shared.clone(),
@@ -306,6 +315,8 @@ pub(super) fn defining(c: &JobConfig) -> serde_json::Value {
         "allow_container_secrets": c.allow_container_secrets,
         "artifacts": c.artifacts,
         "extra_instruction_paths": c.extra_instruction_paths,
+        // Decides which failures are verified after (and retried): part of the plan.
+        "override_error_policy": c.harbor_026.override_error_policy,
     })
 }
 

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use tasks::error_policy::ErrorPolicyOverrides;
 use tasks::records::RetryConfig;
 use tasks::{Blame, ExceptionType, UnknownExceptionName};
 
@@ -70,6 +71,26 @@ impl RetryPolicy {
             max_wait: Duration::from_secs(60),
             multiplier: 2.0,
         })
+    }
+
+    /// Applies a job's `override_error_policy` as Harbor 0.26 applies it to its retry config:
+    /// unless the job gave `exclude_exceptions` itself (`exclude_given`; a job's own
+    /// `config.json` records the list already edited), `should_retry: false` adds the type to
+    /// the exclusions and `true` removes it. (`true` for a type runner blames on the agent is
+    /// refused earlier, [`crate::error_overrides::check`]: runner retries infrastructure errors
+    /// only.)
+    pub fn apply_overrides(&mut self, overrides: &ErrorPolicyOverrides, exclude_given: bool) {
+        if exclude_given {
+            return;
+        }
+        for (name, entry) in overrides {
+            let kind = ExceptionType::from_name(name);
+            match entry.should_retry {
+                Some(false) if !self.exclude.contains(&kind) => self.exclude.push(kind),
+                Some(true) => self.exclude.retain(|k| *k != kind),
+                _ => {}
+            }
+        }
     }
 
     /// No retries at all.
@@ -168,6 +189,52 @@ mod tests {
             "the recorded list holds every member by name"
         );
         assert!(RetryPolicy::new(1, &names(&["NoSuchError"]), None).is_err());
+    }
+
+    fn overrides(json: &str) -> ErrorPolicyOverrides {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn should_retry_overrides_edit_the_default_exclusions_as_harbor_does() {
+        let o = overrides(
+            r#"{"VerifierEnvError": {"should_retry": true},
+                "EnvironmentStartError": {"should_retry": false},
+                "HealthcheckError": {"should_grade": false}}"#,
+        );
+        let mut policy = RetryPolicy::new(2, &[], None).unwrap();
+        assert!(!policy.should_retry(&ExceptionType::VerifierEnvError));
+        policy.apply_overrides(&o, false);
+        // Excluded by default (an unset host variable stays unset); the override lifts it.
+        assert!(policy.should_retry(&ExceptionType::VerifierEnvError));
+        // An infrastructure error made non-retried, recorded in the exclusions.
+        assert!(!policy.should_retry(&ExceptionType::EnvironmentStartError));
+        let record = policy.record();
+        assert!(
+            record
+                .exclude_exceptions
+                .contains(&ExceptionType::EnvironmentStartError)
+        );
+        assert!(
+            !record
+                .exclude_exceptions
+                .contains(&ExceptionType::VerifierEnvError)
+        );
+        // An entry without should_retry changes no retry.
+        assert!(policy.should_retry(&ExceptionType::HealthcheckError));
+    }
+
+    #[test]
+    fn explicit_exclusions_win_over_should_retry_overrides() {
+        let o = overrides(
+            r#"{"VerifierEnvError": {"should_retry": true},
+                "EnvironmentStartError": {"should_retry": false}}"#,
+        );
+        let given = names(&["VerifierEnvError"]);
+        let mut policy = RetryPolicy::new(2, &[], Some(&given)).unwrap();
+        policy.apply_overrides(&o, true);
+        assert!(!policy.should_retry(&ExceptionType::VerifierEnvError));
+        assert!(policy.should_retry(&ExceptionType::EnvironmentStartError));
     }
 
     #[test]

@@ -46,6 +46,22 @@ pub(super) struct AgentTurnOutcome {
 }
 
 impl<B: Backend> Trial<B> {
+    /// The job's `override_error_policy` (each trial's config carries it).
+    pub(super) fn overrides(&self) -> &tasks::error_policy::ErrorPolicyOverrides {
+        &self.plan.config.harbor_026.override_error_policy
+    }
+
+    /// Says in trial.log when an agent failure runner would verify after is not verified
+    /// because the job's `override_error_policy` says `should_grade: false` for its type.
+    pub(super) fn log_not_graded(&self, failure: &TrialFailure) {
+        if crate::error_overrides::GRADED_AFTER_BY_DEFAULT.contains(&failure.kind) {
+            self.log.line(&format!(
+                "the agent failed ({}); not verified: override_error_policy.{}.should_grade is false",
+                failure.kind, failure.kind
+            ));
+        }
+    }
+
     fn agent_run_context(&self) -> AgentRun<'_> {
         AgentRun {
             task: &self.plan.task,
@@ -118,7 +134,8 @@ impl<B: Backend> Trial<B> {
             self.result.agent_result = ran.context;
         }
         if let Some(failure) = ran.failure {
-            if !failure.continues_to_verification() {
+            if !failure.continues_to_verification(self.overrides()) {
+                self.log_not_graded(&failure);
                 return Err(failure);
             }
             self.log.line("the agent failed; verification still runs");
@@ -195,7 +212,7 @@ impl<B: Backend> Trial<B> {
         };
         if failure
             .as_ref()
-            .is_none_or(TrialFailure::continues_to_verification)
+            .is_none_or(|f| f.continues_to_verification(self.overrides()))
         {
             self.collect_into("/logs/agent", &turn.records_dir.join("agent"))
                 .await;

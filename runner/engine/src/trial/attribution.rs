@@ -193,6 +193,7 @@ fn replaced(old: &ExceptionInfo, kind: ExceptionType, why: &str) -> ExceptionInf
         exception_traceback: traceback,
         occurred_at: old.occurred_at,
         policy: None,
+        policy_override: None,
     }
 }
 

@@ -29,7 +29,9 @@ pub use log::TrialLog;
 pub use naming::trial_name;
 // The seams `runner serve` verifies and prepares steps through, as a trial does.
 pub use phase_network::NetworkPlan;
-pub use separate_verifier::{SeparateVerifierSetup, is_separate, separate_verifier_setup};
+pub use separate_verifier::{
+    SeparateVerifierSetup, is_separate, separate_verifier_setup, trial_verifier_mode,
+};
 pub use steps::{open_step_record, prepare_step};
 
 use std::collections::BTreeMap;
@@ -49,7 +51,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{Backend, Environment, ExecObserver, OutputSink};
 use crate::events::{Event, EventSender, Phase};
 use crate::failure::TrialFailure;
-use crate::job::PauseMonitor;
+use crate::job::{PauseMonitor, lock_entry};
 use crate::limits::LimitSettings;
 use crate::timeouts::PhaseTimeouts;
 use watchdog::PhaseClock;
@@ -208,6 +210,10 @@ impl<B: Backend> Trial<B> {
         plan.config.limits = Some(limits.clone());
         let config_written =
             tasks::atomic::write_json_atomic(&dir.join("config.json"), &plan.config);
+        // The trial's own lock.json, as Harbor 0.26 writes one beside its config.
+        let lock_written = tasks::records::harbor_lock_json(&lock_entry(&plan.task, &plan.config))
+            .map_err(std::io::Error::other)
+            .and_then(|lock| tasks::atomic::write_json_atomic(&dir.join("lock.json"), &lock));
         for sub in ["agent", "verifier", "artifacts"] {
             let _ = std::fs::create_dir_all(dir.join(sub));
         }
@@ -215,6 +221,9 @@ impl<B: Backend> Trial<B> {
         let log = TrialLog::open(&dir.join("trial.log"), limits.trial_log_cap_bytes);
         if let Err(e) = config_written {
             log.line(&format!("cannot write config.json: {e}"));
+        }
+        if let Err(e) = lock_written {
+            log.line(&format!("cannot write lock.json: {e}"));
         }
         ctx.emit(Event::TrialStarted {
             trial: name.clone(),

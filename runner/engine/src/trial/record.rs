@@ -20,7 +20,10 @@ pub(super) fn new_result(agent: &AnyAgent, plan: &TrialPlan, trial_dir: &Path) -
         trial_uri: format!("file://{}", trial_dir.display()),
         task_id: TaskId::of(&plan.task).to_json(),
         source: plan.config.task.source.clone(),
-        task_checksum: plan.task.digest_hex().to_owned(),
+        task_checksum: plan.task.checksum.clone(),
+        // Set as the trial starts, as Harbor 0.26 sets it: a trial that never reaches its
+        // verification still says where it would have run.
+        verifier_environment_mode: super::trial_verifier_mode(&plan.task).map(str::to_owned),
         config: plan.config.clone(),
         agent_info: AgentInfo {
             name: agent.name().to_owned(),
@@ -58,6 +61,7 @@ pub(super) fn record_failure(result: &mut TrialResult, trial_dir: &Path, failure
         exception_traceback: trace,
         occurred_at: Utc::now(),
         policy: None,
+        policy_override: None,
     });
 }
 

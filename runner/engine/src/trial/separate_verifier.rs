@@ -35,6 +35,20 @@ pub fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
     verifier_environment(&task.config, step).is_some()
 }
 
+/// Harbor 0.26's trial-level verifier mode of `task` (`verifier_environment_mode` of its result,
+/// `verifier.environment_mode` of its lock entry): `separate` or `shared` for a single-step
+/// task, resolved from the task whether or not verification then runs; `None` for a multi-step
+/// task, whose steps each resolve their own.
+pub fn trial_verifier_mode(task: &Task) -> Option<&'static str> {
+    task.config.steps.is_empty().then(|| {
+        if is_separate(task, None) {
+            "separate"
+        } else {
+            "shared"
+        }
+    })
+}
+
 /// What a separate verifier's image is made from: the environment's `docker_image`, else
 /// a build of the step's tests directory when it has one, else of `tests/`.
 fn verifier_image(task: &Task, venv: &EnvironmentSection, step: Option<&str>) -> VerifierImage {

@@ -181,7 +181,8 @@ impl<B: Backend> Trial<B> {
         self.current_step().agent_result = context;
         if let Some(failure) = ran.failure {
             record_step_failure(self.current_step(), &failure);
-            if !failure.continues_to_verification() {
+            if !failure.continues_to_verification(self.overrides()) {
+                self.log_not_graded(&failure);
                 return Err(failure);
             }
             self.log.line(&format!(
@@ -491,6 +492,7 @@ fn record_step_failure(step: &mut StepResult, failure: &TrialFailure) {
         exception_traceback: format!("{}: {}\n", failure.kind, failure.message),
         occurred_at: Utc::now(),
         policy: None,
+        policy_override: None,
     });
 }
 

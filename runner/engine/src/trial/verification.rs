@@ -30,10 +30,6 @@ impl<B: Backend> Trial<B> {
                 .await?;
         }
         start_timing(&mut self.result.verifier);
-        // Harbor 0.26's record of where the trial-level verification ran (multi-step trials
-        // verify per step and leave it null, as there).
-        self.result.verifier_environment_mode =
-            Some(if separate { "separate" } else { "shared" }.to_owned());
         let timeout = self.timeouts.verifier;
         let verified = if separate {
             let artifacts = self.dir.join("artifacts");

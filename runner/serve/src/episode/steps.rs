@@ -192,5 +192,6 @@ fn exception(kind: ExceptionType, message: String) -> ExceptionInfo {
         exception_message: message,
         occurred_at: Utc::now(),
         policy: None,
+        policy_override: None,
     }
 }

@@ -195,6 +195,9 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
     fill!("max_retries", s.max_retries => args.max_retries);
     fill!("retry_include", s.retry_include => args.retry_include);
     fill!("retry_exclude", s.retry_exclude.map(Some) => args.retry_exclude);
+    if let Some(overrides) = s.override_error_policy {
+        args.override_error_policy = overrides;
+    }
     fill!("force_build", s.force_build => args.force_build);
     fill!("allow_container_secrets", s.allow_container_secrets => args.allow_container_secrets);
     fill!("agent_toolchain", s.agent_toolchain => args.agent_toolchain);

@@ -192,6 +192,10 @@ pub struct RunArgs {
     /// the recorded one).
     #[arg(skip)]
     pub recorded_invocation: Option<(Vec<String>, Option<String>)>,
+    /// Harbor 0.26's `override_error_policy`, from `-c` only (Harbor has no flag for it);
+    /// checked when the file is read.
+    #[arg(skip)]
+    pub override_error_policy: tasks::error_policy::ErrorPolicyOverrides,
 }
 
 /// A path, the empty one included (`--path`'s default when `-c` gives it instead).
@@ -242,12 +246,13 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
         note!("warning: {warning}");
     }
-    let retry = RetryPolicy::new(
+    let mut retry = RetryPolicy::new(
         args.max_retries,
         &args.retry_include,
         args.retry_exclude.as_deref(),
     )
     .map_err(|e| CliError::bad_input_because("--retry-include/--retry-exclude", e))?;
+    retry.apply_overrides(&args.override_error_policy, args.retry_exclude.is_some());
     let selectors = parse_selectors(&args.retry_failed)
         .map_err(|e| CliError::bad_input_because("--retry-failed", e))?;
     let agent = super::agent::choose(&super::agent::AgentChoice {
@@ -320,6 +325,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         agent: agent_config,
         agent_fingerprint: AgentFingerprint::of(&agent),
         retry,
+        override_error_policy: args.override_error_policy.clone(),
         watchdog_grace: watchdog::DEFAULT_GRACE,
         allow_container_secrets: args.allow_container_secrets,
         instruction_suffix: agent.instruction_suffix().map(str::to_owned),

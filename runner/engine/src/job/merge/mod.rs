@@ -396,6 +396,9 @@ fn merged_lock(
         .min()
         .unwrap_or(lock.created_at);
     lock.invocation = without_shard(&lock.invocation);
+    // Written in this runner's shape whatever the parts' (a part's older entries read with
+    // 0.26's fields at their defaults).
+    lock.schema_version = tasks::records::JOB_LOCK_SCHEMA;
     lock
 }
 

@@ -39,6 +39,8 @@ pub struct FileSettings {
     pub retry_include: Option<Vec<String>>,
     /// `retry.exclude_exceptions`.
     pub retry_exclude: Option<Vec<String>>,
+    /// Harbor 0.26's `override_error_policy` (no flag: Harbor has none either).
+    pub override_error_policy: Option<tasks::error_policy::ErrorPolicyOverrides>,
     /// `environment.force_build`.
     pub force_build: Option<bool>,
     /// `agents[0].name`.
@@ -162,11 +164,13 @@ pub fn settings_of(doc: &Value) -> Result<FileSettings, String> {
         "plugins",
         "install_only",
         "skip_credential_checks",
-        "override_error_policy",
         "user_agent",
         "source_jobs",
     ] {
         root.default_only(field, &[])?;
+    }
+    if let Some(overrides) = root.take("override_error_policy") {
+        s.override_error_policy = Some(read_overrides(overrides)?);
     }
     if let Some(retry) = root.take("retry") {
         read_retry(&retry, &mut s)?;
@@ -210,6 +214,20 @@ fn read_multipliers(root: &mut Section) -> Result<BTreeMap<&'static str, f64>, S
         }
     }
     Ok(multipliers)
+}
+
+/// Harbor 0.26's `override_error_policy` (type name → `should_retry`, `should_grade`,
+/// `has_valid_reward`, each true, false or null), refused with the entry named when its shape
+/// is wrong or runner cannot honour it ([`engine::error_overrides::check`]).
+fn read_overrides(value: Value) -> Result<tasks::error_policy::ErrorPolicyOverrides, String> {
+    let overrides = serde_json::from_value(value).map_err(|e| {
+        format!(
+            "override_error_policy: expected a table of exception type → \
+             {{should_retry, should_grade, has_valid_reward}} (each true, false or null): {e}"
+        )
+    })?;
+    engine::error_overrides::check(&overrides).map_err(|e| e.to_string())?;
+    Ok(overrides)
 }
 
 fn read_retry(retry: &Value, s: &mut FileSettings) -> Result<(), String> {

@@ -224,9 +224,10 @@ fn harbor_0_26_fields_are_refused_by_name_when_set() {
             r#"{"skip_credential_checks": true}"#,
             "skip_credential_checks: true",
         ),
+        // override_error_policy is read (below); a malformed one is still refused.
         (
             r#"{"override_error_policy": {"AgentTimeoutError": "retry"}}"#,
-            "override_error_policy:",
+            "override_error_policy: expected a table of exception type",
         ),
         (r#"{"user_agent": {"name": "sim"}}"#, "user_agent:"),
         (
@@ -279,4 +280,54 @@ fn harbor_0_26_fields_are_refused_by_name_when_set() {
             "merged_from": ["a", "b"]}"#,
     )
     .unwrap();
+}
+
+/// Harbor 0.26's `override_error_policy` is read as it is written, every key of an entry
+/// optional, and what runner cannot honour is refused naming the entry and the field.
+#[test]
+fn override_error_policy_is_read_and_checked() {
+    let read = settings(
+        "json",
+        r#"{"override_error_policy": {
+            "AgentTimeoutError": {"should_retry": false, "should_grade": false, "has_valid_reward": null},
+            "VerifierEnvError": {"should_retry": true},
+            "ApiRateLimitError": {"should_retry": false}}}"#,
+    )
+    .unwrap();
+    let overrides = read.override_error_policy.unwrap();
+    assert_eq!(
+        overrides["AgentTimeoutError"],
+        tasks::error_policy::ErrorPolicyOverride {
+            should_retry: Some(false),
+            should_grade: Some(false),
+            has_valid_reward: None,
+        }
+    );
+    assert_eq!(overrides["VerifierEnvError"].should_retry, Some(true));
+    assert_eq!(overrides["ApiRateLimitError"].should_retry, Some(false));
+    for (json, says) in [
+        (
+            r#"{"override_error_policy": {"AgentTimeoutError": {"should_regrade": true}}}"#,
+            "unknown field `should_regrade`",
+        ),
+        (
+            r#"{"override_error_policy": {"SandboxBuildFailedError": {"should_grade": true}}}"#,
+            "override_error_policy.SandboxBuildFailedError.should_grade: true is not supported",
+        ),
+        (
+            r#"{"override_error_policy": {"NoSuchError": {"should_retry": true}}}"#,
+            "override_error_policy.NoSuchError: unknown exception type",
+        ),
+        (
+            r#"{"override_error_policy": {"AgentTimeoutError": {"should_retry": true}}}"#,
+            "override_error_policy.AgentTimeoutError.should_retry: true is not supported: runner blames",
+        ),
+        (
+            r#"{"override_error_policy": {"CancelledError": {"should_retry": true}}}"#,
+            "override_error_policy.CancelledError.should_retry: true is not supported",
+        ),
+    ] {
+        let err = settings("json", json).unwrap_err();
+        assert!(err.contains(says), "{json}: {err}");
+    }
 }

@@ -75,6 +75,7 @@ impl Runner {
             // A check judges the task: a retried infrastructure error would hide nothing the
             // report needs, but a flaky task must not be retried into passing.
             retry: RetryPolicy::new(0, &[], None).map_err(CliError::runner)?,
+            override_error_policy: Default::default(),
             watchdog_grace: watchdog::DEFAULT_GRACE,
             allow_container_secrets: false,
             instruction_suffix: None,
