@@ -4,6 +4,7 @@
 pub mod atif;
 pub mod atomic;
 pub mod bounded;
+pub mod collect;
 pub mod config;
 mod config_check;
 pub mod confined;
@@ -19,6 +20,7 @@ pub mod isolation;
 pub mod layout;
 pub mod limits;
 pub mod lint;
+pub mod mcp_headers;
 pub mod metrics;
 pub mod multipliers;
 pub mod nesting;

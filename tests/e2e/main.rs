@@ -20,6 +20,7 @@ mod pool_remote;
 mod registry;
 mod resume;
 mod run;
+mod schema14;
 mod scrub;
 mod serve;
 mod shards;

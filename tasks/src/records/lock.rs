@@ -29,6 +29,10 @@ pub struct RunnerInfo {
 pub struct LockTask {
     /// Task name.
     pub name: String,
+    /// The task package's `[task] version` (schema 1.4), `null` when it sets none: Harbor
+    /// 0.26's `TaskLock.version`.
+    #[serde(default)]
+    pub version: Option<String>,
     /// Always `local`.
     #[serde(rename = "type")]
     pub kind: String,

@@ -258,6 +258,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         let identity = trial_identity(&task, &config, &settings.agent_fingerprint, &env_digest, 0);
         let lock_task = LockTask {
             name: task.name.clone(),
+            version: task.config.task.as_ref().and_then(|t| t.version.clone()),
             kind: "local".into(),
             digest: task.digest.clone(),
             source: source.clone(),
