@@ -185,3 +185,22 @@ fn mcp_headers_reach_an_installed_agent_through_its_env_and_stay_out_of_the_reco
         "the header's value is in no record"
     );
 }
+
+#[test]
+fn each_steps_collection_runs_the_tasks_hooks_then_its_own() {
+    let (_jobs, job) = crate::compose::run(&fixture("collect-steps"), "oracle");
+    let (name, result) = &job.trial_results()[0];
+    assert_eq!(exception(result), None, "{}", result["exception_info"]);
+    for step in ["one", "two"] {
+        let dir = format!("steps/{step}/artifacts");
+        assert_eq!(
+            job.trial_file(name, &format!("{dir}/task-hook.txt")),
+            "task-hook\n"
+        );
+        assert_eq!(
+            job.trial_file(name, &format!("{dir}/step-hook.txt")),
+            format!("{step}\n"),
+            "{step}'s own hook ran after its agent"
+        );
+    }
+}
