@@ -1,5 +1,6 @@
-//! `task.toml`: the schema Harbor 0.13.1 reads (schema versions 1.0 to 1.4), parsed the way
-//! Harbor's pydantic models parse it. Features the runner cannot run yet are still parsed here,
+//! `task.toml`: the schema Harbor 0.13.1 reads (schema versions 1.0 to 1.4) and the schema
+//! 1.4 fields Harbor 0.26 implements (`[[verifier.collect]]`, an artifact's `service`, MCP
+//! `headers`, `[task] version`), parsed the way Harbor's pydantic models parse it. Features the runner cannot run yet are still parsed here,
 //! so they are refused by name (see [`crate::unsupported`]) instead of failing as type errors.
 //! Semantic checks (ranges, conflicts, network policies, MCP servers) live in
 //! [`crate::config_check`].
@@ -50,6 +51,10 @@ pub struct TaskConfig {
 pub struct TaskSection {
     /// `org/name`.
     pub name: String,
+    /// The task package's version (schema 1.4, Harbor 0.26): any non-empty string, usually
+    /// semantic. Recorded in lock.json's `task.version`, as Harbor records it.
+    #[serde(default)]
+    pub version: Option<String>,
     /// One-line description.
     #[serde(default)]
     pub description: Option<String>,
@@ -119,6 +124,9 @@ pub struct VerifierSection {
     pub environment_mode: Option<VerifierEnvironmentMode>,
     /// The separate verifier's container (`[verifier.environment]`).
     pub environment: Option<Box<EnvironmentSection>>,
+    /// `[[verifier.collect]]` hooks (schema 1.4): commands run in compose services after the
+    /// agent phase, before artifacts are collected.
+    pub collect: Vec<crate::collect::CollectHook>,
 }
 
 impl Default for VerifierSection {
@@ -131,6 +139,7 @@ impl Default for VerifierSection {
             allowed_hosts: None,
             environment_mode: None,
             environment: None,
+            collect: Vec::new(),
         }
     }
 }
@@ -305,6 +314,11 @@ pub struct McpServer {
     /// Arguments of `command`.
     #[serde(default)]
     pub args: Vec<String>,
+    /// HTTP headers sent to an `sse`/`streamable-http` server (schema 1.4); values may hold
+    /// `${VAR}` templates, which credential headers must use (see [`crate::mcp_headers`]).
+    /// Left out of the JSON when empty, as Harbor leaves it out of its dumps.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// `[environment.tpu]`: a TPU slice (parsed; refused on this backend).
@@ -433,7 +447,7 @@ pub enum MinReward {
 pub enum Artifact {
     /// A path in the container.
     Path(String),
-    /// `{ source, destination?, exclude? }`.
+    /// `{ source, destination?, exclude?, service? }`.
     Spec {
         /// Path in the container.
         source: String,
@@ -443,6 +457,10 @@ pub enum Artifact {
         /// tar `--exclude` patterns for directory artifacts.
         #[serde(default)]
         exclude: Vec<String>,
+        /// The compose service it is collected from (schema 1.4); `None` or `main` is the
+        /// agent's container, any other needs an absolute `source`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        service: Option<String>,
     },
 }
 

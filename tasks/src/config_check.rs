@@ -1,6 +1,7 @@
 //! The semantic checks of a parsed `task.toml`: Harbor 0.13.1's own model validators (package
-//! name, legacy sizes, network policies, allowed hosts, MCP servers, TPU topology, verifier mode)
-//! and the runner's ranges for every duration, count and size ([`crate::limits`]). Each error
+//! name, legacy sizes, network policies, allowed hosts, MCP servers, TPU topology, verifier mode),
+//! Harbor 0.26's for the schema 1.4 fields (package version, collect hooks, artifact services,
+//! MCP headers) and the runner's ranges for every duration, count and size ([`crate::limits`]). Each error
 //! names the file, the dotted field and the limit or the fix.
 
 use std::path::Path;
@@ -8,8 +9,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::collect::{MAIN_SERVICE, check_service_name};
 use crate::config::{
-    AgentSection, EnvironmentSection, Healthcheck, McpTransport, MinReward, NetworkMode,
+    AgentSection, Artifact, EnvironmentSection, Healthcheck, McpTransport, MinReward, NetworkMode,
     StepConfig, TaskConfig, VerifierEnvironmentMode, VerifierSection, parse_size_mb,
 };
 use crate::error::TaskError;
@@ -42,6 +44,15 @@ pub(crate) fn check(path: &Path, config: &mut TaskConfig) -> Result<(), TaskErro
             ),
         ));
     }
+    if let Some(version) = config.task.as_ref().and_then(|t| t.version.as_deref())
+        && version.is_empty()
+    {
+        return Err(fail(
+            "task.version",
+            "must not be empty: any non-empty string (usually semantic, \"1.0.0\"), or leave it out".into(),
+        ));
+    }
+    artifacts(&mut config.artifacts, "artifacts").map_err(|(f, p)| fail(&f, p))?;
     environment(&mut config.environment, "environment").map_err(|(f, p)| fail(&f, p))?;
     agent(&mut config.agent, "agent").map_err(|(f, p)| fail(&f, p))?;
     verifier(&mut config.verifier, "verifier").map_err(|(f, p)| fail(&f, p))?;
@@ -92,6 +103,7 @@ fn step(step: &mut StepConfig, prefix: &str) -> Result<(), Problem> {
     }
     agent(&mut step.agent, &at(prefix, "agent"))?;
     verifier(&mut step.verifier, &at(prefix, "verifier"))?;
+    artifacts(&mut step.artifacts, &at(prefix, "artifacts"))?;
     if let Some(check) = &step.healthcheck {
         healthcheck(check, &at(prefix, "healthcheck"))?;
     }
@@ -131,6 +143,52 @@ fn verifier(verifier: &mut VerifierSection, prefix: &str) -> Result<(), Problem>
     }
     if let Some(env) = &mut verifier.environment {
         environment(env, &at(prefix, "environment"))?;
+    }
+    for (i, hook) in verifier.collect.iter_mut().enumerate() {
+        let field = format!("{prefix}.collect[{i}]");
+        hook.service = check_service_name(&hook.service).map_err(|p| {
+            (
+                at(&field, "service"),
+                format!("{p} (\"main\" is the agent's container)"),
+            )
+        })?;
+        range(&field, "timeout_sec", hook.timeout_sec, limits::TIMEOUT)?;
+        if hook.command.trim().is_empty() {
+            return Err((at(&field, "command"), "must not be empty".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Harbor 0.26's `ArtifactConfig` validators: no `..` in a source, a valid compose service
+/// name, and an absolute source for a service other than `main` (a sidecar has no agent's
+/// working directory to be relative to).
+fn artifacts(artifacts: &mut [Artifact], prefix: &str) -> Result<(), Problem> {
+    for (i, artifact) in artifacts.iter_mut().enumerate() {
+        let field = format!("{prefix}[{i}]");
+        let (source, service) = match artifact {
+            Artifact::Path(source) => (source, &mut None),
+            Artifact::Spec {
+                source, service, ..
+            } => (source, service),
+        };
+        if source.split('/').any(|part| part == "..") {
+            return Err((
+                at(&field, "source"),
+                format!("Artifact source must not contain '..' components, got: {source:?}"),
+            ));
+        }
+        if let Some(name) = service {
+            *name = check_service_name(name).map_err(|p| (at(&field, "service"), p))?;
+            if name != MAIN_SERVICE && !source.starts_with('/') {
+                return Err((
+                    at(&field, "source"),
+                    format!(
+                        "Artifact source {source:?} collected from service {name:?} must be an absolute path."
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -297,8 +355,16 @@ fn environment(env: &mut EnvironmentSection, prefix: &str) -> Result<(), Problem
                     "'command' is required for transport 'stdio'".into(),
                 ));
             }
+            McpTransport::Stdio if !server.headers.is_empty() => {
+                return Err((
+                    format!("{field}.headers"),
+                    "'headers' is only supported for HTTP MCP transports".into(),
+                ));
+            }
             _ => {}
         }
+        crate::mcp_headers::check_headers(&server.headers)
+            .map_err(|e| (format!("{field}.headers"), e.to_string()))?;
     }
     if let Some(tpu) = &mut env.tpu {
         if tpu.kind.is_empty() {

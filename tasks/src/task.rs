@@ -82,6 +82,20 @@ impl Task {
             });
         }
         layout::check(&dir, &toml_path, &parsed.config)?;
+        // Harbor 0.26 refuses sidecar references without a compose file to define them.
+        if let Some((field, service)) = crate::collect::sidecar_references(&parsed.config)
+            .into_iter()
+            .next()
+            .filter(|_| !env_dir.join("docker-compose.yaml").is_file())
+        {
+            return Err(TaskError::invalid(
+                &toml_path,
+                field,
+                format!(
+                    "names the compose service {service:?}, but environment/docker-compose.yaml does not exist, so it cannot run; add the service there or collect from \"main\""
+                ),
+            ));
+        }
         let instruction = if parsed.config.steps.is_empty() {
             let path = dir.join("instruction.md");
             strip_canary(&std::fs::read_to_string(&path).map_err(|e| TaskError::io(&path, e))?)

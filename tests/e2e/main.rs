@@ -22,6 +22,7 @@ mod records_026;
 mod registry;
 mod resume;
 mod run;
+mod schema14;
 mod scrub;
 mod serve;
 mod shards;

@@ -10,7 +10,8 @@ use crate::compose::run;
 use crate::steps::step_summary;
 use crate::support::{exception, reward, workspace_root};
 
-fn fixture(name: &str) -> PathBuf {
+/// The fixture task `tests/fixtures/tasks/<name>`.
+pub(crate) fn fixture(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures/tasks").join(name)
 }
 

@@ -167,8 +167,9 @@ fn the_oracles_artifacts_are_collected_with_harbors_manifest_and_nop_scores_zero
 }
 
 /// The reference agent copied into `dir` with plan entries for the multi-step example (by
-/// each step's instruction) and the skills/MCP fixture, and an `[mcp] config_file`.
-fn reference_agent_with_plans(dir: &std::path::Path) -> std::path::PathBuf {
+/// each step's instruction), the skills/MCP fixture and the MCP headers fixture, and an
+/// `[mcp] config_file`.
+pub(crate) fn reference_agent_with_plans(dir: &std::path::Path) -> std::path::PathBuf {
     let source = workspace_root().join("adapter/agents/reference");
     testkit::files::copy_dir(&source, dir);
     let plan_path = dir.join("src/plan.json");
@@ -190,6 +191,14 @@ fn reference_agent_with_plans(dir: &std::path::Path) -> std::path::PathBuf {
         "steps": step(
             "Write down the skills and MCP servers I was given.",
             "{ ls \"$HOME/.agents/skills\" | sed 's/^/skill: /'; echo \"$MCP_SERVERS_JSON\" | python3 -m json.tool; cat \"$HOME/.agents/mcp.json\"; } > /app/seen.txt; cat /app/seen.txt",
+        ),
+    });
+    // Resolves the config file's header references from the server's env, printing nothing
+    // (the trajectory records a command's output).
+    plan["fixtures/mcp-headers"] = serde_json::json!({
+        "steps": step(
+            "Write down the MCP headers I was given.",
+            r#"cp "$HOME/.agents/mcp.json" /app/mcp.json && python3 -c 'import json, os, re; h = json.load(open("/app/mcp.json"))["mcpServers"]["notes"]["headers"]; json.dump({k: re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), "UNSET"), v) for k, v in h.items()}, open("/app/headers.json", "w"))'"#,
         ),
     });
     std::fs::write(&plan_path, plan.to_string()).unwrap();

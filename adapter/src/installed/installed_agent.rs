@@ -176,15 +176,18 @@ impl Agent for InstalledAgent {
         self.upload_source(sandbox, run).await?;
         self.install(sandbox, run, deadline).await?;
         let version = self.learn_version(sandbox, run).await?;
+        // Resolved once, so the config file's references and the server's env agree.
+        let headers = task_extras::resolve_headers(run.task, &self.container_env)?;
         task_extras::register(
             sandbox,
             run.task,
             &self.config.skills,
             &self.config.mcp,
+            &headers,
             self.server_user(run),
         )
         .await?;
-        let started = self.start_server(sandbox, run, deadline).await;
+        let started = self.start_server(sandbox, run, deadline, &headers).await;
         // Always saved: when the server crashed or never became healthy it is the only clue.
         self.save_server_log(sandbox, run).await;
         started?;

@@ -10,6 +10,14 @@
 //! or `{name, transport, command, args}`) and in the submission's metadata. With
 //! `[mcp] config_file`, they are also written there as `{"mcpServers": {...}}`, the shape
 //! Harbor writes for Claude Code, Cursor, Cline and others.
+//!
+//! MCP `headers` (schema 1.4) go as Harbor 0.26 passes them to its Claude Code, Codex and
+//! OpenCode agents: each value is resolved (its `${VAR}` templates from the agent's env: the
+//! config's `[env]` and `--agent-env`) into a generated variable `MCP_AUTH_<hex>_<i>_<j>` of
+//! the agent server's environment, and the config file's `headers` reference that variable
+//! (`"${MCP_AUTH_…}"`), so the value is in no file. `MCP_SERVERS_JSON` carries no headers, as
+//! in Harbor's OpenHands SDK agent. Unlike Harbor, the host's environment is not consulted: a
+//! host variable would carry a credential past the container secret check.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,6 +25,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tasks::config::{McpServer, McpTransport};
+use tasks::mcp_headers::{self, HeaderEnv};
 use tasks::{ExecRequest, Sandbox, Task, shell_quote};
 
 use crate::agent::{AgentError, AgentErrorKind};
@@ -80,8 +89,9 @@ pub fn servers_list(servers: &[McpServer]) -> Value {
 }
 
 /// The servers as Harbor writes them for Claude Code and others: `{"mcpServers": {name:
-/// {"type": "stdio", command, args} | {"type": "sse" | "http", url}}}`.
-pub fn mcp_servers_file(servers: &[McpServer]) -> Value {
+/// {"type": "stdio", command, args} | {"type": "sse" | "http", url, headers?}}}`, each header
+/// a `${VAR}` reference to its generated variable in `headers`.
+pub fn mcp_servers_file(servers: &[McpServer], headers: &HeaderEnv) -> Value {
     let table: serde_json::Map<String, Value> = servers
         .iter()
         .map(|server| {
@@ -94,6 +104,14 @@ pub fn mcp_servers_file(servers: &[McpServer]) -> Value {
                 McpTransport::Sse => json!({"type": "sse", "url": server.url}),
                 McpTransport::StreamableHttp => json!({"type": "http", "url": server.url}),
             };
+            let mut entry = entry;
+            if let Some(refs) = headers.refs.get(&server.name) {
+                let refs: serde_json::Map<String, Value> = refs
+                    .iter()
+                    .map(|(name, variable)| (name.clone(), json!(format!("${{{variable}}}"))))
+                    .collect();
+                entry["headers"] = Value::Object(refs);
+            }
             (server.name.clone(), entry)
         })
         .collect();
@@ -108,16 +126,40 @@ fn transport_name(transport: McpTransport) -> &'static str {
     }
 }
 
-/// The env the agent's server gets for `task`: `MCP_SERVERS_JSON` when it has servers.
-pub fn server_env(task: &Task) -> BTreeMap<String, String> {
+/// The env the agent's server gets for `task`: `MCP_SERVERS_JSON` when it has servers, and
+/// the resolved header variables of `headers`.
+pub fn server_env(task: &Task, headers: &HeaderEnv) -> BTreeMap<String, String> {
     let servers = &task.config.environment.mcp_servers;
     if servers.is_empty() {
         return BTreeMap::new();
     }
-    BTreeMap::from([(
+    let mut env = headers.env.clone();
+    env.insert(
         MCP_SERVERS_ENV.to_owned(),
         servers_list(servers).to_string(),
-    )])
+    );
+    env
+}
+
+/// Resolves the headers of `task`'s MCP servers from the agent's env `agent_env` into
+/// generated variables (see the module docs); an unset variable fails setup, naming the task,
+/// server, header and variable (Harbor fails the trial before the agent runs, too).
+pub fn resolve_headers(
+    task: &Task,
+    agent_env: &BTreeMap<String, String>,
+) -> Result<HeaderEnv, AgentError> {
+    // AUTH in the name, as Harbor's, marks the variables as credentials to every redactor.
+    let prefix = format!(
+        "MCP_AUTH_{}",
+        uuid::Uuid::new_v4().simple().to_string().to_uppercase()
+    );
+    let lookup = |name: &str| agent_env.get(name).cloned();
+    mcp_headers::resolve(&task.config.environment.mcp_servers, &prefix, &lookup).map_err(|e| {
+        AgentError::new(
+            AgentErrorKind::SetupFailed,
+            format!("task {}: {e}", task.name),
+        )
+    })
 }
 
 /// What the submission's metadata says about them: `skills_dir` (where the agent finds the
@@ -138,7 +180,12 @@ pub fn submission_metadata(task: &Task, skills: &SkillsSection) -> serde_json::M
 /// user; `None` when the task has neither. Copying skills is best effort, as in Harbor (`cp
 /// -r <skills_dir>/* <target>/ 2>/dev/null || true`): a task whose image lacks the directory
 /// still runs.
-pub fn register_script(task: &Task, skills: &SkillsSection, mcp: &McpSection) -> Option<String> {
+pub fn register_script(
+    task: &Task,
+    skills: &SkillsSection,
+    mcp: &McpSection,
+    headers: &HeaderEnv,
+) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(source) = &task.config.environment.skills_dir {
         // `$HOME` expands in the target; the source is the task's literal path.
@@ -150,7 +197,8 @@ pub fn register_script(task: &Task, skills: &SkillsSection, mcp: &McpSection) ->
     }
     let servers = &task.config.environment.mcp_servers;
     if let (Some(file), false) = (&mcp.config_file, servers.is_empty()) {
-        let text = serde_json::to_string_pretty(&mcp_servers_file(servers)).unwrap_or_default();
+        let text =
+            serde_json::to_string_pretty(&mcp_servers_file(servers, headers)).unwrap_or_default();
         parts.push(format!(
             "mkdir -p \"$(dirname \"{file}\")\" && printf '%s\\n' {} > \"{file}\"",
             shell_quote(&text)
@@ -165,9 +213,10 @@ pub async fn register<S: Sandbox>(
     task: &Task,
     skills: &SkillsSection,
     mcp: &McpSection,
+    headers: &HeaderEnv,
     user: Option<&str>,
 ) -> Result<(), AgentError> {
-    let Some(script) = register_script(task, skills, mcp) else {
+    let Some(script) = register_script(task, skills, mcp, headers) else {
         return Ok(());
     };
     let request = ExecRequest::new(script)
@@ -203,6 +252,7 @@ mod tests {
             } else {
                 Vec::new()
             },
+            headers: BTreeMap::new(),
         }
     }
 
@@ -222,7 +272,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            mcp_servers_file(&servers),
+            mcp_servers_file(&servers, &HeaderEnv::default()),
             json!({"mcpServers": {
                 "web": {"type": "http", "url": "http://web:8000/mcp"},
                 "events": {"type": "sse", "url": "http://events:8000/mcp"},
@@ -250,7 +300,7 @@ mod tests {
         let mcp = McpSection {
             config_file: Some("/workspace/agent/mcp.json".into()),
         };
-        register(&sandbox, &task, &skills, &mcp, None)
+        register(&sandbox, &task, &skills, &mcp, &HeaderEnv::default(), None)
             .await
             .unwrap();
         let copied = sandbox.path("/workspace/agent/skills/greet/SKILL.md");
@@ -261,7 +311,7 @@ mod tests {
             written["mcpServers"]["notes"],
             json!({"type": "http", "url": "http://notes:8000/mcp"})
         );
-        let env = server_env(&task);
+        let env = server_env(&task, &HeaderEnv::default());
         let listed: Value = serde_json::from_str(&env[MCP_SERVERS_ENV]).unwrap();
         assert_eq!(listed[0]["name"], "notes");
         let metadata = submission_metadata(&task, &skills);
@@ -274,10 +324,15 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let plain = testkit::TaskFixture::new("org/plain").write(&root.path().join("plain"));
         assert_eq!(
-            register_script(&plain, &SkillsSection::default(), &McpSection::default()),
+            register_script(
+                &plain,
+                &SkillsSection::default(),
+                &McpSection::default(),
+                &HeaderEnv::default()
+            ),
             None
         );
-        assert!(server_env(&plain).is_empty());
+        assert!(server_env(&plain, &HeaderEnv::default()).is_empty());
         assert!(submission_metadata(&plain, &SkillsSection::default()).is_empty());
         let missing = testkit::TaskFixture::new("org/missing")
             .toml("[environment]\nskills_dir = \"/workspace/none\"\n")
@@ -286,9 +341,43 @@ mod tests {
         let skills = SkillsSection {
             dir: Some("/workspace/agent/skills".into()),
         };
-        register(&sandbox, &missing, &skills, &McpSection::default(), None)
-            .await
-            .unwrap();
+        let none = HeaderEnv::default();
+        register(
+            &sandbox,
+            &missing,
+            &skills,
+            &McpSection::default(),
+            &none,
+            None,
+        )
+        .await
+        .unwrap();
         assert!(sandbox.path("/workspace/agent/skills").is_dir());
+    }
+
+    #[test]
+    fn headers_reach_the_file_as_references_and_the_server_as_values() {
+        let root = tempfile::tempdir().unwrap();
+        let toml = "[[environment.mcp_servers]]\nname = \"notes\"\nurl = \"http://notes:8000/mcp\"\n\
+                    headers = { Authorization = \"Bearer ${NOTES_TOKEN}\" }\n";
+        let task = testkit::TaskFixture::new("org/headers")
+            .toml(toml)
+            .write(&root.path().join("task"));
+        let env = BTreeMap::from([("NOTES_TOKEN".to_owned(), "tok-123456".to_owned())]);
+        let headers = resolve_headers(&task, &env).unwrap();
+        let file = mcp_servers_file(&task.config.environment.mcp_servers, &headers);
+        let reference = file["mcpServers"]["notes"]["headers"]["Authorization"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let variable = &headers.refs["notes"]["Authorization"];
+        assert_eq!(reference, format!("${{{variable}}}"));
+        assert!(variable.starts_with("MCP_AUTH_"), "{variable}");
+        assert!(!file.to_string().contains("tok-123456"), "{file}");
+        let server = server_env(&task, &headers);
+        assert_eq!(server[variable], "Bearer tok-123456");
+        assert!(!server[MCP_SERVERS_ENV].contains("tok-123456"));
+        let unset = resolve_headers(&task, &BTreeMap::new()).unwrap_err();
+        assert!(unset.to_string().contains("NOTES_TOKEN"), "{unset}");
     }
 }

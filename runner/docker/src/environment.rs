@@ -359,6 +359,33 @@ impl Environment for DockerEnvironment {
         self.storage
     }
 
+    fn service(&self, name: &str) -> Option<DockerSandbox> {
+        let id = self.compose.as_ref()?.sidecar(name)?;
+        Some(self.sandbox.for_sidecar(id.to_owned()))
+    }
+
+    /// Pauses or unpauses the main container (the engine's cgroup freezer): its processes,
+    /// the agent's leftovers among them, stop where they are and keep their state. The jail is
+    /// a container of its own and is not frozen.
+    async fn freeze_main(&self, frozen: bool) -> Result<(), BackendError> {
+        let id = &self.container.id;
+        let done = if frozen {
+            self.client.api().pause_container(id).await
+        } else {
+            self.client.api().unpause_container(id).await
+        };
+        done.map_err(|e| {
+            BackendError::new(
+                BackendErrorKind::Operation,
+                format!(
+                    "{} container {}: {e}",
+                    if frozen { "pausing" } else { "unpausing" },
+                    self.container.name
+                ),
+            )
+        })
+    }
+
     /// The main container's state by the engine's inspect: a 404 is `Gone`; any other
     /// failure is the engine's, returned as an error (nothing is blamed on the agent then).
     async fn main_state(&self) -> Result<Option<ServiceState>, BackendError> {

@@ -19,17 +19,52 @@ const KILL_GRACE_SECS: u64 = 5;
 /// Extra wait on the host past the in-container deadline before giving up on the stream.
 const HOST_BACKSTOP: Duration = Duration::from_secs(KILL_GRACE_SECS + 10);
 
-/// Runs `request` in `container` and waits for it or its deadline.
+/// The shell a container's commands run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    /// `bash -c` under coreutils `timeout`: the main service (Harbor's images ship bash, and
+    /// tasks rely on it).
+    Bash,
+    /// `sh -c`, under `timeout` when the image has one that takes `-k`: a compose sidecar,
+    /// an arbitrary image (Harbor 0.26 runs sidecar commands with `sh` for the same reason:
+    /// minimal images lack bash). Without `timeout` only the host's backstop bounds the wait.
+    Posix,
+}
+
+/// The `sh` script that runs `$2` under `timeout -k <grace> $1` when the image's `timeout`
+/// takes those options, else plainly.
+const POSIX_WRAPPER: &str = "if command -v timeout >/dev/null 2>&1 && timeout -k 1 1 true 2>/dev/null; then exec timeout -k $0 \"$1\" sh -c \"$2\"; else exec sh -c \"$2\"; fi";
+
+/// Runs `request` in `container` with `shell` and waits for it or its deadline.
 pub async fn run(
     client: &DockerClient,
     container: &str,
     request: &ExecRequest,
-    default_workdir: Option<&str>,
+    (default_workdir, shell): (Option<&str>, Shell),
     sink: &OutputSink,
 ) -> Result<ExecOutput, DockerError> {
     let started = Instant::now();
     let mut cmd: Vec<String> = Vec::new();
-    if let Some(timeout) = request.timeout {
+    if shell == Shell::Posix {
+        if request
+            .timeout
+            .is_some_and(|t| t < Duration::from_millis(10))
+        {
+            return Ok(ExecOutput {
+                exit_code: None,
+                timed_out: true,
+                ..ExecOutput::default()
+            });
+        }
+        cmd.extend(["sh".into(), "-c".into(), POSIX_WRAPPER.into()]);
+        cmd.push(KILL_GRACE_SECS.to_string());
+        cmd.push(
+            request
+                .timeout
+                .map_or("0".into(), |t| format!("{:.3}", t.as_secs_f64())),
+        );
+        cmd.push(request.command.clone());
+    } else if let Some(timeout) = request.timeout {
         if timeout < Duration::from_millis(10) {
             // `timeout 0` would mean "no deadline": a spent deadline must not run at all.
             return Ok(ExecOutput {
@@ -45,7 +80,9 @@ pub async fn run(
             format!("{:.3}", timeout.as_secs_f64()),
         ]);
     }
-    cmd.extend(["bash".into(), "-c".into(), request.command.clone()]);
+    if shell == Shell::Bash {
+        cmd.extend(["bash".into(), "-c".into(), request.command.clone()]);
+    }
     let env: Vec<String> = request
         .env
         .iter()

@@ -9,6 +9,7 @@ use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 
 use super::archive::{self, DownloadBudget};
+use super::exec::Shell;
 use super::jail;
 use super::jail_warm::JailSlot;
 use super::removals::Removals;
@@ -25,6 +26,7 @@ pub struct DockerSandbox {
     verifier_budget: Arc<DownloadBudget>,
     jail: Option<Arc<JailSlot>>,
     removals: Removals,
+    shell: Shell,
 }
 
 /// The verifier's outputs have a budget of their own (at most this, or the trial's cap when
@@ -62,6 +64,20 @@ impl DockerSandbox {
             )),
             jail: None,
             removals,
+            shell: Shell::Bash,
+        }
+    }
+
+    /// A sandbox over the compose sidecar `container` of the same trial: commands run with
+    /// `sh` (see [`Shell::Posix`]) in the image's directory, no jail, and downloads count
+    /// against this sandbox's budgets.
+    pub(crate) fn for_sidecar(&self, container: String) -> Self {
+        Self {
+            container,
+            workdir: None,
+            jail: None,
+            shell: Shell::Posix,
+            ..self.clone()
         }
     }
 
@@ -95,7 +111,7 @@ impl Sandbox for DockerSandbox {
             &self.client,
             &self.container,
             &request,
-            self.workdir.as_deref(),
+            (self.workdir.as_deref(), self.shell),
             &self.observer.output,
         )
         .await

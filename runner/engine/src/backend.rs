@@ -432,6 +432,27 @@ pub trait Environment: Send + Sync + 'static {
         async move { Err(BackendError::new(BackendErrorKind::Unsupported, message)) }
     }
 
+    /// The sandbox of the compose service `name` (a sidecar, not `main`), for collect hooks and
+    /// artifacts declared with its `service`; `None` when the environment runs no such service.
+    /// Its commands run with `sh`, the image's default user and directory, and share the
+    /// trial's download budget.
+    fn service(&self, name: &str) -> Option<Self::Sandbox> {
+        let _ = name;
+        None
+    }
+
+    /// Freezes (`true`) or thaws (`false`) every process of the main service, so nothing the
+    /// agent left running acts while sidecars snapshot their state; the rest of the trial
+    /// needs it thawed again.
+    fn freeze_main(&self, frozen: bool) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let message = format!(
+            "{}: this backend cannot freeze the main service (to {})",
+            self.describe(),
+            if frozen { "freeze" } else { "thaw" }
+        );
+        async move { Err(BackendError::new(BackendErrorKind::Unsupported, message)) }
+    }
+
     /// What state the main service is in, asked after a failure of the runner's own work to
     /// tell the agent's doing (a container stopped from inside) from the infrastructure's.
     /// `Ok(None)`: this backend cannot tell (nothing is then blamed on the agent through it).

@@ -204,6 +204,7 @@ fn artifact(source: &str, destination: Option<&str>) -> ArtifactSpec {
         source: source.into(),
         destination: destination.map(Into::into),
         exclude: Vec::new(),
+        service: None,
     }
 }
 

@@ -327,3 +327,97 @@ fn required_fields_follow_harbor() {
     assert!(problem("[task]\nname = \".a/b\"").contains("task.name"));
     assert!(problem("[task]\nname = \"a/../b\"").contains("task.name"));
 }
+
+#[test]
+fn schema_1_4_fields_parse_without_warnings() {
+    let parsed = parse(
+        r#"
+schema_version = "1.4"
+artifacts = [{ source = "/var/lib/db/dump.sql", service = " db ", destination = "db" }]
+[task]
+name = "org/collect"
+version = "2.1.0"
+[[verifier.collect]]
+command = "pg_dump > /var/lib/db/dump.sql"
+service = "db"
+timeout_sec = 30
+user = "postgres"
+[[verifier.collect]]
+command = "cp /app/state /logs/artifacts/"
+[[environment.mcp_servers]]
+name = "web"
+transport = "http"
+url = "http://web:8000/mcp"
+headers = { Authorization = "Bearer ${MCP_TOKEN}", X-Team = "red" }
+[[steps]]
+name = "one"
+[[steps.verifier.collect]]
+command = "true"
+service = "db"
+"#,
+    )
+    .unwrap();
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let c = parsed.config;
+    assert_eq!(c.task.unwrap().version.as_deref(), Some("2.1.0"));
+    let hooks = &c.verifier.collect;
+    assert_eq!(
+        (hooks[0].service.as_str(), hooks[0].timeout_sec),
+        ("db", 30.0)
+    );
+    assert!(hooks[1].on_main());
+    assert_eq!(hooks[1].timeout_sec, 60.0);
+    assert_eq!(c.steps[0].verifier.collect[0].service, "db");
+    // The service name is trimmed, as Harbor's validator returns it.
+    assert!(
+        matches!(&c.artifacts[0], Artifact::Spec { service: Some(s), .. } if s == "db"),
+        "{:?}",
+        c.artifacts
+    );
+    let server = &c.environment.mcp_servers[0];
+    assert_eq!(server.headers["Authorization"], "Bearer ${MCP_TOKEN}");
+}
+
+#[test]
+fn schema_1_4_fields_are_validated_as_harbor_validates_them() {
+    let cases = [
+        ("[task]\nname = \"o/n\"\nversion = \"\"\n", "task.version"),
+        (
+            "[[verifier.collect]]\ncommand = \"x\"\nservice = \"-db\"\n",
+            "verifier.collect[0].service",
+        ),
+        (
+            "[[verifier.collect]]\ncommand = \"x\"\ntimeout_sec = 0\n",
+            "verifier.collect[0].timeout_sec",
+        ),
+        (
+            "artifacts = [{ source = \"out/dump.sql\", service = \"db\" }]\n",
+            "artifacts[0].source",
+        ),
+        (
+            "artifacts = [\"/app/../etc/passwd\"]\n",
+            "artifacts[0].source",
+        ),
+        (
+            "[[steps]]\nname = \"s\"\nartifacts = [{ source = \"/x\", service = \"a b\" }]\n",
+            "steps[0].artifacts[0].service",
+        ),
+        (
+            "[[environment.mcp_servers]]\nname = \"l\"\ntransport = \"stdio\"\ncommand = \"t\"\nheaders = { X-A = \"b\" }\n",
+            "environment.mcp_servers[0].headers",
+        ),
+        (
+            "[[environment.mcp_servers]]\nname = \"w\"\nurl = \"http://w\"\nheaders = { Authorization = \"Bearer abc\" }\n",
+            "environment.mcp_servers[0].headers",
+        ),
+    ];
+    for (text, field) in cases {
+        let message = problem(text);
+        assert!(
+            message.contains("t/task.toml") && message.contains(field),
+            "{text}: {message}"
+        );
+    }
+    // `main` and no service both mean the agent's container, where a relative path is fine.
+    parse("artifacts = [{ source = \"out.txt\", service = \"main\" }]\n").unwrap();
+}

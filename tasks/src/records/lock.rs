@@ -40,6 +40,10 @@ pub struct RunnerInfo {
 pub struct LockTask {
     /// Task name.
     pub name: String,
+    /// The task package's `[task] version` (schema 1.4), `null` when it sets none: Harbor
+    /// 0.26's `TaskLock.version`.
+    #[serde(default)]
+    pub version: Option<String>,
     /// Always `local`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -49,10 +53,6 @@ pub struct LockTask {
     pub source: Option<String>,
     /// Task path.
     pub path: Option<String>,
-    /// Harbor 0.26: the task's package version (`[task] version`); null here, as for a task
-    /// without one.
-    #[serde(default)]
-    pub version: Option<String>,
     /// Harbor 0.26: a git task's URL (runner runs local tasks: null).
     #[serde(default)]
     pub git_url: Option<String>,

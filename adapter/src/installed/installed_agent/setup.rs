@@ -133,11 +133,12 @@ mkdir -p /app && { [ -z "$AGENT_USER" ] || chown "$AGENT_USER" /app; } && echo /
         sandbox: &S,
         run: &AgentRun<'_>,
         deadline: Instant,
+        headers: &tasks::mcp_headers::HeaderEnv,
     ) -> Result<(), AgentError> {
         let workspace_root = self.workspace_root(sandbox, run).await?;
         let command = self.fill(&self.config.server.command, Some(&workspace_root));
         let mut env = self.env_with(Some(&workspace_root));
-        env.extend(super::task_extras::server_env(run.task));
+        env.extend(super::task_extras::server_env(run.task, headers));
         let install_path = self.config.install_path();
         let start = ServerStart {
             command: &command,

@@ -252,6 +252,14 @@ impl ComposeRun {
         Ok(())
     }
 
+    /// The container id of the sidecar service `name`, when this run started one.
+    pub fn sidecar(&self, name: &str) -> Option<&str> {
+        self.sidecars
+            .iter()
+            .find(|(service, _)| service == name)
+            .map(|(_, id)| id.as_str())
+    }
+
     /// A one-line description of the sidecars.
     pub fn describe(&self) -> String {
         let names: Vec<&str> = self.sidecars.iter().map(|(n, _)| n.as_str()).collect();

@@ -69,6 +69,7 @@ pub struct JobSettings {
 pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
     let lock_task = LockTask {
         name: task.name.clone(),
+        version: task.config.task.as_ref().and_then(|t| t.version.clone()),
         kind: "local".into(),
         digest: task.digest.clone(),
         source: config.task.source.clone(),

@@ -28,6 +28,7 @@ use tasks::{ExecRequest, Sandbox, SandboxError, shell_quote};
 
 use super::Trial;
 use crate::backend::Backend;
+use crate::failure::TrialFailure;
 
 /// Harbor's convention directory, collected for every trial.
 pub const CONVENTION_DIR: &str = "/logs/artifacts";
@@ -45,6 +46,18 @@ pub struct ArtifactSpec {
     pub destination: Option<String>,
     /// tar `--exclude` patterns, for a directory.
     pub exclude: Vec<String>,
+    /// The compose sidecar it is collected from; `None` for the main service (the agent's).
+    pub service: Option<String>,
+}
+
+impl ArtifactSpec {
+    /// The sidecar this artifact comes from, `None` for the main service (`service` unset or
+    /// `main`, as in Harbor).
+    pub fn sidecar(&self) -> Option<&str> {
+        self.service
+            .as_deref()
+            .filter(|s| *s != tasks::collect::MAIN_SERVICE)
+    }
 }
 
 /// One entry of `manifest.json` (Harbor's `ArtifactManifestEntry`).
@@ -72,15 +85,18 @@ pub fn normalized(task: &[Artifact], extra: &[Artifact]) -> Vec<ArtifactSpec> {
                 source: source.clone(),
                 destination: None,
                 exclude: Vec::new(),
+                service: None,
             },
             Artifact::Spec {
                 source,
                 destination,
                 exclude,
+                service,
             } => ArtifactSpec {
                 source: source.clone(),
                 destination: destination.clone(),
                 exclude: exclude.clone(),
+                service: service.clone(),
             },
         })
         .collect();
@@ -91,6 +107,7 @@ pub fn normalized(task: &[Artifact], extra: &[Artifact]) -> Vec<ArtifactSpec> {
                 source: CONVENTION_DIR.into(),
                 destination: Some(CONVENTION_DIR.into()),
                 exclude: Vec::new(),
+                service: None,
             },
         );
     }
@@ -165,6 +182,42 @@ pub async fn collect_artifacts<S: Sandbox>(
     copy_cap: u64,
     log: &(dyn Fn(&str) + Sync),
 ) -> Vec<ManifestEntry> {
+    let entries = collect_entries(sandbox, specs, artifacts_dir, convention, copy_cap, log).await;
+    write_manifest(artifacts_dir, &entries, log);
+    entries
+}
+
+/// Writes `manifest.json` of `artifacts_dir` (durably); a failure is logged.
+pub fn write_manifest(
+    artifacts_dir: &Path,
+    entries: &[ManifestEntry],
+    log: &(dyn Fn(&str) + Sync),
+) {
+    if let Err(e) = tasks::atomic::write_json_atomic(&artifacts_dir.join(MANIFEST), &entries) {
+        log(&format!("cannot write artifacts/{MANIFEST}: {e}"));
+    }
+}
+
+/// A failed entry for `spec`, which could not be collected at all.
+pub fn failed_entry(spec: &ArtifactSpec) -> ManifestEntry {
+    ManifestEntry {
+        source: spec.source.clone(),
+        destination: "artifacts".into(),
+        kind: "file".into(),
+        status: "failed".into(),
+    }
+}
+
+/// [`collect_artifacts`] without the manifest: the entries of one collection pass (a trial's
+/// main service, or one sidecar), for a manifest written once all passes are done.
+pub async fn collect_entries<S: Sandbox>(
+    sandbox: &S,
+    specs: &[ArtifactSpec],
+    artifacts_dir: &Path,
+    convention: Convention,
+    copy_cap: u64,
+    log: &(dyn Fn(&str) + Sync),
+) -> Vec<ManifestEntry> {
     let _ = std::fs::create_dir_all(artifacts_dir);
     let mut entries = Vec::new();
     for spec in specs {
@@ -174,12 +227,7 @@ pub async fn collect_artifacts<S: Sandbox>(
                 spec.source,
                 spec.destination.as_deref().unwrap_or_default()
             ));
-            entries.push(ManifestEntry {
-                source: spec.source.clone(),
-                destination: "artifacts".into(),
-                kind: "file".into(),
-                status: "failed".into(),
-            });
+            entries.push(failed_entry(spec));
             continue;
         };
         let entry = collect_one(sandbox, spec, artifacts_dir, &target, convention, copy_cap).await;
@@ -200,9 +248,6 @@ pub async fn collect_artifacts<S: Sandbox>(
             kind: kind.into(),
             status: status.into(),
         });
-    }
-    if let Err(e) = tasks::atomic::write_json_atomic(&artifacts_dir.join(MANIFEST), &entries) {
-        log(&format!("cannot write artifacts/{MANIFEST}: {e}"));
     }
     entries
 }
@@ -344,9 +389,7 @@ pub fn settle_convention(
         return;
     };
     entry.status = convention_status(artifacts_dir).into();
-    if let Err(e) = tasks::atomic::write_json_atomic(&artifacts_dir.join(MANIFEST), &entries) {
-        log(&format!("cannot write artifacts/{MANIFEST}: {e}"));
-    }
+    write_manifest(artifacts_dir, entries, log);
 }
 
 /// Why copying an artifact out of the container failed.
@@ -460,41 +503,10 @@ pub async fn upload_artifacts<S: Sandbox>(
 }
 
 impl<B: Backend> Trial<B> {
-    /// Collects the task's artifacts and `extra` (a step's) into `artifacts_dir`, with its
-    /// manifest, logging what could not be collected; returns the manifest's entries.
-    pub(super) async fn collect_artifacts_into(
-        &self,
-        extra: &[Artifact],
-        artifacts_dir: &Path,
-        convention: Convention,
-    ) -> Vec<ManifestEntry> {
-        let Ok(sandbox) = self.sandbox() else {
-            return Vec::new();
-        };
-        let specs = normalized(&self.plan.task.config.artifacts, extra);
-        let log = |line: &str| self.log.line(line);
-        let entries = collect_artifacts(
-            &sandbox,
-            &specs,
-            artifacts_dir,
-            convention,
-            self.limits.download_cap_bytes,
-            &log,
-        )
-        .await;
-        let ok = entries.iter().filter(|e| e.status == "ok").count();
-        self.log.line(&format!(
-            "artifacts: {ok} of {} collected into {}",
-            entries.len(),
-            artifacts_dir.display()
-        ));
-        entries
-    }
-
     /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`
     /// (`/logs/artifacts` too when a separate verifier needs it uploaded from there; else its
     /// entry is settled by [`Self::collection`] after the final download).
-    pub(super) async fn collect_artifacts(&mut self) {
+    pub(super) async fn collect_artifacts(&mut self) -> Result<(), TrialFailure> {
         let dir = self.dir.join("artifacts");
         let convention = if super::separate_verifier::is_separate(&self.plan.task, None) {
             Convention::Download
@@ -503,10 +515,13 @@ impl<B: Backend> Trial<B> {
         } else {
             Convention::Probe
         };
-        let entries = self.collect_artifacts_into(&[], &dir, convention).await;
+        let entries = self
+            .collect_artifacts_into(&[], &[], &dir, convention)
+            .await?;
         if convention == Convention::Deferred {
             self.manifest = entries;
         }
+        Ok(())
     }
 }
 
@@ -519,6 +534,7 @@ mod tests {
             source: source.into(),
             destination: destination.map(Into::into),
             exclude: Vec::new(),
+            service: None,
         }
     }
 
@@ -529,6 +545,7 @@ mod tests {
             source: "/app/logs".into(),
             destination: Some("logs".into()),
             exclude: vec!["*.tmp".into()],
+            service: None,
         }];
         let specs = normalized(&task, &step);
         let sources: Vec<_> = specs.iter().map(|s| s.source.as_str()).collect();

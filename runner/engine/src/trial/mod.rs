@@ -8,6 +8,7 @@ mod agent;
 pub mod artifacts;
 mod attribution;
 mod bridge;
+mod collection;
 pub mod egress;
 mod environment;
 mod healthcheck;
@@ -288,7 +289,7 @@ impl<B: Backend> Trial<B> {
         } else {
             watch.guard_to_the_end(self.agent_run()).await?;
             self.close_bridge().await;
-            self.collect_artifacts().await;
+            self.collect_artifacts().await?;
             watch.guard(self.verification()).await?;
         }
         self.collection().await;

@@ -192,8 +192,13 @@ impl<B: Backend> Trial<B> {
         }
 
         let artifacts = step_dir.join("artifacts");
-        self.collect_artifacts_into(&step.artifacts, &artifacts, Convention::Download)
-            .await;
+        self.collect_artifacts_into(
+            &step.verifier.collect,
+            &step.artifacts,
+            &artifacts,
+            Convention::Download,
+        )
+        .await?;
 
         self.stop_bridge_relay().await;
         self.enter(Phase::Verifier);

@@ -132,7 +132,12 @@ impl<B: Backend> Episode<B> {
             &self.spec.trial_name,
         )?;
         let step_artifacts = step.map_or(&[][..], |index| &task.config.steps[index].artifacts);
-        let specs = normalized(&task.config.artifacts, step_artifacts);
+        // An episode collects from its main container only: a sidecar's artifacts and the
+        // `[[verifier.collect]]` hooks are the trial engine's (`runner run`), not served here.
+        let specs: Vec<_> = normalized(&task.config.artifacts, step_artifacts)
+            .into_iter()
+            .filter(|s| s.sidecar().is_none())
+            .collect();
         let artifacts_dir = out_dir.join("artifacts");
         if setup.is_some() || step.is_some() {
             // All a separate verifier sees of the episode, and what a step leaves before the

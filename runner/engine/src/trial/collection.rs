@@ -1,0 +1,191 @@
+//! What is collected after an agent phase, in Harbor 0.26's order
+//! (`Trial._collect_artifacts_phased`): the `[[verifier.collect]]` hooks on `main` (the task's,
+//! then the step's), then the main service's artifacts; then, when a hook or an artifact names
+//! a compose sidecar, the sidecars' hooks and artifacts. One `manifest.json` holds both passes.
+//!
+//! Hooks are best effort, as in Harbor: a hook that fails, times out or names a service that is
+//! not running is a `trial.log` line (its output is streamed there too) and a warning, never
+//! the trial's failure; the verifier decides what a missing snapshot means.
+//!
+//! Integrity: the LLM bridge is closed before this runs, but the agent's leftover processes
+//! are not killed in the main service (a shared verifier's tests may query the servers the
+//! agent started; see ARCHITECTURE.md, "Containment"), so the main service's hooks and
+//! artifacts are what the agent left, as any artifact of `main` is. A sidecar's state is not
+//! the agent's to write: before the sidecar pass the main container is frozen (the engine's
+//! cgroup freezer), so no leftover can talk to a sidecar while it snapshots itself, and it is
+//! thawed afterwards. (Harbor stops the main service instead, and only when a separate verifier
+//! makes it the last use; freezing covers the shared mode too.) A main service that cannot
+//! be frozen (it has already stopped, or the backend cannot) is logged and the pass goes on;
+//! one that cannot be thawed ends the trial with an `EnvironmentError`, since the verifier
+//! could not run in it.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use tasks::collect::CollectHook;
+use tasks::config::Artifact;
+use tasks::{ExceptionType, ExecRequest, Sandbox};
+
+use super::Trial;
+use super::artifacts::{
+    Convention, ManifestEntry, collect_entries, failed_entry, normalized, write_manifest,
+};
+use crate::backend::{Backend, Environment};
+use crate::events::Event;
+use crate::failure::TrialFailure;
+
+/// The deadline of one hook: Harbor passes the whole seconds of `timeout_sec` to its exec.
+fn hook_timeout(hook: &CollectHook) -> Duration {
+    Duration::from_secs(hook.timeout_sec.trunc().max(1.0) as u64)
+}
+
+impl<B: Backend> Trial<B> {
+    /// Runs the collect hooks (the task's and `step_hooks`) and collects the task's artifacts
+    /// and `extra` (a step's) into `artifacts_dir` with their manifest, in Harbor's two passes
+    /// (see the module docs). Returns the manifest's entries; fails only when the main service
+    /// cannot be thawed after the sidecar pass.
+    pub(super) async fn collect_artifacts_into(
+        &self,
+        step_hooks: &[CollectHook],
+        extra: &[Artifact],
+        artifacts_dir: &Path,
+        convention: Convention,
+    ) -> Result<Vec<ManifestEntry>, TrialFailure> {
+        let (Some(environment), Ok(main)) = (self.environment.as_ref(), self.sandbox()) else {
+            return Ok(Vec::new());
+        };
+        let task = &self.plan.task.config;
+        let hooks: Vec<&CollectHook> = task.verifier.collect.iter().chain(step_hooks).collect();
+        let specs = normalized(&task.artifacts, extra);
+        let (main_specs, sidecar_specs): (Vec<_>, Vec<_>) =
+            specs.into_iter().partition(|s| s.sidecar().is_none());
+        let log = |line: &str| self.log.line(line);
+        let cap = self.limits.download_cap_bytes;
+
+        for (i, hook) in hooks.iter().enumerate().filter(|(_, h)| h.on_main()) {
+            self.run_hook(i, hook, Some(main.clone())).await;
+        }
+        let mut entries =
+            collect_entries(&main, &main_specs, artifacts_dir, convention, cap, &log).await;
+
+        let sidecars: BTreeSet<&str> = sidecar_specs
+            .iter()
+            .filter_map(|s| s.sidecar())
+            .chain(
+                hooks
+                    .iter()
+                    .filter(|h| !h.on_main())
+                    .map(|h| h.service.as_str()),
+            )
+            .collect();
+        if !sidecars.is_empty() {
+            let frozen = match environment.freeze_main(true).await {
+                Ok(()) => {
+                    self.log.line(&format!(
+                        "main service frozen while sidecars {sidecars:?} are collected"
+                    ));
+                    true
+                }
+                Err(e) => {
+                    self.warn(&format!(
+                        "the main service could not be frozen before the sidecar collection ({e}); it goes on"
+                    ));
+                    false
+                }
+            };
+            for (i, hook) in hooks.iter().enumerate().filter(|(_, h)| !h.on_main()) {
+                self.run_hook(i, hook, environment.service(&hook.service))
+                    .await;
+            }
+            for spec in &sidecar_specs {
+                let service = spec.sidecar().unwrap_or_default();
+                match environment.service(service) {
+                    Some(sandbox) => entries.extend(
+                        collect_entries(
+                            &sandbox,
+                            std::slice::from_ref(spec),
+                            artifacts_dir,
+                            Convention::Download,
+                            cap,
+                            &log,
+                        )
+                        .await,
+                    ),
+                    None => {
+                        log(&format!(
+                            "artifact {} not collected: the environment runs no service {service:?} (services come from environment/docker-compose.yaml)",
+                            spec.source
+                        ));
+                        entries.push(failed_entry(spec));
+                    }
+                }
+            }
+            if frozen {
+                environment.freeze_main(false).await.map_err(|e| {
+                    TrialFailure::new(
+                        ExceptionType::EnvironmentError,
+                        format!(
+                            "the main service could not be thawed after the sidecar collection: {e}"
+                        ),
+                    )
+                })?;
+                self.log.line("main service thawed");
+            }
+        }
+        write_manifest(artifacts_dir, &entries, &log);
+        let ok = entries.iter().filter(|e| e.status == "ok").count();
+        self.log.line(&format!(
+            "artifacts: {ok} of {} collected into {}",
+            entries.len(),
+            artifacts_dir.display()
+        ));
+        Ok(entries)
+    }
+
+    /// Runs collect hook number `index` in `sandbox` (its service's; `None` when the
+    /// environment runs no such service). Its output streams into `trial.log`; how it ended
+    /// is a line there, and a failure a warning too.
+    async fn run_hook<S: Sandbox>(&self, index: usize, hook: &CollectHook, sandbox: Option<S>) {
+        let what = format!(
+            "collect hook {index} in service {:?} ({:?})",
+            hook.service, hook.command
+        );
+        let Some(sandbox) = sandbox else {
+            self.warn(&format!(
+                "{what} did not run: the environment runs no such service (services come from environment/docker-compose.yaml)"
+            ));
+            return;
+        };
+        self.log.line(&format!("{what}: started"));
+        let user = hook.user.as_ref().map(|u| u.as_exec_user());
+        let request = ExecRequest::new(hook.command.clone())
+            .maybe_user(user.as_deref())
+            .timeout(hook_timeout(hook));
+        match sandbox.exec(request).await {
+            Ok(out) if out.success() => self.log.line(&format!(
+                "{what}: completed in {:.3}s",
+                out.elapsed.as_secs_f64()
+            )),
+            Ok(out) if out.timed_out => self.warn(&format!(
+                "{what} timed out after {} s; the trial goes on (as in Harbor)",
+                hook_timeout(hook).as_secs()
+            )),
+            Ok(out) => self.warn(&format!(
+                "{what} exited with code {:?}; the trial goes on (as in Harbor). stderr: {}",
+                out.exit_code,
+                out.stderr.trim()
+            )),
+            Err(e) => self.warn(&format!(
+                "{what} failed: {e}; the trial goes on (as in Harbor)"
+            )),
+        }
+    }
+
+    /// A line in `trial.log` and a warning for the reporter.
+    fn warn(&self, text: &str) {
+        self.log.line(&format!("warning: {text}"));
+        self.ctx
+            .emit(Event::Warning(format!("{}: {text}", self.name())));
+    }
+}
