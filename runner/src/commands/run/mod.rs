@@ -140,12 +140,12 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub max_trial_log_mb: u64,
     /// Retries per trial of a failed attempt (kept under <trial>/attempts/<n>/). Only
-    /// infrastructure errors are retried unless --retry-include names other types.
+    /// infrastructure errors are retried: a retry never re-rolls an agent's result.
     #[arg(short = 'r', long, value_name = "N", env = "RUNNER_MAX_RETRIES",
           default_value_t = RetryPolicy::DEFAULT_MAX_RETRIES)]
     pub max_retries: u32,
-    /// Retry only these exception types or families (TimeoutError, EnvironmentError,
-    /// AgentError, VerifierError); repeatable. Agent errors are retried only when named here.
+    /// Of the infrastructure errors, retry only these exception types or families
+    /// (TimeoutError, EnvironmentError, AgentError, VerifierError); repeatable.
     #[arg(long = "retry-include", value_name = "TYPE")]
     pub retry_include: Vec<String>,
     /// Never retry these exception types or families; repeatable (default: Harbor's list,
