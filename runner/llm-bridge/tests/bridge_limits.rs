@@ -25,6 +25,7 @@ use llm_bridge::{
 use serde_json::{Value, json};
 use support::upstream::ScriptedUpstream;
 use support::{ANTHROPIC_KEY, OPENAI_KEY};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 /// Usage every gated answer reports.
@@ -50,23 +51,36 @@ async fn gated_chat(State(g): State<Gated>) -> Response {
         .unwrap()
 }
 
+/// How many 16 KiB text deltas the gated Anthropic stream sends before its final usage.
+const GATED_DELTAS: usize = 256;
+
 /// An Anthropic stream: `message_start` (the input count) at once, the rest after the gate.
 async fn gated_messages(State(g): State<Gated>) -> Response {
     g.arrivals.send_modify(|n| *n += 1);
     let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-gated\",\"usage\":{\"input_tokens\":40,\"output_tokens\":1}}}\n\n";
-    let rest = "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let delta = format!(
+        "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{}\"}}}}\n\n",
+        "x".repeat(16 * 1024)
+    );
+    let end = "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
     let gate = g.gate.clone();
+    // After the gate: GATED_DELTAS text deltas (far more than any socket buffer holds), so a
+    // bridge whose agent has hung up meets the closed socket long before the final usage.
     let stream = futures_util::stream::unfold(0, move |step| {
         let mut gate = gate.clone();
+        let delta = delta.clone();
         async move {
-            match step {
-                0 => Some((Ok::<Bytes, std::io::Error>(Bytes::from(start)), 1)),
+            let chunk = match step {
+                0 => start.to_string(),
                 1 => {
                     let _ = gate.wait_for(|open| *open).await;
-                    Some((Ok(Bytes::from(rest)), 2))
+                    delta
                 }
-                _ => None,
-            }
+                n if n <= GATED_DELTAS => delta,
+                n if n == GATED_DELTAS + 1 => end.to_string(),
+                _ => return None,
+            };
+            Some((Ok::<Bytes, std::io::Error>(Bytes::from(chunk)), step + 1))
         }
     });
     Response::builder()
@@ -103,22 +117,27 @@ async fn gated_upstream() -> GatedUpstream {
     }
 }
 
-fn config(openai_base: String, anthropic_base: String, dir: &std::path::Path) -> BridgeConfig {
-    let (openai_key, anthropic_key) = support::key_files(dir);
-    BridgeConfig::new(vec![
+/// A bridge in front of a [`gated_upstream`] for both providers, recording under a temp dir.
+async fn gated_bridge() -> (GatedUpstream, Bridge, tempfile::TempDir) {
+    let upstream = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (openai_key, anthropic_key) = support::key_files(dir.path());
+    let bridge = Bridge::new(BridgeConfig::new(vec![
         ProviderConfig {
             name: "openai".into(),
             api: ApiKind::OpenAi,
-            base_url: openai_base,
+            base_url: format!("{}/v1", upstream.base),
             key: KeySource::File(openai_key),
         },
         ProviderConfig {
             name: "anthropic".into(),
             api: ApiKind::Anthropic,
-            base_url: anthropic_base,
+            base_url: upstream.base.clone(),
             key: KeySource::File(anthropic_key),
         },
-    ])
+    ]))
+    .unwrap();
+    (upstream, bridge, dir)
 }
 
 async fn start(
@@ -157,14 +176,7 @@ fn records(dir: &std::path::Path) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_calls_at_the_budget_edge_stay_within_one_call_of_it() {
-    let mut upstream = gated_upstream().await;
-    let dir = tempfile::tempdir().unwrap();
-    let bridge = Bridge::new(config(
-        format!("{}/v1", upstream.base),
-        upstream.base.clone(),
-        dir.path(),
-    ))
-    .unwrap();
+    let (mut upstream, bridge, dir) = gated_bridge().await;
     const BUDGET: u64 = 1_000;
     let budget = Budget {
         max_tokens: Some(BUDGET),
@@ -230,14 +242,7 @@ async fn parallel_calls_at_the_budget_edge_stay_within_one_call_of_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_stream_is_charged_its_reported_input_and_its_max_tokens() {
-    let mut upstream = gated_upstream().await;
-    let dir = tempfile::tempdir().unwrap();
-    let bridge = Bridge::new(config(
-        format!("{}/v1", upstream.base),
-        upstream.base.clone(),
-        dir.path(),
-    ))
-    .unwrap();
+    let (mut upstream, bridge, dir) = gated_bridge().await;
     let trial = start(
         &bridge,
         dir.path(),
@@ -246,13 +251,32 @@ async fn an_aborted_stream_is_charged_its_reported_input_and_its_max_tokens() {
     )
     .await;
     let body = json!({"model": "claude-gated", "max_tokens": 900, "stream": true,
-        "messages": [{"role": "user", "content": "hi"}]});
-    let mut response = post(&trial, "/v1/messages", &body).await;
-    assert_eq!(response.status(), 200);
+        "messages": [{"role": "user", "content": "hi"}]})
+    .to_string();
+    // A raw socket rather than reqwest: dropping a reqwest response closes its connection
+    // later, on the client's own task, so the rest of the stream could still be read (stop
+    // 33's CI saw outcome "ok"). Dropping this socket closes it before the gate opens.
+    let mut agent = tokio::net::UnixStream::connect(trial.socket_path())
+        .await
+        .unwrap();
+    let request = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: bridge\r\nauthorization: Bearer {}\r\n\
+         anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        trial.token(),
+        body.len()
+    );
+    agent.write_all(request.as_bytes()).await.unwrap();
     // The agent reads message_start, then hangs up before the final usage event.
-    let first = response.chunk().await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("message_start"));
-    drop(response);
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("message_start") {
+        let mut buf = [0u8; 4096];
+        let n = agent.read(&mut buf).await.unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+    drop(agent);
     upstream.arrivals.wait_for(|n| *n == 1).await.unwrap();
     // The rest of the stream then meets a closed connection.
     upstream.gate.send(true).unwrap();
