@@ -4,7 +4,7 @@
 //! The engine owns the trait; the implementation (runner/llm-bridge: an HTTP server per trial
 //! on a unix socket, with axum, reqwest and rustls) sits above it and is handed in by the
 //! `runner` binary as [`crate::trial::JobBridge::bridge`]. The engine therefore builds without
-//! an HTTP stack, and its unit tests could drive a fake bridge.
+//! an HTTP stack, and its tests drive a fake bridge (`tests/model_bridge.rs`).
 //!
 //! A trial's life on the bridge, as `trial/bridge.rs` and `trial/agent.rs` drive it: started
 //! before its container exists ([`ModelBridge::start_trial`]; the socket directory is
