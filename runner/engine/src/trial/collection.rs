@@ -32,7 +32,6 @@ use super::artifacts::{
     Convention, ManifestEntry, collect_entries, failed_entry, normalized, write_manifest,
 };
 use crate::backend::{Backend, Environment};
-use crate::events::Event;
 use crate::failure::TrialFailure;
 
 /// The deadline of one hook: Harbor passes the whole seconds of `timeout_sec` to its exec.
@@ -180,12 +179,5 @@ impl<B: Backend> Trial<B> {
                 "{what} failed: {e}; the trial goes on (as in Harbor)"
             )),
         }
-    }
-
-    /// A line in `trial.log` and a warning for the reporter.
-    fn warn(&self, text: &str) {
-        self.log.line(&format!("warning: {text}"));
-        self.ctx
-            .emit(Event::Warning(format!("{}: {text}", self.name())));
     }
 }

@@ -428,13 +428,18 @@ impl<B: Backend> Trial<B> {
                         "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
                         TEARDOWN_TIMEOUT.as_secs()
                     );
-                    self.log.line(&text);
-                    self.ctx
-                        .emit(Event::Warning(format!("{}: {text}", self.name())));
+                    self.warn(&text);
                 }
             }
         }
         self.log_phase_end(self.clock.leave());
+    }
+
+    /// A `warning:` line in `trial.log` and the same words as a warning for the reporter.
+    pub(super) fn warn(&self, text: &str) {
+        self.log.line(&format!("warning: {text}"));
+        self.ctx
+            .emit(Event::Warning(format!("{}: {text}", self.name())));
     }
 
     /// Closes open phase timings, applies what pauses of the runner mean for the record,
