@@ -8,6 +8,8 @@ use tasks::ExceptionType;
 use tasks::records::{AgentConfig, AgentContext};
 use tasks::{Sandbox, SandboxError, Task};
 
+use crate::installed::trial_files;
+
 /// What an agent needs to know about the trial it runs in.
 #[derive(Debug, Clone)]
 pub struct AgentRun<'a> {
@@ -65,6 +67,18 @@ impl AgentRun<'_> {
         if let Some(end) = &self.end_turn {
             end.now();
         }
+    }
+
+    /// The exact text an agent is sent: `instruction` verbatim, then `suffix` (the agent's
+    /// [`Agent::instruction_suffix`]); also recorded as the trial's `agent/instruction.txt`.
+    pub fn record_instruction(
+        &self,
+        instruction: &str,
+        suffix: Option<&str>,
+    ) -> Result<String, AgentError> {
+        let sent = format!("{instruction}{}", suffix.unwrap_or_default());
+        trial_files::write(&self.trial_dir, "instruction.txt", sent.as_bytes())?;
+        Ok(sent)
     }
 }
 

@@ -85,3 +85,47 @@ macro_rules! identity_methods {
     };
 }
 pub(crate) use identity_methods;
+
+/// Agent config text for unit tests: the smallest valid file of each kind, and how tests
+/// parse text as if it were read from a file (`/cfg/agent.toml`).
+#[cfg(test)]
+pub(crate) mod test_configs {
+    use std::path::Path;
+
+    use crate::{AgentConfigError, AgentConfigFile};
+
+    /// The file the tests' config text stands for; every error message names it.
+    pub const PATH: &str = "/cfg/agent.toml";
+
+    /// The smallest command-style agent config: a name, a version and `[run] command`.
+    pub const COMMAND: &str = r#"
+name = "cmd-agent"
+version = "1.0"
+[run]
+command = "my-agent --model {model} --task-file {instruction_file}"
+"#;
+
+    /// The smallest installed agent config: source, server and an events trajectory.
+    pub const INSTALLED: &str = r#"
+name = "my-agent"
+version = "1.2.3"
+[source]
+dir = "src"
+[server]
+command = "python3 {source_dir}/server.py --port {port}"
+port = 8765
+[trajectory]
+file = "events.jsonl"
+"#;
+
+    /// Parses `text` as [`PATH`], whichever kind of agent it configures (as the runner
+    /// loads `--agent-config`).
+    pub fn parse(text: &str) -> Result<AgentConfigFile, AgentConfigError> {
+        AgentConfigFile::parse(Path::new(PATH), text)
+    }
+
+    /// The message of the error that parsing `text` gives; panics when it parses.
+    pub fn error_of(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+}

@@ -245,7 +245,8 @@ impl Agent for CommandAgent {
         run: &AgentRun<'_>,
         instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        self.run_command(sandbox, run, instruction).await
+        let sent = run.record_instruction(instruction, self.instruction_suffix())?;
+        self.run_command(sandbox, run, &sent).await
     }
 }
 

@@ -244,21 +244,7 @@ fn check_placeholders(key: &str, command: &str) -> Result<(), (String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MINIMAL: &str = r#"
-name = "cmd-agent"
-version = "1.0"
-[run]
-command = "my-agent --model {model} --task-file {instruction_file}"
-"#;
-
-    fn parse(text: &str) -> Result<AgentConfigFile, AgentConfigError> {
-        AgentConfigFile::parse(Path::new("/cfg/agent.toml"), text)
-    }
-
-    fn error_of(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
-    }
+    use crate::file_agent::test_configs::{COMMAND as MINIMAL, INSTALLED, error_of, parse};
 
     #[test]
     fn a_run_table_makes_a_command_agent_and_a_server_table_an_installed_one() {
@@ -268,9 +254,8 @@ command = "my-agent --model {model} --task-file {instruction_file}"
         assert_eq!(config.name, "cmd-agent");
         assert_eq!(config.trajectory.format, CommandTrajectoryFormat::None);
         assert!(!config.install.host_package_index);
-        let installed = "name = \"x\"\n[source]\ndir = \".\"\n[server]\ncommand = \"s\"\nport = 1\n[trajectory]\nformat = \"none\"\n";
         assert!(matches!(
-            parse(installed).unwrap(),
+            parse(INSTALLED).unwrap(),
             AgentConfigFile::Installed(_)
         ));
         let err = error_of(&format!("{MINIMAL}[server]\ncommand = \"s\"\nport = 1\n"));

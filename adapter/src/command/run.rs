@@ -26,21 +26,17 @@ impl CommandAgent {
         format!("/tmp/runner-agent-{}", self.config.name)
     }
 
-    /// Uploads the instruction and runs the command; then traces, trajectory and context.
+    /// Uploads `sent` (the instruction with the agent's suffix) and runs the command; then
+    /// traces, trajectory and context.
     pub(super) async fn run_command<S: Sandbox>(
         &self,
         sandbox: &S,
         run: &AgentRun<'_>,
-        instruction: &str,
+        sent: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        let sent = trial_files::record_instruction(
-            &run.trial_dir,
-            instruction,
-            self.config.instruction_suffix.as_deref(),
-        )?;
         let instruction_file = format!("{}/instruction.md", self.stage_dir());
         sandbox
-            .upload_bytes(sent.clone().into_bytes(), &instruction_file, 0o644)
+            .upload_bytes(sent.as_bytes().to_vec(), &instruction_file, 0o644)
             .await?;
         let workdir = self.workdir(sandbox, run).await?;
         let timeout_sec = run

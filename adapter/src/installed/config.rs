@@ -449,33 +449,16 @@ pub fn is_env_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MINIMAL: &str = r#"
-name = "my-agent"
-version = "1.2.3"
-[source]
-dir = "src"
-[server]
-command = "python3 {source_dir}/server.py --port {port}"
-port = 8765
-[trajectory]
-file = "events.jsonl"
-"#;
+    use crate::file_agent::test_configs::{INSTALLED as MINIMAL, PATH, error_of};
 
     #[test]
     fn minimal_config_gets_defaults() {
-        let config = InstalledAgentConfig::parse(Path::new("/cfg/agent.toml"), MINIMAL).unwrap();
+        let config = InstalledAgentConfig::parse(Path::new(PATH), MINIMAL).unwrap();
         assert_eq!(config.install_path(), "/opt/my-agent-src");
         assert_eq!(config.source_dir(), PathBuf::from("/cfg/src"));
         assert_eq!(config.api.submit_path, "/api/tasks");
         assert_eq!(config.server.health_path, "/health");
         assert!(config.api.final_statuses.contains(&"cancelled".to_owned()));
-    }
-
-    fn error_of(text: &str) -> String {
-        InstalledAgentConfig::parse(Path::new("/cfg/agent.toml"), text)
-            .unwrap_err()
-            .to_string()
     }
 
     #[test]

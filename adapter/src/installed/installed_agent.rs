@@ -200,11 +200,7 @@ impl Agent for InstalledAgent {
         run: &AgentRun<'_>,
         instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        let sent = trial_files::record_instruction(
-            &run.trial_dir,
-            instruction,
-            self.config.instruction_suffix.as_deref(),
-        )?;
+        let sent = run.record_instruction(instruction, self.instruction_suffix())?;
         let workspace_root = self.workspace_root(sandbox, run).await?;
         let http = self.http();
         let api = TaskApi {

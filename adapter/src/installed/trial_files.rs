@@ -28,18 +28,6 @@ pub fn write(trial_dir: &Path, rel: &str, bytes: &[u8]) -> Result<(), AgentError
     })
 }
 
-/// The exact text an agent is sent: `instruction` verbatim, then `suffix`; also recorded as
-/// `agent/instruction.txt`.
-pub fn record_instruction(
-    trial_dir: &Path,
-    instruction: &str,
-    suffix: Option<&str>,
-) -> Result<String, AgentError> {
-    let sent = format!("{instruction}{}", suffix.unwrap_or_default());
-    write(trial_dir, "instruction.txt", sent.as_bytes())?;
-    Ok(sent)
-}
-
 /// Records why no trajectory was written in `agent/trajectory-error.txt` (best effort: the
 /// error itself is what the trial records) and returns the error saying `shown`.
 pub fn trajectory_error(trial_dir: &Path, message: &str, shown: String) -> AgentError {

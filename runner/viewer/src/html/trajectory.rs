@@ -129,14 +129,9 @@ fn content(value: &Value, cx: &mut Context) -> Markup {
 
 /// An image part: shown when its path is a regular file under the agent dir.
 fn image(part: &Value, cx: &mut Context) -> Markup {
-    let path = part
-        .pointer("/source/path")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let media = part
-        .pointer("/source/media_type")
-        .and_then(Value::as_str)
-        .unwrap_or("image");
+    let source = part.get("source").unwrap_or(&Value::Null);
+    let path = str_of(source, "path").unwrap_or("");
+    let media = str_of(source, "media_type").unwrap_or("image");
     match files::regular_file(cx.agent_dir, path) {
         Some(file) => {
             let href = cx.links.to_file(&file);
