@@ -21,19 +21,9 @@ pub struct JobsResumeArgs {
     /// The job directory (it holds config.json and lock.json).
     #[arg(short = 'p', long = "job-path", value_name = "JOB_DIR")]
     pub job_path: PathBuf,
-    /// Also run again the trials that ended with this exception type or family (or outcome:
-    /// infra_error, agent_error), keeping the old attempt; repeatable. Interrupted trials
-    /// always run again.
-    #[arg(
-        short = 'f',
-        long = "filter-error-type",
-        visible_alias = "retry-failed",
-        value_name = "TYPE"
-    )]
-    pub retry_failed: Vec<String>,
-    /// Exit 0 when at least this share of the planned trials is scored (0 to 1).
-    #[arg(long, value_name = "FRACTION", value_parser = run::parse_fraction)]
-    pub min_coverage: Option<f64>,
+    /// --retry-failed and --min-coverage, as `runner run --resume` takes them.
+    #[command(flatten)]
+    pub replay: run::resume::ReplayArgs,
 }
 
 /// Runs `runner jobs …`.
@@ -44,7 +34,6 @@ pub fn run(command: JobsCommand) -> Result<CommandOutcome, CliError> {
 }
 
 fn resume(args: JobsResumeArgs) -> Result<CommandOutcome, CliError> {
-    let run_args =
-        run::resume::replayed(&args.job_path, args.retry_failed, args.min_coverage, "-p")?;
+    let run_args = run::resume::replayed(&args.job_path, args.replay, "-p")?;
     run::run(run_args)
 }

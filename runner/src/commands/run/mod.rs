@@ -33,6 +33,7 @@ use engines::{Engines, JobBackend};
 /// Arguments of `runner run`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = crate::exit::help_text(Family::Run))]
+#[command(mut_arg("retry_failed", |arg| arg.requires("resume")))]
 pub struct RunArgs {
     /// A task directory or a dataset directory (a folder of task directories).
     #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present_any = ["config", "resume"],
@@ -161,19 +162,9 @@ pub struct RunArgs {
     // a --jobs-dir on the command line is refused by `cli::try_parse_from`.
     #[arg(long, value_name = "JOB_DIR", conflicts_with = "job_name")]
     pub resume: Option<PathBuf>,
-    /// With --resume: also run again the trials that ended with this exception type or family
-    /// (or outcome: infra_error, agent_error), keeping the old attempt; repeatable.
-    #[arg(
-        short = 'f',
-        long = "retry-failed",
-        value_name = "TYPE",
-        requires = "resume"
-    )]
-    pub retry_failed: Vec<String>,
-    /// Exit 0 when at least this share of the planned trials is scored (0 to 1), instead of
-    /// requiring every trial to have a result.
-    #[arg(long, value_name = "FRACTION", env = "RUNNER_MIN_COVERAGE", value_parser = parse_fraction)]
-    pub min_coverage: Option<f64>,
+    /// --retry-failed (with --resume) and --min-coverage, as `runner jobs resume` takes them.
+    #[command(flatten)]
+    pub replay: resume::ReplayArgs,
     /// Run only the I-th of N disjoint parts of the plan (1 ≤ I ≤ N): all k trials of a task
     /// in one part, split the same way on every machine and balanced by the tasks' agent
     /// timeouts. Each part is a job dir of its own; `runner merge` joins them.
@@ -204,7 +195,7 @@ fn any_path(text: &str) -> Result<PathBuf, String> {
 }
 
 /// A fraction from 0 to 1.
-pub fn parse_fraction(text: &str) -> Result<f64, String> {
+fn parse_fraction(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
         _ => Err(format!(
@@ -253,7 +244,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     )
     .map_err(|e| CliError::bad_input_because("--retry-include/--retry-exclude", e))?;
     retry.apply_overrides(&args.override_error_policy, args.retry_exclude.is_some());
-    let selectors = parse_selectors(&args.retry_failed)
+    let selectors = parse_selectors(&args.replay.retry_failed)
         .map_err(|e| CliError::bad_input_because("--retry-failed", e))?;
     let agent = super::agent::choose(&super::agent::AgentChoice {
         name: args.agent.as_deref(),
@@ -440,7 +431,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     Ok(gate(
         &outcome,
         !skipped.is_empty(),
-        args.min_coverage,
+        args.replay.min_coverage,
         signals::received(),
     ))
 }

@@ -16,6 +16,29 @@ use crate::note;
 /// run again, what counts as success, and the global display flags.
 const KEPT_ON_REPLAY: [&str; 5] = ["resume", "retry_failed", "min_coverage", "quiet", "color"];
 
+/// The flags a replay of the recorded invocation takes from its own command line (those of
+/// [`KEPT_ON_REPLAY`] that are not global): which trials run again and what counts as
+/// success. `runner run` and `runner jobs resume` declare them once, here, so both spell and
+/// check them alike. No group: its id would count as a flag given (see `cli::try_parse_from`).
+#[derive(Debug, clap::Args)]
+#[group(skip)]
+pub struct ReplayArgs {
+    /// Also run again the resumed job's trials that ended with this exception type or family
+    /// (or outcome: infra_error, agent_error), keeping the old attempt; repeatable.
+    /// Interrupted trials always run again.
+    #[arg(
+        short = 'f',
+        long = "retry-failed",
+        visible_alias = "filter-error-type",
+        value_name = "TYPE"
+    )]
+    pub retry_failed: Vec<String>,
+    /// Exit 0 when at least this share of the planned trials is scored (0 to 1), instead of
+    /// requiring every trial to have a result.
+    #[arg(long, value_name = "FRACTION", env = "RUNNER_MIN_COVERAGE", value_parser = super::parse_fraction)]
+    pub min_coverage: Option<f64>,
+}
+
 /// True when `args` is `--resume JOB_DIR` without the dataset or the agent, so the job's
 /// recorded invocation supplies them (and every other flag of the run).
 pub fn resumes_alone(args: &RunArgs) -> bool {
@@ -47,18 +70,13 @@ pub fn replayed_for_resume(args: RunArgs) -> Result<RunArgs, CliError> {
             if ignored.len() == 1 { "it" } else { "them" }
         )));
     }
-    replayed(&job_dir, args.retry_failed, args.min_coverage, "--resume")
+    replayed(&job_dir, args.replay, "--resume")
 }
 
 /// The `runner run` arguments that resume `job_dir` as it was started: its lock.json's
-/// invocation replayed, then `retry_failed` and (when given) `min_coverage` applied. `flag`
-/// names the option that gave `job_dir`, for errors.
-pub fn replayed(
-    job_dir: &Path,
-    retry_failed: Vec<String>,
-    min_coverage: Option<f64>,
-    flag: &str,
-) -> Result<RunArgs, CliError> {
+/// invocation replayed, then `kept`'s `retry_failed` and (when given) `min_coverage` applied.
+/// `flag` names the option that gave `job_dir`, for errors.
+pub fn replayed(job_dir: &Path, kept: ReplayArgs, flag: &str) -> Result<RunArgs, CliError> {
     let lock_path = job_dir.join("lock.json");
     let bytes =
         tasks::bounded::read_capped(&lock_path, tasks::bounded::MAX_RECORD_BYTES, "job record")
@@ -78,9 +96,9 @@ pub fn replayed(
     let mut args = replay(&lock, &lock_path, |name| std::env::var(name).ok())?;
     args.resume = Some(job_dir.to_path_buf());
     args.job_name = None;
-    args.retry_failed = retry_failed;
-    if min_coverage.is_some() {
-        args.min_coverage = min_coverage;
+    args.replay.retry_failed = kept.retry_failed;
+    if kept.min_coverage.is_some() {
+        args.replay.min_coverage = kept.min_coverage;
     }
     note!(
         "resuming {} with its recorded invocation: {}",
@@ -300,6 +318,46 @@ mod tests {
             "runner", "run", "--resume", "jobs/j", "-p", "d", "-a", "oracle",
         ]);
         assert!(!resumes_alone(&full));
+    }
+
+    /// `run` and `jobs resume` take the replay flags under both spellings; `run` only with
+    /// `--resume`.
+    #[test]
+    fn both_commands_take_the_replay_flags_alike() {
+        for spelling in ["-f", "--retry-failed", "--filter-error-type"] {
+            let args = parsed(&["runner", "run", "--resume", "j", spelling, "infra_error"]);
+            assert_eq!(args.replay.retry_failed, ["infra_error"], "{spelling}");
+            let cli = crate::cli::try_parse_from([
+                "runner",
+                "jobs",
+                "resume",
+                "-p",
+                "j",
+                spelling,
+                "infra_error",
+                "--min-coverage",
+                "0.5",
+            ])
+            .unwrap();
+            let Command::Jobs(crate::commands::jobs::JobsCommand::Resume(resume)) = cli.command
+            else {
+                panic!("not jobs resume")
+            };
+            assert_eq!(resume.replay.retry_failed, ["infra_error"], "{spelling}");
+            assert_eq!(resume.replay.min_coverage, Some(0.5));
+        }
+        let err = crate::cli::try_parse_from([
+            "runner",
+            "run",
+            "-a",
+            "nop",
+            "-p",
+            "d",
+            "-f",
+            "infra_error",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 
     #[test]

@@ -51,17 +51,26 @@ def _pass(*_):
         pass
     os._exit(0)"#;
 
+/// A probe script that runs `body` (shell lines ending in a newline, planting into `$d`) once
+/// for each directory of `dirs` (the workdir, its parents and /tests), made first when missing.
+fn in_each_dir(body: &str) -> String {
+    format!(
+        r#"{HEADER}
+for d in $(dirs); do
+    mkdir -p "$d/." 2>/dev/null
+{body}done
+"#
+    )
+}
+
 /// The probes, in report order.
 pub fn probes() -> Vec<Probe> {
     vec![
         Probe {
             name: "conftest",
             what: "conftest.py that marks every test passed, in the workdir, its parents and /tests",
-            script: format!(
-                r#"{HEADER}
-for d in $(dirs); do
-    mkdir -p "$d/." 2>/dev/null
-    cat >> "$d/conftest.py" 2>/dev/null <<'PY' && note "$d/conftest.py"
+            script: in_each_dir(&format!(
+                r#"    cat >> "$d/conftest.py" 2>/dev/null <<'PY' && note "$d/conftest.py"
 {PASS_PY}
 try:
     import pytest
@@ -77,25 +86,20 @@ if pytest is not None:
 else:
     atexit.register(_pass)
 PY
-done
 "#
-            ),
+            )),
         },
         Probe {
             name: "pytest-config",
             what: "pytest.ini and pyproject.toml whose addopts only collect tests, in the workdir, its parents and /tests",
-            script: format!(
-                r#"{HEADER}
-for d in $(dirs); do
-    mkdir -p "$d/." 2>/dev/null
-    printf '[pytest]\naddopts = --collect-only -q -p no:cacheprovider\n' > "$d/pytest.ini" 2>/dev/null \
+            script: in_each_dir(
+                r#"    printf '[pytest]\naddopts = --collect-only -q -p no:cacheprovider\n' > "$d/pytest.ini" 2>/dev/null \
         && note "$d/pytest.ini"
     if [ ! -e "$d/pyproject.toml" ]; then
         printf '[tool.pytest.ini_options]\naddopts = "--collect-only -q"\n' > "$d/pyproject.toml" 2>/dev/null \
             && note "$d/pyproject.toml"
     fi
-done
-"#
+"#,
             ),
         },
         Probe {
