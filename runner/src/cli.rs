@@ -64,18 +64,23 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let matches = command().try_get_matches_from(argv)?;
+    let command = command();
+    let matches = command.clone().try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
-        let on_command_line = given_flags(sub, &[ValueSource::CommandLine]);
+        let run = command.find_subcommand("run").expect("run is a subcommand");
+        let on_command_line = given_flags(run, sub, &[ValueSource::CommandLine]);
         if on_command_line.contains("resume") && on_command_line.contains("jobs_dir") {
             return Err(Cli::command().error(
                 clap::error::ErrorKind::ArgumentConflict,
                 "--resume JOB_DIR continues that directory; --jobs-dir cannot be used with it",
             ));
         }
-        args.choices.given =
-            given_flags(sub, &[ValueSource::CommandLine, ValueSource::EnvVariable]);
+        args.choices.given = given_flags(
+            run,
+            sub,
+            &[ValueSource::CommandLine, ValueSource::EnvVariable],
+        );
     }
     Ok(cli)
 }
@@ -104,10 +109,17 @@ pub fn parse() -> Cli {
     try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
 }
 
-/// The ids of the arguments whose value came from one of `sources`.
-fn given_flags(matches: &clap::ArgMatches, sources: &[ValueSource]) -> BTreeSet<String> {
+/// The ids of `command`'s arguments whose value came from one of `sources`. Only arguments:
+/// the matches also hold the ids of argument groups (each flattened struct is one, named
+/// after the struct), which are no flag a user gave.
+fn given_flags(
+    command: &clap::Command,
+    matches: &clap::ArgMatches,
+    sources: &[ValueSource],
+) -> BTreeSet<String> {
     matches
         .ids()
+        .filter(|id| command.get_arguments().any(|arg| arg.get_id() == *id))
         .filter(|id| {
             matches
                 .value_source(id.as_str())

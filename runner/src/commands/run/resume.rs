@@ -383,6 +383,14 @@ mod tests {
                 .contains("cannot read /nonexistent/j/lock.json"),
             "kept flags pass through to reading the lock: {err}"
         );
+        // A flag of a flattened struct is named alone, never with the struct's group id.
+        args = parsed(&["runner", "run", "--resume", "/nonexistent/j", "-i", "x"]);
+        let err = replayed_for_resume(args).unwrap_err().to_string();
+        assert!(
+            err.contains("so --include-task-name would be ignored"),
+            "{err}"
+        );
+        assert!(!err.contains("SelectionArgs"), "{err}");
     }
 
     #[test]
