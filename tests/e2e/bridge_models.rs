@@ -11,7 +11,8 @@ use serde_json::Value;
 use testkit::upstream::{ANTHROPIC_KEY, OPENAI_KEY, Script, ScriptedUpstream};
 
 use crate::support::{
-    Job, ensure_base_image, exception, reward, run_hello_file, workspace_root, write_agent_config,
+    chat_agent, exception, reward, run_hello_file, run_hello_file_on, workspace_root,
+    write_agent_config,
 };
 
 /// A `runner run` of `config` on hello-file with every provider variable of the runner's own
@@ -70,34 +71,21 @@ fn a_declared_model_without_a_key_is_refused_before_anything_runs() {
 
 /// A command agent that may call two models: it calls the second (allowed) and a third (not
 /// declared), printing each status, then solves hello-file.
-const TWO_MODELS: &str = r#"name = "two-models"
-version = "0.1"
-models = ["openai/gpt-first", "openai/gpt-second"]
-[run]
-command = '''
-python3 - <<'PY'
-import json, os, urllib.error, urllib.request
-def ask(model):
-    body = json.dumps(dict(model=model, messages=[dict(role="user", content="hi")])).encode()
-    headers = dict(Authorization="Bearer " + os.environ["OPENAI_API_KEY"])
-    headers["Content-Type"] = "application/json"
-    url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
-    try:
-        return urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=30).status
-    except urllib.error.HTTPError as e:
-        return e.code
-print("second", ask("openai/gpt-second"))
-print("third", ask("openai/gpt-third"))
-PY
-echo 'Hello, world!' > /app/hello.txt
-'''
-"#;
+fn two_models_agent() -> String {
+    chat_agent(
+        "two-models",
+        &["openai/gpt-first", "openai/gpt-second"],
+        r#"print("second", ask("openai/gpt-second", "hi"))
+print("third", ask("openai/gpt-third", "hi"))
+"#,
+    )
+}
 
 #[test]
 fn an_agent_configs_models_bound_m_and_are_what_the_bridge_allows() {
     let dir = tempfile::tempdir().unwrap();
     let jobs = dir.path().join("jobs");
-    let config = write_agent_config(dir.path(), TWO_MODELS);
+    let config = write_agent_config(dir.path(), &two_models_agent());
     // -m outside the list is refused, naming the list and the file.
     let (code, stderr) = run_without_keys(&jobs, &config, &["-m", "openai/gpt-third"]);
     assert_eq!(code, 2, "{stderr}");
@@ -110,17 +98,8 @@ fn an_agent_configs_models_bound_m_and_are_what_the_bridge_allows() {
     assert!(!jobs.exists());
 
     // Without -m both listed models are declared; a third is refused by the bridge.
-    ensure_base_image();
     let upstream = ScriptedUpstream::spawn(OPENAI_KEY, ANTHROPIC_KEY, Script::new());
-    let output = run_hello_file(&jobs, &config)
-        .env("OPENAI_API_KEY", OPENAI_KEY)
-        .env("OPENAI_BASE_URL", upstream.openai_base_url())
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    let job = Job::single_in(&jobs);
+    let job = run_hello_file_on(&jobs, &config, &upstream, &[]);
     let agent = &job.json("config.json")["agents"][0];
     assert_eq!(agent["model_name"], "openai/gpt-first", "{agent}");
     assert_eq!(

@@ -171,13 +171,12 @@ file = "trajectory.json"
         secs.num_seconds() < 30,
         "the agent phase took {secs}: the kill came late"
     );
-    assert_eq!(
-        job.trial_file(name, "agent/command/stdout.txt"),
-        "started\n"
-    );
-    assert_eq!(
-        job.trial_file(name, "agent/command/return-code.txt"),
-        "timeout\n"
+    job.assert_trial_files(
+        name,
+        &[
+            ("agent/command/stdout.txt", "started\n"),
+            ("agent/command/return-code.txt", "timeout\n"),
+        ],
     );
     assert!(!job.dir.join(name).join("agent/trajectory.json").exists());
 }

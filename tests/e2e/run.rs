@@ -374,29 +374,23 @@ fn what_the_agent_and_the_tests_leave_in_logs_artifacts_is_kept() {
     assert_eq!(code, 0);
     let (name, result) = &job.trial_results()[0];
     assert_eq!(reward(result), Some(1.0), "{}", result["exception_info"]);
-    assert_eq!(
-        job.trial_file(name, "artifacts/agent.txt"),
-        "from the agent\n"
+    job.assert_trial_files(
+        name,
+        &[
+            ("artifacts/agent.txt", "from the agent\n"),
+            ("artifacts/tests.txt", "from the tests\n"),
+        ],
     );
     assert_eq!(
-        job.trial_file(name, "artifacts/tests.txt"),
-        "from the tests\n"
-    );
-    let manifest: serde_json::Value =
-        serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
-    assert_eq!(
-        manifest,
-        serde_json::json!([
-            {"source": "/logs/artifacts", "destination": "artifacts", "type": "directory", "status": "ok"},
-        ])
+        job.artifact_manifest(name),
+        [["/logs/artifacts", "artifacts", "directory", "ok"]]
     );
     assert_eq!(result["verifier_isolation"]["isolated"], true);
 
     let (_jobs, job, _) = run_job("tests/fixtures/tasks/quick", "nop", 1);
     let (name, _) = &job.trial_results()[0];
-    let manifest: serde_json::Value =
-        serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
-    assert_eq!(manifest[0]["status"], "empty", "{manifest}");
+    let manifest = job.artifact_manifest(name);
+    assert_eq!(manifest[0][3], "empty", "{manifest:?}");
 }
 
 /// The verifier jail is started early and waits for its order in the trial's PID namespace,

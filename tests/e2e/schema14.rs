@@ -50,26 +50,22 @@ fn collect_hooks_snapshot_a_sidecar_while_the_agents_leftovers_are_frozen() {
         job.trial_file(name, "artifacts/main-hook.txt"),
         "main hook ran as nobody\n"
     );
-    let manifest: serde_json::Value =
-        serde_json::from_str(&job.trial_file(name, "artifacts/manifest.json")).unwrap();
-    let entries: Vec<(&str, &str, &str)> = manifest
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["source"].as_str().unwrap(),
-                e["destination"].as_str().unwrap(),
-                e["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        entries,
+        job.artifact_manifest(name),
         [
-            ("/logs/artifacts", "artifacts", "empty"),
-            ("/tmp/main-hook.txt", "artifacts/main-hook.txt", "ok"),
-            ("/snap/counts.txt", "artifacts/counter/counts.txt", "ok"),
+            ["/logs/artifacts", "artifacts", "directory", "empty"],
+            [
+                "/tmp/main-hook.txt",
+                "artifacts/main-hook.txt",
+                "file",
+                "ok"
+            ],
+            [
+                "/snap/counts.txt",
+                "artifacts/counter/counts.txt",
+                "file",
+                "ok"
+            ],
         ]
     );
 

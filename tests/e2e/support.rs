@@ -6,6 +6,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+use testkit::upstream::{OPENAI_KEY, ScriptedUpstream};
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -38,6 +40,62 @@ pub fn run_hello_file(jobs: &Path, config: &Path) -> assert_cmd::Command {
         .arg("-a")
         .arg(config);
     command
+}
+
+/// [`run_hello_file`] with the OpenAI key and base URL of `upstream` and the flags `extra`
+/// (after the base image is made): asserts that the run exits 0 and returns its job.
+pub fn run_hello_file_on(
+    jobs: &Path,
+    config: &Path,
+    upstream: &ScriptedUpstream,
+    extra: &[&str],
+) -> Job {
+    ensure_base_image();
+    let output = run_hello_file(jobs, config)
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .env("OPENAI_BASE_URL", upstream.openai_base_url())
+        .args(extra)
+        .timeout(Duration::from_secs(1200))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    Job::single_in(jobs)
+}
+
+/// Python for a command agent's script (it holds no braces, which are placeholders in a
+/// command): its imports and `ask(model, text)`, one chat completion through the OpenAI
+/// endpoint the runner gives the agent, answering the HTTP status (a refusal's too) or, when
+/// no answer came, the error.
+pub const PY_ASK: &str = r#"import json, os, urllib.error, urllib.request
+def ask(model, text):
+    body = json.dumps(dict(model=model, messages=[dict(role="user", content=text)])).encode()
+    headers = dict(Authorization="Bearer " + os.environ["OPENAI_API_KEY"])
+    headers["Content-Type"] = "application/json"
+    url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=30).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except Exception as e:
+        return repr(e)
+"#;
+
+/// An agent config (for [`write_agent_config`]) of the command agent `name`, version 0.1,
+/// that declares `models` and runs `command` (which may hold no braces: they are
+/// placeholders in commands).
+pub fn command_agent(name: &str, models: &[&str], command: &str) -> String {
+    format!(
+        "name = {name:?}\nversion = \"0.1\"\nmodels = {models:?}\n[run]\ncommand = '''\n{command}'''\n"
+    )
+}
+
+/// [`command_agent`] whose command runs the Python `script` after [`PY_ASK`], then solves
+/// hello-file.
+pub fn chat_agent(name: &str, models: &[&str], script: &str) -> String {
+    let command =
+        format!("python3 - <<'PY'\n{PY_ASK}{script}PY\necho 'Hello, world!' > /app/hello.txt\n");
+    command_agent(name, models, &command)
 }
 
 /// Makes sure the examples' base image exists (the project's own offline script).
@@ -95,8 +153,6 @@ pub fn view_report(job_dir: &Path) -> tempfile::TempDir {
     report
 }
 
-/// `output`'s stdout and stderr as text, after asserting that it exited with `code` (both
-/// streams are shown when it did not).
 /// Writes an agent config (`--agent-config`) as `agent.toml` in `dir` and returns its path.
 pub fn write_agent_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("agent.toml");
@@ -111,6 +167,8 @@ pub fn only_eval(result: &serde_json::Value) -> &serde_json::Value {
     evals.values().next().unwrap()
 }
 
+/// `output`'s stdout and stderr as text, after asserting that it exited with `code` (both
+/// streams are shown when it did not).
 pub fn exited(output: &Output, code: i32) -> (String, String) {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -238,6 +296,19 @@ impl Job {
     pub fn trial_file(&self, trial: &str, rel: &str) -> String {
         let path = self.dir.join(trial).join(rel);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Asserts that `<trial>/<rel>` holds exactly `text`, for each `(rel, text)` of `files`.
+    pub fn assert_trial_files(&self, trial: &str, files: &[(&str, &str)]) {
+        for (rel, text) in files {
+            assert_eq!(self.trial_file(trial, rel), *text, "{trial}/{rel}");
+        }
+    }
+
+    /// The rows of the trial's `artifacts/manifest.json`, as
+    /// [`testkit::records::artifact_manifest`] reads them.
+    pub fn artifact_manifest(&self, trial: &str) -> Vec<[String; 4]> {
+        testkit::records::artifact_manifest(&self.dir.join(trial).join("artifacts"))
     }
 
     /// Every trial's result.json, by trial dir name.

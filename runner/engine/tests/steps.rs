@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use adapter::AnyAgent;
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType};
+use testkit::records::artifact_manifest;
 use testkit::{FakeBackend, TaskFixture};
 
 /// Step one's work is `/workspace/one`; step two's is `/workspace/two` and needs step one's.
@@ -141,16 +142,10 @@ async fn the_oracle_runs_every_step_in_one_environment_and_each_is_verified() {
     assert_eq!(ran.file("steps/two/verifier/reward.txt").trim(), "1");
     assert!(ran.trial_dir.join("steps/one/agent/oracle.txt").is_file());
     assert_eq!(ran.file("steps/two/artifacts/note.txt"), "note\n");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&ran.file("steps/two/artifacts/manifest.json")).unwrap();
-    assert_eq!(manifest[0]["source"], "/logs/artifacts");
-    assert_eq!(manifest[0]["status"], "ok");
-    let one: serde_json::Value =
-        serde_json::from_str(&ran.file("steps/one/artifacts/manifest.json")).unwrap();
-    assert_eq!(
-        one[0]["status"], "empty",
-        "step two's note is not step one's"
-    );
+    let two = artifact_manifest(&ran.trial_dir.join("steps/two/artifacts"));
+    assert_eq!(two[0], ["/logs/artifacts", "artifacts", "directory", "ok"]);
+    let one = artifact_manifest(&ran.trial_dir.join("steps/one/artifacts"));
+    assert_eq!(one[0][3], "empty", "step two's note is not step one's");
     // The record reads back with Harbor's field names.
     let on_disk: serde_json::Value = serde_json::from_str(&ran.file("result.json")).unwrap();
     assert_eq!(on_disk["step_results"][1]["step_name"], "two");
@@ -315,34 +310,19 @@ async fn declared_artifacts_are_collected_after_the_agent_with_harbors_manifest(
         "excluded"
     );
     assert_eq!(ran.file("artifacts/tree/sub/leaf.txt"), "leaf\n");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&ran.file("artifacts/manifest.json")).unwrap();
-    let entries: Vec<(&str, &str, &str, &str)> = manifest
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["source"].as_str().unwrap(),
-                e["destination"].as_str().unwrap(),
-                e["type"].as_str().unwrap(),
-                e["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        entries,
+        artifact_manifest(&ran.trial_dir.join("artifacts")),
         [
-            ("/logs/artifacts", "artifacts", "directory", "empty"),
-            ("/workspace/out.txt", "artifacts/out.txt", "file", "ok"),
-            (
+            ["/logs/artifacts", "artifacts", "directory", "empty"],
+            ["/workspace/out.txt", "artifacts/out.txt", "file", "ok"],
+            [
                 "/workspace/missing.txt",
                 "artifacts/missing.txt",
                 "file",
                 "failed"
-            ),
-            ("/workspace/logs", "artifacts/kept/logs", "directory", "ok"),
-            ("/workspace/tree", "artifacts/tree", "directory", "ok"),
+            ],
+            ["/workspace/logs", "artifacts/kept/logs", "directory", "ok"],
+            ["/workspace/tree", "artifacts/tree", "directory", "ok"],
         ]
     );
     assert!(

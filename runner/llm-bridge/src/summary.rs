@@ -85,33 +85,34 @@ mod tests {
         }
     }
 
+    /// A finished call for [`record_all`]: outcome, declared model, the `(input, output)`
+    /// tokens its provider reported, and its cost.
+    type Call = (
+        CallOutcome,
+        Option<&'static str>,
+        Option<(u64, u64)>,
+        Option<f64>,
+    );
+
+    /// Counts each of `calls` in `totals`, with the provider's own usage report.
+    fn record_all(totals: &mut TrialUsage, calls: &[Call]) {
+        for &(outcome, declared, tokens, cost) in calls {
+            let reported = tokens.map(|(input, output)| usage(input, output));
+            record_call(totals, outcome, declared, reported.as_ref(), cost, false);
+        }
+    }
+
     #[test]
     fn calls_add_up_and_refusals_do_not_count_tokens() {
         let mut trial = TrialUsage::default();
-        record_call(
+        record_all(
             &mut trial,
-            CallOutcome::Ok,
-            Some("openai/a"),
-            Some(&usage(10, 2)),
-            Some(0.5),
-            false,
-        );
-        record_call(
-            &mut trial,
-            CallOutcome::Ok,
-            Some("b"),
-            Some(&usage(5, 1)),
-            None,
-            false,
-        );
-        record_call(&mut trial, CallOutcome::Refused, None, None, None, false);
-        record_call(
-            &mut trial,
-            CallOutcome::UpstreamError,
-            Some("openai/a"),
-            None,
-            None,
-            false,
+            &[
+                (CallOutcome::Ok, Some("openai/a"), Some((10, 2)), Some(0.5)),
+                (CallOutcome::Ok, Some("b"), Some((5, 1)), None),
+                (CallOutcome::Refused, None, None, None),
+                (CallOutcome::UpstreamError, Some("openai/a"), None, None),
+            ],
         );
         assert_eq!(
             (
@@ -146,13 +147,9 @@ mod tests {
     #[test]
     fn only_unpriced_calls_make_the_cost_unknown() {
         let mut trial = TrialUsage::default();
-        record_call(
+        record_all(
             &mut trial,
-            CallOutcome::Ok,
-            Some("b"),
-            Some(&usage(5, 1)),
-            None,
-            false,
+            &[(CallOutcome::Ok, Some("b"), Some((5, 1)), None)],
         );
         assert_eq!(trial.reported_cost_usd(), None);
         let mut job = TrialUsage::default();

@@ -11,16 +11,15 @@
 //! container).
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use engine::{
-    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ExecObserver, ImageInfo,
-    ImageOrigin, NetworkAccess, OutputSink, ServiceState,
+    Backend, BackendError, BackendErrorKind, Environment, EnvironmentSpec, ImageInfo, ImageOrigin,
+    NetworkAccess, OutputSink, ServiceState,
 };
-use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
-use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
+use tasks::isolation::IsolatedVerifyOutcome;
+use tasks::{ExecOutput, ExecRequest, SandboxError, Task};
 
 use crate::FakeSandbox;
 
@@ -99,6 +98,58 @@ impl FakeBackend {
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         f(&mut self.state.lock().expect("not poisoned"))
     }
+
+    /// What the engine answers, instead of running it, to `request` in `sandbox` (one this
+    /// backend started): the scripted exec fault, a stopped container's refusal, or a broken
+    /// shell's exit 126. `None` when the command runs.
+    pub(crate) fn answer_exec(
+        &self,
+        sandbox: &FakeSandbox,
+        request: &ExecRequest,
+    ) -> Option<Result<ExecOutput, SandboxError>> {
+        let fault = self.with(|s| {
+            let matches = (s.script.exec_fault_once.as_deref())
+                .is_some_and(|text| request.command.contains(text));
+            matches.then(|| s.script.exec_fault_once.take())
+        });
+        if fault.is_some() {
+            return Some(Err(SandboxError::new(
+                "exec",
+                "error reading from the engine: connection reset by peer",
+            )));
+        }
+        if stopped(sandbox) {
+            return Some(Err(SandboxError::new(
+                "exec",
+                "Error response from daemon: Container fake is not running",
+            )));
+        }
+        if sandbox.path(BROKEN_SHELL_MARKER).exists() {
+            return Some(Ok(ExecOutput {
+                exit_code: Some(126),
+                stdout: "OCI runtime exec failed: exec failed: unable to start container process: \
+                         exec: \"bash\": executable file not found in $PATH: unknown\r\n"
+                    .into(),
+                ..ExecOutput::default()
+            }));
+        }
+        None
+    }
+
+    /// Whether a download of the container directory `source` is scripted never to return.
+    pub(crate) fn hangs_download_of(&self, source: &str) -> bool {
+        self.with(|s| s.script.hang_download_of.as_deref() == Some(source))
+    }
+
+    /// What an isolated verification is scripted to answer; `None` for "cannot isolate".
+    pub(crate) fn isolated_outcome(&self) -> Option<IsolatedVerifyOutcome> {
+        self.with(|s| s.script.isolated_outcome.clone())
+    }
+}
+
+/// Whether a command stopped the container of `sandbox` (see [`STOPPED_MARKER`]).
+fn stopped(sandbox: &FakeSandbox) -> bool {
+    sandbox.path(STOPPED_MARKER).exists()
 }
 
 /// A failure of `kind`, for scripts.
@@ -152,18 +203,14 @@ impl Backend for FakeBackend {
             return Err(fault_unsupported());
         }
         self.with(|s| s.tally.started.push(spec.trial_name.clone()));
-        let mut sandbox = FakeSandbox::new();
+        let mut sandbox = FakeSandbox::new().started_by(self.clone(), spec.observer.clone());
         if let Some(workdir) = &spec.main.workdir {
             sandbox = sandbox.with_workdir(workdir.clone());
         }
         Ok(FakeEnvironment {
             backend: self.clone(),
             trial: spec.trial_name.clone(),
-            sandbox: ObservedSandbox {
-                inner: Arc::new(sandbox),
-                observer: spec.observer.clone(),
-                backend: self.clone(),
-            },
+            sandbox: Arc::new(sandbox),
         })
     }
 
@@ -198,13 +245,13 @@ fn fault_unsupported() -> BackendError {
 pub struct FakeEnvironment {
     backend: FakeBackend,
     trial: String,
-    sandbox: ObservedSandbox,
+    sandbox: Arc<FakeSandbox>,
 }
 
 impl Environment for FakeEnvironment {
-    type Sandbox = ObservedSandbox;
+    type Sandbox = Arc<FakeSandbox>;
 
-    fn main(&self) -> &ObservedSandbox {
+    fn main(&self) -> &Arc<FakeSandbox> {
         &self.sandbox
     }
 
@@ -223,7 +270,7 @@ impl Environment for FakeEnvironment {
     }
 
     async fn main_state(&self) -> Result<Option<ServiceState>, BackendError> {
-        Ok(Some(if self.sandbox.stopped() {
+        Ok(Some(if stopped(&self.sandbox) {
             ServiceState::Stopped {
                 exit_code: 143,
                 oom_killed: false,
@@ -231,97 +278,5 @@ impl Environment for FakeEnvironment {
         } else {
             ServiceState::Running
         }))
-    }
-}
-
-/// A [`FakeSandbox`] that reports its commands to the engine's observer, as a real backend's
-/// sandbox does (output into `trial.log`, time inside commands).
-#[derive(Clone)]
-pub struct ObservedSandbox {
-    inner: Arc<FakeSandbox>,
-    observer: ExecObserver,
-    backend: FakeBackend,
-}
-
-impl ObservedSandbox {
-    /// The host path behind a container path (see [`FakeSandbox::path`]).
-    pub fn path(&self, container: &str) -> std::path::PathBuf {
-        self.inner.path(container)
-    }
-
-    fn stopped(&self) -> bool {
-        self.path(STOPPED_MARKER).exists()
-    }
-}
-
-impl Sandbox for ObservedSandbox {
-    async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
-        let fault = self.backend.with(|s| {
-            let matches = (s.script.exec_fault_once.as_deref())
-                .is_some_and(|text| request.command.contains(text));
-            matches.then(|| s.script.exec_fault_once.take())
-        });
-        if fault.is_some() {
-            return Err(SandboxError::new(
-                "exec",
-                "error reading from the engine: connection reset by peer",
-            ));
-        }
-        if self.stopped() {
-            return Err(SandboxError::new(
-                "exec",
-                "Error response from daemon: Container fake is not running",
-            ));
-        }
-        if self.path(BROKEN_SHELL_MARKER).exists() {
-            return Ok(ExecOutput {
-                exit_code: Some(126),
-                stdout: "OCI runtime exec failed: exec failed: unable to start container process: \
-                         exec: \"bash\": executable file not found in $PATH: unknown\r\n"
-                    .into(),
-                ..ExecOutput::default()
-            });
-        }
-        let started = Instant::now();
-        let output = self.inner.exec(request).await;
-        self.observer.add_exec_time(started.elapsed());
-        if let Ok(out) = &output {
-            (self.observer.output)("stdout", out.stdout.as_bytes());
-            (self.observer.output)("stderr", out.stderr.as_bytes());
-        }
-        output
-    }
-
-    async fn upload_dir(&self, source: &Path, target: &str) -> Result<(), SandboxError> {
-        self.inner.upload_dir(source, target).await
-    }
-
-    async fn upload_bytes(
-        &self,
-        bytes: Vec<u8>,
-        target: &str,
-        mode: u32,
-    ) -> Result<(), SandboxError> {
-        self.inner.upload_bytes(bytes, target, mode).await
-    }
-
-    async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
-        let hangs = self
-            .backend
-            .with(|s| s.script.hang_download_of.as_deref() == Some(source));
-        if hangs {
-            std::future::pending::<()>().await;
-        }
-        self.inner.download_dir(source, target).await
-    }
-
-    async fn verify_isolated(
-        &self,
-        request: IsolatedVerifyRequest,
-    ) -> Result<IsolatedVerifyOutcome, SandboxError> {
-        match self.backend.with(|s| s.script.isolated_outcome.clone()) {
-            Some(outcome) => Ok(outcome),
-            None => self.inner.verify_isolated(request).await,
-        }
     }
 }

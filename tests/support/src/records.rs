@@ -110,3 +110,17 @@ pub fn on_disk(
         })
         .collect()
 }
+
+/// The entries of the `manifest.json` in `artifacts_dir` (a trial's or a step's `artifacts/`),
+/// each as `[source, destination, type, status]`, in the manifest's order: one row per
+/// artifact, to compare with a literal table.
+pub fn artifact_manifest(artifacts_dir: &std::path::Path) -> Vec<[String; 4]> {
+    let path = artifacts_dir.join("manifest.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let entries: Vec<engine::trial::artifacts::ManifestEntry> =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    entries
+        .into_iter()
+        .map(|e| [e.source, e.destination, e.kind, e.status])
+        .collect()
+}

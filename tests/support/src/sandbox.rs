@@ -43,8 +43,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Instant;
 
+use engine::ExecObserver;
+use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 use tokio::io::AsyncWriteExt;
+
+use crate::FakeBackend;
 
 /// The container's own top-level directories: never bound from the host, so they exist only
 /// in the root once something creates them (as in a fresh container, only `/logs` exists).
@@ -54,13 +58,25 @@ pub const CONTAINER_DIRS: [&str; 4] = ["logs", "tests", "solution", "workspace"]
 const LOG_DIRS: [&str; 3] = ["logs/agent", "logs/verifier", "logs/artifacts"];
 
 /// A fake container for unit tests; see the module docs for how it works.
-#[derive(Debug)]
 pub struct FakeSandbox {
     root: tempfile::TempDir,
     /// Top-level names that resolve to the host (bound directories and copied symlinks).
     host_names: Vec<String>,
     jail: Arc<Jail>,
     workdir: String,
+    /// The backend that started this sandbox as an environment's main service, and the
+    /// engine's observer of its commands (see [`FakeSandbox::started_by`]).
+    started_by: Option<(FakeBackend, ExecObserver)>,
+}
+
+impl std::fmt::Debug for FakeSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeSandbox")
+            .field("root", &self.root.path())
+            .field("workdir", &self.workdir)
+            .field("started_by_a_backend", &self.started_by.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a child does before `exec` to enter the sandbox: prepared in the parent, because
@@ -93,7 +109,17 @@ impl FakeSandbox {
             host_names,
             jail: Arc::new(jail),
             workdir: "/".into(),
+            started_by: None,
         }
+    }
+
+    /// The sandbox as `backend` starts it: it answers as that backend's container does
+    /// (scripted faults, and what the agent did to its container: see
+    /// [`crate::backend`]) and reports its commands to `observer`, as a real backend's sandbox
+    /// does (output into `trial.log`, time inside commands).
+    pub(crate) fn started_by(mut self, backend: FakeBackend, observer: ExecObserver) -> Self {
+        self.started_by = Some((backend, observer));
+        self
     }
 
     /// Uses `dir` (a container path) as the working directory of commands that name none.
@@ -274,8 +300,9 @@ fn spawn_error(operation: &str, error: std::io::Error) -> SandboxError {
     )
 }
 
-impl Sandbox for FakeSandbox {
-    async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+impl FakeSandbox {
+    /// Runs `request` in the sandbox, killing it (with its process group) at its deadline.
+    async fn run(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
         let started = Instant::now();
         let cwd = request.cwd.as_deref().unwrap_or(&self.workdir);
         let mut command = self.command("bash", &["-c".as_ref(), request.command.as_ref()], cwd);
@@ -308,6 +335,25 @@ impl Sandbox for FakeSandbox {
             elapsed: started.elapsed(),
         })
     }
+}
+
+impl Sandbox for FakeSandbox {
+    async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let Some((backend, observer)) = &self.started_by else {
+            return self.run(request).await;
+        };
+        if let Some(answer) = backend.answer_exec(self, &request) {
+            return answer;
+        }
+        let started = Instant::now();
+        let output = self.run(request).await;
+        observer.add_exec_time(started.elapsed());
+        if let Ok(out) = &output {
+            (observer.output)("stdout", out.stdout.as_bytes());
+            (observer.output)("stderr", out.stderr.as_bytes());
+        }
+        output
+    }
 
     async fn upload_dir(&self, source: &Path, target: &str) -> Result<(), SandboxError> {
         let source = utf8(source, "upload_dir")?;
@@ -330,9 +376,30 @@ impl Sandbox for FakeSandbox {
     }
 
     async fn download_dir(&self, source: &str, target: &Path) -> Result<(), SandboxError> {
+        if let Some((backend, _)) = &self.started_by
+            && backend.hangs_download_of(source)
+        {
+            std::future::pending::<()>().await;
+        }
         let target = utf8(target, "download_dir")?;
         self.copy(&format!("download {source} to {target}"), source, target)
             .await
+    }
+
+    async fn verify_isolated(
+        &self,
+        _request: IsolatedVerifyRequest,
+    ) -> Result<IsolatedVerifyOutcome, SandboxError> {
+        let scripted = self
+            .started_by
+            .as_ref()
+            .and_then(|(b, _)| b.isolated_outcome());
+        // Without one, the sandbox cannot isolate, so the verifier runs the tests by plain exec.
+        Ok(scripted.unwrap_or_else(|| {
+            IsolatedVerifyOutcome::Unsupported(
+                "this sandbox cannot run the verifier isolated".into(),
+            )
+        }))
     }
 }
 
