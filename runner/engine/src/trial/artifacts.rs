@@ -171,19 +171,28 @@ pub enum Convention {
     Deferred,
 }
 
-/// Collects `specs` from `sandbox` into `artifacts_dir` and writes its `manifest.json`.
-/// Best effort, as in Harbor: a failed artifact is a `failed` entry and a `log` line, never a
-/// trial failure. `copy_cap` bounds what one staged copy may take inside the container.
+/// Where and how one collection pass puts what it collects.
+#[derive(Clone, Copy)]
+pub struct Collection<'a> {
+    /// The host directory the artifacts and `manifest.json` go into.
+    pub artifacts_dir: &'a Path,
+    /// How the convention directory is handled.
+    pub convention: Convention,
+    /// The most one staged copy may take inside the container.
+    pub copy_cap: u64,
+    /// Where a line about an artifact not collected goes.
+    pub log: &'a (dyn Fn(&str) + Sync),
+}
+
+/// Collects `specs` from `sandbox` as `pass` says and writes the manifest. Best effort, as in
+/// Harbor: a failed artifact is a `failed` entry and a `log` line, never a trial failure.
 pub async fn collect_artifacts<S: Sandbox>(
     sandbox: &S,
     specs: &[ArtifactSpec],
-    artifacts_dir: &Path,
-    convention: Convention,
-    copy_cap: u64,
-    log: &(dyn Fn(&str) + Sync),
+    pass: &Collection<'_>,
 ) -> Vec<ManifestEntry> {
-    let entries = collect_entries(sandbox, specs, artifacts_dir, convention, copy_cap, log).await;
-    write_manifest(artifacts_dir, &entries, log);
+    let entries = collect_entries(sandbox, specs, pass).await;
+    write_manifest(pass.artifacts_dir, &entries, pass.log);
     entries
 }
 
@@ -213,11 +222,11 @@ pub fn failed_entry(spec: &ArtifactSpec) -> ManifestEntry {
 pub async fn collect_entries<S: Sandbox>(
     sandbox: &S,
     specs: &[ArtifactSpec],
-    artifacts_dir: &Path,
-    convention: Convention,
-    copy_cap: u64,
-    log: &(dyn Fn(&str) + Sync),
+    pass: &Collection<'_>,
 ) -> Vec<ManifestEntry> {
+    let Collection {
+        artifacts_dir, log, ..
+    } = *pass;
     let _ = std::fs::create_dir_all(artifacts_dir);
     let mut entries = Vec::new();
     for spec in specs {
@@ -230,7 +239,7 @@ pub async fn collect_entries<S: Sandbox>(
             entries.push(failed_entry(spec));
             continue;
         };
-        let entry = collect_one(sandbox, spec, artifacts_dir, &target, convention, copy_cap).await;
+        let entry = collect_one(sandbox, spec, &target, pass).await;
         let destination = match &entry {
             Ok((_, _, landed)) => manifest_destination(artifacts_dir, landed),
             Err(_) => manifest_destination(artifacts_dir, &target),
@@ -258,18 +267,16 @@ type Collected = Result<(&'static str, &'static str, PathBuf), (&'static str, St
 async fn collect_one<S: Sandbox>(
     sandbox: &S,
     spec: &ArtifactSpec,
-    artifacts_dir: &Path,
     target: &Path,
-    convention: Convention,
-    copy_cap: u64,
+    pass: &Collection<'_>,
 ) -> Collected {
     let landed = target.to_path_buf();
     let source = spec.source.trim_end_matches('/');
     let source = if source.is_empty() { "/" } else { source };
-    if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Deferred {
+    if is_convention(source) && spec.exclude.is_empty() && pass.convention == Convention::Deferred {
         return Ok(("directory", convention_status(target), landed));
     }
-    if is_convention(source) && spec.exclude.is_empty() && convention == Convention::Probe {
+    if is_convention(source) && spec.exclude.is_empty() && pass.convention == Convention::Probe {
         let probe = format!(
             "[ -n \"$(find {} -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1)\" ]",
             shell_quote(source)
@@ -301,9 +308,9 @@ async fn collect_one<S: Sandbox>(
     let fail = |why: String| (kind, why);
     // A file whose destination names the artifacts directory itself (`.`, `/`) keeps its
     // source's name there, as `docker cp` into a directory does.
-    let target = if !is_dir && target == artifacts_dir {
+    let target = if !is_dir && target == pass.artifacts_dir {
         match Path::new(source).file_name() {
-            Some(name) => artifacts_dir.join(name),
+            Some(name) => pass.artifacts_dir.join(name),
             None => return Err(fail("a file artifact needs a name".into())),
         }
     } else {
@@ -317,7 +324,7 @@ async fn collect_one<S: Sandbox>(
     } else {
         target.parent().unwrap_or(&target).to_path_buf()
     };
-    if !into.starts_with(artifacts_dir) {
+    if !into.starts_with(pass.artifacts_dir) {
         return Err(fail(format!(
             "its destination {} is outside the artifacts directory",
             into.display()
@@ -337,9 +344,9 @@ async fn collect_one<S: Sandbox>(
     // The runner's own name: nothing the container prints decides what is downloaded.
     let staged = format!("{STAGING_PREFIX}{}", uuid::Uuid::new_v4().simple());
     let stage = if is_dir {
-        stage_dir_script(source, &staged, &spec.exclude, copy_cap)
+        stage_dir_script(source, &staged, &spec.exclude, pass.copy_cap)
     } else {
-        stage_file_script(source, &staged, &name, copy_cap)
+        stage_file_script(source, &staged, &name, pass.copy_cap)
     };
     let out = sandbox
         .exec(ExecRequest::runner_own(stage).timeout(ARTIFACT_TIMEOUT))

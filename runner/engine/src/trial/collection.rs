@@ -29,7 +29,8 @@ use tasks::{ExceptionType, ExecRequest, Sandbox};
 
 use super::Trial;
 use super::artifacts::{
-    Convention, ManifestEntry, collect_entries, failed_entry, normalized, write_manifest,
+    Collection, Convention, ManifestEntry, collect_entries, failed_entry, normalized,
+    write_manifest,
 };
 use crate::backend::{Backend, Environment};
 use crate::failure::TrialFailure;
@@ -60,13 +61,17 @@ impl<B: Backend> Trial<B> {
         let (main_specs, sidecar_specs): (Vec<_>, Vec<_>) =
             specs.into_iter().partition(|s| s.sidecar().is_none());
         let log = |line: &str| self.log.line(line);
-        let cap = self.limits.download_cap_bytes;
+        let main_pass = Collection {
+            artifacts_dir,
+            convention,
+            copy_cap: self.limits.download_cap_bytes,
+            log: &log,
+        };
 
         for (i, hook) in hooks.iter().enumerate().filter(|(_, h)| h.on_main()) {
             self.run_hook(i, hook, Some(main.clone())).await;
         }
-        let mut entries =
-            collect_entries(&main, &main_specs, artifacts_dir, convention, cap, &log).await;
+        let mut entries = collect_entries(&main, &main_specs, &main_pass).await;
 
         let sidecars: BTreeSet<&str> = sidecar_specs
             .iter()
@@ -104,10 +109,10 @@ impl<B: Backend> Trial<B> {
                         collect_entries(
                             &sandbox,
                             std::slice::from_ref(spec),
-                            artifacts_dir,
-                            Convention::Download,
-                            cap,
-                            &log,
+                            &Collection {
+                                convention: Convention::Download,
+                                ..main_pass
+                            },
                         )
                         .await,
                     ),

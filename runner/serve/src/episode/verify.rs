@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use engine::trial::SeparateVerifierSetup;
 use engine::trial::artifacts::{
-    ArtifactSpec, CONVENTION_DIR, Convention, collect_artifacts, normalized, upload_artifacts,
+    ArtifactSpec, CONVENTION_DIR, Collection, Convention, collect_artifacts, normalized,
+    upload_artifacts,
 };
 use engine::{Backend, Environment, OutputSink, TrialFailure};
 use tasks::records::VerifierResult;
@@ -143,15 +144,13 @@ impl<B: Backend> Episode<B> {
             // All a separate verifier sees of the episode, and what a step leaves before the
             // next one empties /logs/artifacts: collected as a trial collects them.
             let log = |line: &str| self.log.line(line);
-            collect_artifacts(
-                &self.sandbox,
-                &specs,
-                &artifacts_dir,
-                Convention::Download,
-                self.spec.limits.download_cap_bytes,
-                &log,
-            )
-            .await;
+            let pass = Collection {
+                artifacts_dir: &artifacts_dir,
+                convention: Convention::Download,
+                copy_cap: self.spec.limits.download_cap_bytes,
+                log: &log,
+            };
+            collect_artifacts(&self.sandbox, &specs, &pass).await;
         }
         let mut notes = VerifyNotes::default();
         let outcome = match setup {
