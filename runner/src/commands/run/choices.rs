@@ -18,12 +18,7 @@ use crate::report::ProgressMode;
 pub struct ChoiceArgs {
     /// A job config (TOML, JSON or YAML) with Harbor's JobConfig fields; a job's own
     /// config.json runs that job again. Flags given here override it.
-    #[arg(
-        short = 'c',
-        long = "config",
-        value_name = "FILE",
-        env = "RUNNER_CONFIG"
-    )]
+    #[arg(short, long, value_name = "FILE", env = "RUNNER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Which tasks of the dataset run.
     #[command(flatten)]

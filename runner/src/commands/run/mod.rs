@@ -54,8 +54,8 @@ pub struct RunArgs {
     pub agent_config: Option<PathBuf>,
     /// Trials per task.
     #[arg(
-        short = 'k',
-        long = "k",
+        short,
+        long,
         visible_alias = "n-attempts",
         env = "RUNNER_K",
         default_value_t = 1,
