@@ -9,10 +9,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use chrono::Utc;
 
-use crate::ledger::{Hold, SettledCall, charge};
+use crate::ledger::{Hold, charge};
 use crate::prices::ModelPrice;
 use crate::record::{BodyFile, CallOutcome, CallRecord};
 use crate::redact::Redactor;
+use crate::summary::SettledCall;
 use crate::trial::TrialState;
 use crate::usage::{Endpoint, UsageMeter};
 use crate::wire_error::Refusal;

@@ -15,8 +15,7 @@
 
 use crate::policy::{Spend, budget_refusal};
 use crate::prices::ModelPrice;
-use crate::record::CallOutcome;
-use crate::summary::{record_call, spend};
+use crate::summary::{SettledCall, record_call, spend};
 use crate::trial::TrialState;
 use crate::usage::Usage;
 
@@ -145,34 +144,10 @@ impl TrialState {
             *held = sub(*held, hold.spend);
             *job_held = sub(*job_held, hold.spend);
         }
-        record_call(
-            &mut usage,
-            call.outcome,
-            call.declared,
-            call.usage,
-            call.cost_usd,
-            call.estimated,
-        );
+        record_call(&mut usage, call);
         let mut totals = job.totals.lock().unwrap_or_else(|p| p.into_inner());
-        record_call(
-            &mut totals.totals,
-            call.outcome,
-            call.declared,
-            call.usage,
-            call.cost_usd,
-            call.estimated,
-        );
+        record_call(&mut totals.totals, call);
     }
-}
-
-/// A finished call as the totals count it.
-pub(crate) struct SettledCall<'a> {
-    pub outcome: CallOutcome,
-    pub declared: Option<&'a str>,
-    pub usage: Option<&'a Usage>,
-    pub cost_usd: Option<f64>,
-    /// The usage is a charge estimated from the hold, not the provider's report.
-    pub estimated: bool,
 }
 
 #[cfg(test)]

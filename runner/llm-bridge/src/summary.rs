@@ -20,15 +20,26 @@ pub fn spend(usage: &TrialUsage) -> Spend {
     }
 }
 
+/// A finished call as the totals count it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SettledCall<'a> {
+    pub outcome: CallOutcome,
+    pub declared: Option<&'a str>,
+    pub usage: Option<&'a Usage>,
+    pub cost_usd: Option<f64>,
+    /// The usage is a charge estimated from the hold, not the provider's report.
+    pub estimated: bool,
+}
+
 /// Counts one finished call in a trial's (or the job's) totals.
-pub(crate) fn record_call(
-    totals: &mut TrialUsage,
-    outcome: CallOutcome,
-    declared: Option<&str>,
-    usage: Option<&Usage>,
-    cost_usd: Option<f64>,
-    estimated: bool,
-) {
+pub(crate) fn record_call(totals: &mut TrialUsage, call: SettledCall<'_>) {
+    let SettledCall {
+        outcome,
+        declared,
+        usage,
+        cost_usd,
+        estimated,
+    } = call;
     if outcome == CallOutcome::Refused {
         totals.n_refused_calls += 1;
         return;
@@ -98,7 +109,14 @@ mod tests {
     fn record_all(totals: &mut TrialUsage, calls: &[Call]) {
         for &(outcome, declared, tokens, cost) in calls {
             let reported = tokens.map(|(input, output)| usage(input, output));
-            record_call(totals, outcome, declared, reported.as_ref(), cost, false);
+            let call = SettledCall {
+                outcome,
+                declared,
+                usage: reported.as_ref(),
+                cost_usd: cost,
+                estimated: false,
+            };
+            record_call(totals, call);
         }
     }
 
