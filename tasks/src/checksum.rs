@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sha2::{Digest, Sha256};
 
-use crate::digest::sha256_hex;
 use crate::error::TaskError;
+use crate::file_hashes::FileHashes;
 
 /// The file that excludes test and solution inputs (Harbor's `TaskFileFilter.IGNORE_FILENAME`);
 /// such files are never hashed themselves.
@@ -24,12 +24,18 @@ const IGNORE_FILE: &str = ".harborignore";
 
 /// The task's `task_checksum` (64 hex digits, no prefix, as Harbor records it).
 pub fn task_checksum(task_dir: &Path) -> Result<String, TaskError> {
+    task_checksum_with(task_dir, &FileHashes::default())
+}
+
+/// [`task_checksum`] with the file hashes of the load it is part of (see [`FileHashes`]).
+pub fn task_checksum_with(task_dir: &Path, hashes: &FileHashes) -> Result<String, TaskError> {
     let root = task_dir
         .canonicalize()
         .map_err(|e| TaskError::io(task_dir, e))?;
     let mut walk = Walk {
         root: root.clone(),
         on_path: HashSet::new(),
+        hashes,
     };
     walk.dir_hash(&root, &[])?.ok_or_else(|| {
         TaskError::invalid(
@@ -42,12 +48,13 @@ pub fn task_checksum(task_dir: &Path) -> Result<String, TaskError> {
 
 /// One hashing walk: the task root and the real directories on the current path (a link back
 /// to one of them is a cycle, which Harbor's dirhash refuses too).
-struct Walk {
+struct Walk<'a> {
     root: PathBuf,
     on_path: HashSet<PathBuf>,
+    hashes: &'a FileHashes,
 }
 
-impl Walk {
+impl Walk<'_> {
     /// The dirhash of `dir` (`None` when it holds no file, so its parent leaves it out).
     /// `rules` are the `.harborignore` matchers of the scoped directories above `dir`.
     fn dir_hash(&mut self, dir: &Path, rules: &[Gitignore]) -> Result<Option<String>, TaskError> {
@@ -86,8 +93,8 @@ impl Walk {
                     descriptors.push(format!("dirhash:{hash}\0name:{name}"));
                 }
             } else if path.is_file() {
-                let bytes = std::fs::read(&path).map_err(|e| TaskError::io(&path, e))?;
-                descriptors.push(format!("data:{}\0name:{name}", sha256_hex(&bytes)));
+                let hash = self.hashes.sha256_hex(&path)?;
+                descriptors.push(format!("data:{hash}\0name:{name}"));
             }
         }
         self.on_path.remove(&real);

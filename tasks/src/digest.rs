@@ -9,6 +9,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sha2::{Digest, Sha256};
 
 use crate::error::TaskError;
+use crate::file_hashes::FileHashes;
 
 /// Top-level files that are hashed when present.
 const TOP_FILES: [&str; 3] = ["task.toml", "instruction.md", "README.md"];
@@ -95,10 +96,14 @@ fn walk(
 
 /// The task content digest, `sha256:<hex>`.
 pub fn task_digest(task_dir: &Path) -> Result<String, TaskError> {
+    task_digest_with(task_dir, &FileHashes::default())
+}
+
+/// [`task_digest`] with the file hashes of the load it is part of (see [`FileHashes`]).
+pub fn task_digest_with(task_dir: &Path, hashes: &FileHashes) -> Result<String, TaskError> {
     let mut outer = Sha256::new();
     for (rel, path) in hashed_files(task_dir)? {
-        let bytes = std::fs::read(&path).map_err(|e| TaskError::io(&path, e))?;
-        outer.update(format!("{rel}\0{}\n", sha256_hex(&bytes)).as_bytes());
+        outer.update(format!("{rel}\0{}\n", hashes.sha256_hex(&path)?).as_bytes());
     }
     Ok(format!("sha256:{}", hex::encode(outer.finalize())))
 }

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::config::{TaskConfig, parse_task_config};
-use crate::digest::task_digest;
+use crate::digest::task_digest_with;
 use crate::error::TaskError;
 use crate::layout;
 use crate::template::{HostVars, ResolvedEnv, TemplateError};
@@ -110,8 +110,10 @@ impl Task {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         };
-        let digest = task_digest(&dir)?;
-        let checksum = crate::checksum::task_checksum(&dir)?;
+        // The two digests hash overlapping files: each is read once.
+        let hashes = crate::file_hashes::FileHashes::default();
+        let digest = task_digest_with(&dir, &hashes)?;
+        let checksum = crate::checksum::task_checksum_with(&dir, &hashes)?;
         let warnings = parsed.warnings;
         let unsupported = unsupported::detect_in_dir(&parsed.config, &dir);
         Ok(Task {
