@@ -19,7 +19,8 @@ const KEPT_ON_REPLAY: [&str; 5] = ["resume", "retry_failed", "min_coverage", "qu
 /// The flags a replay of the recorded invocation takes from its own command line (those of
 /// [`KEPT_ON_REPLAY`] that are not global): which trials run again and what counts as
 /// success. `runner run` and `runner jobs resume` declare them once, here, so both spell and
-/// check them alike. No group: its id would count as a flag given (see `cli::try_parse_from`).
+/// check them alike; `run` adds its own rule (`-f` needs `--resume`). No argument group of its
+/// own: nothing needs one, and clap would add its id to the matches beside the flags.
 #[derive(Debug, clap::Args)]
 #[group(skip)]
 pub struct ReplayArgs {
