@@ -267,7 +267,7 @@ fn kill_9_at_three_moments_then_resume_finishes_a_k5_job_with_every_record_kept(
 
     // A resume with a changed agent config is refused, naming the change, and runs nothing.
     let agent = root.path().join("agent");
-    copy_tree(&workspace_root().join("adapter/agents/reference"), &agent);
+    testkit::files::copy_dir(&workspace_root().join("adapter/agents/reference"), &agent);
     let toml = std::fs::read_to_string(agent.join("agent.toml")).unwrap();
     std::fs::write(
         agent.join("agent.toml"),
@@ -289,18 +289,6 @@ fn kill_9_at_three_moments_then_resume_finishes_a_k5_job_with_every_record_kept(
         "{stderr}"
     );
     assert_eq!(complete(&job), seen, "a refused resume touches nothing");
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// A container that holds a name, removed when the test ends whatever happens.
