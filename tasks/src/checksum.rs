@@ -109,11 +109,7 @@ impl Walk<'_> {
 
     /// `path` relative to the task root, `/`-separated ("" for the root).
     fn relative(&self, path: &Path) -> String {
-        let rel = path.strip_prefix(&self.root).unwrap_or(path);
-        rel.components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/")
+        crate::digest::posix_relative(&self.root, path)
     }
 
     /// Whether Harbor's `TaskFileFilter.is_excluded` leaves `path` out: a `.harborignore`

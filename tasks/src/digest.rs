@@ -62,6 +62,16 @@ fn ignore_rules(task_dir: &Path) -> Result<Gitignore, TaskError> {
         .map_err(|e| TaskError::invalid(&gitignore, "(pattern)", e.to_string()))
 }
 
+/// `path` relative to `root` as a `/`-separated string ("" for `root` itself; `path` as it is
+/// when it does not lie under `root`): how both task digests name a file.
+pub(crate) fn posix_relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 fn walk(
     task_dir: &Path,
     dir: &Path,
@@ -80,15 +90,7 @@ fn walk(
         if is_dir {
             walk(task_dir, &path, ignore, out)?;
         } else if path.is_file() {
-            let rel = path
-                .strip_prefix(task_dir)
-                .expect("walked path is under the task dir");
-            let rel = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            out.push((rel, path));
+            out.push((posix_relative(task_dir, &path), path));
         }
     }
     Ok(())
