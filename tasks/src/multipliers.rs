@@ -18,46 +18,43 @@ pub const MAX_MULTIPLIER: f64 = 1000.0;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Multipliers {
+    // Each field is named as Harbor names it, so the serde key, the clap id and the flag
+    // (`--agent-timeout-multiplier`) all come from the one name.
     /// Multiplies every phase timeout that has no multiplier of its own (not allowed on
     /// leaderboards).
-    #[serde(rename = "timeout_multiplier")]
-    #[cfg_attr(feature = "clap", arg(id = "timeout_multiplier", long = "timeout-multiplier", value_name = "FACTOR", default_value_t = 1.0, value_parser = parse_multiplier))]
-    pub global: f64,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FACTOR", default_value_t = 1.0, value_parser = parse_multiplier))]
+    pub timeout_multiplier: f64,
     /// Multiplies the agent timeout (not allowed on leaderboards).
-    #[serde(rename = "agent_timeout_multiplier")]
-    #[cfg_attr(feature = "clap", arg(id = "agent_timeout_multiplier", long = "agent-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
-    pub agent: Option<f64>,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub agent_timeout_multiplier: Option<f64>,
     /// Multiplies the verifier timeout (not allowed on leaderboards).
-    #[serde(rename = "verifier_timeout_multiplier")]
-    #[cfg_attr(feature = "clap", arg(id = "verifier_timeout_multiplier", long = "verifier-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
-    pub verifier: Option<f64>,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub verifier_timeout_multiplier: Option<f64>,
     /// Multiplies the agent setup timeout (not allowed on leaderboards).
-    #[serde(rename = "agent_setup_timeout_multiplier")]
-    #[cfg_attr(feature = "clap", arg(id = "agent_setup_timeout_multiplier", long = "agent-setup-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
-    pub agent_setup: Option<f64>,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub agent_setup_timeout_multiplier: Option<f64>,
     /// Multiplies the environment build timeout (not allowed on leaderboards).
-    #[serde(rename = "environment_build_timeout_multiplier")]
-    #[cfg_attr(feature = "clap", arg(id = "environment_build_timeout_multiplier", long = "environment-build-timeout-multiplier", value_name = "FACTOR", value_parser = parse_multiplier))]
-    pub environment_build: Option<f64>,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FACTOR", value_parser = parse_multiplier))]
+    pub environment_build_timeout_multiplier: Option<f64>,
 }
 
 impl Default for Multipliers {
     fn default() -> Self {
         Self {
-            global: 1.0,
-            agent: None,
-            verifier: None,
-            agent_setup: None,
-            environment_build: None,
+            timeout_multiplier: 1.0,
+            agent_timeout_multiplier: None,
+            verifier_timeout_multiplier: None,
+            agent_setup_timeout_multiplier: None,
+            environment_build_timeout_multiplier: None,
         }
     }
 }
 
 /// The [`MultiplierField`] of a phase multiplier: unset until given.
 macro_rules! phase_field {
-    ($name:literal, $field:ident) => {
+    ($field:ident) => {
         MultiplierField {
-            name: $name,
+            name: stringify!($field),
             get: |m| m.$field,
             set: |m, v| m.$field = Some(v),
         }
@@ -81,12 +78,12 @@ impl Multipliers {
     /// The factor that applies to `phase`: its own multiplier when set, else the global one.
     pub fn factor(&self, phase: TimedPhase) -> f64 {
         let own = match phase {
-            TimedPhase::EnvironmentBuild => self.environment_build,
-            TimedPhase::AgentSetup => self.agent_setup,
-            TimedPhase::Agent => self.agent,
-            TimedPhase::Verifier => self.verifier,
+            TimedPhase::EnvironmentBuild => self.environment_build_timeout_multiplier,
+            TimedPhase::AgentSetup => self.agent_setup_timeout_multiplier,
+            TimedPhase::Agent => self.agent_timeout_multiplier,
+            TimedPhase::Verifier => self.verifier_timeout_multiplier,
         };
-        own.unwrap_or(self.global)
+        own.unwrap_or(self.timeout_multiplier)
     }
 
     /// `base_sec` scaled for `phase`, saturating at [`Duration::MAX`] instead of panicking on a
@@ -101,13 +98,13 @@ impl Multipliers {
     pub const FIELDS: [MultiplierField; 5] = [
         MultiplierField {
             name: "timeout_multiplier",
-            get: |m| Some(m.global),
-            set: |m, v| m.global = v,
+            get: |m| Some(m.timeout_multiplier),
+            set: |m, v| m.timeout_multiplier = v,
         },
-        phase_field!("agent_timeout_multiplier", agent),
-        phase_field!("verifier_timeout_multiplier", verifier),
-        phase_field!("agent_setup_timeout_multiplier", agent_setup),
-        phase_field!("environment_build_timeout_multiplier", environment_build),
+        phase_field!(agent_timeout_multiplier),
+        phase_field!(verifier_timeout_multiplier),
+        phase_field!(agent_setup_timeout_multiplier),
+        phase_field!(environment_build_timeout_multiplier),
     ];
 
     /// True when every multiplier has its default (the leaderboard rule).
@@ -149,8 +146,8 @@ mod tests {
     #[test]
     fn a_phase_multiplier_replaces_the_global_one_for_its_phase_only() {
         let m = Multipliers {
-            global: 2.0,
-            agent: Some(0.5),
+            timeout_multiplier: 2.0,
+            agent_timeout_multiplier: Some(0.5),
             ..Multipliers::default()
         };
         assert_eq!(m.scale(100.0, TimedPhase::Agent), Duration::from_secs(50));
@@ -180,7 +177,7 @@ mod tests {
     #[test]
     fn huge_products_saturate_instead_of_panicking() {
         let m = Multipliers {
-            global: 1e300,
+            timeout_multiplier: 1e300,
             ..Multipliers::default()
         };
         assert_eq!(m.scale(1e20, TimedPhase::Agent), Duration::MAX);

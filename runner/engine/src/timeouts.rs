@@ -86,8 +86,8 @@ mod tests {
     #[test]
     fn phase_multiplier_replaces_global_for_its_phase_only() {
         let m = Multipliers {
-            global: 2.0,
-            agent: Some(0.5),
+            timeout_multiplier: 2.0,
+            agent_timeout_multiplier: Some(0.5),
             ..Multipliers::default()
         };
         let t = PhaseTimeouts::resolve(&task(), &m);
@@ -102,7 +102,7 @@ mod tests {
         let mut config = task();
         config.agent.timeout_sec = None;
         let m = Multipliers {
-            global: 3.0,
+            timeout_multiplier: 3.0,
             ..Default::default()
         };
         let t = PhaseTimeouts::resolve(&config, &m);

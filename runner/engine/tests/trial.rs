@@ -314,7 +314,7 @@ async fn agent_setup_that_outlives_its_deadline_times_out_and_is_torn_down() {
         agent: agent.into(),
         // 360 s × 0.01 = 3.6 s for setup.
         multipliers: Multipliers {
-            agent_setup: Some(0.01),
+            agent_setup_timeout_multiplier: Some(0.01),
             ..Multipliers::default()
         },
         ..Options::default()
@@ -716,7 +716,7 @@ async fn resume_with_a_changed_agent_or_fewer_trials_is_refused_naming_the_diffe
     let stretched = Options {
         k: 2,
         multipliers: Multipliers {
-            global: 2.0,
+            timeout_multiplier: 2.0,
             ..Multipliers::default()
         },
         ..Options::default()

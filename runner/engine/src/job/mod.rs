@@ -361,11 +361,11 @@ fn log_start(log: &JobLog, plan: &JobPlan, settings: &JobSettings) {
     let factor = |f: Option<f64>| f.map_or_else(|| "global".to_owned(), |f| f.to_string());
     log.line(&format!(
         "timeout multiplier {} (agent {}, verifier {}, agent setup {}, environment build {}); watchdog grace {:.0}s; force build {}",
-        m.global,
-        factor(m.agent),
-        factor(m.verifier),
-        factor(m.agent_setup),
-        factor(m.environment_build),
+        m.timeout_multiplier,
+        factor(m.agent_timeout_multiplier),
+        factor(m.verifier_timeout_multiplier),
+        factor(m.agent_setup_timeout_multiplier),
+        factor(m.environment_build_timeout_multiplier),
         settings.watchdog_grace.as_secs_f64(),
         if settings.force_build { "on" } else { "off" }
     ));

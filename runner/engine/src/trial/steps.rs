@@ -572,7 +572,7 @@ mod tests {
         write("tests/test.sh", "exit 0\n");
         let task = Task::load(dir.path()).unwrap();
         let multipliers = tasks::Multipliers {
-            global: 2.0,
+            timeout_multiplier: 2.0,
             ..Default::default()
         };
         let trial = PhaseTimeouts::resolve(&task.config, &multipliers);

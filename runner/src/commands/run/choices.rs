@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(args.choices.selection.include, vec!["a*"]);
         assert_eq!(args.choices.selection.exclude, vec!["c"]);
         assert_eq!(args.agent.as_deref(), Some("nop"));
-        assert_eq!(args.multipliers.global, 2.0);
+        assert_eq!(args.multipliers.timeout_multiplier, 2.0);
 
         let mut args = parse(&["run", "-c", "job.toml", "--agent", "oracle", "-p", "x"]);
         apply(
