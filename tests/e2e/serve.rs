@@ -397,3 +397,67 @@ fn a_full_server_refuses_a_session_and_an_idle_session_is_closed() {
     served.assert_no_container_left();
     served.stop();
 }
+
+#[test]
+fn an_episode_runs_the_collect_hooks_and_collects_a_sidecars_artifacts_as_a_trial_does() {
+    // The task's tests give 1 only when main's hook wrote its file before them.
+    let dataset = tempfile::tempdir().expect("a temp dir");
+    let task = "fixtures/collect-hooks";
+    testkit::files::copy_dir(
+        &crate::step_phases::fixture("collect-hooks"),
+        &dataset.path().join("collect-hooks"),
+    );
+    let served = Served::start(dataset.path(), &[]);
+    served.drive("oracle", &[dataset.path().to_str().expect("UTF-8"), task]);
+    served.assert_no_container_left();
+    let episodes = served.episodes();
+    let [(name, result)] = &episodes[..] else {
+        panic!("one episode: {episodes:#?}");
+    };
+    assert_eq!(reward(result), Some(1.0), "{name}: {result:#}");
+    assert!(result["exception_info"].is_null(), "{name}: {result:#}");
+
+    let dir = served.job().join(name);
+    let read = |rel: &str| {
+        std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{name}/{rel}: {e}"))
+    };
+    assert_eq!(read("artifacts/main-hook.txt"), "main hook ran as nobody\n");
+    // The sidecar's hook read its counter twice, 1.5 s apart, with main frozen.
+    let counts: Vec<u64> = read("artifacts/counter/counts.txt")
+        .split_whitespace()
+        .map(|n| n.parse().expect("a count"))
+        .collect();
+    assert!(
+        counts.len() == 2 && counts[0] > 5 && counts[0] == counts[1],
+        "{counts:?}"
+    );
+    assert_eq!(
+        testkit::records::artifact_manifest(&dir.join("artifacts")),
+        [
+            ["/logs/artifacts", "artifacts", "directory", "empty"],
+            [
+                "/tmp/main-hook.txt",
+                "artifacts/main-hook.txt",
+                "file",
+                "ok"
+            ],
+            [
+                "/snap/counts.txt",
+                "artifacts/counter/counts.txt",
+                "file",
+                "ok"
+            ],
+        ]
+    );
+    let log = read("trial.log");
+    let at = |needle: &str| {
+        log.find(needle)
+            .unwrap_or_else(|| panic!("trial.log lacks {needle:?}:\n{log}"))
+    };
+    assert!(at("collect hook 0 in service \"main\"") < at("main service frozen"));
+    assert!(at("main service frozen") < at("collect hook 2 in service \"counter\""));
+    at("main service thawed");
+    at("warning: collect hook 1 in service \"main\"");
+    at("warning: collect hook 4 in service \"ghost\" (\"true\") did not run");
+    served.stop();
+}

@@ -2,6 +2,7 @@
 //! (`Trial._collect_artifacts_phased`): the `[[verifier.collect]]` hooks on `main` (the task's,
 //! then the step's), then the main service's artifacts; then, when a hook or an artifact names
 //! a compose sidecar, the sidecars' hooks and artifacts. One `manifest.json` holds both passes.
+//! [`PhasedCollection`] is the whole of it, for a trial and for a `runner serve` episode alike.
 //!
 //! Hooks are best effort, as in Harbor: a hook that fails, times out or names a service that is
 //! not running is a `trial.log` line (its output is streamed there too) and a warning, never
@@ -29,7 +30,7 @@ use tasks::{ExceptionType, ExecRequest, Sandbox};
 
 use super::Trial;
 use super::artifacts::{
-    Collection, Convention, ManifestEntry, collect_entries, failed_entry, normalized,
+    ArtifactSpec, Collection, Convention, ManifestEntry, collect_entries, failed_entry, normalized,
     write_manifest,
 };
 use crate::backend::{Backend, Environment};
@@ -40,38 +41,67 @@ fn hook_timeout(hook: &CollectHook) -> Duration {
     Duration::from_secs(hook.timeout_sec.trunc().max(1.0) as u64)
 }
 
-impl<B: Backend> Trial<B> {
-    /// Runs the collect hooks (the task's and `step_hooks`) and collects the task's artifacts
-    /// and `extra` (a step's) into `artifacts_dir` with their manifest, in Harbor's two passes
-    /// (see the module docs). Returns the manifest's entries; fails only when the main service
-    /// cannot be thawed after the sidecar pass.
-    pub(super) async fn collect_artifacts_into(
-        &self,
-        step_hooks: &[CollectHook],
-        extra: &[Artifact],
-        artifacts_dir: &Path,
-        convention: Convention,
+/// One collection after an agent phase, in Harbor's two passes (see the module docs): the
+/// hooks to run, the artifacts to collect, where they go and where its lines go. A trial
+/// makes one from its plan; `runner serve` from an episode, so an episode's hooks and
+/// sidecar artifacts are collected exactly as a trial's are.
+pub struct PhasedCollection<'a> {
+    /// The `[[verifier.collect]]` hooks in order: the task's, then the step's.
+    pub hooks: Vec<&'a CollectHook>,
+    /// The artifacts, [`normalized`] (the task's, then the step's).
+    pub specs: Vec<ArtifactSpec>,
+    /// Where the artifacts and `manifest.json` go; its `log` takes every progress line.
+    pub pass: Collection<'a>,
+    /// Where a warning goes: a hook that failed, timed out or names no running service, a
+    /// main service that could not be frozen.
+    pub warn: &'a (dyn Fn(&str) + Sync),
+}
+
+impl<'a> PhasedCollection<'a> {
+    /// The collection of `task`'s hooks and artifacts followed by a step's own
+    /// (`step_hooks`, `step_artifacts`; empty for a single-step task).
+    pub fn of_task(
+        task: &'a tasks::config::TaskConfig,
+        step_hooks: &'a [CollectHook],
+        step_artifacts: &[Artifact],
+        pass: Collection<'a>,
+        warn: &'a (dyn Fn(&str) + Sync),
+    ) -> Self {
+        Self {
+            hooks: task.verifier.collect.iter().chain(step_hooks).collect(),
+            specs: normalized(&task.artifacts, step_artifacts),
+            pass,
+            warn,
+        }
+    }
+
+    /// True when there is a hook to run or an artifact of a sidecar: a collection that can
+    /// change what a verifier sees even when it shares the agent's container.
+    pub fn has_hooks_or_sidecars(&self) -> bool {
+        !self.hooks.is_empty() || self.specs.iter().any(|s| s.sidecar().is_some())
+    }
+
+    /// Runs the hooks and collects the artifacts of `environment` with their manifest.
+    /// Returns the manifest's entries; fails only when the main service cannot be thawed
+    /// after the sidecar pass.
+    pub async fn run<E: Environment>(
+        self,
+        environment: &E,
     ) -> Result<Vec<ManifestEntry>, TrialFailure> {
-        let (Some(environment), Ok(main)) = (self.environment.as_ref(), self.sandbox()) else {
-            return Ok(Vec::new());
-        };
-        let task = &self.plan.task.config;
-        let hooks: Vec<&CollectHook> = task.verifier.collect.iter().chain(step_hooks).collect();
-        let specs = normalized(&task.artifacts, extra);
+        let Self {
+            hooks,
+            specs,
+            pass,
+            warn,
+        } = self;
+        let (log, main) = (pass.log, environment.main());
         let (main_specs, sidecar_specs): (Vec<_>, Vec<_>) =
             specs.into_iter().partition(|s| s.sidecar().is_none());
-        let log = |line: &str| self.log.line(line);
-        let main_pass = Collection {
-            artifacts_dir,
-            convention,
-            copy_cap: self.limits.download_cap_bytes,
-            log: &log,
-        };
 
         for (i, hook) in hooks.iter().enumerate().filter(|(_, h)| h.on_main()) {
-            self.run_hook(i, hook, Some(main.clone())).await;
+            run_hook(i, hook, Some(main.clone()), log, warn).await;
         }
-        let mut entries = collect_entries(&main, &main_specs, &main_pass).await;
+        let mut entries = collect_entries(main, &main_specs, &pass).await;
 
         let sidecars: BTreeSet<&str> = sidecar_specs
             .iter()
@@ -86,21 +116,20 @@ impl<B: Backend> Trial<B> {
         if !sidecars.is_empty() {
             let frozen = match environment.freeze_main(true).await {
                 Ok(()) => {
-                    self.log.line(&format!(
+                    log(&format!(
                         "main service frozen while sidecars {sidecars:?} are collected"
                     ));
                     true
                 }
                 Err(e) => {
-                    self.warn(&format!(
+                    warn(&format!(
                         "the main service could not be frozen before the sidecar collection ({e}); it goes on"
                     ));
                     false
                 }
             };
             for (i, hook) in hooks.iter().enumerate().filter(|(_, h)| !h.on_main()) {
-                self.run_hook(i, hook, environment.service(&hook.service))
-                    .await;
+                run_hook(i, hook, environment.service(&hook.service), log, warn).await;
             }
             for spec in &sidecar_specs {
                 let service = spec.sidecar().unwrap_or_default();
@@ -111,7 +140,7 @@ impl<B: Backend> Trial<B> {
                             std::slice::from_ref(spec),
                             &Collection {
                                 convention: Convention::Download,
-                                ..main_pass
+                                ..pass
                             },
                         )
                         .await,
@@ -134,55 +163,90 @@ impl<B: Backend> Trial<B> {
                         ),
                     )
                 })?;
-                self.log.line("main service thawed");
+                log("main service thawed");
             }
         }
-        write_manifest(artifacts_dir, &entries, &log);
+        write_manifest(pass.artifacts_dir, &entries, log);
         let ok = entries.iter().filter(|e| e.status == "ok").count();
-        self.log.line(&format!(
+        log(&format!(
             "artifacts: {ok} of {} collected into {}",
             entries.len(),
-            artifacts_dir.display()
+            pass.artifacts_dir.display()
         ));
         Ok(entries)
     }
+}
 
-    /// Runs collect hook number `index` in `sandbox` (its service's; `None` when the
-    /// environment runs no such service). Its output streams into `trial.log`; how it ended
-    /// is a line there, and a failure a warning too.
-    async fn run_hook<S: Sandbox>(&self, index: usize, hook: &CollectHook, sandbox: Option<S>) {
-        let what = format!(
-            "collect hook {index} in service {:?} ({:?})",
-            hook.service, hook.command
-        );
-        let Some(sandbox) = sandbox else {
-            self.warn(&format!(
-                "{what} did not run: the environment runs no such service (services come from environment/docker-compose.yaml)"
-            ));
-            return;
+/// Runs collect hook number `index` in `sandbox` (its service's; `None` when the environment
+/// runs no such service). Its output streams into `trial.log` (the sandbox's observer); how it
+/// ended is a line in `log`, and a failure a warning too.
+async fn run_hook<S: Sandbox>(
+    index: usize,
+    hook: &CollectHook,
+    sandbox: Option<S>,
+    log: &(dyn Fn(&str) + Sync),
+    warn: &(dyn Fn(&str) + Sync),
+) {
+    let what = format!(
+        "collect hook {index} in service {:?} ({:?})",
+        hook.service, hook.command
+    );
+    let Some(sandbox) = sandbox else {
+        warn(&format!(
+            "{what} did not run: the environment runs no such service (services come from environment/docker-compose.yaml)"
+        ));
+        return;
+    };
+    log(&format!("{what}: started"));
+    let user = hook.user.as_ref().map(|u| u.as_exec_user());
+    let request = ExecRequest::new(hook.command.clone())
+        .maybe_user(user.as_deref())
+        .timeout(hook_timeout(hook));
+    match sandbox.exec(request).await {
+        Ok(out) if out.success() => log(&format!(
+            "{what}: completed in {:.3}s",
+            out.elapsed.as_secs_f64()
+        )),
+        Ok(out) if out.timed_out => warn(&format!(
+            "{what} timed out after {} s; the trial goes on (as in Harbor)",
+            hook_timeout(hook).as_secs()
+        )),
+        Ok(out) => warn(&format!(
+            "{what} exited with code {:?}; the trial goes on (as in Harbor). stderr: {}",
+            out.exit_code,
+            out.stderr.trim()
+        )),
+        Err(e) => warn(&format!(
+            "{what} failed: {e}; the trial goes on (as in Harbor)"
+        )),
+    }
+}
+
+impl<B: Backend> Trial<B> {
+    /// Runs the collect hooks (the task's and `step_hooks`) and collects the task's artifacts
+    /// and `extra` (a step's) into `artifacts_dir` with their manifest (see
+    /// [`PhasedCollection`]). Returns the manifest's entries; fails only when the main service
+    /// cannot be thawed after the sidecar pass.
+    pub(super) async fn collect_artifacts_into(
+        &self,
+        step_hooks: &[CollectHook],
+        extra: &[Artifact],
+        artifacts_dir: &Path,
+        convention: Convention,
+    ) -> Result<Vec<ManifestEntry>, TrialFailure> {
+        let Some(environment) = self.environment.as_ref() else {
+            return Ok(Vec::new());
         };
-        self.log.line(&format!("{what}: started"));
-        let user = hook.user.as_ref().map(|u| u.as_exec_user());
-        let request = ExecRequest::new(hook.command.clone())
-            .maybe_user(user.as_deref())
-            .timeout(hook_timeout(hook));
-        match sandbox.exec(request).await {
-            Ok(out) if out.success() => self.log.line(&format!(
-                "{what}: completed in {:.3}s",
-                out.elapsed.as_secs_f64()
-            )),
-            Ok(out) if out.timed_out => self.warn(&format!(
-                "{what} timed out after {} s; the trial goes on (as in Harbor)",
-                hook_timeout(hook).as_secs()
-            )),
-            Ok(out) => self.warn(&format!(
-                "{what} exited with code {:?}; the trial goes on (as in Harbor). stderr: {}",
-                out.exit_code,
-                out.stderr.trim()
-            )),
-            Err(e) => self.warn(&format!(
-                "{what} failed: {e}; the trial goes on (as in Harbor)"
-            )),
-        }
+        let log = |line: &str| self.log.line(line);
+        let warn = |text: &str| self.warn(text);
+        let pass = Collection {
+            artifacts_dir,
+            convention,
+            copy_cap: self.limits.download_cap_bytes,
+            log: &log,
+        };
+        PhasedCollection::of_task(&self.plan.task.config, step_hooks, extra, pass, &warn)
+            .run(environment)
+            .await
     }
 }

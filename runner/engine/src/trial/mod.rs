@@ -25,6 +25,7 @@ mod verification;
 pub mod watchdog;
 
 pub use bridge::JobBridge;
+pub use collection::PhasedCollection;
 pub use image::ImageCache;
 pub use log::TrialLog;
 pub use naming::trial_name;

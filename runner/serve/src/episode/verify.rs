@@ -4,17 +4,18 @@
 //! of its own (`[verifier] environment_mode = "separate"`) gets a fresh container made as a
 //! trial's is ([`engine::trial::separate_verifier_setup`]): it runs its image's own `/tests`,
 //! receives only the declared artifacts collected from the episode's container (and
-//! `/logs/artifacts`), and is removed after.
+//! `/logs/artifacts`), and is removed after. Before the tests, the task's (and the step's)
+//! `[[verifier.collect]]` hooks run and its artifacts, a sidecar's included, are collected
+//! exactly as a trial's are ([`engine::trial::PhasedCollection`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine::trial::SeparateVerifierSetup;
 use engine::trial::artifacts::{
-    ArtifactSpec, CONVENTION_DIR, Collection, Convention, collect_artifacts, normalized,
-    upload_artifacts,
+    ArtifactSpec, CONVENTION_DIR, Collection, Convention, upload_artifacts,
 };
+use engine::trial::{PhasedCollection, SeparateVerifierSetup};
 use engine::{Backend, Environment, OutputSink, TrialFailure};
 use tasks::records::VerifierResult;
 use tasks::{ExceptionType, ExecRequest, Sandbox};
@@ -132,25 +133,36 @@ impl<B: Backend> Episode<B> {
             self.spec.clone(),
             &self.spec.trial_name,
         )?;
-        let step_artifacts = step.map_or(&[][..], |index| &task.config.steps[index].artifacts);
-        // An episode collects from its main container only: a sidecar's artifacts and the
-        // `[[verifier.collect]]` hooks are the trial engine's (`runner run`), not served here.
-        let specs: Vec<_> = normalized(&task.config.artifacts, step_artifacts)
-            .into_iter()
-            .filter(|s| s.sidecar().is_none())
-            .collect();
+        let step_config = step.map(|index| &task.config.steps[index]);
         let artifacts_dir = out_dir.join("artifacts");
-        if setup.is_some() || step.is_some() {
-            // All a separate verifier sees of the episode, and what a step leaves before the
-            // next one empties /logs/artifacts: collected as a trial collects them.
-            let log = |line: &str| self.log.line(line);
-            let pass = Collection {
+        let log = |line: &str| self.log.line(line);
+        let warn = |text: &str| self.log.line(&format!("warning: {text}"));
+        let collection = PhasedCollection::of_task(
+            &task.config,
+            step_config.map_or(&[][..], |s| &s.verifier.collect),
+            step_config.map_or(&[][..], |s| &s.artifacts),
+            Collection {
                 artifacts_dir: &artifacts_dir,
                 convention: Convention::Download,
                 copy_cap: self.spec.limits.download_cap_bytes,
                 log: &log,
-            };
-            collect_artifacts(&self.sandbox, &specs, &pass).await;
+            },
+            &warn,
+        );
+        let specs = collection.specs.clone();
+        // Collected as a trial collects (hooks on main, then main's artifacts, then the
+        // sidecars' with main frozen): all a separate verifier sees of the episode, what a
+        // step leaves before the next one empties /logs/artifacts, and what the hooks write
+        // for a shared verifier to read. A shared single-step verification with neither hooks
+        // nor sidecar artifacts reads the container as it is and needs no copy.
+        if setup.is_some() || step.is_some() || collection.has_hooks_or_sidecars() {
+            let environment = self.environment.as_ref().ok_or_else(|| {
+                GradeFailure::new(
+                    "the episode's environment is gone",
+                    Some(ExceptionType::EnvironmentError),
+                )
+            })?;
+            collection.run(environment).await?;
         }
         let mut notes = VerifyNotes::default();
         let outcome = match setup {
