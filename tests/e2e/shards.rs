@@ -197,6 +197,39 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     assert!(out.contains("(1 job(s), 6 trial page(s))"), "{out}");
     // The same shard twice counts its trials once.
     assert_eq!(summary(&[&s1, &s2, &s1]), summary(&[&merged]));
+    // A shard run where the dataset directory had another name records another source (so
+    // another eval key); merged, its trials count under the first part's: one eval, 4 of 6.
+    let elsewhere = tmp.path().join("s2-elsewhere");
+    copy_dir(&s2, &elsewhere);
+    for name in &t2 {
+        edit_json(&elsewhere.join(name).join("result.json"), |r| {
+            r["source"] = "tb2".into();
+        });
+    }
+    let remerged = tmp.path().join("merged-elsewhere");
+    exited(&merge(&remerged, &[&s1, &elsewhere]), 0);
+    let keys = |dir: &Path| -> Vec<String> {
+        let result = json(&dir.join("result.json"));
+        result["stats"]["evals"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(keys(&remerged), keys(&s1));
+    let result = json(&remerged.join("result.json"));
+    let eval = crate::support::only_eval(&result);
+    assert!((eval["metrics"][0]["mean"].as_f64().unwrap() - 4.0 / 6.0).abs() < 1e-12);
+    let log = std::fs::read_to_string(remerged.join("job.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "trials of {} recorded source tb2 (their dataset directory's name there); the merged job counts them under examples, the source of {}",
+            elsewhere.display(),
+            s1.display()
+        )),
+        "{log}"
+    );
 
     // The merged job cannot go inside a part.
     let output = merge(&s1.join("merged"), &[&s1, &s2]);

@@ -41,7 +41,7 @@ pub fn merge(args: MergeArgs) -> Result<CommandOutcome, CliError> {
 }
 
 fn print(report: &MergeReport) {
-    for line in &report.choices {
+    for line in report.choices.iter().chain(&report.recounted_sources) {
         note!("{line}");
     }
     for stray in &report.strays {

@@ -11,13 +11,14 @@
 
 mod check;
 mod parts;
+mod totals;
 mod tree;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use tasks::records::{JobLlmUsage, LockTrial, SharedNames, TrialTotals};
+use tasks::records::{JobLlmUsage, LockTrial};
 
 use super::log::JobLog;
 use super::recorder::JobRecorder;
@@ -119,6 +120,9 @@ pub struct MergeReport {
     pub choices: Vec<String>,
     /// Trial dirs of the parts that no part's plan names (left out).
     pub strays: Vec<String>,
+    /// A line for each part whose trials recorded another `source` (dataset directory name)
+    /// than the first part's, under which the merged job counts them.
+    pub recounted_sources: Vec<String>,
     /// The merged job's coverage.
     pub coverage: tasks::records::Coverage,
 }
@@ -214,15 +218,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
     tasks::atomic::write_json_atomic(&out.join("config.json"), &config)
         .map_err(io(&out.join("config.json")))?;
 
-    let mut names = SharedNames::default();
-    let totals: Vec<TrialTotals> = order
-        .iter()
-        .filter_map(|name| {
-            let part = taken.get(name.as_str())?;
-            let result = parts[*part].trials[name.as_str()].result.as_ref()?;
-            Some(TrialTotals::of(result, &mut names))
-        })
-        .collect();
+    let (totals, recounted_sources) = totals::merged_totals(&parts, &order, &taken);
     let missing_trials: Vec<String> = order
         .iter()
         .filter(|n| {
@@ -261,6 +257,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
         missing_trials,
         choices,
         strays,
+        recounted_sources,
         coverage: recorder.coverage(),
     };
     write_log(&log, &parts, &report, &taken);
@@ -548,7 +545,7 @@ fn write_log(log: &JobLog, parts: &[Part], report: &MergeReport, taken: &BTreeMa
             part.lock.trials.len()
         ));
     }
-    for line in &report.choices {
+    for line in report.choices.iter().chain(&report.recounted_sources) {
         log.line(line);
     }
     for stray in &report.strays {
