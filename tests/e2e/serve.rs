@@ -417,47 +417,10 @@ fn an_episode_runs_the_collect_hooks_and_collects_a_sidecars_artifacts_as_a_tria
     assert_eq!(reward(result), Some(1.0), "{name}: {result:#}");
     assert!(result["exception_info"].is_null(), "{name}: {result:#}");
 
-    let dir = served.job().join(name);
-    let read = |rel: &str| {
-        std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{name}/{rel}: {e}"))
-    };
-    assert_eq!(read("artifacts/main-hook.txt"), "main hook ran as nobody\n");
-    // The sidecar's hook read its counter twice, 1.5 s apart, with main frozen.
-    let counts: Vec<u64> = read("artifacts/counter/counts.txt")
-        .split_whitespace()
-        .map(|n| n.parse().expect("a count"))
-        .collect();
-    assert!(
-        counts.len() == 2 && counts[0] > 5 && counts[0] == counts[1],
-        "{counts:?}"
+    // Killed before grading, the bumper cannot move the counter; the oracle waited for 5.
+    crate::schema14::assert_collected_as_the_fixture_says(
+        &served.job().join(name),
+        "the oracle's bumper counted past 5",
     );
-    assert_eq!(
-        testkit::records::artifact_manifest(&dir.join("artifacts")),
-        [
-            ["/logs/artifacts", "artifacts", "directory", "empty"],
-            [
-                "/tmp/main-hook.txt",
-                "artifacts/main-hook.txt",
-                "file",
-                "ok"
-            ],
-            [
-                "/snap/counts.txt",
-                "artifacts/counter/counts.txt",
-                "file",
-                "ok"
-            ],
-        ]
-    );
-    let log = read("trial.log");
-    let at = |needle: &str| {
-        log.find(needle)
-            .unwrap_or_else(|| panic!("trial.log lacks {needle:?}:\n{log}"))
-    };
-    assert!(at("collect hook 0 in service \"main\"") < at("main service frozen"));
-    assert!(at("main service frozen") < at("collect hook 2 in service \"counter\""));
-    at("main service thawed");
-    at("warning: collect hook 1 in service \"main\"");
-    at("warning: collect hook 4 in service \"ghost\" (\"true\") did not run");
     served.stop();
 }
