@@ -51,7 +51,15 @@ impl Agent for OracleAgent {
                 .exec(ExecRequest::new("rm -rf /solution").user("root"))
                 .await?;
         }
-        sandbox.upload_dir(&solution, "/solution").await?;
+        // Less what the task's `.harborignore` files exclude, as Harbor 0.26's oracle uploads it.
+        let refused =
+            |e: tasks::TaskError| AgentError::new(AgentErrorKind::SetupFailed, e.to_string());
+        let filter = tasks::file_filter::TaskFileFilter::new(&run.task.dir).map_err(refused)?;
+        filter
+            .require_included(&solution.join("solve.sh"))
+            .map_err(refused)?;
+        let selected = filter.select(&solution).map_err(refused)?;
+        sandbox.upload_dir(&selected.dir, "/solution").await?;
         sandbox
             .exec(ExecRequest::new("chmod +x /solution/solve.sh").user("root"))
             .await?;

@@ -1,7 +1,16 @@
-//! Content digests exactly as Harbor's packager computes them (docs/harbor-format.md §1.6).
+//! Content digests exactly as Harbor 0.26's packager computes them (`Packager.collect_files`,
+//! docs/harbor-format.md §1.6).
 //!
 //! Task digest: for each hashed file in codepoint order of its relative POSIX path,
-//! `outer.update("{rel}\0{sha256_hex(bytes)}\n")`; the digest is `sha256:{outer}`.
+//! `outer.update("{rel}\0{sha256_hex(bytes)}\n")`; the digest is `sha256:{outer}`. The hashed
+//! files are `task.toml`, `instruction.md`, `README.md` and the task's reference
+//! `trajectory.json` when present, and the files under `environment/`, `tests/`, `solution/`
+//! and `steps/`, less what `.harborignore` excludes ([`crate::file_filter`]) and what the
+//! task's `.gitignore` (else the default patterns) ignores. A link to a file is hashed as its
+//! target's bytes; a link to a directory is not descended into, as Python's `rglob` and 0.26's
+//! `select_files` do not. (Harbor 0.13.1 hashed neither `trajectory.json` nor applied
+//! `.harborignore`: a task with neither, as every Terminal-Bench 2.0 task, has the same digest
+//! under both.)
 
 use std::path::{Path, PathBuf};
 
@@ -9,10 +18,16 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sha2::{Digest, Sha256};
 
 use crate::error::TaskError;
+use crate::file_filter::TaskFileFilter;
 use crate::file_hashes::FileHashes;
 
-/// Top-level files that are hashed when present.
-const TOP_FILES: [&str; 3] = ["task.toml", "instruction.md", "README.md"];
+/// Top-level files that are hashed when present (0.24 added the reference trajectory).
+const TOP_FILES: [&str; 4] = [
+    "task.toml",
+    "instruction.md",
+    "README.md",
+    "trajectory.json",
+];
 /// Directories whose whole contents are hashed.
 const HASHED_DIRS: [&str; 4] = ["environment", "tests", "solution", "steps"];
 /// Ignore rules used when the task has no `.gitignore`.
@@ -33,10 +48,16 @@ pub fn hashed_files(task_dir: &Path) -> Result<Vec<(String, PathBuf)>, TaskError
             files.push((name.to_owned(), path));
         }
     }
+    let filter = TaskFileFilter::new(task_dir)?;
+    let walk = Walk {
+        task_dir,
+        ignore: &ignore,
+        filter: &filter,
+    };
     for dir in HASHED_DIRS {
         let root = task_dir.join(dir);
         if root.is_dir() {
-            walk(task_dir, &root, &ignore, &mut files)?;
+            walk.collect(&root, &mut files)?;
         }
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
@@ -72,28 +93,39 @@ pub(crate) fn posix_relative(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
-fn walk(
-    task_dir: &Path,
-    dir: &Path,
-    ignore: &Gitignore,
-    out: &mut Vec<(String, PathBuf)>,
-) -> Result<(), TaskError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| TaskError::io(dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| TaskError::io(dir, e))?;
-        let path = entry.path();
-        // Follows symlinks like Python's rglob + is_file would for files.
-        let is_dir = path.is_dir();
-        if ignore.matched(&path, is_dir).is_ignore() {
-            continue;
+/// One task's walk of its hashed directories, with what it leaves out.
+struct Walk<'a> {
+    task_dir: &'a Path,
+    ignore: &'a Gitignore,
+    filter: &'a TaskFileFilter,
+}
+
+impl Walk<'_> {
+    /// Adds the hashed files under `dir` to `out`.
+    fn collect(&self, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), TaskError> {
+        let entries = std::fs::read_dir(dir).map_err(|e| TaskError::io(dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| TaskError::io(dir, e))?;
+            let path = entry.path();
+            // A link to a file counts as the file; a link to a directory is not entered.
+            let linked = entry
+                .file_type()
+                .map_err(|e| TaskError::io(&path, e))?
+                .is_symlink();
+            let is_dir = path.is_dir();
+            if self.ignore.matched(&path, is_dir).is_ignore() || self.filter.is_excluded(&path)? {
+                continue;
+            }
+            if is_dir {
+                if !linked {
+                    self.collect(&path, out)?;
+                }
+            } else if path.is_file() {
+                out.push((posix_relative(self.task_dir, &path), path));
+            }
         }
-        if is_dir {
-            walk(task_dir, &path, ignore, out)?;
-        } else if path.is_file() {
-            out.push((posix_relative(task_dir, &path), path));
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The task content digest, `sha256:<hex>`.
@@ -225,6 +257,50 @@ mod tests {
                 "tests/test_outputs.py",
             ],
         );
+    }
+
+    /// The fixture with what Harbor 0.26's packager treats apart: the reference trajectory,
+    /// `.harborignore` rules (in scope and out of it), a link to a file and one to a directory.
+    fn fixture_026() -> tempfile::TempDir {
+        let dir = fixture_with(&[
+            ("trajectory.json", "{}\n"),
+            ("tests/.harborignore", "*.log\n"),
+            ("tests/run.log", "excluded by tests/.harborignore"),
+            ("environment/.harborignore", "x\n"),
+            (
+                "environment/x",
+                "kept: rules outside tests/ and solution/ exclude nothing",
+            ),
+        ]);
+        std::os::unix::fs::symlink("files", dir.path().join("environment/linked")).unwrap();
+        std::os::unix::fs::symlink("test.sh", dir.path().join("tests/alias.sh")).unwrap();
+        dir
+    }
+
+    // Computed by Harbor 0.26.0's own `Packager.compute_content_hash` over `fixture_026()`.
+    const HARBOR_026_DIGEST: &str =
+        "sha256:828413ca145b765a827d2b4c8fc873cd9bff36377636190f58d7ccadf3928a96";
+
+    #[test]
+    fn the_026_packagers_inputs_are_hashed_as_it_hashes_them() {
+        let dir = fixture_026();
+        assert_digest_hashes(
+            dir.path(),
+            &[
+                "README.md",
+                "environment/Dockerfile",
+                "environment/files/nested/deep.txt",
+                "environment/x",
+                "instruction.md",
+                "solution/solve.sh",
+                "task.toml",
+                "tests/alias.sh",
+                "tests/test.sh",
+                "tests/test_outputs.py",
+                "trajectory.json",
+            ],
+        );
+        assert_eq!(task_digest(dir.path()).unwrap(), HARBOR_026_DIGEST);
     }
 
     #[test]

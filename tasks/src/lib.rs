@@ -14,6 +14,7 @@ pub mod digest;
 pub mod error;
 pub mod error_policy;
 pub mod exception;
+pub mod file_filter;
 pub mod file_hashes;
 #[cfg(test)]
 mod harbor_cases;

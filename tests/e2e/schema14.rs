@@ -207,3 +207,17 @@ fn each_steps_collection_runs_the_tasks_hooks_then_its_own() {
         );
     }
 }
+
+#[test]
+fn harborignore_leaves_what_it_excludes_out_of_the_tests_and_solution_uploads() {
+    // The tests score 1 only when /tests and /solution hold exactly what the rules keep.
+    let (_jobs, job) = crate::compose::run(&fixture("harborignore"), "oracle");
+    let results = job.trial_results();
+    let (name, result) = &results[0];
+    assert_eq!(
+        reward(result),
+        Some(1.0),
+        "{}",
+        job.trial_file(name, "verifier/test-stdout.txt")
+    );
+}

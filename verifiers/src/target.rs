@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tasks::Task;
+use tasks::file_filter::{Selection, TaskFileFilter, stage_tree};
 
 use crate::error::{VerifierError, VerifierErrorKind};
 
@@ -31,11 +32,12 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// The task's own tests, into `<trial_dir>/verifier/`.
+    /// The task's own tests (less what `.harborignore` excludes), into `<trial_dir>/verifier/`.
     pub fn task(task: &Task, trial_dir: &Path) -> Result<Target, VerifierError> {
+        let selected = select_tests(task, &[task.tests_dir()], None)?;
         Ok(Target {
-            tests_dir: task.tests_dir(),
-            _merged: None,
+            tests_dir: selected.dir,
+            _merged: selected.staged,
             env: env_of(task, &task.config.verifier.env)?,
             user: task.config.verifier.user.as_ref().map(|u| u.as_exec_user()),
             host_dir: trial_dir.join("verifier"),
@@ -76,20 +78,10 @@ impl Target {
         let step = &task.config.steps[index];
         let (env, user) = step_env_and_user(task, index);
         let dirs = task.step_tests_dirs(&step.name);
-        let (tests_dir, merged) = match dirs.as_slice() {
-            [only] => (only.clone(), None),
-            _ => {
-                let merged =
-                    merge(&task.dir, &dirs).map_err(|e| VerifierErrorKind::AddTestsDir {
-                        task: task.name.clone(),
-                        message: format!("cannot stage the tests of step {:?}: {e}", step.name),
-                    })?;
-                (merged.path().to_path_buf(), Some(merged))
-            }
-        };
+        let selected = select_tests(task, &dirs, Some(&step.name))?;
         Ok(Target {
-            tests_dir,
-            _merged: merged,
+            tests_dir: selected.dir,
+            _merged: selected.staged,
             env: env_of(task, &env)?,
             user,
             host_dir: step_dir.join("verifier"),
@@ -126,48 +118,49 @@ fn env_of(
     })
 }
 
-/// A temporary directory holding `dirs` (inside `task_dir`) copied in order, a later file
-/// replacing an earlier one of the same path. An empty list gives an empty directory (the
-/// caller then finds no `test.sh` and says so).
-fn merge(task_dir: &Path, dirs: &[PathBuf]) -> std::io::Result<tempfile::TempDir> {
-    let root = task_dir.canonicalize()?;
-    let staged = tempfile::Builder::new().prefix("runner-tests-").tempdir()?;
-    for dir in dirs {
-        copy_into(&root, dir, staged.path())?;
-    }
-    Ok(staged)
-}
-
-/// Copies the tree `from` into `to` (files keep their permissions). A link is followed only
-/// to a regular file or directory inside `root`, the task directory: the task load refused
-/// any other (`tasks::confined`), and this copy, made later, does not trust that nothing
-/// changed since; a link out of the task would copy host files (`/proc/self/environ`) into
-/// the container's `/tests`.
-fn copy_into(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let path = entry.path();
-        let target = to.join(entry.file_name());
-        let source = path.canonicalize()?;
-        let meta = std::fs::metadata(&source)?;
-        if !source.starts_with(root) || !(meta.is_dir() || meta.is_file()) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} leads to {}, which is not a file or directory of the task; a task's tests must be its own files",
-                    path.display(),
-                    source.display()
-                ),
-            ));
+/// The directory `/tests` is uploaded from: the one of `dirs` as it is, or a staged copy of
+/// them all (a step's shared tests with its own on top, a later file replacing an earlier
+/// one) or of one holding a `.harborignore`, less what the task's `.harborignore` files
+/// exclude (Harbor 0.26's `TaskFileFilter.select`). A `test.sh` they exclude is refused, as
+/// Harbor's `require_included` refuses it.
+fn select_tests(
+    task: &Task,
+    dirs: &[PathBuf],
+    step: Option<&str>,
+) -> Result<Selection, VerifierError> {
+    let failed = |message: String| -> VerifierError {
+        VerifierErrorKind::AddTestsDir {
+            task: task.name.clone(),
+            message,
         }
-        if meta.is_dir() {
-            copy_into(root, &source, &target)?;
-        } else {
-            std::fs::copy(&source, &target)?;
+        .into()
+    };
+    let whose = step.map_or_else(|| "the task".to_owned(), |s| format!("step {s:?}"));
+    let filter = TaskFileFilter::new(&task.dir).map_err(|e| failed(e.to_string()))?;
+    // The test.sh that is run: the last directory's that has one.
+    if let Some(test_sh) = dirs
+        .iter()
+        .rev()
+        .map(|d| d.join("test.sh"))
+        .find(|p| p.exists())
+    {
+        filter
+            .require_included(&test_sh)
+            .map_err(|e| failed(e.to_string()))?;
+    }
+    match dirs {
+        [only] => filter
+            .select(only)
+            .map_err(|e| failed(format!("cannot stage the tests of {whose}: {e}"))),
+        _ => {
+            let staged = stage_tree(&task.dir, dirs, Some(&filter))
+                .map_err(|e| failed(format!("cannot stage the tests of {whose}: {e}")))?;
+            Ok(Selection {
+                dir: staged.path().to_owned(),
+                staged: Some(staged),
+            })
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -182,12 +175,13 @@ mod tests {
         write("tests/lib/helper.sh", "helper");
         write("steps/one/tests/test.sh", "own");
         write("steps/one/tests/lib/extra.sh", "extra");
-        let merged = merge(
+        let merged = stage_tree(
             root.path(),
             &[
                 root.path().join("tests"),
                 root.path().join("steps/one/tests"),
             ],
+            None,
         )
         .unwrap();
         let read = |rel: &str| std::fs::read_to_string(merged.path().join(rel)).unwrap();
@@ -203,12 +197,13 @@ mod tests {
         testkit::files::write(root.path(), "steps/one/tests/test.sh", "own");
         std::os::unix::fs::symlink("/proc/self/environ", root.path().join("steps/one/tests/e"))
             .unwrap();
-        let err = merge(
+        let err = stage_tree(
             root.path(),
             &[
                 root.path().join("tests"),
                 root.path().join("steps/one/tests"),
             ],
+            None,
         )
         .unwrap_err()
         .to_string();

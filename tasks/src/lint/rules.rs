@@ -35,6 +35,7 @@ pub fn lint_task(task: &Task) -> Vec<Finding> {
     test_script(task, &mut out);
     solution_script(task, &mut out);
     instruction_leak(task, &mut out);
+    harborignore(task, &mut out);
     out.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     out
 }
@@ -109,6 +110,44 @@ fn image_pins(task: &Task, out: &mut Vec<Finding>) {
         {
             out.push(finding("unpinned-image", Area::Reproducible, Severity::Warn, Path::new("task.toml"), None,
                 format!("{section}.docker_image = {image:?} is pinned by tag only; add its digest (name:tag@sha256:...) so the image cannot change under the task")));
+        }
+    }
+}
+
+/// `.harborignore` files (Harbor 0.26): one outside `tests/` and `solution/` (a step's too)
+/// applies to nothing (Harbor's `unused-harborignore`); one that excludes the test or solution
+/// script makes the task unrunnable (the verifier and the oracle refuse it).
+fn harborignore(task: &Task, out: &mut Vec<Finding>) {
+    use crate::file_filter::{IGNORE_FILE, TaskFileFilter, in_scope};
+    for (rel, path) in files_under(&task.dir, &task.dir) {
+        if path.file_name().is_some_and(|n| n == IGNORE_FILE) {
+            let dir = crate::digest::posix_relative(&task.dir, path.parent().unwrap_or(&path));
+            if !in_scope(&dir, true) {
+                out.push(finding("unused-harborignore", Area::Loads, Severity::Warn, &rel, None,
+                    "ignore rules only apply inside tests/ or solution/ (a step's too); move or remove this file".to_owned()));
+            }
+        }
+    }
+    let Ok(filter) = TaskFileFilter::new(&task.dir) else {
+        return;
+    };
+    let mut required = vec![
+        task.tests_dir().join("test.sh"),
+        task.solution_dir().join("solve.sh"),
+    ];
+    for step in &task.config.steps {
+        required.push(task.step_solution_dir(&step.name).join("solve.sh"));
+        required.extend(
+            task.step_tests_dirs(&step.name)
+                .iter()
+                .map(|d| d.join("test.sh")),
+        );
+    }
+    for path in required.into_iter().filter(|p| p.exists()) {
+        if filter.is_excluded(&path).unwrap_or(false) {
+            let rel = path.strip_prefix(&task.dir).unwrap_or(&path);
+            out.push(finding("invalid-task-files", Area::Loads, Severity::Fail, rel, None,
+                format!("{} is excluded by a {IGNORE_FILE}, so it is never uploaded and the task cannot run; remove the rule that matches it", rel.display())));
         }
     }
 }
@@ -360,6 +399,23 @@ mod tests {
 
     fn rules(found: &[Finding]) -> Vec<(&'static str, Severity)> {
         found.iter().map(|f| (f.rule, f.severity)).collect()
+    }
+
+    #[test]
+    fn a_harborignore_out_of_scope_warns_and_one_excluding_the_test_script_fails() {
+        let found = lint(&[
+            ("environment/.harborignore", "*.txt\n"),
+            ("tests/.harborignore", "test.sh\n"),
+        ]);
+        assert_eq!(
+            rules(&found),
+            [
+                ("unused-harborignore", Severity::Warn),
+                ("invalid-task-files", Severity::Fail)
+            ],
+            "{found:?}"
+        );
+        assert_eq!(found[1].path, Path::new("tests/test.sh"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The environment phase: the shared image, then this trial's environment, its `/logs`
 //! directories, the task's `environment/` files for prebuilt images, and the healthcheck.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
@@ -104,13 +105,20 @@ impl<B: Backend> Trial<B> {
             compose_task: Some(self.plan.task.clone()),
             trial_dir: self.dir.clone(),
             gpus: env_config.gpus.unwrap_or(0),
-            // A single-step task's one verification runs the task's tests (in this
-            // environment's jail unless the verifier has an environment of its own).
-            first_tests: (!self.plan.task.is_multi_step()
-                && !super::separate_verifier::is_separate(&self.plan.task, None))
-            .then(|| self.plan.task.tests_dir()),
+            first_tests: first_tests(&self.plan.task),
         }
     }
+}
+
+/// The tests the first isolated verification of `task` will upload as they are, known at
+/// the start ([`EnvironmentSpec::first_tests`]): a single-step task's `tests/`, when it is
+/// verified in the agent's environment (not one of its own) and holds no `.harborignore` (whose
+/// selection is staged at verification, and must not be placed unfiltered before it).
+pub fn first_tests(task: &Task) -> Option<PathBuf> {
+    let tests = task.tests_dir();
+    let as_is = !tasks::file_filter::holds_ignore_file(&tests).unwrap_or(true);
+    (!task.is_multi_step() && !super::separate_verifier::is_separate(task, None) && as_is)
+        .then_some(tests)
 }
 
 /// When the task runs a prebuilt `docker_image` without a Dockerfile, copies `environment/`

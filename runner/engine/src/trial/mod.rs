@@ -26,6 +26,7 @@ pub mod watchdog;
 
 pub use bridge::JobBridge;
 pub use collection::PhasedCollection;
+pub use environment::first_tests;
 pub use image::ImageCache;
 pub use log::TrialLog;
 pub use naming::trial_name;

@@ -154,10 +154,8 @@ impl<B: Backend> Episode<B> {
         } else {
             plan.agent_phase
         });
-        // As a trial's: only a single-step task verified in this container runs tests
-        // known at the start, which the backend may place in the jail early.
-        let first_tests = (!task.is_multi_step() && !engine::trial::is_separate(&task, None))
-            .then(|| task.tests_dir());
+        // As a trial's: the tests the backend may place in the jail early.
+        let first_tests = engine::trial::first_tests(&task);
         let spec = EnvironmentSpec {
             job_id: config.job_id.clone(),
             trial_name: name,

@@ -1,0 +1,282 @@
+//! Harbor 0.26's `.harborignore` (`TaskFileFilter`, `harbor/models/task/file_filter.py`): the
+//! test and solution inputs a task uploads leave out what its `.harborignore` files exclude.
+//!
+//! Rules apply only inside `tests/`, `solution/`, `steps/<step>/tests/` and
+//! `steps/<step>/solution/`; each `.harborignore` there holds gitignore patterns relative to
+//! its directory, and for a path the deepest rule that matches it (or a directory above it)
+//! decides. A `.harborignore` file is itself never an input, wherever it is. A link is
+//! excluded when its own path is, or when its target lies in the task and is. The same rules
+//! leave paths out of [`crate::checksum`].
+//!
+//! [`TaskFileFilter::select`] gives the directory to upload: the original when it holds no
+//! `.harborignore` (nothing to leave out, no copy), else a staged copy without the excluded
+//! entries, made by [`stage_tree`] as a step's merged tests are.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+use crate::error::TaskError;
+
+/// The file that excludes test and solution inputs (Harbor's `TaskFileFilter.IGNORE_FILENAME`).
+pub const IGNORE_FILE: &str = ".harborignore";
+
+/// The `.harborignore` rules of one task (see the module docs).
+#[derive(Debug)]
+pub struct TaskFileFilter {
+    /// The task directory, resolved.
+    root: PathBuf,
+    /// Each scoped directory's rules, read once.
+    rules: Mutex<HashMap<PathBuf, Arc<Gitignore>>>,
+}
+
+/// A directory to upload: the task's own, or a filtered copy kept alive with this value.
+#[derive(Debug)]
+pub struct Selection {
+    /// The directory to upload.
+    pub dir: PathBuf,
+    /// The staged copy `dir` is in, when anything was left out.
+    pub staged: Option<tempfile::TempDir>,
+}
+
+impl TaskFileFilter {
+    /// The filter of the task in `task_dir`.
+    pub fn new(task_dir: &Path) -> Result<Self, TaskError> {
+        let root = task_dir
+            .canonicalize()
+            .map_err(|e| TaskError::io(task_dir, e))?;
+        Ok(Self {
+            root,
+            rules: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether Harbor leaves `path` (in the task) out of the inputs it uploads: a
+    /// `.harborignore`, a path the rules exclude, or a link to one inside the task.
+    pub fn is_excluded(&self, path: &Path) -> Result<bool, TaskError> {
+        // As Harbor's `os.path.abspath`: absolute, links not resolved.
+        let path = std::path::absolute(path).map_err(|e| TaskError::io(path, e))?;
+        let path = self.in_root(&path);
+        if !path.starts_with(&self.root) {
+            return Ok(false);
+        }
+        if self.matches(&path)? {
+            return Ok(true);
+        }
+        match path.canonicalize() {
+            Ok(real) if real != path && real.starts_with(&self.root) => self.matches(&real),
+            _ => Ok(false),
+        }
+    }
+
+    /// Refuses a required input (`test.sh`, `solve.sh`) that `.harborignore` excludes, as
+    /// Harbor's `require_included` does.
+    pub fn require_included(&self, path: &Path) -> Result<(), TaskError> {
+        if self.is_excluded(path)? {
+            return Err(TaskError::invalid(
+                path,
+                IGNORE_FILE,
+                format!(
+                    "this required task input is excluded by a {IGNORE_FILE}; remove the rule that matches it"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The directory to upload for `dir` (the tests or a solution): `dir` itself when no
+    /// `.harborignore` lies in it, else a staged copy without what the rules exclude.
+    pub fn select(&self, dir: &Path) -> Result<Selection, TaskError> {
+        if !holds_ignore_file(dir).map_err(|e| TaskError::io(dir, e))? {
+            return Ok(Selection {
+                dir: dir.to_owned(),
+                staged: None,
+            });
+        }
+        let staged = stage_tree(&self.root, &[dir.to_owned()], Some(self))
+            .map_err(|e| TaskError::io(dir, e))?;
+        Ok(Selection {
+            dir: staged.path().to_owned(),
+            staged: Some(staged),
+        })
+    }
+
+    /// `path` with the task directory as given replaced by the resolved root, so a task
+    /// loaded through a link to its directory is still matched.
+    fn in_root(&self, path: &Path) -> PathBuf {
+        if path.starts_with(&self.root) {
+            return path.to_owned();
+        }
+        for ancestor in path.ancestors() {
+            if let Ok(mut resolved) = ancestor.canonicalize()
+                && resolved == self.root
+            {
+                if let Ok(rest) = path.strip_prefix(ancestor) {
+                    resolved.push(rest);
+                }
+                return resolved;
+            }
+        }
+        path.to_owned()
+    }
+
+    /// Harbor's `_matches`: `path` (under the root) is a `.harborignore`, or it or a directory
+    /// above it is excluded by the rules of the scoped directories above it.
+    fn matches(&self, path: &Path) -> Result<bool, TaskError> {
+        if path.file_name().is_some_and(|n| n == IGNORE_FILE) {
+            return Ok(true);
+        }
+        let is_dir = path.is_dir();
+        let Ok(rel) = path.strip_prefix(&self.root) else {
+            return Ok(false);
+        };
+        if !in_scope(&crate::digest::posix_relative(&self.root, path), is_dir) {
+            return Ok(false);
+        }
+        let parts: Vec<_> = rel.components().collect();
+        let mut rules: Vec<Arc<Gitignore>> = Vec::new();
+        let mut candidate = self.root.clone();
+        for (i, part) in parts.iter().enumerate() {
+            if in_scope(&crate::digest::posix_relative(&self.root, &candidate), true) {
+                rules.push(self.rules_of(&candidate)?);
+            }
+            candidate.push(part);
+            let candidate_is_dir = i + 1 < parts.len() || is_dir;
+            let rel = crate::digest::posix_relative(&self.root, &candidate);
+            if in_scope(&rel, candidate_is_dir) && excluded_by(&rules, &candidate, candidate_is_dir)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The rules of `dir/.harborignore`, read once.
+    fn rules_of(&self, dir: &Path) -> Result<Arc<Gitignore>, TaskError> {
+        let mut cache = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rules) = cache.get(dir) {
+            return Ok(rules.clone());
+        }
+        let rules = Arc::new(harborignore(dir)?);
+        cache.insert(dir.to_owned(), rules.clone());
+        Ok(rules)
+    }
+}
+
+/// Whether `rules` (shallowest first) exclude `path`: the deepest rule matching it decides.
+pub(crate) fn excluded_by(rules: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
+    rules
+        .iter()
+        .rev()
+        .find_map(|rule| {
+            let m = rule.matched(path, is_dir);
+            (!m.is_none()).then(|| m.is_ignore())
+        })
+        .unwrap_or(false)
+}
+
+/// Whether the task-relative path `rel` lies where `.harborignore` rules apply: `tests/`,
+/// `solution/`, `steps/<step>/tests/` or `steps/<step>/solution/`, or under one of them.
+pub(crate) fn in_scope(rel: &str, is_dir: bool) -> bool {
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    // A file directly named `tests` is not the tests directory.
+    let scoped_at = |n: usize| parts.len() > n || is_dir;
+    match parts.as_slice() {
+        ["tests" | "solution", ..] => scoped_at(1),
+        ["steps", _, "tests" | "solution", ..] => scoped_at(3),
+        _ => false,
+    }
+}
+
+/// The rules of `dir/.harborignore` (none when it has none), rooted at `dir`.
+pub(crate) fn harborignore(dir: &Path) -> Result<Gitignore, TaskError> {
+    let path = dir.join(IGNORE_FILE);
+    let mut builder = GitignoreBuilder::new(dir);
+    if path.is_file()
+        && let Some(err) = builder.add(&path)
+    {
+        return Err(TaskError::invalid(&path, "(pattern)", err.to_string()));
+    }
+    builder
+        .build()
+        .map_err(|e| TaskError::invalid(&path, "(pattern)", e.to_string()))
+}
+
+/// Whether a `.harborignore` lies anywhere in `dir` (links to directories not followed, as
+/// Harbor's selection does not descend into them): when none does, `dir` is uploaded as it is.
+pub fn holds_ignore_file(dir: &Path) -> std::io::Result<bool> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name() == IGNORE_FILE {
+            return Ok(true);
+        }
+        if entry.file_type()?.is_dir() && holds_ignore_file(&entry.path())? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// A temporary directory holding `dirs` (inside the task directory `root`) copied in order, a
+/// later file replacing an earlier one of the same path, leaving out what `filter` excludes.
+/// Files keep their permissions. A link is followed only to a regular file or directory
+/// inside `root`: the task load refused any other ([`crate::confined`]), and this copy, made
+/// later, does not trust that nothing changed since; a link out of the task would copy host
+/// files (`/proc/self/environ`) into the container.
+pub fn stage_tree(
+    root: &Path,
+    dirs: &[PathBuf],
+    filter: Option<&TaskFileFilter>,
+) -> std::io::Result<tempfile::TempDir> {
+    let root = root.canonicalize()?;
+    let staged = tempfile::Builder::new()
+        .prefix("runner-inputs-")
+        .tempdir()?;
+    for dir in dirs {
+        copy_into(&root, dir, staged.path(), filter)?;
+    }
+    Ok(staged)
+}
+
+fn copy_into(
+    root: &Path,
+    from: &Path,
+    to: &Path,
+    filter: Option<&TaskFileFilter>,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let path = entry.path();
+        if let Some(filter) = filter
+            && filter.is_excluded(&path).map_err(std::io::Error::other)?
+        {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        let source = path.canonicalize()?;
+        let meta = std::fs::metadata(&source)?;
+        if !source.starts_with(root) || !(meta.is_dir() || meta.is_file()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} leads to {}, which is not a file or directory of the task; a task's inputs must be its own files",
+                    path.display(),
+                    source.display()
+                ),
+            ));
+        }
+        if meta.is_dir() {
+            copy_into(root, &source, &target, filter)?;
+        } else {
+            std::fs::copy(&source, &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "file_filter_tests.rs"]
+mod tests;
