@@ -12,7 +12,7 @@
 //! `.harborignore` (nothing to leave out, no copy), else a staged copy without the excluded
 //! entries, made by [`stage_tree`] as a step's merged tests are.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +30,9 @@ pub struct TaskFileFilter {
     root: PathBuf,
     /// Each scoped directory's rules, read once.
     rules: Mutex<HashMap<PathBuf, Arc<Gitignore>>>,
+    /// Whether any scoped directory holds a `.harborignore`: when none does (most tasks),
+    /// only `.harborignore` files themselves are excluded and no path needs resolving.
+    has_rules: bool,
 }
 
 /// A directory to upload: the task's own, or a filtered copy kept alive with this value.
@@ -47,15 +50,29 @@ impl TaskFileFilter {
         let root = task_dir
             .canonicalize()
             .map_err(|e| TaskError::io(task_dir, e))?;
+        let mut scoped = vec![root.join("tests"), root.join("solution")];
+        if let Ok(steps) = std::fs::read_dir(root.join("steps")) {
+            for step in steps.flatten() {
+                scoped.extend([step.path().join("tests"), step.path().join("solution")]);
+            }
+        }
+        let mut has_rules = false;
+        for dir in scoped.iter().filter(|d| d.is_dir()) {
+            has_rules |= holds_ignore_file(dir).map_err(|e| TaskError::io(dir, e))?;
+        }
         Ok(Self {
             root,
             rules: Mutex::new(HashMap::new()),
+            has_rules,
         })
     }
 
     /// Whether Harbor leaves `path` (in the task) out of the inputs it uploads: a
     /// `.harborignore`, a path the rules exclude, or a link to one inside the task.
     pub fn is_excluded(&self, path: &Path) -> Result<bool, TaskError> {
+        if !self.has_rules {
+            return Ok(path.file_name().is_some_and(|n| n == IGNORE_FILE));
+        }
         // As Harbor's `os.path.abspath`: absolute, links not resolved.
         let path = std::path::absolute(path).map_err(|e| TaskError::io(path, e))?;
         let path = self.in_root(&path);
@@ -204,19 +221,27 @@ pub(crate) fn harborignore(dir: &Path) -> Result<Gitignore, TaskError> {
         .map_err(|e| TaskError::invalid(&path, "(pattern)", e.to_string()))
 }
 
-/// Whether a `.harborignore` lies anywhere in `dir` (links to directories not followed, as
-/// Harbor's selection does not descend into them): when none does, `dir` is uploaded as it is.
+/// Whether a `.harborignore` lies anywhere in `dir`, through links to directories too (their
+/// rules apply to what is reached through them): when none does, `dir` is uploaded as it is.
 pub fn holds_ignore_file(dir: &Path) -> std::io::Result<bool> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_name() == IGNORE_FILE {
-            return Ok(true);
+    fn walk(dir: &Path, seen: &mut HashSet<PathBuf>) -> std::io::Result<bool> {
+        if !seen.insert(dir.canonicalize()?) {
+            return Ok(false);
         }
-        if entry.file_type()?.is_dir() && holds_ignore_file(&entry.path())? {
-            return Ok(true);
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_name() == IGNORE_FILE {
+                return Ok(true);
+            }
+            let kind = entry.file_type()?;
+            let is_dir = kind.is_dir() || (kind.is_symlink() && entry.path().is_dir());
+            if is_dir && walk(&entry.path(), seen)? {
+                return Ok(true);
+            }
         }
+        Ok(false)
     }
-    Ok(false)
+    walk(dir, &mut HashSet::new())
 }
 
 /// A temporary directory holding `dirs` (inside the task directory `root`) copied in order, a

@@ -149,3 +149,41 @@ fn a_steps_merged_tests_leave_out_what_either_directory_excludes() {
         ["keep.log", "own.txt", "sub/other.txt", "test.sh"]
     );
 }
+
+#[test]
+fn rules_reached_through_a_linked_directory_apply_and_without_rules_only_the_rule_files_go() {
+    let dir = task_dir(&[
+        ("tests/test.sh", "exit 0\n"),
+        ("shared/.harborignore", "*.tmp\n"),
+        ("shared/x.tmp", "excluded through the link"),
+    ]);
+    let filter = TaskFileFilter::new(dir.path()).unwrap();
+    assert!(
+        !filter
+            .is_excluded(&dir.path().join("tests/test.sh"))
+            .unwrap()
+    );
+    std::os::unix::fs::symlink("../shared", dir.path().join("tests/shared")).unwrap();
+    let filter = TaskFileFilter::new(dir.path()).unwrap();
+    assert!(holds_ignore_file(&dir.path().join("tests")).unwrap());
+    assert!(
+        filter
+            .is_excluded(&dir.path().join("tests/shared/x.tmp"))
+            .unwrap()
+    );
+    let plain = task_dir(&[
+        ("tests/test.sh", "exit 0\n"),
+        ("environment/.harborignore", ""),
+    ]);
+    let filter = TaskFileFilter::new(plain.path()).unwrap();
+    assert!(
+        filter
+            .is_excluded(&plain.path().join("environment/.harborignore"))
+            .unwrap()
+    );
+    assert!(
+        !filter
+            .is_excluded(&plain.path().join("tests/test.sh"))
+            .unwrap()
+    );
+}
