@@ -66,6 +66,9 @@ harbor_026=0.26.0
 venv_026=$(harbor_venv "$harbor_026")
 echo "== Harbor $harbor_026 reads the job runner wrote"
 "$venv_026/bin/python" scripts/harbor-compat/harbor_026_read.py "$job"
+echo "== runner's task digests are Harbor $harbor_026's packager's"
+"$venv_026/bin/python" scripts/harbor-compat/task_digests_026.py "$runner" tasks/examples \
+    tasks/families tests/fixtures/tasks/harborignore
 
 echo "== runner validates a job written through Harbor's models"
 "$runner" tasks digest tasks/examples > "$work/digests.txt"

@@ -53,15 +53,14 @@ impl Target {
         step: Option<usize>,
         out_dir: &Path,
     ) -> Result<Target, VerifierError> {
-        let Some(index) = step else {
-            // The task's own env, user and outputs; only where /tests comes from differs.
-            return Ok(Target {
-                tests_dir: PathBuf::new(),
-                tests_in_image: true,
-                ..Target::task(task, out_dir)?
-            });
+        let (env, user) = match step {
+            // The task's own env and user; only where /tests comes from differs.
+            None => (
+                task.config.verifier.env.clone(),
+                task.config.verifier.user.as_ref().map(|u| u.as_exec_user()),
+            ),
+            Some(index) => step_env_and_user(task, index),
         };
-        let (env, user) = step_env_and_user(task, index);
         Ok(Target {
             tests_dir: PathBuf::new(),
             _merged: None,

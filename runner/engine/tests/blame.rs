@@ -227,7 +227,7 @@ async fn a_file_sent_to_the_artifacts_dir_itself_stays_inside_it_under_its_name(
         copy_cap: 1 << 20,
         log: &|_| {},
     };
-    let entries = artifacts::collect_artifacts(&sandbox, &specs, &pass).await;
+    let entries = artifacts::collect_entries(&sandbox, &specs, &pass).await;
     let statuses: Vec<_> = entries.iter().map(|e| e.status.as_str()).collect();
     assert_eq!(statuses, ["ok", "ok", "ok"], "{entries:?}");
     assert_eq!(entries[0].destination, "artifacts/out.txt");

@@ -154,7 +154,7 @@ fn manifest_destination(artifacts_dir: &Path, target: &Path) -> String {
     }
 }
 
-/// How the convention directory is handled by [`collect_artifacts`].
+/// How the convention directory is handled by [`collect_entries`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Convention {
     /// Downloaded with the other artifacts (a step's, since the next step empties it).
@@ -184,18 +184,6 @@ pub struct Collection<'a> {
     pub log: &'a (dyn Fn(&str) + Sync),
 }
 
-/// Collects `specs` from `sandbox` as `pass` says and writes the manifest. Best effort, as in
-/// Harbor: a failed artifact is a `failed` entry and a `log` line, never a trial failure.
-pub async fn collect_artifacts<S: Sandbox>(
-    sandbox: &S,
-    specs: &[ArtifactSpec],
-    pass: &Collection<'_>,
-) -> Vec<ManifestEntry> {
-    let entries = collect_entries(sandbox, specs, pass).await;
-    write_manifest(pass.artifacts_dir, &entries, pass.log);
-    entries
-}
-
 /// Writes `manifest.json` of `artifacts_dir` (durably); a failure is logged.
 pub fn write_manifest(
     artifacts_dir: &Path,
@@ -217,8 +205,10 @@ pub fn failed_entry(spec: &ArtifactSpec) -> ManifestEntry {
     }
 }
 
-/// [`collect_artifacts`] without the manifest: the entries of one collection pass (a trial's
-/// main service, or one sidecar), for a manifest written once all passes are done.
+/// The entries of one collection pass of `specs` from `sandbox` (a trial's main service, or
+/// one sidecar), for a manifest written once all passes are done
+/// ([`super::PhasedCollection`]). Best effort, as in Harbor: a failed artifact is a `failed`
+/// entry and a `log` line, never a trial failure.
 pub async fn collect_entries<S: Sandbox>(
     sandbox: &S,
     specs: &[ArtifactSpec],
@@ -459,7 +449,7 @@ fn stage_dir_script(source: &str, staged: &str, exclude: &[String], cap: u64) ->
 /// container), each to its declared source path there (Harbor's `upload_artifacts`); the
 /// convention directory goes to `target_convention` (`/logs/artifacts` on Linux). A
 /// directory replaces what is at its path; a file is written with its parent created.
-/// Artifacts that were not collected are skipped. Only what [`collect_artifacts`] brought to
+/// Artifacts that were not collected are skipped. Only what [`collect_entries`] brought to
 /// the host (regular files and directories, within the download budget) is uploaded, so no
 /// link the agent made can point the upload anywhere. Returns the sources uploaded.
 pub async fn upload_artifacts<S: Sandbox>(
