@@ -58,7 +58,7 @@ impl TaskFileFilter {
         }
         let mut has_rules = false;
         for dir in scoped.iter().filter(|d| d.is_dir()) {
-            has_rules |= holds_ignore_file(dir).map_err(|e| TaskError::io(dir, e))?;
+            has_rules |= holds_ignore_file(&root, dir).map_err(|e| TaskError::io(dir, e))?;
         }
         Ok(Self {
             root,
@@ -106,7 +106,7 @@ impl TaskFileFilter {
     /// The directory to upload for `dir` (the tests or a solution): `dir` itself when no
     /// `.harborignore` lies in it, else a staged copy without what the rules exclude.
     pub fn select(&self, dir: &Path) -> Result<Selection, TaskError> {
-        if !holds_ignore_file(dir).map_err(|e| TaskError::io(dir, e))? {
+        if !holds_ignore_file(&self.root, dir).map_err(|e| TaskError::io(dir, e))? {
             return Ok(Selection {
                 dir: dir.to_owned(),
                 staged: None,
@@ -221,11 +221,13 @@ pub(crate) fn harborignore(dir: &Path) -> Result<Gitignore, TaskError> {
         .map_err(|e| TaskError::invalid(&path, "(pattern)", e.to_string()))
 }
 
-/// Whether a `.harborignore` lies anywhere in `dir`, through links to directories too (their
-/// rules apply to what is reached through them): when none does, `dir` is uploaded as it is.
-pub fn holds_ignore_file(dir: &Path) -> std::io::Result<bool> {
-    fn walk(dir: &Path, seen: &mut HashSet<PathBuf>) -> std::io::Result<bool> {
-        if !seen.insert(dir.canonicalize()?) {
+/// Whether a `.harborignore` lies anywhere in `dir` (inside the task directory `root`),
+/// through links to directories of the task too (their rules apply to what is reached through
+/// them; a link out of the task is not followed): when none does, `dir` is uploaded as it is.
+pub fn holds_ignore_file(root: &Path, dir: &Path) -> std::io::Result<bool> {
+    fn walk(root: &Path, dir: &Path, seen: &mut HashSet<PathBuf>) -> std::io::Result<bool> {
+        let real = dir.canonicalize()?;
+        if !real.starts_with(root) || !seen.insert(real) {
             return Ok(false);
         }
         for entry in std::fs::read_dir(dir)? {
@@ -235,13 +237,13 @@ pub fn holds_ignore_file(dir: &Path) -> std::io::Result<bool> {
             }
             let kind = entry.file_type()?;
             let is_dir = kind.is_dir() || (kind.is_symlink() && entry.path().is_dir());
-            if is_dir && walk(&entry.path(), seen)? {
+            if is_dir && walk(root, &entry.path(), seen)? {
                 return Ok(true);
             }
         }
         Ok(false)
     }
-    walk(dir, &mut HashSet::new())
+    walk(&root.canonicalize()?, dir, &mut HashSet::new())
 }
 
 /// A temporary directory holding `dirs` (inside the task directory `root`) copied in order, a

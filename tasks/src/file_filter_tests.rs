@@ -165,7 +165,11 @@ fn rules_reached_through_a_linked_directory_apply_and_without_rules_only_the_rul
     );
     std::os::unix::fs::symlink("../shared", dir.path().join("tests/shared")).unwrap();
     let filter = TaskFileFilter::new(dir.path()).unwrap();
-    assert!(holds_ignore_file(&dir.path().join("tests")).unwrap());
+    assert!(holds_ignore_file(dir.path(), &dir.path().join("tests")).unwrap());
+    // A link out of the task is never walked, whatever it holds.
+    let outside = task_dir(&[(".harborignore", "*\n")]);
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("solution")).unwrap();
+    assert!(!holds_ignore_file(dir.path(), &dir.path().join("solution")).unwrap());
     assert!(
         filter
             .is_excluded(&dir.path().join("tests/shared/x.tmp"))

@@ -116,7 +116,7 @@ impl<B: Backend> Trial<B> {
 /// selection is staged at verification, and must not be placed unfiltered before it).
 pub fn first_tests(task: &Task) -> Option<PathBuf> {
     let tests = task.tests_dir();
-    let as_is = !tasks::file_filter::holds_ignore_file(&tests).unwrap_or(true);
+    let as_is = !tasks::file_filter::holds_ignore_file(&task.dir, &tests).unwrap_or(true);
     (!task.is_multi_step() && !super::separate_verifier::is_separate(task, None) && as_is)
         .then_some(tests)
 }
