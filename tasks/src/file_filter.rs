@@ -104,9 +104,12 @@ impl TaskFileFilter {
     }
 
     /// The directory to upload for `dir` (the tests or a solution): `dir` itself when no
-    /// `.harborignore` lies in it, else a staged copy without what the rules exclude.
+    /// `.harborignore` lies in it (or it does not exist: the caller says what is missing),
+    /// else a staged copy without what the rules exclude.
     pub fn select(&self, dir: &Path) -> Result<Selection, TaskError> {
-        if !holds_ignore_file(&self.root, dir).map_err(|e| TaskError::io(dir, e))? {
+        if !dir.is_dir()
+            || !holds_ignore_file(&self.root, dir).map_err(|e| TaskError::io(dir, e))?
+        {
             return Ok(Selection {
                 dir: dir.to_owned(),
                 staged: None,

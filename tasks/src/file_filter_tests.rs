@@ -94,6 +94,8 @@ fn a_selection_copies_only_when_a_rule_file_is_there_and_leaves_the_excluded_out
         ["keep.log", "sub/other.txt", "test.sh"]
     );
     write_files(dir.path(), &[("environment/Dockerfile", "FROM scratch\n")]);
+    let missing = filter.select(&dir.path().join("nothing-here")).unwrap();
+    assert_eq!(missing.dir, dir.path().join("nothing-here"));
     let plain = filter.select(&dir.path().join("environment")).unwrap();
     assert!(plain.staged.is_none());
     assert_eq!(plain.dir, dir.path().join("environment"));
