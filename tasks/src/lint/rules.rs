@@ -131,12 +131,13 @@ fn harborignore(task: &Task, out: &mut Vec<Finding>) {
     let Ok(filter) = TaskFileFilter::new(&task.dir) else {
         return;
     };
-    let mut required = vec![
+    // A set: every step's tests include the shared `tests/test.sh`.
+    let mut required = std::collections::BTreeSet::from([
         task.tests_dir().join("test.sh"),
         task.solution_dir().join("solve.sh"),
-    ];
+    ]);
     for step in &task.config.steps {
-        required.push(task.step_solution_dir(&step.name).join("solve.sh"));
+        required.insert(task.step_solution_dir(&step.name).join("solve.sh"));
         required.extend(
             task.step_tests_dirs(&step.name)
                 .iter()
