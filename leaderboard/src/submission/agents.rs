@@ -107,3 +107,32 @@ pub fn check_one_agent(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
     }
     violations
 }
+
+/// The agent a submission is of, as its trials' `agent_info` says: the most common identity
+/// (the only one when `one_agent` passes).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct SubmittedAgent {
+    /// `agent_info.name`.
+    pub name: String,
+    /// `agent_info.version`, when recorded.
+    pub version: Option<String>,
+    /// The model as `provider/name` (bare name without a provider), when recorded.
+    pub model: Option<String>,
+}
+
+/// The submission's agent; `None` when no trial records one.
+pub fn submitted(trials: &[TrialFacts]) -> Option<SubmittedAgent> {
+    let mut counts: std::collections::BTreeMap<SubmittedAgent, usize> = Default::default();
+    for trial in trials {
+        let Some(agent) = &trial.agent else { continue };
+        let key = SubmittedAgent {
+            name: agent.name.clone(),
+            version: trial.agent_version.clone(),
+            model: agent.model.clone(),
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    // The most trials wins; among equals, the first in order, so the choice is stable.
+    let best = counts.values().copied().max()?;
+    counts.into_iter().find(|(_, n)| *n == best).map(|(a, _)| a)
+}

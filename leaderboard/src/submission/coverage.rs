@@ -7,7 +7,9 @@ use super::Rule;
 use super::report::Violation;
 use super::trial::TrialFacts;
 
-/// The dataset's tasks: name → `sha256:<hex>` content digest.
+/// The dataset's tasks: name → `sha256:<hex>` content digest, from a dataset directory or a
+/// published manifest.
+#[derive(Debug, Clone)]
 pub struct DatasetTasks {
     /// Full task names with their digests.
     pub digests: BTreeMap<String, String>,
@@ -23,6 +25,20 @@ impl DatasetTasks {
                 .map(|t| (t.name.clone(), t.digest.clone()))
                 .collect(),
         }
+    }
+
+    /// The tasks of `path`: a manifest file (Harbor's `dataset.toml` with every task's digest)
+    /// or a dataset (or task) directory, whose digests are computed. A dataset given by name
+    /// resolves to one of these first and comes in here.
+    pub fn from_path(path: &std::path::Path) -> Result<DatasetTasks, super::SubmissionError> {
+        if super::manifest::is_manifest(path) {
+            let manifest = super::manifest::Manifest::read(path)?;
+            return Ok(DatasetTasks {
+                digests: manifest.digests,
+            });
+        }
+        // `read`, not `load`: a submission may cover tasks Harbor runs and this runner cannot yet.
+        Ok(DatasetTasks::from_dataset(&tasks::Dataset::read(path)?))
     }
 
     /// The dataset task a trial's task name refers to: the same name, else the same short
@@ -43,7 +59,7 @@ fn short_name(name: &str) -> &str {
 }
 
 /// Harbor's ref normalisation: trimmed, lowercase, without `sha256:`.
-fn normalise(reference: &str) -> String {
+pub(crate) fn normalise(reference: &str) -> String {
     let r = reference.trim().to_ascii_lowercase();
     r.strip_prefix("sha256:").map(str::to_owned).unwrap_or(r)
 }

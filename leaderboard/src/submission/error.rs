@@ -44,6 +44,9 @@ pub enum SubmissionError {
     /// The `--dataset` directory did not load.
     #[error("--dataset: {0}")]
     Dataset(#[from] tasks::TaskError),
+    /// The `--dataset` manifest file could not be used.
+    #[error("--dataset: {0}")]
+    Manifest(#[from] super::manifest::ManifestError),
 }
 
 impl SubmissionError {

@@ -72,5 +72,18 @@ pub fn compute(
         trials_per_task,
         errored_by_exception_type: errored,
         models_called: Vec::new(),
+        n_planned_trials: trials.len(),
+        leaderboard_accuracy: accuracy.accuracy,
     }
+}
+
+/// The accuracy as the leaderboard computes it: successes over every planned trial, errored
+/// and missing ones counting as 0 (`accuracy` divides by the trials present).
+pub fn add_leaderboard_accuracy(figures: &mut Figures, n_planned: usize) {
+    figures.n_planned_trials = n_planned;
+    figures.leaderboard_accuracy = if n_planned == 0 {
+        0.0
+    } else {
+        figures.n_successes as f64 / n_planned as f64
+    };
 }

@@ -17,6 +17,8 @@ use super::report::Violation;
 pub struct TrialImage {
     /// The job dir, as given.
     pub job: String,
+    /// The trial dir's name.
+    pub trial: String,
     /// The task's name.
     pub task: String,
     /// The image id.
@@ -56,6 +58,7 @@ pub fn from_lock(lock: &Value, job: &str, trial_dirs: &[std::path::PathBuf]) -> 
             let origin = text(image, "origin").unwrap_or_else(|| "unknown origin".into());
             Some(TrialImage {
                 job: job.to_owned(),
+                trial: name.to_owned(),
                 task: text(Some(task), "name")?,
                 id,
                 described: format!("{reference}, {origin}"),

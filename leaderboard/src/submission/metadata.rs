@@ -17,6 +17,10 @@ const MODEL: [&str; 4] = [
     "model_org_display_name",
 ];
 
+/// How `runner submission prepare` marks a field a person must write: a value starting with
+/// it fails this rule until it is replaced.
+pub const PLACEHOLDER: &str = "FILL-IN";
+
 /// Largest `metadata.yaml` read: a few hundred bytes in practice.
 const MAX_METADATA_BYTES: u64 = 1 << 20;
 
@@ -39,6 +43,7 @@ pub fn check(path: &Path) -> Result<Vec<Violation>, SubmissionError> {
             file: Some(file),
             line: Some(e.line),
             message: format!("cannot read the YAML: {}", e.problem),
+            not_recorded: false,
         }]),
     }
 }
@@ -49,6 +54,9 @@ fn field_problem(value: Option<&Value>) -> Option<String> {
     match value {
         None | Some(Value::Null) => Some("is missing or empty".into()),
         Some(Value::String(s)) if s.trim().is_empty() => Some("is missing or empty".into()),
+        Some(Value::String(s)) if s.trim_start().starts_with(PLACEHOLDER) => Some(format!(
+            "still holds the {PLACEHOLDER} placeholder `runner submission prepare` wrote; write the real value"
+        )),
         Some(Value::String(_)) => None,
         Some(Value::Number(n)) => Some(format!("must be text, got the number {n}; quote it")),
         Some(Value::Bool(b)) => Some(format!("must be text, got the boolean {b}; quote it")),
@@ -65,6 +73,7 @@ pub fn check_document(doc: &yaml::Document, file: &str) -> Vec<Violation> {
         file: Some(file.to_owned()),
         line,
         message,
+        not_recorded: false,
     };
     let value = &doc.value;
     let mut violations = Vec::new();
@@ -183,6 +192,28 @@ mod tests {
                     "`models[1]` must be a mapping with model_name, model_provider, model_display_name, model_org_display_name".to_owned()
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_placeholder_left_in_is_named() {
+        let text = format!(
+            "agent_url: \"{PLACEHOLDER}: the agent's homepage\"\nagent_display_name: A\nagent_org_display_name: O\nmodels:\n  - {{model_name: x, model_provider: y, model_display_name: X, model_org_display_name: '{PLACEHOLDER}'}}\n"
+        );
+        let got = problems(&text);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, Some(1));
+        assert!(
+            got[0]
+                .1
+                .starts_with("`agent_url` still holds the FILL-IN placeholder"),
+            "{got:?}"
+        );
+        assert!(
+            got[1]
+                .1
+                .starts_with("`models[0].model_org_display_name` still holds"),
+            "{got:?}"
         );
     }
 

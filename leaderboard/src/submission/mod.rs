@@ -5,11 +5,13 @@
 mod agents;
 mod coverage;
 mod error;
+mod evidence;
 mod figures;
 mod files;
 mod images;
 mod job;
-mod metadata;
+pub mod manifest;
+pub mod metadata;
 mod models;
 mod overrides;
 mod planned;
@@ -23,12 +25,15 @@ pub mod yaml;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub use agents::SubmittedAgent;
+pub use coverage::DatasetTasks;
 pub use error::SubmissionError;
 pub use models::JobModels;
 pub use report::{
-    Figures, Interval, IntervalMethod, REPORT_SCHEMA, Report, RuleOutcome, Status, Violation,
+    Figures, Interval, IntervalMethod, REPORT_SCHEMA, Report, RuleOutcome, Status, VerdictSummary,
+    Verdicts, Violation,
 };
-pub use rule::Rule;
+pub use rule::{Rule, Verdict};
 pub use trial::reward_of;
 
 /// Harbor's `MIN_TRIALS_PER_TASK`.
@@ -39,12 +44,17 @@ pub const DEFAULT_MIN_TRIALS: usize = 5;
 pub struct Options {
     /// Job dirs validated together as one submission.
     pub job_dirs: Vec<PathBuf>,
-    /// The dataset dir whose tasks must all be covered at their exact content digests.
+    /// The dataset whose tasks must all be covered at their exact content digests: a dataset
+    /// dir or a manifest file ([`DatasetTasks::from_path`]).
     pub dataset: Option<PathBuf>,
     /// `metadata.yaml` to check.
     pub metadata: Option<PathBuf>,
     /// Minimum trials per task across all jobs.
     pub min_trials: usize,
+    /// Every evidence rule decides `valid` too (`--require-evidence`).
+    pub require_evidence: bool,
+    /// How each job dir is shown in the report, by position; the path as given for the rest.
+    pub job_names: Vec<String>,
 }
 
 impl Options {
@@ -55,6 +65,8 @@ impl Options {
             dataset: None,
             metadata: None,
             min_trials: DEFAULT_MIN_TRIALS,
+            require_evidence: false,
+            job_names: Vec::new(),
         }
     }
 }
@@ -64,11 +76,8 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     if options.job_dirs.is_empty() {
         return Err(SubmissionError::NoJobs);
     }
-    // `read`, not `load`: a submission may cover tasks Harbor runs and this runner cannot yet.
     let dataset = match &options.dataset {
-        Some(dir) => Some(coverage::DatasetTasks::from_dataset(&tasks::Dataset::read(
-            dir,
-        )?)),
+        Some(path) => Some(DatasetTasks::from_path(path)?),
         None => None,
     };
     let mut violations = Vec::new();
@@ -76,8 +85,11 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
         violations.extend(metadata::check(path)?);
     }
     let mut jobs = Vec::new();
-    for dir in &options.job_dirs {
-        let display = dir.display().to_string().trim_end_matches('/').to_owned();
+    for (i, dir) in options.job_dirs.iter().enumerate() {
+        let display = match options.job_names.get(i) {
+            Some(name) => name.clone(),
+            None => dir.display().to_string().trim_end_matches('/').to_owned(),
+        };
         jobs.push(job::load(dir, display)?);
     }
     let work: Vec<(usize, &PathBuf)> = jobs
@@ -100,6 +112,7 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     violations.extend(agents::check(&jobs, &trials));
     violations.extend(agents::check_one_agent(&jobs, &trials));
     violations.extend(models::check(&jobs, &trials));
+    violations.extend(evidence::check(&jobs, &trials));
     let images: Vec<images::TrialImage> = jobs.iter().flat_map(|j| j.images.clone()).collect();
     violations.extend(images::check(&images));
     let counts = coverage::trials_per_task(&trials, dataset.as_ref());
@@ -107,7 +120,7 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     let mut skipped = Vec::new();
     match &dataset {
         Some(ds) => violations.extend(coverage::check_versions(&trials, ds)),
-        None => skipped.push((Rule::CorrectTaskVersions, "needs --dataset DIR")),
+        None => skipped.push((Rule::CorrectTaskVersions, "needs --dataset DIR|MANIFEST")),
     }
     if options.metadata.is_none() {
         skipped.push((
@@ -117,12 +130,16 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     }
     let mut figures = figures::compute(jobs.len(), &trials, counts);
     figures.models_called = models::per_job(&jobs, &trials);
-    Ok(Report::new(
+    figures::add_leaderboard_accuracy(&mut figures, planned::planned_count(&jobs, &trials));
+    let mut report = Report::new(
         jobs.iter().map(|j| j.display.clone()).collect(),
         violations,
         &skipped,
         figures,
-    ))
+        options.require_evidence,
+    );
+    report.agent = agents::submitted(&trials);
+    Ok(report)
 }
 
 /// Inspects every trial dir, spread over the available cores (trials are independent; reading

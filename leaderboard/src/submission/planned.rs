@@ -248,6 +248,24 @@ pub fn check(jobs: &[Job], trials: &[TrialFacts]) -> Vec<Violation> {
     violations
 }
 
+/// The trials the submission's jobs planned, each job (by id) once: its `lock.json` plan, or
+/// its trials present without one; never fewer than the trials present.
+pub fn planned_count(jobs: &[Job], trials: &[TrialFacts]) -> usize {
+    let mut seen = BTreeSet::new();
+    let mut total = 0;
+    for (i, job) in jobs.iter().enumerate() {
+        if !seen.insert(job.id.clone().unwrap_or_else(|| job.display.clone())) {
+            continue;
+        }
+        total += match &job.plan {
+            Some(Plan::Named(names)) => names.len(),
+            Some(Plan::Counted(counts)) => counts.values().sum(),
+            None => trials.iter().filter(|t| t.job == i).count(),
+        };
+    }
+    total.max(trials.len())
+}
+
 /// Task names match whole, or by the part after `/` (`org/name` against `name`).
 fn same_task(a: &str, b: &str) -> bool {
     a == b || a.rsplit('/').next() == b.rsplit('/').next()

@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Interval, Report, RuleOutcome, Status, Violation};
+use super::report::{Interval, Report, RuleOutcome, Status, VerdictSummary, Violation};
+use super::rule::Verdict;
 
 /// Items listed per rule in text and annotations; the JSON report lists every item.
 const MAX_LISTED: usize = 20;
@@ -31,7 +32,12 @@ fn plain(x: f64) -> String {
 
 fn figures_lines(report: &Report) -> Vec<String> {
     let f = &report.figures;
-    let mut lines = Vec::new();
+    let mut lines = vec![format!(
+        "leaderboard accuracy {} — {} of {} planned trials succeeded; errored and missing trials count as 0",
+        percent(f.leaderboard_accuracy),
+        f.n_successes,
+        f.n_planned_trials
+    )];
     let stderr = f
         .accuracy_stderr
         .map(|s| format!(" ± {} (stderr)", percent(s)))
@@ -135,6 +141,45 @@ fn status_word(rule: &RuleOutcome) -> &'static str {
         Status::Passed => "PASS",
         Status::Failed => "FAIL",
         Status::Skipped => "SKIP",
+        Status::NotRecorded => "N/R",
+    }
+}
+
+/// The heading of a verdict's rules, saying whether it decides the exit code.
+fn verdict_heading(report: &Report, verdict: Verdict) -> &'static str {
+    match (verdict, report.require_evidence) {
+        (Verdict::Leaderboard, _) => {
+            "Leaderboard (the rules the leaderboard applies, and anti-gaming checks; decides the exit code):"
+        }
+        (Verdict::Evidence, true) => {
+            "Evidence (runner's own records; decides the exit code too: --require-evidence):"
+        }
+        (Verdict::Evidence, false) => {
+            "Evidence (runner's own records; shown, deciding only with --require-evidence):"
+        }
+    }
+}
+
+/// One verdict in a line: VALID, INVALID with the rules failed, or NOT RECORDED with them.
+fn verdict_line(summary: &VerdictSummary) -> String {
+    let mut parts = Vec::new();
+    if !summary.failed.is_empty() {
+        parts.push(format!(
+            "INVALID ({} rule(s) failed: {})",
+            summary.failed.len(),
+            summary.failed.join(", ")
+        ));
+    }
+    if !summary.not_recorded.is_empty() {
+        parts.push(format!(
+            "NOT RECORDED ({})",
+            summary.not_recorded.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        "VALID".into()
+    } else {
+        parts.join("; ")
     }
 }
 
@@ -147,40 +192,51 @@ pub fn text(report: &Report) -> String {
         "Submission: {} job dir(s), {} trials, {} tasks",
         f.n_jobs, f.n_trials, f.n_tasks
     );
-    for rule in &report.rules {
-        let detail = match rule.status {
-            Status::Skipped => format!("skipped: {}", rule.skipped_because.unwrap_or("")),
-            Status::Failed => format!("{} problem(s): {}", rule.violations.len(), rule.description),
-            Status::Passed => rule.description.to_owned(),
-        };
-        let _ = writeln!(out, "{} {:<30} {detail}", status_word(rule), rule.rule);
-        for v in rule.violations.iter().take(MAX_LISTED) {
-            let _ = writeln!(out, "     {}{}", location(v), v.message);
-        }
-        if rule.violations.len() > MAX_LISTED {
-            let _ = writeln!(
-                out,
-                "     … and {} more (see --format json)",
-                rule.violations.len() - MAX_LISTED
-            );
+    for verdict in [Verdict::Leaderboard, Verdict::Evidence] {
+        let _ = writeln!(out, "{}", verdict_heading(report, verdict));
+        for rule in report.rules.iter().filter(|r| r.verdict == verdict) {
+            rule_text(&mut out, rule);
         }
     }
     let _ = writeln!(out, "Figures:");
     for line in figures_lines(report) {
         let _ = writeln!(out, "  {line}");
     }
-    let failed = report.failed_rules();
-    if failed.is_empty() {
+    let v = &report.verdicts;
+    let _ = writeln!(out, "Leaderboard: {}", verdict_line(&v.leaderboard));
+    let _ = writeln!(out, "Evidence: {}", verdict_line(&v.evidence));
+    let deciding = report.deciding_failures();
+    if deciding.is_empty() {
         let _ = writeln!(out, "Result: VALID");
     } else {
         let _ = writeln!(
             out,
             "Result: INVALID ({} rule(s) failed: {})",
-            failed.len(),
-            failed.join(", ")
+            deciding.len(),
+            deciding.join(", ")
         );
     }
     out
+}
+
+fn rule_text(out: &mut String, rule: &RuleOutcome) {
+    let detail = match rule.status {
+        Status::Skipped => format!("skipped: {}", rule.skipped_because.unwrap_or("")),
+        Status::Failed => format!("{} problem(s): {}", rule.violations.len(), rule.description),
+        Status::NotRecorded => format!("not recorded: {}", rule.description),
+        Status::Passed => rule.description.to_owned(),
+    };
+    let _ = writeln!(out, "{:<4} {:<30} {detail}", status_word(rule), rule.rule);
+    for v in rule.violations.iter().take(MAX_LISTED) {
+        let _ = writeln!(out, "     {}{}", location(v), v.message);
+    }
+    if rule.violations.len() > MAX_LISTED {
+        let _ = writeln!(
+            out,
+            "     … and {} more (see --format json)",
+            rule.violations.len() - MAX_LISTED
+        );
+    }
 }
 
 /// Escapes a workflow-command message (`%`, CR, LF).
@@ -195,10 +251,22 @@ pub fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// `::error` workflow commands, one per listed violation.
+/// Workflow commands, one per listed violation: `::error` where it decides the verdict asked
+/// for, `::warning` for a failed evidence rule that does not, `::notice` for evidence not
+/// recorded.
 pub fn annotations(report: &Report) -> String {
     let mut out = String::new();
-    for rule in report.rules.iter().filter(|r| r.status == Status::Failed) {
+    for rule in report
+        .rules
+        .iter()
+        .filter(|r| matches!(r.status, Status::Failed | Status::NotRecorded))
+    {
+        let deciding = rule.verdict == Verdict::Leaderboard || report.require_evidence;
+        let level = match (rule.status, deciding) {
+            (_, true) => "error",
+            (Status::Failed, false) => "warning",
+            _ => "notice",
+        };
         for v in rule.violations.iter().take(MAX_LISTED) {
             let mut props = Vec::new();
             if let Some(file) = &v.file {
@@ -210,7 +278,7 @@ pub fn annotations(report: &Report) -> String {
             props.push(format!("title={}", escape_property(rule.rule)));
             let _ = writeln!(
                 out,
-                "::error {}::{}",
+                "::{level} {}::{}",
                 props.join(","),
                 escape_data(&v.message)
             );
@@ -218,7 +286,7 @@ pub fn annotations(report: &Report) -> String {
         if rule.violations.len() > MAX_LISTED {
             let _ = writeln!(
                 out,
-                "::error title={}::{}",
+                "::{level} title={}::{}",
                 escape_property(rule.rule),
                 escape_data(&format!(
                     "… and {} more violations of this rule",
@@ -243,6 +311,18 @@ pub fn markdown(report: &Report) -> String {
         "❌ invalid"
     };
     let _ = writeln!(out, "## Leaderboard preflight: {verdict}\n");
+    let v = &report.verdicts;
+    let decides = if report.require_evidence {
+        "decides (--require-evidence)"
+    } else {
+        "shown, not deciding"
+    };
+    let _ = writeln!(
+        out,
+        "- Leaderboard verdict (decides): {}\n- Evidence verdict ({decides}): {}\n",
+        verdict_line(&v.leaderboard),
+        verdict_line(&v.evidence)
+    );
     let _ = writeln!(
         out,
         "Job dirs: {}\n",
@@ -253,16 +333,24 @@ pub fn markdown(report: &Report) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = writeln!(out, "| Rule | Status | Problems |\n|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Rule | Verdict | Status | Problems |\n|---|---|---|---|"
+    );
     for rule in &report.rules {
         let status = match rule.status {
             Status::Passed => "✅ pass",
             Status::Failed => "❌ fail",
             Status::Skipped => "⏭ skipped",
+            Status::NotRecorded => "➖ not recorded",
+        };
+        let verdict = match rule.verdict {
+            Verdict::Leaderboard => "leaderboard",
+            Verdict::Evidence => "evidence",
         };
         let _ = writeln!(
             out,
-            "| `{}` | {status} | {} |",
+            "| `{}` | {verdict} | {status} | {} |",
             rule.rule,
             rule.violations.len()
         );
@@ -270,7 +358,7 @@ pub fn markdown(report: &Report) -> String {
     let failed: Vec<&RuleOutcome> = report
         .rules
         .iter()
-        .filter(|r| r.status == Status::Failed)
+        .filter(|r| matches!(r.status, Status::Failed | Status::NotRecorded))
         .collect();
     if !failed.is_empty() {
         let _ = writeln!(out, "\n### Problems\n");

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 pub use stats::Interval;
 
-use super::Rule;
+use super::rule::{Rule, Verdict};
 use super::trial::TrialFacts;
 
-/// The `schema` value of the JSON report; bumped on incompatible changes.
-pub const REPORT_SCHEMA: &str = "runner.validate-submission/v1";
+/// The `schema` value of the JSON report; bumped on incompatible changes (v2: the two
+/// verdicts, the `not_recorded` status, `valid` decided by the verdict asked for).
+pub const REPORT_SCHEMA: &str = "runner.validate-submission/v2";
 
 /// One offending item of a rule.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -24,6 +25,10 @@ pub struct Violation {
     pub line: Option<usize>,
     /// What is wrong and what to do. Never contains a secret value.
     pub message: String,
+    /// An evidence rule's note that the records do not say (a Harbor-written job), not that
+    /// they show a problem.
+    #[serde(skip)]
+    pub not_recorded: bool,
 }
 
 impl Violation {
@@ -34,6 +39,15 @@ impl Violation {
             file,
             line: None,
             message: message.into(),
+            not_recorded: false,
+        }
+    }
+
+    /// An evidence rule's note that `file`'s records do not say what the rule needs.
+    pub fn not_recorded(rule: Rule, file: Option<String>, message: impl Into<String>) -> Violation {
+        Violation {
+            not_recorded: true,
+            ..Violation::new(rule, file, message)
         }
     }
 }
@@ -77,6 +91,9 @@ pub enum Status {
     Failed,
     /// Not checked: it needs an option that was not given.
     Skipped,
+    /// An evidence rule the records cannot answer (a Harbor-written job records none of it):
+    /// shown, and failing only with `--require-evidence`.
+    NotRecorded,
 }
 
 /// The outcome of one rule.
@@ -86,13 +103,37 @@ pub struct RuleOutcome {
     pub rule: &'static str,
     /// What it requires.
     pub description: &'static str,
-    /// Passed, failed or skipped.
+    /// The verdict it counts toward.
+    pub verdict: Verdict,
+    /// Passed, failed, skipped or not recorded.
     pub status: Status,
     /// Why it was skipped, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped_because: Option<&'static str>,
-    /// Every offending item.
+    /// Every offending item (for `not_recorded`: what does not say, per job).
     pub violations: Vec<Violation>,
+}
+
+/// One verdict over the rules that count toward it.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerdictSummary {
+    /// True iff none of its rules failed (and, for evidence, none is not recorded).
+    pub valid: bool,
+    /// True iff this verdict decides `valid` and the exit code.
+    pub decides: bool,
+    /// Its rules that failed.
+    pub failed: Vec<&'static str>,
+    /// Its rules the records cannot answer (evidence only).
+    pub not_recorded: Vec<&'static str>,
+}
+
+/// The two verdicts of a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdicts {
+    /// The rules the leaderboard applies, and the anti-gaming checks.
+    pub leaderboard: VerdictSummary,
+    /// runner's own evidence.
+    pub evidence: VerdictSummary,
 }
 
 /// The figures a leaderboard would publish for the submission.
@@ -110,6 +151,11 @@ pub struct Figures {
     pub n_successes: usize,
     /// Successes over all trials (errored trials count as 0), a fraction in [0, 1].
     pub accuracy: f64,
+    /// Trials the jobs planned (`lock.json`), each job once; at least `n_trials`.
+    pub n_planned_trials: usize,
+    /// The leaderboard's accuracy: successes over every planned trial (errored and missing
+    /// count as 0).
+    pub leaderboard_accuracy: f64,
     /// Standard error of `accuracy` as the leaderboard computes it; null with a 1-trial task.
     pub accuracy_stderr: Option<f64>,
     /// Mean reward over all trials (missing rewards as 0), as Harbor's Mean metric.
@@ -151,10 +197,16 @@ pub struct IntervalMethod {
 pub struct Report {
     /// Always [`REPORT_SCHEMA`].
     pub schema: &'static str,
-    /// True iff no rule failed.
+    /// The deciding verdict: the leaderboard's, and with `require_evidence` the evidence's too.
     pub valid: bool,
+    /// True when every evidence rule must pass (`--require-evidence`).
+    pub require_evidence: bool,
+    /// Both verdicts.
+    pub verdicts: Verdicts,
     /// The job dirs, as given.
     pub jobs: Vec<String>,
+    /// The agent the trials record (the most common, when they disagree).
+    pub agent: Option<super::SubmittedAgent>,
     /// One outcome per rule, in a fixed order.
     pub rules: Vec<RuleOutcome>,
     /// The reported figures.
@@ -168,6 +220,7 @@ impl Report {
         mut violations: Vec<Violation>,
         skipped: &[(Rule, &'static str)],
         figures: Figures,
+        require_evidence: bool,
     ) -> Report {
         // Stable output: rule order, then file, then line.
         violations.sort_by(|a, b| (a.rule, &a.file, a.line).cmp(&(b.rule, &b.file, b.line)));
@@ -186,22 +239,47 @@ impl Report {
                 let status = match (skip, mine.is_empty()) {
                     (Some(_), _) => Status::Skipped,
                     (None, true) => Status::Passed,
+                    (None, false) if mine.iter().all(|v| v.not_recorded) => Status::NotRecorded,
                     (None, false) => Status::Failed,
                 };
                 RuleOutcome {
                     rule: rule.name(),
                     description: rule.description(),
+                    verdict: rule.verdict(),
                     status,
                     skipped_because: skip,
                     violations: mine,
                 }
             })
             .collect();
-        let valid = rules.iter().all(|r| r.status != Status::Failed);
+        let summary = |verdict: Verdict, decides: bool| {
+            let of = |status: Status| -> Vec<&'static str> {
+                rules
+                    .iter()
+                    .filter(|r| r.verdict == verdict && r.status == status)
+                    .map(|r| r.rule)
+                    .collect()
+            };
+            let (failed, not_recorded) = (of(Status::Failed), of(Status::NotRecorded));
+            VerdictSummary {
+                valid: failed.is_empty() && not_recorded.is_empty(),
+                decides,
+                failed,
+                not_recorded,
+            }
+        };
+        let verdicts = Verdicts {
+            leaderboard: summary(Verdict::Leaderboard, true),
+            evidence: summary(Verdict::Evidence, require_evidence),
+        };
+        let valid = verdicts.leaderboard.valid && (!require_evidence || verdicts.evidence.valid);
         Report {
             schema: REPORT_SCHEMA,
             valid,
+            require_evidence,
+            verdicts,
             jobs,
+            agent: None,
             rules,
             figures,
         }
@@ -215,12 +293,23 @@ impl Report {
             .expect("every rule has an outcome")
     }
 
-    /// Names of the rules that failed.
+    /// Names of the rules that failed, of either verdict.
     pub fn failed_rules(&self) -> Vec<&'static str> {
         self.rules
             .iter()
             .filter(|r| r.status == Status::Failed)
             .map(|r| r.rule)
             .collect()
+    }
+
+    /// Names of the rules that make the deciding verdict invalid: failed leaderboard rules,
+    /// and with `require_evidence` evidence rules failed or not recorded.
+    pub fn deciding_failures(&self) -> Vec<&'static str> {
+        let mut names = self.verdicts.leaderboard.failed.clone();
+        if self.require_evidence {
+            names.extend(&self.verdicts.evidence.failed);
+            names.extend(&self.verdicts.evidence.not_recorded);
+        }
+        names
     }
 }

@@ -1,6 +1,21 @@
-//! The submission rules, by the names reports use.
+//! The submission rules, by the names reports use, and the verdict each one counts toward.
+//!
+//! Adding a rule: a variant here, its place in [`Rule::ALL`], its name and description; it
+//! counts toward the leaderboard verdict unless [`Rule::verdict`] names it as evidence.
 
 use serde::Serialize;
+
+/// Which verdict a rule counts toward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// What the leaderboard itself checks (Harbor's validator, the published rules) and the
+    /// anti-gaming checks any honest submission passes: it decides the exit code by default.
+    Leaderboard,
+    /// What only runner records (isolation, toolchain, metering, images): a Harbor-written
+    /// job has none of it ("not recorded"); decides the exit code with `--require-evidence`.
+    Evidence,
+}
 
 /// One leaderboard rule; names follow Harbor's static validation where it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -32,10 +47,17 @@ pub enum Rule {
     PassingTrialTrajectories,
     /// Every reward is a finite number, the main one within [0, 1].
     RewardsInRange,
+    /// No rewarded trial's record shows its tests ran unisolated or with programs the agent
+    /// changed: that reward is not the task's.
+    UncompromisedRewards,
     /// No trial's tests ran where the agent's leftovers could reach them.
     VerifierIsolated,
+    /// No trial's tests ran with programs the agent changed.
+    VerifierToolchain,
     /// Every model a trial called through the LLM bridge is one its job declares.
     DeclaredModelsOnly,
+    /// Every trial of a job that declares a model was metered by runner's LLM bridge.
+    BridgeMetering,
     /// No job let credentials into containers.
     NoContainerSecrets,
     /// No file holds a provider-key-shaped string.
@@ -46,7 +68,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 18] = [
+    pub const ALL: [Rule; 21] = [
         Rule::NoJobOverrides,
         Rule::NoTrialOverrides,
         Rule::DatasetConfig,
@@ -57,15 +79,30 @@ impl Rule {
         Rule::OneAgent,
         Rule::MinTrialsPerTask,
         Rule::CorrectTaskVersions,
-        Rule::SameTaskImage,
         Rule::PassingTrialTrajectories,
         Rule::RewardsInRange,
-        Rule::VerifierIsolated,
-        Rule::DeclaredModelsOnly,
+        Rule::UncompromisedRewards,
         Rule::NoContainerSecrets,
         Rule::NoProviderKeys,
         Rule::MetadataFormattedCorrectly,
+        Rule::VerifierIsolated,
+        Rule::VerifierToolchain,
+        Rule::DeclaredModelsOnly,
+        Rule::SameTaskImage,
+        Rule::BridgeMetering,
     ];
+
+    /// The verdict the rule counts toward.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Rule::VerifierIsolated
+            | Rule::VerifierToolchain
+            | Rule::DeclaredModelsOnly
+            | Rule::SameTaskImage
+            | Rule::BridgeMetering => Verdict::Evidence,
+            _ => Verdict::Leaderboard,
+        }
+    }
 
     /// The rule's stable name.
     pub fn name(self) -> &'static str {
@@ -83,7 +120,10 @@ impl Rule {
             Rule::CorrectTaskVersions => "correct_task_versions",
             Rule::SameTaskImage => "same_task_image",
             Rule::PassingTrialTrajectories => "passing_trial_trajectories",
+            Rule::UncompromisedRewards => "uncompromised_rewards",
             Rule::VerifierIsolated => "verifier_isolated",
+            Rule::VerifierToolchain => "verifier_toolchain",
+            Rule::BridgeMetering => "bridge_metering",
             Rule::DeclaredModelsOnly => "declared_models_only",
             Rule::NoContainerSecrets => "no_container_secrets",
             Rule::NoProviderKeys => "no_provider_keys",
@@ -131,8 +171,17 @@ impl Rule {
             Rule::PassingTrialTrajectories => {
                 "every trial with reward > 0 has an agent/trajectory.json that is valid ATIF"
             }
+            Rule::UncompromisedRewards => {
+                "no rewarded trial's record shows its tests ran unisolated (verifier_isolation.isolated: false) or with programs the agent changed (--agent-toolchain): that reward is not the task's"
+            }
             Rule::VerifierIsolated => {
-                "every trial records verifier_isolation, and its tests ran isolated from what the agent left (isolated: true; Harbor's records do not say, so they fail), and no rewarded trial's tests ran with programs the agent changed (--agent-toolchain)"
+                "every trial's tests ran isolated from what the agent left (runner's verifier_isolation.isolated: true; Harbor's records do not say)"
+            }
+            Rule::VerifierToolchain => {
+                "every trial's tests ran with the image's own programs and startup hooks, not ones the agent changed (runner's verifier_isolation.toolchain)"
+            }
+            Rule::BridgeMetering => {
+                "every trial of a job that declares a model was metered by runner's LLM bridge (agent_result.metadata.llm_bridge)"
             }
             Rule::DeclaredModelsOnly => {
                 "every model a trial called through the LLM bridge is one its job declares (agents[].model_name or models)"

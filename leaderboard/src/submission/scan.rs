@@ -30,6 +30,7 @@ pub fn violations_at_lines(
         message: "a string shaped like a provider API key; remove or redact it (`runner scrub`) \
                   and rotate the key"
             .to_owned(),
+        not_recorded: false,
     })
 }
 

@@ -56,13 +56,15 @@ impl Scratch {
     }
 
     fn validate(&self) -> Report {
-        let options = Options {
-            job_dirs: vec![self.job.clone()],
+        validate(&self.options()).unwrap()
+    }
+
+    fn options(&self) -> Options {
+        Options {
             dataset: Some(self.dataset.clone()),
             metadata: Some(self.metadata.clone()),
-            min_trials: DEFAULT_MIN_TRIALS,
-        };
-        validate(&options).unwrap()
+            ..Options::new(vec![self.job.clone()])
+        }
     }
 }
 
@@ -77,7 +79,8 @@ fn isolate(job: &Path) {
     }
 }
 
-/// Asserts that exactly `rule` failed, and returns its violations.
+/// Asserts that exactly `rule` failed, and returns its violations. A failed leaderboard rule
+/// makes the report invalid; a failed evidence rule only the evidence verdict.
 fn only_failure(report: &Report, rule: Rule) -> Vec<Violation> {
     assert_eq!(
         report.failed_rules(),
@@ -85,8 +88,23 @@ fn only_failure(report: &Report, rule: Rule) -> Vec<Violation> {
         "{}",
         render::text(report)
     );
-    assert!(!report.valid);
-    report.outcome(rule).violations.clone()
+    match rule.verdict() {
+        Verdict::Leaderboard => assert!(!report.valid),
+        Verdict::Evidence => {
+            assert!(report.valid && !report.verdicts.evidence.valid);
+            let mut options_required = report.clone();
+            options_required.require_evidence = true;
+            assert!(!options_required.deciding_failures().is_empty());
+        }
+    }
+    // An evidence rule's notes on trials that do not say are not its failures.
+    report
+        .outcome(rule)
+        .violations
+        .iter()
+        .filter(|v| !v.not_recorded)
+        .cloned()
+        .collect()
 }
 
 /// Asserts that `violation`'s message says `text`, showing the message otherwise.
@@ -124,8 +142,23 @@ fn the_fixture_digest_is_the_dataset_content_digest() {
 fn harbor_h13_job_passes_every_rule() {
     let report = Scratch::new().validate();
     assert!(report.valid, "{}", render::text(&report));
-    assert!(report.rules.iter().all(|r| r.status == Status::Passed));
+    assert!(
+        report
+            .rules
+            .iter()
+            .filter(|r| r.verdict == Verdict::Leaderboard)
+            .all(|r| r.status == Status::Passed)
+    );
 }
+
+/// The evidence rules a Harbor-written job cannot answer.
+const HARBOR_NOT_RECORDED: [&str; 5] = [
+    "verifier_isolated",
+    "verifier_toolchain",
+    "declared_models_only",
+    "same_task_image",
+    "bridge_metering",
+];
 
 #[test]
 fn harbor_h13_job_figures() {
@@ -146,13 +179,36 @@ fn harbor_h13_job_figures() {
 }
 
 #[test]
-fn a_pure_harbor_job_fails_only_for_not_saying_its_tests_were_isolated() {
+fn a_pure_harbor_job_is_valid_with_its_evidence_not_recorded_and_invalid_when_it_is_required() {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&fixtures().join(H13_JOB), dir.path());
-    let report = validate(&Options::new(vec![dir.path().to_path_buf()])).unwrap();
-    let v = only_failure(&report, Rule::VerifierIsolated);
-    assert_eq!(v.len(), 5);
-    assert_says(&v[0], "no verifier_isolation recorded");
+    let mut options = Options::new(vec![dir.path().to_path_buf()]);
+    let report = validate(&options).unwrap();
+    assert!(report.valid, "{}", render::text(&report));
+    assert!(report.failed_rules().is_empty());
+    let evidence = &report.verdicts.evidence;
+    assert_eq!(evidence.not_recorded, HARBOR_NOT_RECORDED);
+    assert!(!evidence.valid && !evidence.decides);
+    let notes = &report.outcome(Rule::VerifierIsolated).violations;
+    assert_eq!(notes.len(), 1, "one note per job: {notes:?}");
+    assert_says(&notes[0], "not recorded: 5 trials");
+    let text = render::text(&report);
+    assert!(
+        text.contains("Evidence: NOT RECORDED (verifier_isolated"),
+        "{text}"
+    );
+    assert!(text.ends_with("Result: VALID\n"), "{text}");
+
+    options.require_evidence = true;
+    let report = validate(&options).unwrap();
+    assert!(!report.valid);
+    assert!(report.verdicts.leaderboard.valid && report.verdicts.evidence.decides);
+    assert_eq!(report.deciding_failures(), HARBOR_NOT_RECORDED);
+    let text = render::text(&report);
+    assert!(
+        text.contains("Result: INVALID (5 rule(s) failed: verifier_isolated"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -160,10 +216,11 @@ fn harbor_h144_job_without_a_dataset_fails_only_for_its_missing_lock_and_isolati
     let report = validate(&Options::new(vec![fixtures().join(H144_JOB)])).unwrap();
     assert_eq!(
         report.failed_rules(),
-        ["planned_trials", "verifier_isolated"],
+        ["planned_trials"],
         "{}",
         render::text(&report)
     );
+    assert_eq!(report.verdicts.evidence.not_recorded, HARBOR_NOT_RECORDED);
     assert_says(
         &report.outcome(Rule::PlannedTrials).violations[0],
         "no readable lock.json",
@@ -667,21 +724,37 @@ fn every_model_the_bridge_allowed_counts_as_declared() {
 }
 
 #[test]
-fn a_trial_verified_without_isolation_fails_and_one_that_does_not_say_passes() {
+fn a_rewarded_trial_verified_without_isolation_fails_both_verdicts_an_unrewarded_one_evidence_only()
+{
     let s = Scratch::new();
-    // The fixture is Harbor's: no verifier_isolation at all, and valid.
     assert!(s.validate().valid, "{}", render::text(&s.validate()));
-    s.edit_json(&format!("{}/result.json", TRIALS[0]), |r| {
-        r["verifier_isolation"] = json!({"isolated": true, "detail": "jail"});
+    // TRIALS[4] scored 0: its unisolated tests are evidence, not a reward to doubt.
+    s.edit_json(&format!("{}/result.json", TRIALS[4]), |r| {
+        r["verifier_isolation"] =
+            json!({"isolated": false, "detail": "the sandbox cannot run the verifier isolated"});
     });
+    let report = s.validate();
+    assert!(report.valid, "{}", render::text(&report));
+    assert_eq!(report.verdicts.evidence.failed, ["verifier_isolated"]);
+    // TRIALS[1] scored 1: its reward is not the task's.
     s.edit_json(&format!("{}/result.json", TRIALS[1]), |r| {
         r["verifier_isolation"] =
             json!({"isolated": false, "detail": "the sandbox cannot run the verifier isolated"});
     });
-    let v = only_failure(&s.validate(), Rule::VerifierIsolated);
+    let report = s.validate();
+    assert_eq!(
+        report.failed_rules(),
+        ["uncompromised_rewards", "verifier_isolated"]
+    );
+    assert!(!report.valid);
+    let v = &report.outcome(Rule::UncompromisedRewards).violations;
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].file.as_deref().unwrap().contains(TRIALS[1]), "{v:?}");
-    assert_says(&v[0], "cannot run the verifier isolated");
+    assert_says(
+        &v[0],
+        "reward 1, but the verifier ran in the agent's sandbox without isolation",
+    );
+    assert_eq!(report.outcome(Rule::VerifierIsolated).violations.len(), 2);
 }
 
 #[test]
@@ -839,17 +912,15 @@ mod duplication_and_omission {
             r.as_object_mut().unwrap().remove("verifier_isolation");
         });
         let report = s.validate();
-        assert_eq!(
-            report.failed_rules(),
-            ["agent_config_match", "verifier_isolated"]
-        );
+        assert_eq!(report.failed_rules(), ["agent_config_match"]);
         assert_says(
             &report.outcome(Rule::AgentConfigMatch).violations[0],
             "no agent_info",
         );
-        let v = report.outcome(Rule::VerifierIsolated).violations.clone();
-        assert_eq!(v.len(), 1);
-        assert!(v[0].file.as_deref().unwrap().contains(TRIALS[1]));
+        let outcome = report.outcome(Rule::VerifierIsolated);
+        assert_eq!(outcome.status, Status::NotRecorded);
+        assert_eq!(outcome.violations.len(), 1);
+        assert_says(&outcome.violations[0], &format!("trial {}", TRIALS[1]));
     }
 
     #[test]
@@ -949,13 +1020,117 @@ fn a_rewarded_trial_verified_with_the_agents_changed_toolchain_fails() {
             r["verifier_toolchain_changes"] = changed.clone();
         });
     }
-    let v = only_failure(&s.validate(), Rule::VerifierIsolated);
+    let report = s.validate();
+    assert_eq!(
+        report.failed_rules(),
+        ["uncompromised_rewards", "verifier_toolchain"]
+    );
+    let v = &report.outcome(Rule::UncompromisedRewards).violations;
     assert_eq!(v.len(), 1, "only the rewarded trial: {v:?}");
     assert!(v[0].file.as_deref().unwrap().contains(*rewarded), "{v:?}");
     assert_says(&v[0], "/usr/local/bin/python3: added by the agent");
+    assert_eq!(report.outcome(Rule::VerifierToolchain).violations.len(), 2);
+    // Invalid whether or not evidence is asked for.
+    let mut options = s.options();
+    options.require_evidence = true;
+    assert!(!validate(&options).unwrap().valid);
     // The image's own toolchain ran the tests: what the agent changed did not matter.
     s.edit_json(&format!("{rewarded}/result.json"), |r| {
         r["verifier_isolation"]["toolchain"] = json!("image");
     });
     assert!(s.validate().valid, "{}", render::text(&s.validate()));
+}
+
+/// A TB 2.1-style published manifest (Harbor's `dataset.toml`) in `dir`, pinning each task.
+fn manifest(dir: &Path, tasks: &[(&str, &str)]) -> PathBuf {
+    let mut text = String::from(
+        "[dataset]\nname = \"terminal-bench/terminal-bench-2-1\"\nversion = \"2.1\"\ndescription = \"89 tasks\"\n",
+    );
+    for (name, digest) in tasks {
+        text.push_str(&format!(
+            "\n[[tasks]]\nname = \"{name}\"\ndigest = \"{digest}\"\n"
+        ));
+    }
+    let path = dir.join("dataset.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_published_manifest_validates_a_matching_submission_and_names_a_changed_task() {
+    let s = Scratch::new();
+    let digest = tasks::Dataset::load(&s.dataset).unwrap().tasks[0]
+        .digest
+        .clone();
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = s.options();
+    options.dataset = Some(manifest(
+        dir.path(),
+        &[("terminal-bench/regex-log", &digest)],
+    ));
+    let report = validate(&options).unwrap();
+    assert!(report.valid, "{}", render::text(&report));
+    assert_eq!(
+        report.outcome(Rule::CorrectTaskVersions).status,
+        Status::Passed
+    );
+
+    let other = format!("sha256:{}", "ab".repeat(32));
+    options.dataset = Some(manifest(
+        dir.path(),
+        &[
+            ("terminal-bench/regex-log", &other),
+            ("terminal-bench/fix-git", &digest),
+        ],
+    ));
+    let report = validate(&options).unwrap();
+    assert_eq!(
+        report.failed_rules(),
+        ["min_trials_per_task", "correct_task_versions"]
+    );
+    let v = &report.outcome(Rule::CorrectTaskVersions).violations;
+    assert_eq!(v.len(), 5, "one per trial: {v:?}");
+    assert_says(
+        &v[0],
+        &format!(
+            "task terminal-bench/regex-log ran at {digest} but the dataset's content digest is {other}"
+        ),
+    );
+    assert_says(
+        &report.outcome(Rule::MinTrialsPerTask).violations[0],
+        "task terminal-bench/fix-git has 0 trial(s)",
+    );
+}
+
+#[test]
+fn a_manifest_that_pins_nothing_is_bad_input_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dataset.toml");
+    std::fs::write(
+        &path,
+        "[dataset]\nname = \"o/d\"\n[[tasks]]\nname = \"o/t\"\n",
+    )
+    .unwrap();
+    let mut options = Options::new(vec![fixtures().join(H13_JOB)]);
+    options.dataset = Some(path.clone());
+    let err = validate(&options).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("--dataset: {}", path.display())),
+        "{err}"
+    );
+    assert!(err.contains("tasks[0] (o/t) has no digest"), "{err}");
+}
+
+#[test]
+fn the_leaderboard_accuracy_counts_every_planned_trial() {
+    let s = Scratch::new();
+    let f = s.validate().figures;
+    assert_eq!((f.n_planned_trials, f.n_successes), (5, 3));
+    assert!((f.leaderboard_accuracy - 0.6).abs() < 1e-12);
+    // A planned trial left out counts as 0 on the leaderboard, not as absent.
+    std::fs::remove_dir_all(s.job.join(TRIALS[4])).unwrap();
+    let f = s.validate().figures;
+    assert_eq!((f.n_trials, f.n_planned_trials, f.n_successes), (4, 5, 3));
+    assert!((f.accuracy - 0.75).abs() < 1e-12);
+    assert!((f.leaderboard_accuracy - 0.6).abs() < 1e-12);
 }

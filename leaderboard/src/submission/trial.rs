@@ -50,8 +50,32 @@ pub struct TrialFacts {
     /// The models the trial called through runner's LLM bridge
     /// (`agent_result.metadata.llm_bridge.models_called`); `None` without bridge metering.
     pub models_called: Option<Vec<String>>,
+    /// What the record says of the verifier's isolation (runner-only).
+    pub isolation: Isolation,
+    /// Why the tests cannot be trusted to have run with the task's own programs: they ran
+    /// with programs the agent changed (`--agent-toolchain`); `None` otherwise.
+    pub agent_toolchain: Option<String>,
     /// Violations found in this trial alone.
     pub violations: Vec<Violation>,
+}
+
+/// What a trial's record says of its verifier's isolation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// No `verifier_isolation` (Harbor never writes it; a trial with no result either).
+    #[default]
+    NotRecorded,
+    /// `isolated: true`.
+    Isolated,
+    /// `isolated: false`, or a value that is not a boolean: why, and what to do.
+    Unisolated(String),
+}
+
+impl TrialFacts {
+    /// True when the trial earned a reward above 0.
+    pub fn rewarded(&self) -> bool {
+        self.reward.is_some_and(|r| r > 0.0)
+    }
 }
 
 /// The main reward of a result (see [`tasks::records::read::main_reward`]); booleans are 1/0.
@@ -59,22 +83,19 @@ pub fn reward_of(result: &Value) -> Option<f64> {
     read::main_reward(result)
 }
 
-/// Why a trial's record does not show isolated tests: runner's `verifier_isolation` says
-/// `isolated: false` (with its reason), or the record does not say (Harbor writes no such
-/// field, and a record that does not say cannot be told from one that ran unisolated).
-fn unisolated_verifier(result: &Value) -> Option<String> {
+/// What a result's `verifier_isolation` says: runner records `isolated: true`, or `false`
+/// with its reason; Harbor writes no such field.
+fn isolation_of(result: &Value) -> Isolation {
     let Some(isolation) = result.get("verifier_isolation").filter(|v| !v.is_null()) else {
-        return Some(
-            "no verifier_isolation recorded: nothing says the tests ran where the agent's leftovers could not reach them (Harbor's records never say); run the submission with runner, which isolates the verifier and records it".into(),
-        );
+        return Isolation::NotRecorded;
     };
     match isolation.get("isolated").and_then(Value::as_bool) {
-        Some(true) => None,
-        Some(false) => Some(format!(
+        Some(true) => Isolation::Isolated,
+        Some(false) => Isolation::Unisolated(format!(
             "the verifier ran in the agent's sandbox without isolation ({}): the agent's leftovers could change what the tests read; re-run where runner can isolate the verifier",
             str_at(isolation, "/detail").unwrap_or("no reason recorded")
         )),
-        None => Some("verifier_isolation.isolated is not true or false".into()),
+        None => Isolation::Unisolated("verifier_isolation.isolated is not true or false".into()),
     }
 }
 
@@ -364,6 +385,8 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         job_id: None,
         trial_name: String::new(),
         models_called: None,
+        isolation: Isolation::NotRecorded,
+        agent_toolchain: None,
         violations: Vec::new(),
     };
     facts.trial_name = result
@@ -428,22 +451,10 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
                 "finished_at is missing: the trial never finished; resume the job to complete it",
             ));
         }
-        if let Some(problem) = unisolated_verifier(result) {
-            violations.push(Violation::new(
-                Rule::VerifierIsolated,
-                Some(result_file.clone()),
-                problem,
-            ));
-        }
-        if reward_of(result).is_some_and(|r| r > 0.0)
-            && let Some(problem) = agent_toolchain_used(result)
-        {
-            violations.push(Violation::new(
-                Rule::VerifierIsolated,
-                Some(result_file.clone()),
-                problem,
-            ));
-        }
+        // Judged across trials by `evidence.rs`: whether a missing record fails depends on
+        // the verdict asked for.
+        facts.isolation = isolation_of(result);
+        facts.agent_toolchain = agent_toolchain_used(result);
         if facts.exception_type.is_none() && !has_rewards(result) {
             violations.push(Violation::new(
                 Rule::TrialResultsComplete,
