@@ -146,6 +146,9 @@ pub enum Command {
     ValidateTrajectory(commands::validate::ValidateTrajectoryArgs),
     /// Write a publishable copy of a job directory with every known secret removed.
     Scrub(commands::scrub::ScrubArgs),
+    /// Leaderboard submissions: `submission prepare` writes the folder a pull request adds.
+    #[command(subcommand)]
+    Submission(commands::submission::SubmissionCommand),
     /// Write a static HTML report of job directories (trials, logs, trajectories).
     View(commands::view::ViewArgs),
     /// Print the end-of-run summary of any job directory (runner's or Harbor's).

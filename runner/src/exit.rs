@@ -45,7 +45,7 @@ pub enum Interruption {
 pub enum Family {
     /// `runner run`, `runner jobs resume`.
     Run,
-    /// `runner validate-submission`, `runner validate-trajectory`.
+    /// `runner validate-submission`, `runner validate-trajectory`, `runner submission prepare`.
     Validate,
     /// `runner scrub`.
     Scrub,
@@ -81,7 +81,9 @@ impl Family {
     fn heading(self) -> &'static str {
         match self {
             Family::Run => "`run`, `jobs resume`",
-            Family::Validate => "`validate-submission`, `validate-trajectory`",
+            Family::Validate => {
+                "`validate-submission`, `validate-trajectory`, `submission prepare`"
+            }
             Family::Scrub => "`scrub`",
             Family::Tasks => "`tasks digest`",
             Family::Check => "`tasks check`",
@@ -128,9 +130,12 @@ impl ExitCode {
             (Success, Run) => {
                 "every planned trial has a result: scored, or an agent error counted as 0 (with --min-coverage: at least that share is scored)"
             }
-            (Success, Validate) => "valid",
+            (Success, Validate) => "valid (`submission prepare`: and the folder was written)",
             (Success, Scrub) => "clean copy written",
-            (Success, Tasks) => "every task loaded",
+            (Success, Tasks) => "every task loaded (with --check: and matches the manifest)",
+            (Failed, Tasks) => {
+                "with --check: the dataset differs from the manifest (each task changed, missing or extra is listed)"
+            }
             (Success, Init) => "the task directory was written (its path is printed)",
             (BadInput, Init) => "bad input: not a task name, or the directory exists",
             (Success, Check) => "no check failed (warnings may be listed)",
@@ -155,7 +160,9 @@ impl ExitCode {
                 "merged, but incomplete: a shard is missing, or planned trials have no result (infrastructure errors or not run)"
             }
             (Failed, Images) => "some images could not be pulled or built; each failure is shown",
-            (Failed, Validate) => "invalid: a rule is broken",
+            (Failed, Validate) => {
+                "invalid: a rule is broken (`submission prepare`: nothing written, unless --force)"
+            }
             (Failed, Scrub) => "aborted: leftovers or unscannable content; nothing written",
             (BadInput, Run) => {
                 "bad input: missing or malformed path, flag, task or agent config, or no reachable Docker engine; also when malformed tasks of a dataset were skipped (the rest ran)"

@@ -96,12 +96,15 @@ fn json_report_has_the_documented_schema() {
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(report["schema"], "runner.validate-submission/v1");
+    assert_eq!(report["schema"], "runner.validate-submission/v2");
     assert_eq!(report["valid"], true);
+    assert_eq!(report["verdicts"]["leaderboard"]["valid"], true);
+    assert_eq!(report["verdicts"]["evidence"]["decides"], false);
     let rules = report["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 18);
+    assert_eq!(rules.len(), 21);
     assert_eq!(rules[0]["rule"], "no_job_overrides");
     assert_eq!(rules[0]["status"], "passed");
+    assert_eq!(rules[0]["verdict"], "leaderboard");
     let skipped: Vec<&str> = rules
         .iter()
         .filter(|r| r["status"] == "skipped")
@@ -122,9 +125,9 @@ fn json_report_has_the_documented_schema() {
 }
 
 /// An old Harbor job (`orchestrator`, no lock.json) is read, and fails only for what its
-/// records cannot show: its plan and its verifier's isolation.
+/// records cannot show: its plan.
 #[test]
-fn old_harbor_job_with_orchestrator_fails_only_for_its_plan_and_isolation() {
+fn old_harbor_job_with_orchestrator_fails_only_for_its_plan() {
     let job = fixtures().join("harbor-h144/tbench-2.0-k5-v01");
     let output = validate_submission(job)
         .args(["--format", "json"])
@@ -133,11 +136,7 @@ fn old_harbor_job_with_orchestrator_fails_only_for_its_plan_and_isolation() {
     assert_eq!(output.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     let failed = failed_rules(&report);
-    assert_eq!(
-        failed,
-        ["planned_trials", "verifier_isolated"],
-        "{report:#}"
-    );
+    assert_eq!(failed, ["planned_trials"], "{report:#}");
 }
 
 #[test]
@@ -162,7 +161,22 @@ fn invalid_job_exits_1_with_github_annotations_and_summary() {
     assert!(out.lines().any(|l| l == expected), "{out}");
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.contains("## Leaderboard preflight: ❌ invalid"), "{md}");
-    assert!(md.contains("| `no_job_overrides` | ❌ fail | 1 |"), "{md}");
+    assert!(
+        md.contains("| `no_job_overrides` | leaderboard | ❌ fail | 1 |"),
+        "{md}"
+    );
+    // The job is Harbor's: its evidence is a notice, not an error.
+    assert!(
+        out.contains(&format!(
+            "::notice file={},title=verifier_isolated::not recorded: 5 trials",
+            job.display().to_string().replace(':', "%3A")
+        )),
+        "{out}"
+    );
+    assert!(
+        md.contains("| `verifier_isolated` | evidence | ➖ not recorded | 1 |"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -382,4 +396,348 @@ fn a_job_written_by_runner_run_passes() {
     }
     let report = validate();
     assert_eq!(report["valid"], true, "{report:#}");
+}
+
+/// A Harbor-written job that meets the rules is what the leaderboard accepts: VALID by
+/// default, its evidence "not recorded"; an operator who asks for runner's evidence gets
+/// INVALID, naming each rule not recorded.
+#[test]
+fn a_harbor_job_is_valid_by_default_and_invalid_when_evidence_is_required() {
+    let output = validate_submission(h13_job())
+        .arg("--dataset")
+        .arg(fixtures().join("dataset"))
+        .arg("--metadata")
+        .arg(fixtures().join("metadata.yaml"))
+        .output()
+        .unwrap();
+    let (out, _) = exited(&output, 0);
+    assert!(out.contains("N/R  verifier_isolated"), "{out}");
+    assert!(
+        out.contains(
+            "Evidence: NOT RECORDED (verifier_isolated, verifier_toolchain, declared_models_only, same_task_image, bridge_metering)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("Leaderboard: VALID"), "{out}");
+    assert!(out.ends_with("Result: VALID\n"), "{out}");
+
+    let output = validate_submission(h13_job())
+        .args(["--require-evidence", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    assert_eq!(report["require_evidence"], true);
+    assert_eq!(report["verdicts"]["leaderboard"]["valid"], true);
+    assert_eq!(
+        report["verdicts"]["evidence"]["not_recorded"],
+        json!([
+            "verifier_isolated",
+            "verifier_toolchain",
+            "declared_models_only",
+            "same_task_image",
+            "bridge_metering"
+        ])
+    );
+    assert!(failed_rules(&report).is_empty(), "{report:#}");
+}
+
+/// A runner job whose rewarded trial's tests ran with the agent's shim (`--agent-toolchain`
+/// on `tasks/hostile-toolchain/python3-shim`, which the shim passes) is INVALID with or without
+/// `--require-evidence`: that reward is not the task's.
+#[test]
+fn a_rewarded_trial_verified_with_an_agent_changed_toolchain_is_invalid_either_way() {
+    let run = crate::oracle_run::OracleRun::of(
+        "hostile-toolchain",
+        "hostile-toolchain",
+        "lb-toolchain",
+        &["--agent-toolchain", "-i", "hostile-toolchain/python3-shim"].map(String::from),
+    );
+    assert_eq!(run.code, Some(0), "the job failed:\n{}", run.stderr);
+    for require in [false, true] {
+        let mut command = validate_submission(&run.job.dir);
+        command.args(["--format", "json", "--min-trials", "1"]);
+        if require {
+            command.arg("--require-evidence");
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report["valid"], false, "{report:#}");
+        assert_eq!(report["verdicts"]["leaderboard"]["valid"], false);
+        let failed = failed_rules(&report);
+        assert!(
+            failed.contains(&"uncompromised_rewards") && failed.contains(&"verifier_toolchain"),
+            "{report:#}"
+        );
+        let rule = report["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == "uncompromised_rewards")
+            .unwrap();
+        let message = rule["violations"][0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(
+                "reward 1, but the tests ran with programs or startup hooks the agent changed"
+            ) && message.contains("/usr/local/bin/python3"),
+            "{message}"
+        );
+    }
+}
+
+/// The digests of the tasks at `path`, as `runner tasks digest --format json` prints them.
+fn digests(path: &Path) -> Vec<(String, String)> {
+    let output = runner()
+        .args(["tasks", "digest", "--format", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["digest"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A TB 2.1-style published manifest of `tasks` in `dir`.
+fn write_manifest(dir: &Path, tasks: &[(String, String)]) -> PathBuf {
+    let mut text = String::from(
+        "# published with the dataset\n[dataset]\nname = \"terminal-bench/terminal-bench-2-1\"\nversion = \"2.1\"\n",
+    );
+    for (name, digest) in tasks {
+        text.push_str(&format!(
+            "\n[[tasks]]\nname = \"{name}\"\ndigest = \"{digest}\"\n"
+        ));
+    }
+    let path = dir.join("dataset.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// One manifest reader for `validate-submission --dataset MANIFEST` and `tasks digest
+/// --check`: a matching manifest validates the submission and checks the local dataset; one
+/// whose digest differs names the task in both.
+#[test]
+fn a_published_manifest_checks_a_submission_and_a_local_dataset() {
+    let dataset = fixtures().join("dataset");
+    let tasks = digests(&dataset);
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(dir.path(), &tasks);
+    let job = isolated_h13(dir.path());
+    let output = validate_submission(&job)
+        .arg("--dataset")
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let (out, _) = exited(&output, 0);
+    assert!(out.contains("PASS correct_task_versions"), "{out}");
+    let output = runner()
+        .args(["tasks", "digest", "--check"])
+        .arg(&manifest)
+        .arg(&dataset)
+        .output()
+        .unwrap();
+    let (out, _) = exited(&output, 0);
+    assert!(out.contains("1 of 1 manifest task(s) match"), "{out}");
+
+    let (name, digest) = &tasks[0];
+    let other = format!("sha256:{}", "0f".repeat(32));
+    let manifest = write_manifest(dir.path(), &[(name.clone(), other.clone())]);
+    let output = validate_submission(&job)
+        .arg("--dataset")
+        .arg(&manifest)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(failed_rules(&report), ["correct_task_versions"]);
+    let text = report.to_string();
+    assert!(
+        text.contains(&format!(
+            "task {name} ran at {digest} but the dataset's content digest is {other}"
+        )),
+        "{report:#}"
+    );
+    let output = runner()
+        .args(["tasks", "digest", "--check"])
+        .arg(&manifest)
+        .arg(&dataset)
+        .output()
+        .unwrap();
+    let (out, _) = exited(&output, 1);
+    assert!(
+        out.contains(&format!("changed  {name}: the manifest pins {other}")),
+        "{out}"
+    );
+}
+
+/// A provider-key-shaped value no real provider issued, set in the environment of the run and
+/// of `submission prepare`.
+const FAKE_KEY: &str = "sk-ant-api03-lbprepare0FAKE0key0never0issued0by0anyone0000";
+
+/// Every file under `dir` (recursively) that contains `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if std::fs::read(&path)
+            .unwrap()
+            .windows(needle.len())
+            .any(|w| w == needle)
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// `runner submission prepare` on a real runner job (oracle, k = 5, on tasks/examples): refused
+/// while a rule fails (nothing written); once every rewarded trial has its trajectory, it
+/// writes the TB 2.0 folder with scrubbed job dirs, metadata.yaml and the report, with the
+/// provider key of the environment nowhere in it; `validate-submission --metadata` fails on
+/// the marked fields, and passes once the test fills them.
+#[test]
+fn submission_prepare_writes_a_folder_the_leaderboard_check_passes() {
+    ensure_base_image();
+    let jobs = tempfile::tempdir().unwrap();
+    let task = workspace_root().join("tasks/examples/hello-file");
+    runner()
+        .args(["run", "--agent", "oracle", "--k", "5", "--jobs-dir"])
+        .arg(jobs.path())
+        .arg("--path")
+        .arg(&task)
+        .env("ANTHROPIC_API_KEY", FAKE_KEY)
+        .timeout(Duration::from_secs(600))
+        .assert()
+        .code(0);
+    let job = Job::single_in(jobs.path());
+    let out = tempfile::tempdir().unwrap();
+    let prepare = || {
+        let mut command = runner();
+        command
+            .args(["submission", "prepare"])
+            .arg(&job.dir)
+            .args(["--benchmark", "terminal-bench", "--version", "2.0", "-o"])
+            .arg(out.path())
+            .arg("--dataset")
+            .arg(&task)
+            .env("ANTHROPIC_API_KEY", FAKE_KEY);
+        command.output().unwrap()
+    };
+    // The oracle writes no trajectory: the leaderboard would refuse it, so prepare does.
+    let output = prepare();
+    let (stdout, stderr) = exited(&output, 1);
+    assert!(
+        stdout.contains("FAIL passing_trial_trajectories"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(
+        !out.path()
+            .join("submissions")
+            .join("terminal-bench")
+            .join("2.0")
+            .join("oracle__no-model")
+            .exists()
+    );
+
+    let trajectory = std::fs::read(fixtures().join("atif/valid/v1.7.json")).unwrap();
+    for (name, _) in job.trial_results() {
+        let agent = job.dir.join(&name).join("agent");
+        std::fs::create_dir_all(&agent).unwrap();
+        std::fs::write(agent.join("trajectory.json"), &trajectory).unwrap();
+    }
+    let output = prepare();
+    let (stdout, _) = exited(&output, 0);
+    let folder = out
+        .path()
+        .join("submissions/terminal-bench/2.0/oracle__no-model");
+    assert!(
+        stdout.contains(&format!("wrote {}", folder.display())),
+        "{stdout}"
+    );
+    let job_name = job.dir.file_name().unwrap();
+    let copy = folder.join(job_name);
+    assert!(copy.join("config.json").is_file() && copy.join("lock.json").is_file());
+    assert_eq!(
+        std::fs::read_dir(&copy)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join("result.json").is_file())
+            .count(),
+        5
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(folder.join("validate-submission.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["valid"], true, "{report:#}");
+    assert_eq!(report["jobs"], json!([job_name.to_str().unwrap()]));
+    assert!(
+        files_containing(out.path(), FAKE_KEY.as_bytes()).is_empty(),
+        "the provider key reached the submission folder"
+    );
+    // Nothing staged is left beside it.
+    let beside: Vec<_> = std::fs::read_dir(folder.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(beside, [std::ffi::OsString::from("oracle__no-model")]);
+
+    let metadata = folder.join("metadata.yaml");
+    let check = || {
+        validate_submission(&copy)
+            .arg("--metadata")
+            .arg(&metadata)
+            .arg("--dataset")
+            .arg(&task)
+            .output()
+            .unwrap()
+    };
+    let output = check();
+    let (stdout, _) = exited(&output, 1);
+    assert!(
+        stdout.contains("FAIL metadata_formatted_correctly"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`agent_url` still holds the FILL-IN placeholder"),
+        "{stdout}"
+    );
+
+    // The person's part: every marked value written.
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    let filled: String = text
+        .lines()
+        .map(|line| match line.split_once(": \"FILL-IN") {
+            Some((key, _)) => format!("{key}: \"written by a person\"\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    assert_ne!(filled, text);
+    std::fs::write(&metadata, filled).unwrap();
+    let output = check();
+    let (stdout, _) = exited(&output, 0);
+    assert!(
+        stdout.contains("PASS metadata_formatted_correctly"),
+        "{stdout}"
+    );
+
+    // A second prepare never merges into the folder.
+    let output = prepare();
+    let (_, stderr) = exited(&output, 2);
+    assert!(stderr.contains("already exists"), "{stderr}");
 }

@@ -8,6 +8,7 @@ pub mod merge;
 pub mod run;
 pub mod scrub;
 pub mod serve;
+pub mod submission;
 pub mod tasks;
 pub mod validate;
 pub mod view;
@@ -24,6 +25,7 @@ pub fn dispatch(command: Command) -> Result<CommandOutcome, CliError> {
         Command::ValidateSubmission(args) => validate::validate_submission(args),
         Command::ValidateTrajectory(args) => validate::validate_trajectory(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::Submission(cmd) => submission::run(cmd),
         Command::View(args) => view::view(args),
         Command::Summary(args) => view::summary(args),
         Command::Compare(args) => view::compare(args),

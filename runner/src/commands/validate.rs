@@ -13,7 +13,7 @@ use crate::note;
 pub enum Format {
     /// A readable report.
     Text,
-    /// A stable JSON document (schema `runner.validate-submission/v1`, see docs/leaderboard-preflight.md).
+    /// A stable JSON document (schema `runner.validate-submission/v2`, see docs/leaderboard-preflight.md).
     Json,
     /// GitHub workflow `::error` annotations, plus a Markdown summary written to
     /// $GITHUB_STEP_SUMMARY (or stdout when it is not set).
@@ -25,12 +25,19 @@ pub enum Format {
 #[command(
     about = "Check job directories against leaderboard submission rules, offline",
     long_about = "Check one or more job directories (written by Harbor or by runner) as one leaderboard \
-        submission, before spending or uploading: no timeout/resource overrides on the job or any trial, \
-        complete trial results, agent config names matching each trial's agent, at least --min-trials \
-        trials per task, task digests equal to the dataset's, a valid ATIF trajectory for every \
-        rewarded trial, no container secrets, no provider-key-shaped strings, and metadata.yaml fields.\n\n\
-        Also reports accuracy (errored trials count as 0) with its standard error, pass@k, trials per \
-        task and errored trials by exception type.",
+        submission, before spending or uploading, and say what the leaderboard will say.\n\n\
+        Two verdicts. Leaderboard (decides the exit code): no timeout/resource overrides on the job or any \
+        trial, complete trial results, every planned trial present once, one agent, agent config names \
+        matching each trial's agent, at least --min-trials trials per task, task digests equal to the \
+        dataset's (a dataset dir or a published dataset.toml manifest), a valid ATIF trajectory for every \
+        rewarded trial, no rewarded trial that runner's records show compromised, no container secrets, \
+        no provider-key-shaped strings, and metadata.yaml fields. Evidence (runner's own records; shown, \
+        and deciding only with --require-evidence): verifier isolation, the verifier's toolchain, \
+        declared models only, one image per task, the LLM bridge's metering. A Harbor-written job's \
+        evidence is \"not recorded\".\n\n\
+        Also reports the leaderboard's accuracy (over every planned trial, errored ones as 0), accuracy \
+        with its standard error and clustered intervals, pass@k, trials per task and errored trials by \
+        exception type.",
     after_help = format!("{}\nExample:\n  runner validate-submission jobs/2026-06-10__12-00-00 --dataset tasks/ \\\n      \
         --metadata submissions/my-agent/metadata.yaml", crate::exit::help_text(Family::Validate))
 )]
@@ -38,8 +45,9 @@ pub struct ValidateSubmissionArgs {
     /// Job directories (each with a config.json), validated together as one submission.
     #[arg(value_name = "JOB_DIR", required = true)]
     pub job_dirs: Vec<PathBuf>,
-    /// The dataset directory: every task must be covered, each trial at that task's content digest.
-    #[arg(long, value_name = "DIR")]
+    /// The dataset: a directory of tasks, or a published manifest file (Harbor's dataset.toml
+    /// with each task's name and digest). Every task must be covered, each trial at its digest.
+    #[arg(long, value_name = "DIR|MANIFEST")]
     pub dataset: Option<PathBuf>,
     /// The submission's metadata.yaml (agent_url, agent_display_name, agent_org_display_name, models).
     #[arg(long, value_name = "FILE")]
@@ -47,6 +55,10 @@ pub struct ValidateSubmissionArgs {
     /// Minimum trials per task across all job dirs.
     #[arg(long, value_name = "N", default_value_t = submission::DEFAULT_MIN_TRIALS)]
     pub min_trials: usize,
+    /// Every evidence rule decides the exit code too: a rule not recorded (a Harbor-written
+    /// job) or failed makes the submission invalid. For operators who accept only runner-run jobs.
+    #[arg(long)]
+    pub require_evidence: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -75,10 +87,11 @@ pub struct ValidateTrajectoryArgs {
 /// Runs `runner validate-submission`.
 pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcome, CliError> {
     let options = Options {
-        job_dirs: args.job_dirs,
         dataset: args.dataset,
         metadata: args.metadata,
         min_trials: args.min_trials,
+        require_evidence: args.require_evidence,
+        ..Options::new(args.job_dirs)
     };
     let report = match submission::validate(&options) {
         Ok(report) => report,
@@ -109,7 +122,8 @@ pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcom
     })
 }
 
-fn print_report(report: &Report, format: Format) -> std::io::Result<()> {
+/// Prints `report` in `format` on stdout (the GitHub summary to $GITHUB_STEP_SUMMARY when set).
+pub fn print_report(report: &Report, format: Format) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match format {
         Format::Text => write!(stdout, "{}", render::text(report)),

@@ -82,6 +82,82 @@ pub fn digest(path: &Path, format: TextFormat) -> Result<CommandOutcome, CliErro
     }
 }
 
+/// `tasks digest --check MANIFEST PATH`: the dataset at `path` against a published manifest,
+/// through the manifest reader `validate-submission --dataset` uses. Success when they agree;
+/// each difference listed and `Rejected` otherwise.
+pub fn check(manifest: &Path, path: &Path, format: TextFormat) -> Result<CommandOutcome, CliError> {
+    use leaderboard::submission::manifest::{Manifest, compare};
+    let manifest_doc = Manifest::read(manifest).map_err(CliError::bad_input)?;
+    let dataset = Dataset::read(path).map_err(CliError::bad_input)?;
+    if dataset.tasks.is_empty() && dataset.skipped.is_empty() {
+        return Err(CliError::bad_input(no_task_message(&dataset)));
+    }
+    let local = dataset
+        .tasks
+        .iter()
+        .map(|t| (t.name.clone(), t.digest.clone()))
+        .collect();
+    let diff = compare(&manifest_doc, &local);
+    let skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
+    match format {
+        TextFormat::Text => {
+            for (task, want, have) in &diff.changed {
+                say!(
+                    "changed  {task}: the manifest pins {want}, {} has {have}",
+                    path.display()
+                );
+            }
+            for task in &diff.missing {
+                say!(
+                    "missing  {task}: listed in the manifest, not in {}",
+                    path.display()
+                );
+            }
+            for task in &diff.extra {
+                say!(
+                    "extra    {task}: in {}, not in the manifest",
+                    path.display()
+                );
+            }
+            for err in &skipped {
+                note!("skipped: {err}");
+            }
+            say!(
+                "{} of {} manifest task(s) match {}",
+                manifest_doc.digests.len() - diff.changed.len() - diff.missing.len(),
+                manifest_doc.digests.len(),
+                path.display()
+            );
+        }
+        TextFormat::Json => {
+            let value = json!({
+                "schema": "runner.digest-check/v1",
+                "manifest": manifest.display().to_string(),
+                "matches": diff.is_empty(),
+                "changed": diff.changed.iter().map(|(task, want, have)| json!({"name": task, "manifest": want, "local": have})).collect::<Vec<_>>(),
+                "missing": diff.missing,
+                "extra": diff.extra,
+                "skipped": skipped,
+            });
+            say!(
+                "{}",
+                serde_json::to_string_pretty(&value).map_err(CliError::runner)?
+            );
+        }
+    }
+    if !skipped.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{} malformed task(s) skipped",
+            skipped.len()
+        )));
+    }
+    Ok(if diff.is_empty() {
+        CommandOutcome::Success
+    } else {
+        CommandOutcome::Rejected
+    })
+}
+
 /// Why a dataset directory with no task is refused, and where its tasks may be.
 pub fn no_task_message(dataset: &Dataset) -> String {
     let dir = dataset.dir.display();

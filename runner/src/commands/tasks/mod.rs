@@ -12,11 +12,17 @@ use crate::exit::{CliError, CommandOutcome, Family};
 /// `runner tasks` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum TasksCommand {
-    /// Print the content digest of each task and of the dataset.
+    /// Print the content digest of each task and of the dataset; with --check, compare them
+    /// with a published manifest.
     #[command(after_help = crate::exit::help_text(Family::Tasks))]
     Digest {
         /// A task directory or a dataset directory.
         path: PathBuf,
+        /// Compare the dataset at PATH with this published manifest (Harbor's dataset.toml with
+        /// each task's name and digest): every task listed, at its digest, and no other.
+        /// Exit 1 names each difference.
+        #[arg(long, value_name = "MANIFEST")]
+        check: Option<PathBuf>,
         /// Output format: `json` prints one `runner.digest/v1` document.
         #[arg(long, value_enum, default_value_t = TextFormat::Text)]
         format: TextFormat,
@@ -42,7 +48,16 @@ pub enum TasksCommand {
 /// Runs a `runner tasks` subcommand.
 pub fn run(command: TasksCommand) -> Result<CommandOutcome, CliError> {
     match command {
-        TasksCommand::Digest { path, format } => digest::digest(&path, format),
+        TasksCommand::Digest {
+            path,
+            check: Some(manifest),
+            format,
+        } => digest::check(&manifest, &path, format),
+        TasksCommand::Digest {
+            path,
+            check: None,
+            format,
+        } => digest::digest(&path, format),
         TasksCommand::Check(args) => check::run(args),
         TasksCommand::Init { name, dir } => init::init(&name, &dir),
     }
