@@ -299,8 +299,8 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
     let repo = dir.path();
     let base = leaderboard_repo(repo);
 
-    // The "PR": one submission dir with metadata and a job dir.
-    let sub = repo.join("submissions/terminus-2__claude-opus-4-6");
+    // The "PR": one submission dir in the TB 2.0 layout `submission prepare` writes.
+    let sub = repo.join("submissions/terminal-bench/2.0/terminus-2__claude-opus-4-6");
     std::fs::create_dir_all(&sub).unwrap();
     isolated_h13(&sub);
     std::fs::copy(fixtures().join("metadata.yaml"), sub.join("metadata.yaml")).unwrap();
@@ -310,7 +310,7 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
     let (out, _) = exited(&output, 0);
     assert!(
         out.contains(
-            "::group::validate-submission submissions/terminus-2__claude-opus-4-6 (1 job dirs)"
+            "::group::validate-submission submissions/terminal-bench/2.0/terminus-2__claude-opus-4-6 (1 job dirs)"
         ),
         "{out}"
     );
@@ -327,7 +327,7 @@ fn ci_preflight_validates_the_submission_a_pull_request_adds() {
     let (out, _) = exited(&output, 1);
     assert!(
         out.contains(
-            "::error file=submissions/terminus-2__claude-opus-4-6/2026-06-10__12-00-00/regex-log__aB3dE9x/config.json,\
+            "::error file=submissions/terminal-bench/2.0/terminus-2__claude-opus-4-6/2026-06-10__12-00-00/regex-log__aB3dE9x/config.json,\
              title=no_trial_overrides::timeout_multiplier is 3.0; it must be 1.0 (or absent)"
         ),
         "{out}"
@@ -624,6 +624,20 @@ fn submission_prepare_writes_a_folder_the_leaderboard_check_passes() {
         .assert()
         .code(0);
     let job = Job::single_in(jobs.path());
+    // An agent that printed its key: the original job fails the key rule, the copies will not.
+    let (first, _) = job.trial_results().into_iter().next().unwrap();
+    let log = job.dir.join(&first).join("agent/oracle.txt");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, format!("using ANTHROPIC_API_KEY={FAKE_KEY}\n")).unwrap();
+    let output = validate_submission(&job.dir)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        failed_rules(&report).contains(&"no_provider_keys"),
+        "{report:#}"
+    );
     let out = tempfile::tempdir().unwrap();
     let prepare = || {
         let mut command = runner();
@@ -644,6 +658,7 @@ fn submission_prepare_writes_a_folder_the_leaderboard_check_passes() {
         stdout.contains("FAIL passing_trial_trajectories"),
         "{stdout}"
     );
+    assert!(stdout.contains("PASS no_provider_keys"), "{stdout}");
     assert!(stderr.contains("refused"), "{stderr}");
     assert!(
         !out.path()
@@ -684,7 +699,14 @@ fn submission_prepare_writes_a_folder_the_leaderboard_check_passes() {
         serde_json::from_slice(&std::fs::read(folder.join("validate-submission.json")).unwrap())
             .unwrap();
     assert_eq!(report["valid"], true, "{report:#}");
+    // A runner job records all of runner's evidence.
+    assert_eq!(report["verdicts"]["evidence"]["valid"], true, "{report:#}");
     assert_eq!(report["jobs"], json!([job_name.to_str().unwrap()]));
+    let scrubbed = std::fs::read_to_string(copy.join(&first).join("agent/oracle.txt")).unwrap();
+    assert!(
+        scrubbed.starts_with("using ANTHROPIC_API_KEY=") && !scrubbed.contains("lbprepare"),
+        "{scrubbed}"
+    );
     assert!(
         files_containing(out.path(), FAKE_KEY.as_bytes()).is_empty(),
         "the provider key reached the submission folder"

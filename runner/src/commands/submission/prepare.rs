@@ -93,16 +93,11 @@ pub fn prepare(args: PrepareArgs) -> Result<CommandOutcome, CliError> {
         }
     }
     let names = job_names(&args.job_dirs)?;
-    let report = validate(&args, args.job_dirs.clone(), Vec::new())?;
-    say!("{}", render::text(&report).trim_end());
-    if !report.valid && !args.force {
-        note!(
-            "runner submission prepare: refused: the submission is INVALID (above); nothing was written. \
-             Fix the jobs, or pass --force to write the folder anyway"
-        );
-        return Ok(CommandOutcome::Rejected);
-    }
-    let agent = report
+    // Bad input (a path that is not a job dir, a dataset that does not load) shows before
+    // anything is copied; the verdict is the copies', which is what the leaderboard receives
+    // (a key an agent printed into its log fails the originals, not the scrubbed copies).
+    let original = validate(&args, args.job_dirs.clone(), Vec::new())?;
+    let agent = original
         .agent
         .clone()
         .unwrap_or_else(|| submission::SubmittedAgent {
@@ -126,6 +121,7 @@ pub fn prepare(args: PrepareArgs) -> Result<CommandOutcome, CliError> {
     std::fs::create_dir_all(&parent).map_err(|e| {
         CliError::bad_input_because(format!("-o: cannot create {}", parent.display()), e)
     })?;
+    // Removed on drop: every refusal below leaves nothing behind.
     let stage = tempfile::Builder::new()
         .prefix(".submission-prepare-")
         .tempdir_in(&parent)
@@ -140,23 +136,23 @@ pub fn prepare(args: PrepareArgs) -> Result<CommandOutcome, CliError> {
         }
         copies.push(output);
     }
-    // The report in the folder is of the copies, as the leaderboard will read them.
-    let copied = validate(&args, copies, names.clone())?;
-    if !copied.valid && report.valid && !args.force {
-        say!("{}", render::text(&copied).trim_end());
+    let report = validate(&args, copies, names.clone())?;
+    say!("{}", render::text(&report).trim_end());
+    if !report.valid && !args.force {
         note!(
-            "runner submission prepare: refused: the scrubbed copies are INVALID (above) though the jobs were not; nothing was written"
+            "runner submission prepare: refused: the submission is INVALID (above, as the leaderboard would receive \
+             the scrubbed copies); nothing was written. Fix the jobs, or pass --force to write the folder anyway"
         );
         return Ok(CommandOutcome::Rejected);
     }
-    write_files(stage.path(), &agent, &copied)?;
+    write_files(stage.path(), &agent, &report)?;
     let staged = stage.keep();
     tasks::atomic::rename_durable(&staged, &dest).map_err(|e| {
         let _ = std::fs::remove_dir_all(&staged);
         CliError::runner_because(format!("cannot move the folder to {}", dest.display()), e)
     })?;
-    print_written(&dest, &names, &copied, args.force);
-    Ok(if copied.valid && report.valid {
+    print_written(&dest, &names, &report, args.force);
+    Ok(if report.valid {
         CommandOutcome::Success
     } else {
         CommandOutcome::Rejected
