@@ -59,20 +59,36 @@ pub fn make(
     for (dir_name, task) in names.iter().zip(tasks) {
         hash.update(format!("{dir_name}\0{}\n", task.dir.display()).as_bytes());
     }
-    let key = format!(
-        "{}-{}",
-        crate::cache::key(name, 40),
-        &hex::encode(hash.finalize())[..16]
-    );
+    let key = hex::encode(hash.finalize())[..24].to_owned();
+    // The view's own name is the dataset's: Harbor's trials record a registry dataset's name
+    // as their `source` (and so in their eval key), and a dataset directory's `source` is its
+    // name.
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = if safe.trim_matches('.').is_empty() {
+        "dataset".to_owned()
+    } else {
+        safe
+    };
     let views = cache.views();
-    let view = views.join(&key);
+    let outer = views.join(&key);
+    let view = outer.join(&safe);
     if is_intact(&view, &names, tasks) {
         return Ok(view);
     }
     std::fs::create_dir_all(&views).map_err(RegistryError::io(&views))?;
     let stage = cache.staging()?;
-    let staged = stage.path().join("view");
-    std::fs::create_dir(&staged).map_err(RegistryError::io(&staged))?;
+    let staged_outer = stage.path().join("view");
+    let staged = staged_outer.join(&safe);
+    std::fs::create_dir_all(&staged).map_err(RegistryError::io(&staged))?;
     let manifest = staged.join("dataset.toml");
     let toml = format!("[dataset]\nname = {}\n", serde_json::Value::from(name));
     std::fs::write(&manifest, toml).map_err(RegistryError::io(&manifest))?;
@@ -80,15 +96,15 @@ pub fn make(
         let link = staged.join(dir_name);
         std::os::unix::fs::symlink(&task.dir, &link).map_err(RegistryError::io(&link))?;
     }
-    if view.exists() {
+    if outer.exists() {
         // Not intact (someone edited it): set aside, then replaced.
-        cache.discard(&view)?;
+        cache.discard(&outer)?;
     }
-    if let Err(e) = std::fs::rename(&staged, &view) {
+    if let Err(e) = std::fs::rename(&staged_outer, &outer) {
         // Another run made the same view meanwhile: use it if it is whole.
         if !is_intact(&view, &names, tasks) {
             return Err(RegistryError::Io {
-                path: view,
+                path: outer,
                 source: e,
             });
         }
