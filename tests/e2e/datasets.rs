@@ -2,6 +2,7 @@
 //! loopback (python3's http.server), a task repository served by `git daemon` on loopback,
 //! both made here from `tasks/examples` tasks; the cache under a temporary RUNNER_CACHE_DIR.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,10 +33,36 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
+impl Server {
+    /// Stops the server and waits until its port refuses connections.
+    fn stop(mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "server on {} still answers",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the server's process group (its own, see [`git_daemon`]; for python3 the
+    /// server alone).
+    fn kill(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -51,6 +78,7 @@ fn git_daemon(base: &Path, port: u16) -> Server {
         .arg(format!("--port={port}"))
         .arg(format!("--base-path={}", base.display()))
         .arg(base)
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -264,7 +292,7 @@ fn a_dataset_by_name_runs_fetched_then_offline_and_an_edited_cache_is_refused_th
     assert!(big.is_empty(), "{big:?}");
 
     // Second run with the git server stopped: the verified cache serves it.
-    drop(fx.daemon.take());
+    fx.daemon.take().expect("the daemon runs").stop();
     let out = fx.run("offline", &["-i", "hello-file"]);
     let (_, stderr) = exited(&out, 0);
     assert!(!stderr.contains("fetching"), "{stderr}");
@@ -285,14 +313,28 @@ fn a_dataset_by_name_runs_fetched_then_offline_and_an_edited_cache_is_refused_th
     );
     assert!(!fx.tmp.path().join("jobs/edited").exists());
 
-    // ...and fetched again once it is back.
+    // ...and fetched again once it is back: the refused copy was set aside, so the next run
+    // fetches the task afresh...
     fx.daemon = Some(git_daemon(&fx.tmp.path().join("git"), fx.git_port));
     let out = fx.run("refetched", &["-i", "hello-file", "--dry-run"]);
     let (_, stderr) = exited(&out, 0);
-    assert!(stderr.contains("changed since it was fetched"), "{stderr}");
+    assert!(stderr.contains("fetching 1 task(s)"), "{stderr}");
     let original =
         std::fs::read_to_string(workspace_root().join("tasks/examples/hello-file/tests/test.sh"))
             .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(fx.cached_test_script()).unwrap(),
+        original
+    );
+    // ...and a copy edited (here truncated) while the repository answers is fetched again.
+    std::fs::write(fx.cached_test_script(), &original[..original.len() / 2]).unwrap();
+    let out = fx.run("refetched-again", &["-i", "hello-file", "--dry-run"]);
+    let (_, stderr) = exited(&out, 0);
+    assert!(
+        stderr.contains("task hello-file: the cached copy")
+            && stderr.contains("changed since it was fetched"),
+        "{stderr}"
+    );
     assert_eq!(
         std::fs::read_to_string(fx.cached_test_script()).unwrap(),
         original
@@ -381,7 +423,7 @@ fn bad_datasets_registries_and_repositories_are_named_with_exit_2() {
 
     // The repository unreachable: named with the commit, nothing half-written in the cache.
     fx.write_registry(&fx.commit.clone(), "tasks/hello-file");
-    drop(fx.daemon.take());
+    fx.daemon.take().expect("the daemon runs").stop();
     let (_, err) = exited(&dry(&fx, "tb@0.9"), 2);
     assert!(
         err.contains(&format!(
