@@ -254,6 +254,8 @@ mod tests {
             &["images", "pull"],
             &["images", "prune"],
             &["serve"],
+            &["datasets", "list"],
+            &["datasets", "download"],
         ] {
             let argv = std::iter::once("runner")
                 .chain(path.iter().copied())

@@ -301,6 +301,28 @@ fn a_dataset_by_name_runs_fetched_then_offline_and_an_edited_cache_is_refused_th
     };
     assert_eq!(reward(&offline.trial_results()[0].1), Some(1.0));
 
+    // validate-submission takes the dataset by name too, from the cache with git still down:
+    // the job ran one of its two tasks, and the missing one is named.
+    let registry = fx.registry_url();
+    let first = fx.tmp.path().join("jobs/first");
+    let out = fx.runner(&[
+        "validate-submission",
+        first.to_str().unwrap(),
+        "--dataset",
+        "tb@1.0",
+        "--registry-url",
+        &registry,
+        "--min-trials",
+        "1",
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("nonroot-workdir"), "{text}");
+
     // A hand-edited cached task is never run as the pinned one: refused by name while the
     // repository is unreachable (exit 2, no job)...
     let script = fx.cached_test_script();

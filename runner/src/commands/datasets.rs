@@ -28,7 +28,8 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn source(&self) -> RegistrySource {
+    /// The registry these flags name (Harbor's public one when neither is given).
+    pub fn source(&self) -> RegistrySource {
         super::dataset_source::DatasetSourceArgs {
             dataset: None,
             registry_url: self.registry_url.clone(),
