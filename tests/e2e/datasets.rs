@@ -361,6 +361,22 @@ fn a_dataset_by_name_runs_fetched_then_offline_and_an_edited_cache_is_refused_th
         std::fs::read_to_string(fx.cached_test_script()).unwrap(),
         original
     );
+
+    // The registry moves its pin to a new commit: resuming the first job is refused, naming
+    // the task and both commits, rather than finishing it on other tasks.
+    let repo = fx.tmp.path().join("git/bench.git");
+    std::fs::write(repo.join("tasks/hello-file/NOTES.md"), "moved on\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "moved"]);
+    let moved = git(&repo, &["rev-parse", "HEAD"]);
+    fx.write_registry(&moved, "tasks/hello-file");
+    let out = fx.runner(&["run", "--resume", first.to_str().unwrap()]);
+    let (_, stderr) = exited(&out, 2);
+    assert!(
+        stderr.contains(&format!("at {}", fx.commit))
+            && stderr.contains(&format!("now pins commit {moved}")),
+        "{stderr}"
+    );
 }
 
 #[test]
