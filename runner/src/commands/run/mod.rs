@@ -197,7 +197,7 @@ pub struct RunArgs {
 }
 
 /// A path, the empty one included (`--path`'s default when `-c` gives it instead).
-fn any_path(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn any_path(text: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(text))
 }
 
