@@ -169,6 +169,10 @@ pub enum Command {
     /// Serve a dataset's tasks as an OpenEnv environment (HTTP and WebSocket) for trainers:
     /// each session a fresh task container, graded by the task's own verifier.
     Serve(commands::serve::ServeArgs),
+    /// Datasets by name in a registry: `datasets list` shows them, `datasets download` writes
+    /// one as a plain dataset folder.
+    #[command(subcommand)]
+    Datasets(commands::datasets::DatasetsCommand),
 }
 
 #[cfg(test)]
@@ -253,6 +257,8 @@ mod tests {
             &["images", "pull"],
             &["images", "prune"],
             &["serve"],
+            &["datasets", "list"],
+            &["datasets", "download"],
         ] {
             let argv = std::iter::once("runner")
                 .chain(path.iter().copied())

@@ -38,6 +38,9 @@ pub struct Task {
     /// The host variables its env templates may read (none until the job passes some, see
     /// [`crate::Dataset::pass_host_vars`]).
     pub host_vars: HostVars,
+    /// Where the task came from when a registry gave it (`runner run -d`): its lock entry
+    /// records the registry, repository, commit and path. `None` for a local task.
+    pub origin: Option<crate::records::TaskOrigin>,
 }
 
 impl Task {
@@ -127,6 +130,7 @@ impl Task {
             warnings,
             unsupported,
             host_vars: HostVars::none(),
+            origin: None,
         })
     }
 

@@ -8,6 +8,7 @@ mod bridge_phase;
 mod command_agent;
 mod compose;
 mod containment;
+mod datasets;
 mod dry_run;
 mod egress;
 mod error_policy;

@@ -70,8 +70,18 @@ pub enum ImagesCommand {
 #[derive(Debug, clap::Args)]
 pub struct PullArgs {
     /// A task directory or a dataset directory.
-    #[arg(short = 'p', long)]
+    #[arg(
+        short = 'p',
+        long,
+        required_unless_present = "dataset",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = super::run::any_path
+    )]
     pub path: PathBuf,
+    /// -d/--dataset NAME[@VERSION] with --registry-url/--registry-path: a dataset by name.
+    #[command(flatten)]
+    pub source: super::dataset_source::DatasetSourceArgs,
     /// Build from environment/Dockerfile even when a task names a prebuilt docker_image (as
     /// `run --force-build` does).
     #[arg(long)]
@@ -102,7 +112,13 @@ pub struct PruneArgs {
 /// Runs a `runner images` subcommand.
 pub fn run(command: ImagesCommand) -> Result<CommandOutcome, CliError> {
     match command {
-        ImagesCommand::Pull(args) => super::block_on(pull(args)),
+        ImagesCommand::Pull(mut args) => {
+            // A dataset by name becomes its verified local directory before the runtime starts.
+            if let Some(resolved) = args.source.resolve()? {
+                args.path = resolved.dir;
+            }
+            super::block_on(pull(args))
+        }
         ImagesCommand::Prune(args) => super::block_on(prune(args)),
     }
 }

@@ -2,6 +2,8 @@
 //! code to `exit.rs`.
 
 pub mod agent;
+pub mod dataset_source;
+pub mod datasets;
 pub mod images;
 pub mod jobs;
 pub mod merge;
@@ -38,6 +40,7 @@ pub fn dispatch(command: Command) -> Result<CommandOutcome, CliError> {
         }
         Command::Images(cmd) => images::run(cmd),
         Command::Serve(args) => serve::serve(args),
+        Command::Datasets(cmd) => datasets::run(cmd),
     }
 }
 

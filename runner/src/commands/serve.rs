@@ -17,8 +17,18 @@ use crate::note;
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// A task directory or a dataset directory.
-    #[arg(short = 'p', long)]
+    #[arg(
+        short = 'p',
+        long,
+        required_unless_present = "dataset",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = super::run::any_path
+    )]
     pub path: PathBuf,
+    /// -d/--dataset NAME[@VERSION] with --registry-url/--registry-path: a dataset by name.
+    #[command(flatten)]
+    pub source: super::dataset_source::DatasetSourceArgs,
     /// The port to listen on (0: any free port, printed at start).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
@@ -54,7 +64,11 @@ pub struct ServeArgs {
 }
 
 /// Runs `runner serve` until Ctrl-C or SIGTERM; then every episode's container is removed.
-pub fn serve(args: ServeArgs) -> Result<CommandOutcome, CliError> {
+pub fn serve(mut args: ServeArgs) -> Result<CommandOutcome, CliError> {
+    // A dataset by name becomes its verified local directory before the runtime starts.
+    if let Some(resolved) = args.source.resolve()? {
+        args.path = resolved.dir;
+    }
     if !(args.exec_timeout.is_finite() && args.exec_timeout >= 0.1) {
         return Err(CliError::bad_input(
             "--exec-timeout must be at least 0.1 seconds",

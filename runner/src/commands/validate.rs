@@ -45,10 +45,15 @@ pub struct ValidateSubmissionArgs {
     /// Job directories (each with a config.json), validated together as one submission.
     #[arg(value_name = "JOB_DIR", required = true)]
     pub job_dirs: Vec<PathBuf>,
-    /// The dataset: a directory of tasks, or a published manifest file (Harbor's dataset.toml
-    /// with each task's name and digest). Every task must be covered, each trial at its digest.
-    #[arg(long, value_name = "DIR|MANIFEST")]
+    /// The dataset: a directory of tasks, a published manifest file (Harbor's dataset.toml
+    /// with each task's name and digest), or a dataset by name, NAME@VERSION, from the registry
+    /// (fetched and verified through the cache, as `run -d`). Every task must be covered, each
+    /// trial at its digest.
+    #[arg(long, value_name = "DIR|MANIFEST|NAME@VERSION")]
     pub dataset: Option<PathBuf>,
+    /// The registry of a --dataset given by name.
+    #[command(flatten)]
+    pub registry: super::datasets::RegistryArgs,
     /// The submission's metadata.yaml (agent_url, agent_display_name, agent_org_display_name, models).
     #[arg(long, value_name = "FILE")]
     pub metadata: Option<PathBuf>,
@@ -86,8 +91,17 @@ pub struct ValidateTrajectoryArgs {
 
 /// Runs `runner validate-submission`.
 pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcome, CliError> {
+    let dataset = match args.dataset {
+        // A name, not a folder: `NAME@VERSION` that is no path here.
+        Some(text) if !text.exists() && text.to_string_lossy().contains('@') => {
+            let wanted = registry::DatasetName::parse(&text.to_string_lossy())
+                .map_err(CliError::bad_input)?;
+            Some(super::dataset_source::resolve(&args.registry.source(), &wanted)?.dir)
+        }
+        other => other,
+    };
     let options = Options {
-        dataset: args.dataset,
+        dataset,
         metadata: args.metadata,
         min_trials: args.min_trials,
         require_evidence: args.require_evidence,

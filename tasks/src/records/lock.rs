@@ -59,6 +59,10 @@ pub struct LockTask {
     /// Harbor 0.26: a git task's commit (null, as `git_url`).
     #[serde(default)]
     pub git_commit_id: Option<String>,
+    /// Runner-only: the registry (URL or file) a dataset-by-name task came from; absent for
+    /// a local task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
     /// Runner-only: the image the trial ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_id: Option<String>,
@@ -69,6 +73,34 @@ pub struct LockTask {
     /// reproduced on the same image and a submission checked for trials on different images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<LockImage>,
+}
+
+/// Where a registry task came from (runner-only; see [`crate::Task::origin`]): what its lock
+/// entry records beside the content digest, in Harbor 0.26's `TaskLock` names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskOrigin {
+    /// The registry, as given (`--registry-url` or `--registry-path`).
+    pub registry: String,
+    /// The repository (`git_url`; `None` for a registry task on this machine).
+    pub git_url: Option<String>,
+    /// The commit fetched (`git_commit_id`).
+    pub git_commit_id: Option<String>,
+    /// The task's path in the repository (`path`).
+    pub path: String,
+}
+
+impl TaskOrigin {
+    /// Fills `task`'s lock fields from this origin: type `git`, its URL, commit, path and
+    /// registry.
+    pub fn lock_into(&self, task: &mut LockTask) {
+        if self.git_url.is_some() {
+            task.kind = "git".into();
+        }
+        task.git_url.clone_from(&self.git_url);
+        task.git_commit_id.clone_from(&self.git_commit_id);
+        task.path = Some(self.path.clone());
+        task.registry = Some(self.registry.clone());
+    }
 }
 
 /// How a task's image came to be available to the job.

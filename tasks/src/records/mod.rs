@@ -29,7 +29,7 @@ pub use job_result::{
 pub use llm_usage::TrialLlmUsage;
 pub use lock::{
     HarborLock, JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial,
-    LockVerifier, RunnerInfo, TrialLock026, harbor_lock_json,
+    LockVerifier, RunnerInfo, TaskOrigin, TrialLock026, harbor_lock_json,
 };
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{

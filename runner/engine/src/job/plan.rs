@@ -67,7 +67,7 @@ pub struct JobSettings {
 /// trial's name): the job's lock.json holds one per trial, and each trial writes its own as
 /// `<trial>/lock.json`, as 0.26 does.
 pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
-    let lock_task = LockTask {
+    let mut lock_task = LockTask {
         name: task.name.clone(),
         version: task.config.task.as_ref().and_then(|t| t.version.clone()),
         kind: "local".into(),
@@ -76,6 +76,9 @@ pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
         path: Some(task.dir.display().to_string()),
         ..LockTask::default()
     };
+    if let Some(origin) = &task.origin {
+        origin.lock_into(&mut lock_task);
+    }
     LockTrial::new(config, lock_task, crate::trial::trial_verifier_mode(task))
 }
 

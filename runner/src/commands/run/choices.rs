@@ -44,9 +44,9 @@ pub fn apply_config_file(args: &mut RunArgs) -> Result<(), CliError> {
     let settings = config_file::load(&path).map_err(CliError::bad_input)?;
     apply(args, settings);
     check_values(args, &path)?;
-    if args.path.as_os_str().is_empty() {
+    if args.path.as_os_str().is_empty() && args.source.dataset.is_none() {
         return Err(CliError::bad_input(format!(
-            "{}: names no dataset or task (datasets[0].path); give --path",
+            "{}: names no dataset or task (datasets[0].path or name); give --path or -d",
             path.display()
         )));
     }
@@ -175,7 +175,15 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
             }
         };
     }
-    fill!("path", s.path => args.path);
+    // A dataset is a path or a name: the command line's either one wins over the file's.
+    if free("dataset") {
+        fill!("path", s.path => args.path);
+    }
+    if free("path") && free("dataset") && s.dataset.is_some() {
+        args.source.dataset = s.dataset;
+        fill!("registry_url", s.registry_url.map(Some) => args.source.registry_url);
+        fill!("registry_path", s.registry_path.map(Some) => args.source.registry_path);
+    }
     fill!("job_name", s.job_name.map(Some) => args.job_name);
     fill!("jobs_dir", s.jobs_dir => args.jobs_dir);
     fill!("k", s.k => args.k);

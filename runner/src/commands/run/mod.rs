@@ -10,6 +10,7 @@ mod engines;
 mod finish;
 pub mod invocation;
 mod llm;
+mod registry_records;
 pub mod resume;
 mod selection;
 mod signals;
@@ -36,9 +37,12 @@ use engines::{Engines, JobBackend};
 #[command(mut_arg("retry_failed", |arg| arg.requires("resume")))]
 pub struct RunArgs {
     /// A task directory or a dataset directory (a folder of task directories).
-    #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present_any = ["config", "resume"],
+    #[arg(short = 'p', long, env = "RUNNER_PATH", required_unless_present_any = ["config", "resume", "dataset"],
           default_value = "", hide_default_value = true, value_parser = any_path)]
     pub path: PathBuf,
+    /// -d/--dataset NAME[@VERSION] with --registry-url/--registry-path: a dataset by name.
+    #[command(flatten)]
+    pub source: super::dataset_source::DatasetSourceArgs,
     /// A built-in agent (`oracle` runs the task's solution, `nop` does nothing), or the path
     /// of an agent config file (as --agent-config).
     #[arg(
@@ -187,10 +191,13 @@ pub struct RunArgs {
     /// checked when the file is read.
     #[arg(skip)]
     pub override_error_policy: tasks::error_policy::ErrorPolicyOverrides,
+    /// `-d`'s dataset once resolved (its directory is then `path`).
+    #[arg(skip)]
+    pub resolved: Option<registry::ResolvedDataset>,
 }
 
 /// A path, the empty one included (`--path`'s default when `-c` gives it instead).
-fn any_path(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn any_path(text: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(text))
 }
 
@@ -227,12 +234,21 @@ pub fn run(mut args: RunArgs) -> Result<CommandOutcome, CliError> {
         args = resume::replayed_for_resume(args)?;
     }
     choices::apply_config_file(&mut args)?;
+    // Before the runtime starts and before any trial: a dataset by name becomes a verified
+    // local directory, and everything after reads it as --path.
+    if let Some(resolved) = args.source.resolve()? {
+        args.path = resolved.dir.clone();
+        args.resolved = Some(resolved);
+    }
     super::block_on(run_async(args))
 }
 
 async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     let started = Instant::now();
     let mut dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    if let Some(resolved) = &args.resolved {
+        registry_records::set_origins(&mut dataset, resolved);
+    }
     choices::select_tasks(&mut dataset, &args.choices.selection)?;
     for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
         note!("warning: {warning}");
@@ -341,6 +357,9 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     plan.config.task_env_from = args.task_env_from.clone();
     choices::record_selection(&mut plan.config, &args.choices.selection);
     choices::record_agent_config(&mut plan.config, args.agent_config.as_deref());
+    if let Some(resolved) = &args.resolved {
+        registry_records::record_dataset(&mut plan.config, resolved);
+    }
     for skipped in &plan.skipped {
         note!("skipping task: {skipped}");
     }
@@ -375,6 +394,9 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     let _lock = dir_lock::lock(&job_dir)?;
     task_env::keep_key(&host, &job_dir)?;
     if args.resume.is_some() {
+        if let Some(resolved) = &args.resolved {
+            registry_records::check_pins(&job_dir, resolved)?;
+        }
         let report = resume(&job_dir, &mut plan, &selectors).map_err(resume::resume_error)?;
         resume::note_resume(&report, &job_dir);
     }

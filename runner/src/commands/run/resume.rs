@@ -45,6 +45,7 @@ pub struct ReplayArgs {
 pub fn resumes_alone(args: &RunArgs) -> bool {
     args.resume.is_some()
         && args.path.as_os_str().is_empty()
+        && args.source.dataset.is_none()
         && args.agent.is_none()
         && args.agent_config.is_none()
         && args.choices.config.is_none()
@@ -154,6 +155,9 @@ fn replay(
         }
         if let Some(config) = &mut args.choices.config {
             resolve(config);
+        }
+        if let Some(registry) = &mut args.source.registry_path {
+            resolve(registry);
         }
     }
     // A replay of a replay (`run --resume J` alone, recorded as such) would find no flags:

@@ -49,6 +49,12 @@ pub struct FileSettings {
     pub agent_config: Option<PathBuf>,
     /// `datasets[0].path` or `tasks[0].path`.
     pub path: Option<PathBuf>,
+    /// `datasets[0].name` with `version` (`NAME[@VERSION]`, as -d): a registry dataset.
+    pub dataset: Option<String>,
+    /// `datasets[0].registry_url` (or 0.13's nested `registry.url`).
+    pub registry_url: Option<String>,
+    /// `datasets[0].registry_path` (or `registry.path`), relative to the file.
+    pub registry_path: Option<PathBuf>,
     /// `datasets[0].task_names`.
     pub include: Option<Vec<String>>,
     /// `datasets[0].exclude_task_names`.
@@ -101,6 +107,12 @@ pub fn load(path: &Path) -> Result<FileSettings, ConfigFileError> {
         && let Some(dir) = path.parent()
     {
         *agent_config = dir.join(&*agent_config);
+    }
+    if let Some(registry_path) = &mut settings.registry_path
+        && registry_path.is_relative()
+        && let Some(dir) = path.parent()
+    {
+        *registry_path = dir.join(&*registry_path);
     }
     Ok(settings)
 }
@@ -336,25 +348,11 @@ fn read_sources(
         (1, 0) => {
             let mut d = Section::new("datasets[0]", &datasets[0])?;
             s.path = d.typed("path", "a path")?;
-            if s.path.is_none() {
-                return Err(
-                    "datasets[0]: registry datasets (name/version) are not supported; give its local path".into(),
-                );
-            }
+            read_registry_dataset(&mut d, s)?;
             s.include = d.typed("task_names", "a list of globs")?;
             s.exclude = d.typed("exclude_task_names", "a list of globs")?;
             s.n_tasks = d.typed("n_tasks", "a whole number")?;
-            for field in [
-                "name",
-                "version",
-                "ref",
-                "registry_url",
-                "registry_path",
-                "overwrite",
-                "download_dir",
-                "registry",
-                "repo",
-            ] {
+            for field in ["ref", "overwrite", "download_dir", "repo"] {
                 d.default_only(field, &[])?;
             }
             d.finish()
@@ -384,6 +382,53 @@ fn read_sources(
         (d, t) => Err(format!(
             "{d} dataset(s) and {t} task(s): runner runs one dataset or one task per job"
         )),
+    }
+}
+
+/// `datasets[0]`'s registry fields: `name` and `version` (a dataset by name, as -d), and its
+/// registry as Harbor 0.26 writes it (`registry_url`/`registry_path`) or as 0.13 and the
+/// leaderboard's configs do (`registry: {url}` or `{path}`).
+fn read_registry_dataset(d: &mut Section, s: &mut FileSettings) -> Result<(), String> {
+    let name: Option<String> = d.typed("name", "a string")?;
+    let version: Option<String> = d.typed("version", "a string (quote it: \"2.0\")")?;
+    s.registry_url = d.typed("registry_url", "a URL")?;
+    s.registry_path = d.typed("registry_path", "a path")?;
+    if let Some(registry) = d.take("registry").filter(|v| !v.is_null()) {
+        let mut r = Section::new("datasets[0].registry", &registry)?;
+        let url: Option<String> = r.typed("url", "a URL")?;
+        let path: Option<PathBuf> = r.typed("path", "a path")?;
+        let _ = r.take("name");
+        r.finish()?;
+        s.registry_url = s.registry_url.take().or(url);
+        s.registry_path = s.registry_path.take().or(path);
+    }
+    if s.registry_url.is_some() && s.registry_path.is_some() {
+        return Err("datasets[0]: give one registry, a URL or a path, not both".into());
+    }
+    match (&s.path, name) {
+        (Some(_), Some(_)) => Err(
+            "datasets[0]: gives both path and name; a dataset is a local path or a registry name"
+                .into(),
+        ),
+        (None, None) => Err(
+            "datasets[0]: names no dataset; give its path, or its name (and version) in a registry"
+                .into(),
+        ),
+        (Some(_), None) => {
+            if version.is_some() || s.registry_url.is_some() || s.registry_path.is_some() {
+                return Err(
+                    "datasets[0]: version and registry go with a dataset name, not a path".into(),
+                );
+            }
+            Ok(())
+        }
+        (None, Some(name)) => {
+            s.dataset = Some(match version {
+                Some(v) => format!("{name}@{v}"),
+                None => name,
+            });
+            Ok(())
+        }
     }
 }
 

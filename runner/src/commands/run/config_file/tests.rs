@@ -124,8 +124,12 @@ fn unknown_and_unsupported_fields_are_named() {
             "environment.type: \"daytona\" is not supported",
         ),
         (
-            r#"{"datasets": [{"name": "terminal-bench", "version": "2.0"}]}"#,
-            "datasets[0]: registry datasets",
+            r#"{"datasets": [{"name": "terminal-bench", "path": "d"}]}"#,
+            "datasets[0]: gives both path and name",
+        ),
+        (
+            r#"{"datasets": [{"name": "tb", "version": 2.0}]}"#,
+            "datasets[0].version: expected a string",
         ),
         (
             r#"{"datasets": [{"path": "d", "colour": 1}]}"#,
