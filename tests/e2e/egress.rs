@@ -365,7 +365,10 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
         .arg(tasks.path())
         .env(
             "RUNNER_EGRESS_RESOLVE",
-            "allowed.test=127.0.0.1,other.test=127.0.0.1,unused.test=127.0.0.1",
+            // Each name pinned to loopback with its service's port: only that port is listed.
+            format!(
+                "allowed.test:{allowed_port}=127.0.0.1,other.test:{other_port}=127.0.0.1,unused.test=127.0.0.1"
+            ),
         )
         .timeout(Duration::from_secs(600))
         .output()

@@ -31,7 +31,9 @@ mod proxy;
 mod request;
 mod resolver;
 
-pub use allowlist::{Allowlist, AllowlistError, Decision, HostPattern, Policy};
+pub use allowlist::{
+    Allowlist, AllowlistError, Decision, Entry, HostPattern, Policy, SCHEME_PORTS, normalise_host,
+};
 pub use attempt_log::{Attempt, PhaseCounts};
 pub use proxy::{EgressProxy, SOCKET_FILE_NAME};
 pub use resolver::{PinError, Resolver};

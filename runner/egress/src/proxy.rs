@@ -161,6 +161,7 @@ async fn handle(
         Ok(Err(error)) => {
             let reason = error.to_string();
             let _ = respond(&mut client, 400, &reason).await;
+            drain(&mut client).await;
             return Some(attempt(phase, "", "", 0, Some(reason)));
         }
         Err(_) => {
@@ -244,12 +245,19 @@ async fn read_head(client: &mut UnixStream) -> Result<Option<(Vec<u8>, Vec<u8>)>
                 Err(HeadError::ClosedEarly)
             };
         }
+        // Look for the end only where it can newly be (the last 3 bytes before may start it).
+        let from = buffer.len().saturating_sub(3);
         buffer.extend_from_slice(&chunk[..n]);
-        if let Some(end) = request::head_end(&buffer) {
+        if let Some(end) = request::head_end(&buffer[from..]).map(|end| from + end) {
+            // The limit is exact: a head that ends in the same read as it passes the limit
+            // is still too long.
+            if end > MAX_HEAD_BYTES {
+                return Err(HeadError::TooLong);
+            }
             let rest = buffer.split_off(end);
             return Ok(Some((buffer, rest)));
         }
-        if buffer.len() > MAX_HEAD_BYTES {
+        if buffer.len() >= MAX_HEAD_BYTES {
             return Err(HeadError::TooLong);
         }
     }
@@ -261,7 +269,8 @@ async fn connect(
     policy: &Policy,
     request: &ProxyRequest,
 ) -> Result<(TcpStream, SocketAddr), (u16, String)> {
-    let host_decision = policy.decide_host(&request.host);
+    let pinned_port = shared.resolver.pinned_port(&request.host, request.port);
+    let host_decision = policy.decide_host(&request.host, request.port, pinned_port);
     if let Decision::Refuse(reason) = &host_decision {
         return Err((403, reason.clone()));
     }
@@ -347,6 +356,22 @@ where
     let _ = writer.shutdown().await;
 }
 
+/// Reads (and drops) what the client still sends, a little while: closing a unix socket with
+/// unread bytes resets it, and the client would lose the answer it was just sent.
+async fn drain(client: &mut UnixStream) {
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    let reading = async {
+        while left > 0 {
+            match client.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), reading).await;
+}
+
 async fn respond(client: &mut UnixStream, status: u16, reason: &str) -> io::Result<()> {
     let phrase = match status {
         400 => "Bad Request",
@@ -420,8 +445,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut resolver = Resolver::system();
         resolver.pin("allowed.test", allowed.ip());
+        resolver.list_port("allowed.test", allowed.port());
         resolver.pin("other.test", other.ip());
+        resolver.list_port("other.test", other.port());
         resolver.pin("sneaky.wild.test", other.ip());
+        resolver.list_port("sneaky.wild.test", other.port());
         let proxy = EgressProxy::start(dir.path(), resolver).await.unwrap();
         assert!(
             ask(&proxy, "GET http://allowed.test/ HTTP/1.1\r\n\r\n")
@@ -499,6 +527,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut resolver = Resolver::system();
         resolver.pin("allowed.test", allowed.ip());
+        resolver.list_port("allowed.test", allowed.port());
         let proxy = EgressProxy::start(dir.path(), resolver).await.unwrap();
         let list = Allowlist::parse(&["allowed.test".to_owned()]).unwrap();
         proxy.set_phase("agent", Policy::Allow(list), None);
@@ -518,5 +547,116 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(5), tunnel.read_to_end(&mut rest)).await;
         assert!(matches!(read, Ok(Ok(0))), "the tunnel was cut: {read:?}");
         assert_eq!(proxy.counts()["agent"].attempts, 1);
+    }
+
+    /// A proxy for `allowed.test` (pinned to a loopback origin, its port listed) and
+    /// `svc.test:<port>` (pinned, port listed in the entry), with the origin's port.
+    async fn edge_proxy(dir: &Path) -> (EgressProxy, u16) {
+        let allowed = origin("allowed").await;
+        let mut resolver = Resolver::system();
+        resolver.pin("allowed.test", allowed.ip());
+        resolver.list_port("allowed.test", allowed.port());
+        resolver.pin("svc.test", allowed.ip());
+        resolver.pin("other.test", allowed.ip());
+        resolver.list_port("other.test", allowed.port());
+        let proxy = EgressProxy::start(dir, resolver).await.unwrap();
+        let hosts = [
+            "allowed.test".to_owned(),
+            format!("svc.test:{}", allowed.port()),
+        ];
+        let list = Allowlist::parse(&hosts).unwrap();
+        proxy.set_phase("agent", Policy::Allow(list), None);
+        (proxy, allowed.port())
+    }
+
+    #[tokio::test]
+    async fn a_host_header_naming_another_host_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proxy, port) = edge_proxy(dir.path()).await;
+        let fronted = ask(
+            &proxy,
+            &format!("GET http://allowed.test:{port}/ HTTP/1.1\r\nHost: other.test:{port}\r\n\r\n"),
+        )
+        .await;
+        assert!(fronted.starts_with("HTTP/1.1 400"), "{fronted}");
+        assert!(fronted.contains("Host header"), "{fronted}");
+        let honest = ask(
+            &proxy,
+            &format!(
+                "GET http://allowed.test:{port}/h HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n"
+            ),
+        )
+        .await;
+        assert!(honest.contains("allowed saw GET /h"), "{honest}");
+        assert_eq!(proxy.counts()["agent"].refused, 1);
+    }
+
+    #[tokio::test]
+    async fn upper_case_and_trailing_dot_names_take_the_policy_and_the_pin() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proxy, port) = edge_proxy(dir.path()).await;
+        for host in ["ALLOWED.TEST.", "Allowed.Test", "allowed.test."] {
+            let answer = ask(
+                &proxy,
+                &format!("CONNECT {host}:{port} HTTP/1.1\r\n\r\nGET /n HTTP/1.1\r\n\r\n"),
+            )
+            .await;
+            // The pin (loopback) answered: the host's resolver knows no `allowed.test`.
+            assert!(answer.contains("allowed saw GET /n"), "{host}: {answer}");
+        }
+        let other = ask(
+            &proxy,
+            &format!("CONNECT OTHER.TEST.:{port} HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert!(other.starts_with("HTTP/1.1 403"), "{other}");
+    }
+
+    #[tokio::test]
+    async fn a_name_pinned_to_loopback_reaches_only_its_listed_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proxy, port) = edge_proxy(dir.path()).await;
+        // Another loopback service of the host, on a port nobody listed.
+        let elsewhere = origin("elsewhere").await.port();
+        for target in [
+            format!("allowed.test:{elsewhere}"),
+            "allowed.test:22".to_owned(),
+            "allowed.test:443".to_owned(),
+            "svc.test:443".to_owned(),
+            format!("svc.test:{elsewhere}"),
+        ] {
+            let answer = ask(&proxy, &format!("CONNECT {target} HTTP/1.1\r\n\r\n")).await;
+            assert!(answer.starts_with("HTTP/1.1 403"), "{target}: {answer}");
+        }
+        for target in [format!("allowed.test:{port}"), format!("svc.test:{port}")] {
+            let answer = ask(
+                &proxy,
+                &format!("CONNECT {target} HTTP/1.1\r\n\r\nGET /p HTTP/1.1\r\n\r\n"),
+            )
+            .await;
+            assert!(answer.contains("allowed saw GET /p"), "{target}: {answer}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_head_limit_is_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proxy, port) = edge_proxy(dir.path()).await;
+        // A head of exactly `size` bytes: request line, Host, one padding header, blank line.
+        let head = |size: usize| {
+            let start = format!(
+                "GET http://allowed.test:{port}/l HTTP/1.1\r\nHost: allowed.test:{port}\r\nX-Pad: "
+            );
+            let pad = size - start.len() - "\r\n\r\n".len();
+            format!("{start}{}\r\n\r\n", "a".repeat(pad))
+        };
+        assert_eq!(head(MAX_HEAD_BYTES).len(), 16 * 1024);
+        let at_limit = ask(&proxy, &head(MAX_HEAD_BYTES)).await;
+        assert!(at_limit.contains("allowed saw GET /l"), "{at_limit}");
+        for size in [MAX_HEAD_BYTES + 1, MAX_HEAD_BYTES + 2000, 20 * 1000] {
+            let over = ask(&proxy, &head(size)).await;
+            assert!(over.starts_with("HTTP/1.1 400"), "{size}: {over}");
+            assert!(over.contains("over 16384 bytes"), "{over}");
+        }
     }
 }

@@ -362,7 +362,7 @@ impl<B: Backend> Trial<B> {
         let described = match policy {
             Policy::Open => "public (no loopback, link-local or private addresses)".to_owned(),
             Policy::Closed => "closed".to_owned(),
-            Policy::Allow(list) => format!("allowlist of {} host(s)", list.patterns().len()),
+            Policy::Allow(list) => format!("allowlist of {} host(s)", list.entries().len()),
         };
         self.log.line(&format!(
             "egress proxy: {} phase {described}, relay on 127.0.0.1:{port}",
@@ -444,7 +444,9 @@ mod tests {
         assert!(task_uses_allowlist(&task));
         let allows = |phase, host: &str| match phase_policy(&task, None, phase).unwrap() {
             Policy::Allow(_) => matches!(
-                phase_policy(&task, None, phase).unwrap().decide_host(host),
+                phase_policy(&task, None, phase)
+                    .unwrap()
+                    .decide_host(host, 443, false),
                 egress::Decision::Allow { .. }
             ),
             other => panic!("{other:?}"),
