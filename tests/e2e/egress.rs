@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::support::{Job, ensure_base_image, exception, reward, runner};
 
 /// An HTTP server on loopback answering `<name>:<path>`; the paths it was asked for.
-fn origin(name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn origin(name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));

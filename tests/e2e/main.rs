@@ -10,6 +10,7 @@ mod compose;
 mod containment;
 mod dry_run;
 mod egress;
+mod egress_leftover;
 mod error_policy;
 mod images;
 mod installed;
