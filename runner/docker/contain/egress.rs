@@ -18,6 +18,7 @@
 //!   what they start), which no trial process can join (`bridge-relay`'s `peer.rs`);
 //! - the kernel picks the port (`:0`), so no leftover can hold it in advance and receive the
 //!   tests' requests instead.
+//!
 //! The tests get `HTTP_PROXY`/`HTTPS_PROXY` (both cases) for that port. The relay dies with
 //! the helper (`PR_SET_PDEATHSIG`) and is killed when the tests end.
 
