@@ -17,6 +17,10 @@ fn main() {
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let source = manifest_dir.join("src/main.rs");
     println!("cargo:rerun-if-changed={}", source.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("src/peer.rs").display()
+    );
     println!("cargo:rerun-if-changed=build.rs");
     let out =
         PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("bridge-relay");

@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::support::{Job, ensure_base_image, exception, reward, runner};
 
 /// An HTTP server on loopback answering `<name>:<path>`; the paths it was asked for.
-fn origin(name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn origin(name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -365,7 +365,10 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
         .arg(tasks.path())
         .env(
             "RUNNER_EGRESS_RESOLVE",
-            "allowed.test=127.0.0.1,other.test=127.0.0.1,unused.test=127.0.0.1",
+            // Each name pinned to loopback with its service's port: only that port is listed.
+            format!(
+                "allowed.test:{allowed_port}=127.0.0.1,other.test:{other_port}=127.0.0.1,unused.test=127.0.0.1"
+            ),
         )
         .timeout(Duration::from_secs(600))
         .output()

@@ -11,6 +11,7 @@ mod containment;
 mod datasets;
 mod dry_run;
 mod egress;
+mod egress_leftover;
 mod error_policy;
 mod images;
 mod installed;

@@ -208,3 +208,50 @@ fn a_planted_pytest_ini_and_conftest_cannot_pass_a_failing_pytest() {
         }
     }
 }
+
+/// Issue 39 item 7: an honest agent is never accused. Every example task (one job, k = 1)
+/// under the oracle records no toolchain change: in a multi-step task the second step's
+/// verification meets the first step's pins (runner's own mounts of the image's programs,
+/// `/etc/ld.so.preload`), which are not the agent's doing.
+#[test]
+fn no_example_task_under_the_oracle_records_a_toolchain_change() {
+    let flags = ["--n-concurrent", "4"].map(String::from);
+    let run = OracleRun::of("examples", "examples", "examples-toolchain", &flags);
+    let tasks: Vec<_> = std::fs::read_dir(workspace_root().join("tasks/examples"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("task.toml").is_file())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    assert!(tasks.len() >= 10, "{tasks:?}");
+    assert_eq!(run.results.len(), tasks.len(), "{}", run.stderr);
+    for task in &tasks {
+        let result = run.result(task);
+        let recorded = result.get("verifier_toolchain_changes");
+        assert!(
+            recorded.is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)),
+            "{task}: an honest oracle trial was accused: {recorded:?}"
+        );
+        let log = trial_log(&run, task);
+        assert!(
+            !log.contains("of the tests' programs or startup hooks; the tests ran with"),
+            "{task}: trial.log accuses the oracle:\n{log}"
+        );
+    }
+    // The multi-step task was checked, in the jail, after each step: an empty list, not none.
+    let gate = run.result("two-step-gate");
+    assert_eq!(reward(gate), Some(1.0), "{gate:#}");
+    assert_eq!(
+        gate["verifier_toolchain_changes"],
+        serde_json::json!([]),
+        "{gate:#}"
+    );
+    assert_eq!(gate["verifier_isolation"]["toolchain"], "image", "{gate:#}");
+    let log = trial_log(&run, "two-step-gate");
+    assert_eq!(
+        log.matches("the tests' programs and startup hooks are the image's")
+            .count(),
+        2,
+        "both steps' verifications checked the toolchain:\n{log}"
+    );
+}

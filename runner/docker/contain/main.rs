@@ -74,6 +74,7 @@ pub(crate) const MAX_ACCOUNT_FILE: u64 = 4 << 20;
 
 mod accounts;
 mod copy;
+mod egress;
 mod hooks;
 mod launch;
 mod mounts;
@@ -134,6 +135,9 @@ struct Options {
     /// The job opted into running the tests with the agent's programs and hooks
     /// (`toolchain.rs` still records what the agent changed).
     agent_toolchain: bool,
+    /// The egress proxy's tests-side directory in the jail's root: the tests' relay starts
+    /// from it (`egress.rs`).
+    egress_dir: Option<String>,
 }
 
 impl Options {
@@ -154,6 +158,7 @@ impl Options {
             tests_tmpfs_bytes: 1 << 30,
             verifier_tmpfs_bytes: 512 << 20,
             agent_toolchain: false,
+            egress_dir: None,
         };
         while let Some(flag) = args.next() {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -181,6 +186,9 @@ impl Options {
                 "--tests-tmpfs-bytes" => options.tests_tmpfs_bytes = number()?,
                 "--verifier-tmpfs-bytes" => options.verifier_tmpfs_bytes = number()?,
                 "--agent-toolchain" => options.agent_toolchain = value == "1",
+                "--egress-dir" => {
+                    options.egress_dir = Some(value.clone()).filter(|d| !d.is_empty())
+                }
                 other => return Err(format!("unknown flag {other}")),
             }
         }
@@ -298,6 +306,19 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         true => None,
         false => Some((pins::prepare(&plan)?, rootview::image_links())),
     };
+    // Started before joining: the relay stays in the jail's own mount namespace, the only
+    // one where its socket is.
+    let relay = match &options.egress_dir {
+        Some(dir) => Some(egress::start(dir).map_err(Failure::Unavailable)?),
+        None => None,
+    };
+    if let Some(relay) = &relay {
+        for (key, value) in relay.env() {
+            // SAFETY: the helper is single-threaded; nothing reads the environment meanwhile.
+            unsafe { std::env::set_var(key, value) };
+        }
+        status.push("egress_relay", &format!("127.0.0.1:{}", relay.port));
+    }
     join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
     anchor_all().map_err(Failure::Unavailable)?;
     let changes = plan.changes;
@@ -364,12 +385,15 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         .or_else(|_| resolve_identity(options.user.as_deref()))
         .map_err(Failure::Blocked)?;
     let passwd = read_capped("/etc/passwd").unwrap_or_default();
-    let processes = list_processes(&passwd);
+    let own: Vec<u32> = relay.iter().map(egress::EgressRelay::pid).collect();
+    let processes = list_processes(&passwd, &own);
     let listing: String = processes.iter().map(|p| p.to_line() + "\n").collect();
     fs::write(out.join("processes"), listing).map_err(|e| Failure::Error(e.to_string()))?;
     status.push("isolated", "private mount namespace");
     let keep = agent_caps | (1 << CAP_WAKE_ALARM);
     let outcome = run_tests(options, &identity, keep, root).map_err(Failure::Error)?;
+    // The tests' network ends with them.
+    drop(relay);
     match outcome {
         TestOutcome::Exited(code) => status.push("exit_code", &code.to_string()),
         TestOutcome::Signalled(signal) => status.push("signal", &signal.to_string()),

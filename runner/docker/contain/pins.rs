@@ -28,7 +28,7 @@ pub(crate) fn prepare(plan: &Plan) -> Result<Prepared, Failure> {
     let unavailable = |what: &str, e: io::Error| Failure::Unavailable(format!("{what}: {e}"));
     fs::create_dir_all(PRISTINE).map_err(|e| unavailable(PRISTINE, e))?;
     mount(
-        Some("runner-pristine"),
+        Some(toolchain::PRISTINE_SOURCE),
         PRISTINE,
         Some("tmpfs"),
         sys::MS_NOSUID | sys::MS_NODEV,

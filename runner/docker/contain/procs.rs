@@ -36,9 +36,10 @@ impl Process {
     }
 }
 
-/// Every process of the shared PID namespace but its init, the container's keep-alive and this
-/// one, at most [`MAX_LISTED`] (then a last line says how many more).
-pub(crate) fn list_processes(passwd: &str) -> Vec<Process> {
+/// Every process of the shared PID namespace but its init, the container's keep-alive, this
+/// one and the helper's own children (`own`: the tests' egress relay), at most [`MAX_LISTED`]
+/// (then a last line says how many more).
+pub(crate) fn list_processes(passwd: &str, own_children: &[u32]) -> Vec<Process> {
     let own = std::process::id();
     let mut pids: Vec<u32> = fs::read_dir("/proc")
         .map(|d| {
@@ -50,7 +51,7 @@ pub(crate) fn list_processes(passwd: &str) -> Vec<Process> {
     let mut seen = Vec::new();
     let mut more = 0usize;
     for pid in pids {
-        if pid == 1 || pid == own {
+        if pid == 1 || pid == own || own_children.contains(&pid) {
             continue;
         }
         let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {

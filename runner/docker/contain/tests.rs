@@ -313,3 +313,40 @@ fn python_startup_hooks_are_recognised_and_pth_import_lines_dropped() {
         Some(b"/opt/lib\n".to_vec())
     );
 }
+
+#[test]
+fn runners_own_pins_from_an_earlier_step_are_not_the_agents_changes() {
+    let mountinfo = "\
+1014 980 0:93 / / rw,relatime master:1 - overlay overlay rw,lowerdir=/x\n\
+1201 1014 0:140 /0 /usr/local/bin/bash ro,nosuid,nodev - tmpfs runner-pristine ro,mode=755\n\
+1202 1014 0:140 /5 /etc/ld.so.preload ro,nosuid,nodev - tmpfs runner-pristine ro,mode=755\n\
+1203 1014 0:140 /6 /opt/my\\040tools/python3 ro - tmpfs runner-pristine ro\n\
+1204 1014 0:150 / /usr/bin/perl rw - tmpfs agent-made rw\n\
+1205 1014 254:1 /docker/hosts /etc/hosts rw - ext4 /dev/vda1 rw\n";
+    let ours = toolchain::runner_pins(mountinfo);
+    let expected: Vec<&str> = vec![
+        "/etc/ld.so.preload",
+        "/opt/my tools/python3",
+        "/usr/local/bin/bash",
+    ];
+    assert_eq!(
+        ours.iter().map(String::as_str).collect::<Vec<_>>(),
+        expected
+    );
+    let mut changes = vec![
+        "/usr/local/bin/bash: added by the agent, earlier on PATH than the image's /usr/bin/bash"
+            .to_owned(),
+        "/etc/ld.so.preload: added by the agent".to_owned(),
+        "/usr/bin/perl: changed by the agent".to_owned(),
+        "/usr/local/bin/python3: added by the agent, earlier on PATH than the image's /usr/bin/python3"
+            .to_owned(),
+    ];
+    toolchain::drop_runners_own(&mut changes, &ours);
+    assert_eq!(
+        changes,
+        [
+            "/usr/bin/perl: changed by the agent",
+            "/usr/local/bin/python3: added by the agent, earlier on PATH than the image's /usr/bin/python3"
+        ]
+    );
+}

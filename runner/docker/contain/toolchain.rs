@@ -24,6 +24,7 @@
 //! library and installed packages' code, and hooks created after the plan while the tests run.
 
 use super::*;
+use std::collections::BTreeSet;
 
 /// Shells, interpreters, downloaders and test runners: the programs a `test.sh` runs.
 pub(crate) fn is_tool_name(name: &str) -> bool {
@@ -168,7 +169,66 @@ pub(crate) fn plan(search: &str) -> Plan {
     plan_libraries(&mut plan);
     hooks::plan_hooks(&mut plan);
     plan_top_level(&mut plan);
+    let ours = runner_pins(&fs::read_to_string("/proc/1/mountinfo").unwrap_or_default());
+    drop_runners_own(&mut plan.changes, &ours);
     plan
+}
+
+/// The mount source of the jail's pristine tmpfs (`pins.rs`).
+pub(crate) const PRISTINE_SOURCE: &str = "runner-pristine";
+
+/// The trial's paths that are pins an earlier verification of this trial left (a step before
+/// this one): mount points whose source is the pristine tmpfs, in the trial's mountinfo
+/// (`/proc/1/mountinfo`). Only `CAP_SYS_ADMIN` makes a mount, and no trial process holds it,
+/// so such a mount is runner's own, and what it shows is the image's file (read-only at its
+/// superblock): the tests would run the image's program there, not the agent's.
+pub(crate) fn runner_pins(mountinfo: &str) -> BTreeSet<String> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (fields, after) = line.split_once(" - ")?;
+            let mount_point = fields.split(' ').nth(4)?;
+            let mut after = after.split(' ');
+            let (_fstype, source) = (after.next()?, after.next()?);
+            (source == PRISTINE_SOURCE).then(|| unescape_mountinfo(mount_point))
+        })
+        .collect()
+}
+
+/// Mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+            let text = std::str::from_utf8(d).ok()?;
+            u8::from_str_radix(text, 8).ok()
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Drops the changes of paths runner itself pinned (`ours`): every change is `<path>: what`.
+/// Comparing those with the image would accuse the agent of runner's own mounts (each step of
+/// a multi-step task found the last step's pins as programs "added by the agent").
+pub(crate) fn drop_runners_own(changes: &mut Vec<String>, ours: &BTreeSet<String>) {
+    changes.retain(|change| {
+        let path = change
+            .split_once(": ")
+            .map_or(change.as_str(), |(path, _)| path);
+        !ours.contains(path)
+    });
 }
 
 /// The image's top-level links and pytest configuration at `/` as the trial has them: the

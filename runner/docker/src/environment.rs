@@ -127,6 +127,8 @@ impl DockerEnvironment {
             binds: main
                 .mounts
                 .iter()
+                // The tests' egress directory goes into the verifier jail only.
+                .filter(|m| !m.tests_egress)
                 .map(|m| {
                     let mode = if m.read_only { ":ro" } else { "" };
                     format!("{}:{}{mode}", m.host.display(), m.container)
@@ -186,6 +188,11 @@ impl DockerEnvironment {
                 Some(limits.pids_limit),
             ),
             early_tests: spec.first_tests.clone(),
+            tests_egress: main
+                .mounts
+                .iter()
+                .find(|m| m.tests_egress)
+                .map(|m| (m.host.clone(), m.container.clone())),
         };
         // A main container that runs a command of its own (a compose `command` or
         // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it

@@ -66,6 +66,10 @@ pub(crate) struct JailSpec {
     /// Tests put into the early jail's root with the helper, before the agent is done (see
     /// `jail_warm.rs`); a verification of these tests then skips their upload.
     pub early_tests: Option<PathBuf>,
+    /// The tests' side of the egress proxy (host directory, path in the jail): bound
+    /// read-only into the jail only, where the helper starts the tests' relay from it
+    /// (`contain/egress.rs`). `None` without a network allowlist in the task.
+    pub tests_egress: Option<(PathBuf, String)>,
 }
 
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
@@ -172,6 +176,9 @@ fn verify_args(spec: &JailSpec, request: &IsolatedVerifyRequest) -> Vec<String> 
     if request.agent_toolchain {
         args.extend(["--agent-toolchain".to_owned(), "1".to_owned()]);
     }
+    if let Some((_, dir)) = &spec.tests_egress {
+        args.extend(["--egress-dir".to_owned(), dir.clone()]);
+    }
     args
 }
 
@@ -193,6 +200,12 @@ pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
         init: Some(false),
         auto_remove: Some(false),
         security_opt: jail_security_opt(),
+        // The tests' egress socket and relay: in the jail's own root, which no trial process
+        // reaches (see `contain/egress.rs`).
+        binds: spec
+            .tests_egress
+            .as_ref()
+            .map(|(host, dir)| vec![format!("{}:{dir}:ro", host.display())]),
         ..spec.limits.clone()
     }
 }

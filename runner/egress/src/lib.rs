@@ -15,12 +15,14 @@
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use egress::{Allowlist, EgressProxy, Policy, Resolver};
-//! let dir = tempfile::tempdir()?;
-//! let proxy = EgressProxy::start(dir.path(), Resolver::system()).await?;
+//! use egress::{Allowlist, EgressProxy, Policy, Resolver, Side};
+//! let (agent, tests) = (tempfile::tempdir()?, tempfile::tempdir()?);
+//! let proxy = EgressProxy::start(agent.path(), tests.path(), Resolver::system()).await?;
 //! let hosts = Allowlist::parse(&["pypi.org".into(), "*.pythonhosted.org".into()]).unwrap();
-//! proxy.set_phase("agent", Policy::Allow(hosts), Some("trial/agent/network.jsonl".into()));
-//! // bind-mount proxy.socket_dir() into the container, start the relay, run the agent ...
+//! let log = Some("trial/agent/network.jsonl".into());
+//! proxy.set_phase(Side::Agent, "agent", Policy::Allow(hosts), log);
+//! // bind-mount proxy.socket_dir(Side::Agent) into the container, start the relay, run the
+//! // agent; proxy.socket_dir(Side::Verifier) goes only where the tests run ...
 //! let counts = proxy.counts();
 //! # Ok(()) }
 //! ```
@@ -31,7 +33,9 @@ mod proxy;
 mod request;
 mod resolver;
 
-pub use allowlist::{Allowlist, AllowlistError, Decision, HostPattern, Policy};
+pub use allowlist::{
+    Allowlist, AllowlistError, Decision, Entry, HostPattern, Policy, SCHEME_PORTS, normalise_host,
+};
 pub use attempt_log::{Attempt, PhaseCounts};
-pub use proxy::{EgressProxy, SOCKET_FILE_NAME};
+pub use proxy::{EgressProxy, SOCKET_FILE_NAME, Side};
 pub use resolver::{PinError, Resolver};

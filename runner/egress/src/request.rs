@@ -51,6 +51,15 @@ pub(crate) enum RequestError {
     /// The authority has a port but no host.
     #[error("no host in {0:?}")]
     NoHost(String),
+    /// The `Host` header names another host than the request line (domain fronting on a
+    /// shared address), or the request carries several.
+    #[error("the Host header {header:?} does not name the request's host {target:?}")]
+    HostMismatch {
+        /// The `Host` header(s) as sent.
+        header: String,
+        /// The request line's authority.
+        target: String,
+    },
 }
 
 /// The end of the head (the index after `\r\n\r\n`), once `buffer` holds it.
@@ -75,8 +84,10 @@ pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
     if !version.starts_with("HTTP/1.") {
         return Err(RequestError::UnsupportedProtocol(version.to_owned()));
     }
+    let lines: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
     if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = split_authority(target, None)?;
+        check_host_header(&lines, target, &host, port, true)?;
         return Ok(ProxyRequest {
             method: "CONNECT".into(),
             host,
@@ -96,9 +107,9 @@ pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
         None => (rest, "/"),
     };
     let (host, port) = split_authority(authority, Some(80))?;
+    let has_host = check_host_header(&lines, authority, &host, port, false)?;
     let mut forward = format!("{method} {path} {version}\r\n");
-    let mut has_host = false;
-    for line in lines.filter(|l| !l.is_empty()) {
+    for line in lines {
         let name = line.split(':').next().unwrap_or_default().trim();
         // Hop-by-hop and proxy-only headers stop here; one request per connection.
         let dropped = [
@@ -110,7 +121,6 @@ pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
         if dropped.iter().any(|d| name.eq_ignore_ascii_case(d)) {
             continue;
         }
-        has_host |= name.eq_ignore_ascii_case("host");
         forward.push_str(line);
         forward.push_str("\r\n");
     }
@@ -126,7 +136,53 @@ pub(crate) fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
     })
 }
 
-/// `host:port` (or `[v6]:port`), with `default_port` when the port is left out.
+/// Checks the `Host` header against the request line's host and port (both normalised):
+/// a plain request's `Host` without a port means 80; a `CONNECT`'s may leave the port out.
+/// True when there is one. Several `Host` headers are a mismatch (which one would the
+/// destination read?).
+fn check_host_header(
+    lines: &[&str],
+    target: &str,
+    host: &str,
+    port: u16,
+    connect: bool,
+) -> Result<bool, RequestError> {
+    let values: Vec<&str> = lines
+        .iter()
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
+        .map(|(_, value)| value.trim())
+        .collect();
+    let mismatch = || RequestError::HostMismatch {
+        header: values.join(", "),
+        target: target.to_owned(),
+    };
+    match values.as_slice() {
+        [] => Ok(false),
+        [value] => {
+            let (named, named_port) = match split_authority(value, None) {
+                Ok(parsed) => (parsed.0, Some(parsed.1)),
+                Err(RequestError::ConnectWithoutPort(_)) => {
+                    (split_authority(value, Some(80))?.0, None)
+                }
+                Err(_) => return Err(mismatch()),
+            };
+            let port_matches = match named_port {
+                Some(named_port) => named_port == port,
+                None => connect || port == 80,
+            };
+            if named == host && port_matches {
+                Ok(true)
+            } else {
+                Err(mismatch())
+            }
+        }
+        _ => Err(mismatch()),
+    }
+}
+
+/// `host:port` (or `[v6]:port`), with `default_port` when the port is left out; the host
+/// normalised (lower case, no trailing dot).
 fn split_authority(
     authority: &str,
     default_port: Option<u16>,
@@ -154,10 +210,11 @@ fn split_authority(
         (None, Some(default)) => default,
         (None, None) => return Err(RequestError::ConnectWithoutPort(authority.to_owned())),
     };
+    let host = crate::allowlist::normalise_host(host);
     if host.is_empty() {
         return Err(RequestError::NoHost(authority.to_owned()));
     }
-    Ok((host.to_ascii_lowercase(), port))
+    Ok((host, port))
 }
 
 #[cfg(test)]
@@ -205,6 +262,52 @@ mod tests {
             assert!(err.contains(reason), "{err}");
         }
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
+    }
+
+    #[test]
+    fn the_host_header_must_name_the_requests_host() {
+        for head in [
+            &b"GET http://allowed.test/ HTTP/1.1\r\nHost: other.test\r\n\r\n"[..],
+            b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+            b"GET http://allowed.test:8080/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nhost: other.test\r\n\r\n",
+            b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n",
+            b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:22\r\n\r\n",
+        ] {
+            let err = parse(head).unwrap_err();
+            assert!(
+                matches!(err, RequestError::HostMismatch { .. }),
+                "{}: {err}",
+                String::from_utf8_lossy(head)
+            );
+            assert!(err.to_string().contains("Host header"), "{err}");
+        }
+        // The same host however it is spelled, a CONNECT's Host without its port, none at all.
+        for head in [
+            &b"GET http://Allowed.Test./ HTTP/1.1\r\nHOST: allowed.test:80\r\n\r\n"[..],
+            b"GET http://allowed.test:8080/ HTTP/1.1\r\nHost: ALLOWED.test.:8080\r\n\r\n",
+            b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n",
+            b"GET http://[::1]:8080/ HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+        ] {
+            let request = parse(head).unwrap();
+            assert!(
+                matches!(request.host.as_str(), "allowed.test" | "::1"),
+                "{request:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_normalised_before_policy_and_pin() {
+        let get = parse(b"GET http://ALLOWED.TEST./x HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!((get.host.as_str(), get.port), ("allowed.test", 80));
+        let connect = parse(b"CONNECT Allowed.Test.:443 HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!(connect.host, "allowed.test");
+        assert!(matches!(
+            parse(b"CONNECT .:443 HTTP/1.1\r\n\r\n"),
+            Err(RequestError::NoHost(_))
+        ));
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
     }
 }

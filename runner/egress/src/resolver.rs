@@ -1,7 +1,12 @@
 //! Name resolution on the proxy's side: the host's resolver, or fixed answers for names an
-//! operator (or a test) pins, the way `curl --resolve` does.
+//! operator (or a test) pins, the way `curl --resolve` does. A pin may name the service's port
+//! (`name:port=ip`, as `curl --resolve host:port:addr`): that port is then listed for the name
+//! (the only way to reach a name pinned to a loopback or private address, whose other ports
+//! are the host's own services).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::allowlist::normalise_host;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
@@ -9,8 +14,11 @@ use std::net::{IpAddr, SocketAddr};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PinError {
     /// An entry has no `=` between the name and the address.
-    #[error("{0:?} is not name=ip")]
+    #[error("{0:?} is not name=ip or name:port=ip")]
     NotNameEqualsIp(String),
+    /// The port of a `name:port=ip` entry is not a number from 1 to 65535.
+    #[error("{0:?}: bad port")]
+    BadPort(String),
     /// The part after `=` is not an IPv4 or IPv6 address.
     #[error("{pin:?}: {ip:?} is not an IP address")]
     BadAddress {
@@ -28,6 +36,8 @@ pub enum PinError {
 #[derive(Debug, Clone, Default)]
 pub struct Resolver {
     pinned: BTreeMap<String, Vec<IpAddr>>,
+    /// The ports pins name, by name.
+    ports: BTreeMap<String, BTreeSet<u16>>,
 }
 
 impl Resolver {
@@ -36,8 +46,8 @@ impl Resolver {
         Resolver::default()
     }
 
-    /// Parses `name=ip[,name=ip…]` (a name may be given several times for several addresses),
-    /// the format of `RUNNER_EGRESS_RESOLVE`.
+    /// Parses `name[:port]=ip[,…]` (a name may be given several times for several addresses
+    /// or ports), the format of `RUNNER_EGRESS_RESOLVE`.
     pub fn parse_pins(spec: &str) -> Result<Resolver, PinError> {
         let mut resolver = Resolver::system();
         for pin in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -52,26 +62,63 @@ impl Resolver {
                     ip: ip.to_owned(),
                     source,
                 })?;
-            resolver.pin(name.trim(), ip);
+            let (name, port) = match name.trim().rsplit_once(':') {
+                Some((name, port)) => {
+                    let port = port
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|p| *p != 0)
+                        .ok_or_else(|| PinError::BadPort(pin.to_owned()))?;
+                    (name, Some(port))
+                }
+                None => (name.trim(), None),
+            };
+            resolver.pin(name, ip);
+            if let Some(port) = port {
+                resolver.list_port(name, port);
+            }
         }
         Ok(resolver)
     }
 
     /// Answers `name` with `ip` (added to earlier pins of the same name).
     pub fn pin(&mut self, name: &str, ip: IpAddr) {
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        self.pinned.entry(name).or_default().push(ip);
+        let ips = self.pinned.entry(normalise_host(name)).or_default();
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
     }
 
-    /// The addresses of `host` (an IP literal is its own answer).
+    /// Lists `port` for the pinned `name`: the proxy lets the name reach it, on its pinned
+    /// (possibly loopback or private) address too.
+    pub fn list_port(&mut self, name: &str, port: u16) {
+        self.ports
+            .entry(normalise_host(name))
+            .or_default()
+            .insert(port);
+    }
+
+    /// True when a pin of `host` names `port`.
+    pub fn pinned_port(&self, host: &str, port: u16) -> bool {
+        self.ports
+            .get(&normalise_host(host))
+            .is_some_and(|ports| ports.contains(&port))
+    }
+
+    /// The addresses of `host` (an IP literal is its own answer). The name is normalised (case,
+    /// trailing dot) first, so `ALLOWED.TEST.` takes `allowed.test`'s pin and never asks the
+    /// host's resolver instead.
     pub async fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
-        if let Some(ips) = self.pinned.get(host) {
+        let host = normalise_host(host);
+        if let Some(ips) = self.pinned.get(&host) {
             return Ok(ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect());
         }
-        Ok(tokio::net::lookup_host((host, port)).await?.collect())
+        Ok(tokio::net::lookup_host((host.as_str(), port))
+            .await?
+            .collect())
     }
 }
 
@@ -81,10 +128,22 @@ mod tests {
 
     #[tokio::test]
     async fn pinned_names_and_literals_resolve_without_the_system() {
-        let resolver = Resolver::parse_pins("allowed.test=127.0.0.1, Allowed.test.=::1").unwrap();
+        let resolver =
+            Resolver::parse_pins("allowed.test=127.0.0.1, Allowed.test.:8080=::1").unwrap();
         let addrs = resolver.resolve("allowed.test", 80).await.unwrap();
         assert_eq!(addrs.len(), 2);
         assert_eq!(addrs[0].to_string(), "127.0.0.1:80");
+        // Case and the trailing dot are the same name: the pin answers, not the system.
+        let dotted = resolver.resolve("ALLOWED.TEST.", 80).await.unwrap();
+        assert_eq!(dotted, addrs);
+        assert!(resolver.pinned_port("ALLOWED.test.", 8080));
+        assert!(!resolver.pinned_port("allowed.test", 22));
+        assert!(
+            Resolver::parse_pins("x.test:0=127.0.0.1")
+                .unwrap_err()
+                .to_string()
+                .contains("bad port")
+        );
         let literal = resolver.resolve("10.0.0.1", 443).await.unwrap();
         assert_eq!(literal[0].to_string(), "10.0.0.1:443");
         assert!(

@@ -225,6 +225,10 @@ pub struct BindMount {
     pub container: String,
     /// Mounted read-only.
     pub read_only: bool,
+    /// The tests' egress directory (the proxy's tests-side socket and the relay): mounted
+    /// only where the tests run isolated (Docker: the verifier jail, whose helper starts the
+    /// relay from it), never into the service, so no process of the agent can reach it.
+    pub tests_egress: bool,
 }
 
 /// Everything a backend needs to start one trial's environment.

@@ -10,6 +10,7 @@
 //!
 //! ```text
 //! bridge-relay serve --listen 127.0.0.1:4141 --socket /run/runner-llm-bridge/bridge.sock
+//! bridge-relay serve --listen 127.0.0.1:0 --socket S --announce --peer-cgroup  # the jail's
 //! bridge-relay wait --addr 127.0.0.1:4141 --timeout-ms 5000   # exits 0 once serve listens
 //! bridge-relay end-turn --addr 127.0.0.1:4141 --token TOKEN   # the agent's turn is over
 //! bridge-relay --version
@@ -25,6 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod peer;
+
 /// Connections served at once; more are closed at once rather than growing threads unbounded.
 const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
@@ -33,6 +36,7 @@ const THREAD_STACK_BYTES: usize = 128 * 1024;
 
 const USAGE: &str = "usage:
   bridge-relay serve --listen 127.0.0.1:PORT --socket PATH [--max-connections N]
+                    [--announce] [--peer-cgroup]
   bridge-relay wait --addr 127.0.0.1:PORT [--timeout-ms N]
   bridge-relay end-turn --addr 127.0.0.1:PORT --token TOKEN [--timeout-ms N]
   bridge-relay --version";
@@ -43,6 +47,10 @@ enum Command {
         listen: SocketAddr,
         socket: PathBuf,
         max_connections: usize,
+        /// Print `port N` on stdout once listening (for `--listen 127.0.0.1:0`).
+        announce: bool,
+        /// Relay only connections whose processes are all in the relay's cgroup (`peer.rs`).
+        peer_cgroup: bool,
     },
     Wait {
         addr: SocketAddr,
@@ -63,9 +71,21 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut addr = None;
     let mut token = None;
     let mut max_connections = DEFAULT_MAX_CONNECTIONS;
+    let (mut announce, mut peer_cgroup) = (false, false);
     let mut timeout = Duration::from_secs(10);
     let mut iter = rest.iter();
     while let Some(flag) = iter.next() {
+        match flag.as_str() {
+            "--announce" => {
+                announce = true;
+                continue;
+            }
+            "--peer-cgroup" => {
+                peer_cgroup = true;
+                continue;
+            }
+            _ => {}
+        }
         let mut value = || iter.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--listen" => listen = Some(parse_loopback(value()?)?),
@@ -92,6 +112,8 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
             listen: listen.ok_or("serve needs --listen 127.0.0.1:PORT")?,
             socket: socket.ok_or("serve needs --socket PATH (the bind-mounted bridge socket)")?,
             max_connections: max_connections.max(1),
+            announce,
+            peer_cgroup,
         }),
         "wait" => Ok(Command::Wait {
             addr: addr.ok_or("wait needs --addr 127.0.0.1:PORT")?,
@@ -160,7 +182,9 @@ fn main() -> ExitCode {
             listen,
             socket,
             max_connections,
-        } => match serve(listen, &socket, max_connections) {
+            announce,
+            peer_cgroup,
+        } => match serve(listen, &socket, max_connections, announce, peer_cgroup) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("bridge-relay: cannot listen on {listen}: {error}");
@@ -212,13 +236,21 @@ fn end_turn(addr: SocketAddr, token: &str, timeout: Duration) -> Result<(), Stri
     }
 }
 
-fn serve(listen: SocketAddr, socket: &Path, max_connections: usize) -> io::Result<()> {
+fn serve(
+    listen: SocketAddr,
+    socket: &Path,
+    max_connections: usize,
+    announce: bool,
+    peer_cgroup: bool,
+) -> io::Result<()> {
     let listener = TcpListener::bind(listen)?;
-    eprintln!(
-        "bridge-relay: listening on {} -> {}",
-        listener.local_addr()?,
-        socket.display()
-    );
+    let bound = listener.local_addr()?;
+    eprintln!("bridge-relay: listening on {bound} -> {}", socket.display());
+    if announce {
+        let mut stdout = io::stdout().lock();
+        writeln!(stdout, "port {}", bound.port())?;
+        stdout.flush()?;
+    }
     let active = Arc::new(AtomicUsize::new(0));
     for incoming in listener.incoming() {
         let client = match incoming {
@@ -230,6 +262,10 @@ fn serve(listen: SocketAddr, socket: &Path, max_connections: usize) -> io::Resul
                 continue;
             }
         };
+        if peer_cgroup && let Err(why) = peer::check(&client) {
+            eprintln!("bridge-relay: refused: {why}");
+            continue;
+        }
         if active.load(Ordering::Acquire) >= max_connections {
             eprintln!("bridge-relay: {max_connections} connections already open; refusing one");
             continue;
@@ -326,9 +362,21 @@ mod tests {
             Command::Serve {
                 listen: "127.0.0.1:4141".parse().unwrap(),
                 socket: "/s".into(),
-                max_connections: DEFAULT_MAX_CONNECTIONS
+                max_connections: DEFAULT_MAX_CONNECTIONS,
+                announce: false,
+                peer_cgroup: false,
             }
         );
+        assert!(matches!(
+            parse_args(&args(
+                "serve --listen 127.0.0.1:0 --socket /s --announce --peer-cgroup"
+            )),
+            Ok(Command::Serve {
+                announce: true,
+                peer_cgroup: true,
+                ..
+            })
+        ));
         assert!(
             parse_args(&args("serve --listen 0.0.0.0:4141 --socket /s"))
                 .unwrap_err()
@@ -384,7 +432,8 @@ mod tests {
         let listen = probe.local_addr().unwrap();
         drop(probe);
         let socket_for_relay = socket.clone();
-        thread::spawn(move || serve(listen, &socket_for_relay, 64).unwrap());
+        // The peer check on: this test's own threads are in the relay's cgroup.
+        thread::spawn(move || serve(listen, &socket_for_relay, 64, false, true).unwrap());
         wait_for(listen, Duration::from_secs(5)).unwrap();
 
         let clients: Vec<_> = (0..16)
@@ -416,5 +465,25 @@ mod tests {
         drop(probe);
         let error = wait_for(addr, Duration::from_millis(100)).unwrap_err();
         assert!(error.contains("nothing listens"), "{error}");
+    }
+
+    #[test]
+    fn the_peer_check_finds_the_clients_socket_and_its_process() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let table = std::fs::read_to_string("/proc/self/net/tcp").unwrap();
+        let peer = accepted.peer_addr().unwrap();
+        let local = accepted.local_addr().unwrap();
+        let inode = peer::socket_inode(&table, peer, local).expect("the client's socket");
+        // This process holds it, and nothing else does.
+        assert_eq!(peer::holders_of(inode), [std::process::id()]);
+        peer::check(&accepted).unwrap();
+        assert_eq!(peer::socket_inode(&table, local, local), None);
+        assert_eq!(
+            peer::proc_address("127.0.0.1:8080".parse().unwrap()),
+            format!("{:08X}:1F90", u32::from_ne_bytes([127, 0, 0, 1]))
+        );
+        drop(client);
     }
 }

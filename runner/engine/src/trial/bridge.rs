@@ -69,6 +69,7 @@ impl<B: Backend> Trial<B> {
             host: trial.socket_dir().to_path_buf(),
             container: trial.container_dir().to_owned(),
             read_only: true,
+            tests_egress: false,
         });
         spec.main.env.extend(trial.agent_env());
         if !job.allow_container_secrets {

@@ -1,16 +1,19 @@
 //! Network allowlists (`network_mode = "allowlist"` with `allowed_hosts`) enforced on any
 //! engine with no extra image: a task that names one gets a host-side egress proxy
-//! ([`egress::EgressProxy`]) for the whole trial, its socket directory bind-mounted read-only
-//! with the static relay in it. An allowlist phase's container has no network (as
-//! `no-network`); the relay turns `127.0.0.1:<port>` inside into the proxy's socket, and
-//! `HTTP_PROXY`/`HTTPS_PROXY` (both cases) point there. Each phase sets the proxy's policy
-//! (its own hosts, `Open` for a public phase, `Closed` for `no-network`) and restarts the
-//! relay, so nothing the agent did to the last one carries over; the verifier's relay gets a
-//! port of its own, given to the tests in their env.
+//! ([`egress::EgressProxy`]) for the whole trial, with one socket per side, each in a
+//! directory with the static relay. The agent's side is bind-mounted read-only into the trial
+//! container; the tests' side only where the tests run (the verifier jail, whose helper starts
+//! its relay, or a separate verifier's container), so no process of the agent ever holds or
+//! finds it. An allowlist phase's container has no network (as `no-network`); the relay turns
+//! `127.0.0.1:<port>` inside into its side's socket, and `HTTP_PROXY`/`HTTPS_PROXY` (both
+//! cases) point there. Each phase sets its side's policy (its own hosts, `Open` for a public
+//! phase, `Closed` for `no-network`) and closes the other side; an agent phase restarts the
+//! agent's relay, so nothing the agent did to the last one carries over, and the verifier
+//! phase stops it.
 
 use std::collections::BTreeMap;
 
-use egress::{Allowlist, AllowlistError, EgressProxy, Policy, Resolver};
+use egress::{Allowlist, AllowlistError, EgressProxy, Policy, Resolver, Side};
 use tasks::config::{NetworkMode, StepConfig, TaskConfig};
 use tasks::{ExceptionType, Sandbox};
 
@@ -20,8 +23,11 @@ use super::relay::{self, RELAY_WAIT_MS};
 use crate::backend::{Backend, BindMount, EnvironmentSpec};
 use crate::failure::TrialFailure;
 
-/// Where the proxy's directory (socket and relay) is mounted in the container.
+/// Where the proxy's directory (socket and relay) is mounted in the container: the agent's
+/// side in the trial container, the tests' side in a separate verifier's.
 pub const CONTAINER_EGRESS_DIR: &str = "/run/runner-egress";
+/// Where the tests' side is mounted in the verifier jail (never in the trial container).
+pub const JAIL_EGRESS_DIR: &str = "/run/runner-egress-tests";
 /// Names the proxy resolves to fixed addresses (`name=ip[,name=ip…]`), as `curl --resolve`:
 /// for air-gapped mirrors, and for the tests.
 pub const RESOLVE_ENV: &str = "RUNNER_EGRESS_RESOLVE";
@@ -55,33 +61,55 @@ impl EgressPhase {
             EgressPhase::Verifier => "verifier",
         }
     }
+
+    /// The proxy socket that serves the phase.
+    fn side(self) -> Side {
+        match self {
+            EgressPhase::Setup | EgressPhase::Agent => Side::Agent,
+            EgressPhase::Verifier => Side::Verifier,
+        }
+    }
 }
 
 /// A trial's egress: the proxy, its directory, the relay running for the current phase and the
 /// port the container's env names.
 pub(super) struct TrialEgress {
     proxy: EgressProxy,
-    // Held for the trial's life: the socket and the relay live in it.
+    // Held for the trial's life: each side's socket and relay live in them.
     dir: tempfile::TempDir,
+    tests_dir: tempfile::TempDir,
     container_port: u16,
     relay_pid: Option<u32>,
     /// The relay in a separate verifier's container, once it started.
     verifier_relay_pid: Option<u32>,
     /// The step whose phases come next (multi-step tasks), by index.
     step: Option<usize>,
-    /// The proxy env of the verifier's relay, once the verifier phase began.
-    tests_env: BTreeMap<String, String>,
 }
 
 impl TrialEgress {
-    /// Mounts the proxy's directory (socket and relay) read-only into `spec`'s main service
-    /// and points its proxy env at a relay on `port`.
-    fn add_to(&self, spec: &mut EnvironmentSpec, port: u16) {
+    /// Mounts `side`'s directory (socket and relay) read-only into `spec`'s main service
+    /// and points its proxy env at a relay on `port`. The agent's container also gets the
+    /// tests' side as a jail-only mount ([`BindMount::tests_egress`]): the jail's helper
+    /// starts the tests' relay from it, inside the jail.
+    fn add_to(&self, spec: &mut EnvironmentSpec, port: u16, side: Side) {
+        let dir = match side {
+            Side::Agent => self.dir.path(),
+            Side::Verifier => self.tests_dir.path(),
+        };
         spec.main.mounts.push(BindMount {
-            host: self.dir.path().to_path_buf(),
+            host: dir.to_path_buf(),
             container: CONTAINER_EGRESS_DIR.to_owned(),
             read_only: true,
+            tests_egress: false,
         });
+        if side == Side::Agent {
+            spec.main.mounts.push(BindMount {
+                host: self.tests_dir.path().to_path_buf(),
+                container: JAIL_EGRESS_DIR.to_owned(),
+                read_only: true,
+                tests_egress: true,
+            });
+        }
         spec.main.env.extend(proxy_env(port));
     }
 }
@@ -210,6 +238,15 @@ fn random_port() -> u16 {
     20_000 + (uuid::Uuid::new_v4().as_u128() % 40_000) as u16
 }
 
+/// A policy as `trial.log` names it.
+fn describe(policy: &Policy) -> String {
+    match policy {
+        Policy::Open => "public (no loopback, link-local or private addresses)".to_owned(),
+        Policy::Closed => "closed".to_owned(),
+        Policy::Allow(list) => format!("allowlist of {} host(s)", list.entries().len()),
+    }
+}
+
 fn egress_failure(message: impl Into<String>) -> TrialFailure {
     TrialFailure::new(ExceptionType::EnvironmentError, message)
 }
@@ -231,29 +268,34 @@ impl<B: Backend> Trial<B> {
                     .map_err(|e| egress_failure(format!("{RESOLVE_ENV}: {e}")))?,
                 Err(_) => Resolver::system(),
             };
-            let dir = tempfile::Builder::new()
-                .prefix("runner-egress-")
-                .tempdir()
-                .map_err(|e| egress_failure(format!("egress proxy directory: {e}")))?;
-            bridge_relay::write_relay(&dir.path().join(bridge_relay::RELAY_FILE_NAME))
-                .map_err(|e| egress_failure(format!("egress relay: {e}")))?;
-            let proxy = EgressProxy::start(dir.path(), resolver)
+            let side_dir = |prefix: &str| {
+                let dir = tempfile::Builder::new()
+                    .prefix(prefix)
+                    .tempdir()
+                    .map_err(|e| egress_failure(format!("egress proxy directory: {e}")))?;
+                bridge_relay::write_relay(&dir.path().join(bridge_relay::RELAY_FILE_NAME))
+                    .map_err(|e| egress_failure(format!("egress relay: {e}")))?;
+                Ok::<_, TrialFailure>(dir)
+            };
+            let dir = side_dir("runner-egress-")?;
+            let tests_dir = side_dir("runner-egress-tests-")?;
+            let proxy = EgressProxy::start(dir.path(), tests_dir.path(), resolver)
                 .await
                 .map_err(|e| egress_failure(format!("starting the egress proxy: {e}")))?;
             self.egress = Some(TrialEgress {
                 proxy,
                 dir,
+                tests_dir,
                 container_port: random_port(),
                 relay_pid: None,
                 verifier_relay_pid: None,
                 step: None,
-                tests_env: BTreeMap::new(),
             });
         }
         let Some(egress) = &self.egress else {
             return Ok(spec);
         };
-        egress.add_to(&mut spec, egress.container_port);
+        egress.add_to(&mut spec, egress.container_port, Side::Agent);
         Ok(spec)
     }
 
@@ -276,13 +318,18 @@ impl<B: Backend> Trial<B> {
             None => (self.dir.clone(), phase.name().to_owned()),
         };
         let log = dir.join(phase.log_dir()).join("network.jsonl");
-        egress.proxy.set_phase(&name, policy.clone(), Some(log));
+        egress
+            .proxy
+            .set_phase(phase.side(), &name, policy.clone(), Some(log));
         Ok(Some(policy))
     }
 
-    /// Enters `phase`: the proxy takes the phase's policy ([`Self::egress_policy`]) and a
-    /// fresh relay starts in the container (the verifier's on a port of its own, kept for
-    /// [`Self::egress_tests_env`]). Nothing without egress.
+    /// Enters `phase`: the proxy takes the phase's policy ([`Self::egress_policy`]), the
+    /// agent's relay in the container stops and, for a setup or agent phase, a fresh one
+    /// starts. The tests' relay is not started here: it runs inside the verifier jail (its
+    /// helper starts it from the jail-only mount and gives the tests its port), where no
+    /// process the agent left can reach its socket, and refuses connections from outside the
+    /// jail. Nothing without egress.
     pub(super) async fn egress_phase(&mut self, phase: EgressPhase) -> Result<(), TrialFailure> {
         let Some(policy) = self.egress_policy(phase)? else {
             return Ok(());
@@ -290,23 +337,27 @@ impl<B: Backend> Trial<B> {
         let Some(egress) = &self.egress else {
             return Ok(());
         };
-        let port = match phase {
-            EgressPhase::Verifier => random_port(),
-            _ => egress.container_port,
-        };
+        let port = egress.container_port;
         let previous = egress.relay_pid;
         let sandbox = self.sandbox()?;
         if let Some(pid) = previous {
             relay::stop_relay(&sandbox, pid, RELAY_PID).await;
+        }
+        if let Some(egress) = &mut self.egress {
+            egress.relay_pid = None;
+        }
+        if phase == EgressPhase::Verifier {
+            self.log.line(&format!(
+                "egress proxy: verifier phase {}, relay in the verifier jail (the agent's relay stopped, its socket closed)",
+                describe(&policy)
+            ));
+            return Ok(());
         }
         let pid = self
             .start_egress_relay(&sandbox, phase, port, &policy)
             .await?;
         if let Some(egress) = &mut self.egress {
             egress.relay_pid = Some(pid);
-            if phase == EgressPhase::Verifier {
-                egress.tests_env = proxy_env(port);
-            }
         }
         Ok(())
     }
@@ -316,7 +367,7 @@ impl<B: Backend> Trial<B> {
     pub(super) fn with_separate_verifier_egress(&self, spec: &mut EnvironmentSpec) -> Option<u16> {
         let egress = self.egress.as_ref()?;
         let port = random_port();
-        egress.add_to(spec, port);
+        egress.add_to(spec, port, Side::Verifier);
         Some(port)
     }
 
@@ -359,14 +410,10 @@ impl<B: Backend> Trial<B> {
                     format!("egress proxy for the {} phase: {e}", phase.name()),
                 )
             })?;
-        let described = match policy {
-            Policy::Open => "public (no loopback, link-local or private addresses)".to_owned(),
-            Policy::Closed => "closed".to_owned(),
-            Policy::Allow(list) => format!("allowlist of {} host(s)", list.patterns().len()),
-        };
         self.log.line(&format!(
-            "egress proxy: {} phase {described}, relay on 127.0.0.1:{port}",
-            phase.name()
+            "egress proxy: {} phase {}, relay on 127.0.0.1:{port}",
+            phase.name(),
+            describe(policy)
         ));
         Ok(pid)
     }
@@ -386,14 +433,6 @@ impl<B: Backend> Trial<B> {
             .flat_map(|e| [e.relay_pid, e.verifier_relay_pid])
             .flatten()
             .collect()
-    }
-
-    /// The env that points the tests at the verifier phase's relay (empty without egress).
-    pub(super) fn egress_tests_env(&self) -> BTreeMap<String, String> {
-        self.egress
-            .as_ref()
-            .map(|e| e.tests_env.clone())
-            .unwrap_or_default()
     }
 
     /// Stops the relay, closes the proxy and records its counts (runner-only
@@ -444,7 +483,9 @@ mod tests {
         assert!(task_uses_allowlist(&task));
         let allows = |phase, host: &str| match phase_policy(&task, None, phase).unwrap() {
             Policy::Allow(_) => matches!(
-                phase_policy(&task, None, phase).unwrap().decide_host(host),
+                phase_policy(&task, None, phase)
+                    .unwrap()
+                    .decide_host(host, 443, false),
                 egress::Decision::Allow { .. }
             ),
             other => panic!("{other:?}"),

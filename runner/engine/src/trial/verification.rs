@@ -56,7 +56,6 @@ impl<B: Backend> Trial<B> {
             .unwrap_or_else(Instant::now);
         let mut notes = verifiers::VerifyNotes {
             agent_toolchain: self.plan.config.verifier.agent_toolchain,
-            extra_env: self.egress_tests_env(),
             ..verifiers::VerifyNotes::default()
         };
         let task = &self.plan.task;
@@ -131,7 +130,12 @@ impl<B: Backend> Trial<B> {
         }
         self.artifacts_collected = notes.then_downloaded;
         self.result.verifier_isolation = notes.isolation;
-        self.result.verifier_toolchain_changes = notes.toolchain_changes;
+        // A multi-step trial verifies once per step: what any step found stays recorded (a
+        // later step does not see what runner already pinned over as the agent's again).
+        self.result.verifier_toolchain_changes = merge_changes(
+            self.result.verifier_toolchain_changes.take(),
+            notes.toolchain_changes,
+        );
         self.result.agent_leftover_processes = notes.leftover_processes;
     }
 
@@ -169,5 +173,40 @@ impl<B: Backend> Trial<B> {
                 COLLECT_TIMEOUT.as_secs()
             )),
         }
+    }
+}
+
+/// The changes recorded so far with a later verification's added (each once, in order).
+fn merge_changes(earlier: Option<Vec<String>>, later: Option<Vec<String>>) -> Option<Vec<String>> {
+    match (earlier, later) {
+        (Some(mut all), Some(later)) => {
+            for change in later {
+                if !all.contains(&change) {
+                    all.push(change);
+                }
+            }
+            Some(all)
+        }
+        (earlier, later) => later.or(earlier),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_changes;
+
+    #[test]
+    fn each_steps_toolchain_changes_stay_recorded() {
+        let one = Some(vec!["/usr/bin/python3: changed by the agent".to_owned()]);
+        let two = Some(vec![
+            "/etc/ld.so.preload: added by the agent".to_owned(),
+            "/usr/bin/python3: changed by the agent".to_owned(),
+        ]);
+        let merged = merge_changes(one.clone(), two).unwrap();
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0], "/usr/bin/python3: changed by the agent");
+        assert_eq!(merge_changes(one.clone(), None), one);
+        assert_eq!(merge_changes(None, Some(vec![])), Some(vec![]));
+        assert_eq!(merge_changes(None, None), None);
     }
 }
