@@ -303,7 +303,6 @@ impl DockerClient {
 mod tests {
     use super::*;
 
-    #[test]
     /// Issue 39: a refusal of a URL with a password never prints the password, on the ssh,
     /// tcp and DOCKER_HOST paths; records name the engine without user-info.
     #[test]

@@ -24,6 +24,8 @@ pub enum Engines {
 }
 
 /// The backend a job runs on.
+// One value per run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum JobBackend {
     /// One engine.
     One(DockerBackend),
