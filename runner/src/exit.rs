@@ -327,7 +327,12 @@ impl CliError {
             }
             cause = error.source();
         }
+        // The last guard of issue 39's item 5: a URL's user-info given anywhere (an engine's
+        // URL, DOCKER_HOST) is never printed, whichever error quoted it.
         lines
+            .iter()
+            .map(|line| secrets::redact_url_credentials(line))
+            .collect()
     }
 }
 

@@ -87,6 +87,8 @@ pub fn stderr_colored() -> bool {
 /// A stderr line as it is printed: `None` when quiet drops it; a leading `error:` or
 /// `warning:` is coloured when stderr is.
 pub fn note_text(text: String) -> Option<String> {
+    // No note prints a URL's user-info (an engine's password), whatever it quotes.
+    let text = secrets::redact_url_credentials(&text);
     let severity = [
         ("error:", console::Style::new().red().bold()),
         ("warning:", console::Style::new().yellow()),

@@ -2,6 +2,8 @@
 //! provider keys, the host's credential variables, and the one minimum length below which a
 //! value is too likely to occur by chance to be treated as a secret.
 //!
+//! URLs given with credentials in them are redacted here too ([`redact_url_credentials`]).
+//!
 //! This is the only place these rules live. The adapter's secret boundary (what may enter a
 //! container), provenance's known-secret check (what may be uploaded), and the leaderboard's
 //! scrubber and submission rules (what may be published) all ask this crate, so a key shape
@@ -10,6 +12,10 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+mod url;
+
+pub use url::{REDACTED_USERINFO, has_url_credentials, redact_url_credentials};
 
 /// Values shorter than this many characters are never treated as known secrets: searching for
 /// them would flag ordinary text. Provenance skips them, the host credential list leaves them

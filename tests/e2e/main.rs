@@ -21,6 +21,7 @@ mod outputs;
 mod pool;
 mod pool_remote;
 mod records_026;
+mod redaction;
 mod registry;
 mod resume;
 mod run;

@@ -59,6 +59,10 @@ fn serve_dir() -> PathBuf {
 struct Served {
     child: Child,
     url: String,
+    /// The credential it printed at start, when it generated one.
+    credential: Option<String>,
+    /// The network its sessions' containers join.
+    network: Option<String>,
     jobs: tempfile::TempDir,
 }
 
@@ -85,16 +89,32 @@ impl Served {
                 let _ = tx.send(line);
             }
         });
+        let mut credential = None;
+        let mut network = None;
         let url = loop {
             let line = rx
                 .recv_timeout(Duration::from_secs(120))
                 .expect("runner serve says where it listens within two minutes");
+            if let Some(rest) = line.split("containers join network ").nth(1) {
+                network = rest.split([' ', ',']).next().map(str::to_owned);
+            }
+            if let Some(token) = line.strip_prefix("credential: ") {
+                credential = Some(token.trim().to_owned());
+            }
             if let Some(rest) = line.split(" on http://").nth(1) {
                 let addr = rest.split_whitespace().next().expect("an address");
+                // Bound to every address: reached through loopback, as a client here would.
+                let addr = addr.replace("0.0.0.0:", "127.0.0.1:");
                 break format!("http://{addr}");
             }
         };
-        Served { child, url, jobs }
+        Served {
+            child,
+            url,
+            credential,
+            network,
+            jobs,
+        }
     }
 
     /// The job dir episodes are recorded in.
@@ -423,4 +443,119 @@ fn an_episode_runs_the_collect_hooks_and_collects_a_sidecars_artifacts_as_a_tria
         "the oracle's bumper counted past 5",
     );
     served.stop();
+}
+
+/// Issue 39: a web page cannot drive the server. A foreign `Host` (DNS rebinding) or a
+/// browser's `Origin` is refused on every route and on the WebSocket handshake, by hand-made
+/// requests and by the `websockets` library; the names and origin given with
+/// `--allowed-host`/`--allowed-origin` are served, and so is the stock client.
+#[test]
+fn a_foreign_host_or_origin_is_refused_on_http_and_websocket() {
+    let served = Served::start(
+        &workspace_root().join("tasks/examples"),
+        &[
+            "--allowed-host",
+            "trainer.test",
+            "--allowed-origin",
+            "http://trainer.test:3000",
+        ],
+    );
+    assert_eq!(
+        served.credential, None,
+        "no credential on loopback by default"
+    );
+    served.drive("strangers", &["trainer.test", "http://trainer.test:3000"]);
+    served.stop();
+}
+
+/// Issue 39: bound beyond loopback (every address; reached here through loopback, the same
+/// listening socket a remote client reaches), every request needs the credential printed at
+/// start: 401 without it, on HTTP and WebSocket, and for the stock client; the stock client
+/// with it as user-info in its base URL runs an episode to its reward.
+#[test]
+fn beyond_loopback_the_credential_is_required_and_the_stock_client_sends_it_from_its_url() {
+    let examples = workspace_root().join("tasks/examples");
+    let served = Served::start(&examples, &["--host", "0.0.0.0"]);
+    let token = served
+        .credential
+        .clone()
+        .expect("a server beyond loopback prints its credential");
+    assert_eq!(token.len(), 64, "{token}");
+    let tasks = examples.to_str().expect("UTF-8");
+    served.drive("credential", &[&token, tasks, "examples/hello-file"]);
+    let episodes = served.episodes();
+    assert_eq!(episodes.len(), 1, "{episodes:#?}");
+    assert_eq!(reward(&episodes[0].1), Some(1.0), "{episodes:#?}");
+    // The credential is in no record of the job.
+    for (path, text) in all_files(&served.job()) {
+        assert!(
+            !text.contains(&token),
+            "the credential is in {}",
+            path.display()
+        );
+    }
+    served.stop();
+}
+
+/// `--token-file` on loopback: the credential is required there too, and not printed.
+#[test]
+fn a_token_file_makes_a_loopback_server_require_it() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("token");
+    let token = "f00dfeedf00dfeedf00dfeed";
+    std::fs::write(&file, format!("{token}\n")).expect("the token file");
+    let examples = workspace_root().join("tasks/examples");
+    let served = Served::start(&examples, &["--token-file", file.to_str().expect("UTF-8")]);
+    assert_eq!(served.credential, None, "a given credential is not printed");
+    let tasks = examples.to_str().expect("UTF-8");
+    served.drive("credential", &[token, tasks, "examples/hello-file"]);
+    served.stop();
+}
+
+/// Issue 39: two sessions' containers cannot reach each other (each session's container on
+/// a bridge where containers cannot talk to one another, not the engine's default bridge).
+#[test]
+fn a_session_cannot_reach_another_sessions_container() {
+    let served = Served::start(&workspace_root().join("tasks/examples"), &[]);
+    served.drive("isolation", &["examples/hello-file"]);
+    served.assert_no_container_left();
+    let network = served
+        .network
+        .clone()
+        .expect("the server names its sessions' network");
+    served.stop();
+    let left = Command::new("docker")
+        .args(["network", "ls", "-q", "--filter"])
+        .arg(format!("name=^{network}$"))
+        .output()
+        .expect("docker network ls");
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "the sessions' network {network} outlived the server"
+    );
+}
+
+/// Issue 39: an output over the cap comes back marked (`truncated`, the bytes dropped, a
+/// marker line) on every path that cuts: 1 MB, 70 KB and `seq 1 100000` through exec, one
+/// written to stderr, and a background process's view.
+#[test]
+fn a_megabyte_of_output_comes_back_marked() {
+    let served = Served::start(&workspace_root().join("tasks/examples"), &[]);
+    served.drive("long-output", &["examples/hello-file"]);
+    served.assert_no_container_left();
+    served.stop();
+}
+
+/// Every file under `dir` with its text (lossy).
+fn all_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(all_files(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    out
 }

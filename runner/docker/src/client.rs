@@ -11,9 +11,11 @@ use crate::engine_http::{Endpoint, EndpointError};
 use crate::error::{ConnectCause, DockerHostUnreachable};
 use crate::remote::{Dialer, Relay, SshTarget, TlsFiles};
 use crate::remote_error::{DialerError, SshUrlError};
+use secrets::redact_url_credentials as redact;
 
 /// An engine URL (`--docker-host`, `DOCKER_HOST`, a context's host) this runner cannot use;
-/// every message starts with `engine <the text given>`.
+/// every message starts with `engine <the text given>`, its user-info redacted
+/// ([`secrets::redact_url_credentials`]): a refusal must not print the password it refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineUrlError {
     /// The text after `#` is not `n=N` with N at least 1.
@@ -40,6 +42,12 @@ pub enum EngineUrlError {
         "engine {0}: not an engine URL this runner can use; give unix:///path/to/docker.sock, tcp://host:port (TLS with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH) or ssh://[user@]host[:port]"
     )]
     Scheme(String),
+    /// A `unix://` or `tcp://` URL with a user name or password: the engine API has no use for
+    /// one (the Docker CLI's `tcp://` takes none either), and it would end up in messages.
+    #[error(
+        "engine {0}: a unix:// or tcp:// engine takes no user name or password; for a TLS engine set DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, for ssh give ssh://user@host"
+    )]
+    UserInfo(String),
     /// `unix://` or `tcp://` with nothing after it.
     #[error("engine {0}: the URL names no socket or host")]
     Empty(String),
@@ -87,7 +95,7 @@ impl EngineUrl {
                     .strip_prefix("n=")
                     .and_then(|n| n.parse::<usize>().ok())
                     .filter(|n| *n > 0);
-                Some(n.ok_or_else(|| EngineUrlError::BadCap(text.to_owned()))?)
+                Some(n.ok_or_else(|| EngineUrlError::BadCap(redact(text)))?)
             }
         };
         let engine = |tls| EngineUrl {
@@ -98,18 +106,21 @@ impl EngineUrl {
         };
         if url.starts_with("ssh://") {
             SshTarget::parse(url).map_err(|source| EngineUrlError::Ssh {
-                text: text.to_owned(),
+                text: redact(text),
                 source,
             })?;
             return Ok(engine(None));
         }
         if url.starts_with("https://") {
-            return Err(EngineUrlError::Https(text.to_owned()));
+            return Err(EngineUrlError::Https(redact(text)));
+        }
+        if !url.starts_with("unix://") && secrets::has_url_credentials(url) {
+            return Err(EngineUrlError::UserInfo(redact(text)));
         }
         // The endpoint's own error speaks of DOCKER_HOST, which this URL may not be.
-        Endpoint::parse(url, false).map_err(|_| EngineUrlError::Scheme(text.to_owned()))?;
+        Endpoint::parse(url, false).map_err(|_| EngineUrlError::Scheme(redact(text)))?;
         if url == "unix://" || url == "tcp://" {
-            return Err(EngineUrlError::Empty(text.to_owned()));
+            return Err(EngineUrlError::Empty(redact(text)));
         }
         let tls = url
             .starts_with("tcp://")
@@ -119,13 +130,11 @@ impl EngineUrl {
         Ok(engine(tls))
     }
 
-    /// How records name the engine: the URL without a user name (`ssh://host:port`), which
-    /// for these schemes leaves no credentials.
+    /// How records and messages name the engine: the URL without its user-info
+    /// (`ssh://host:port`), so no credential is ever shown.
     pub fn name(&self) -> String {
-        match self.url.strip_prefix("ssh://") {
-            Some(rest) => format!("ssh://{}", rest.rsplit_once('@').map_or(rest, |(_, h)| h)),
-            None => self.url.clone(),
-        }
+        let redacted = redact(&self.url);
+        redacted.replacen(&format!("://{}@", secrets::REDACTED_USERINFO), "://", 1)
     }
 
     /// The dialer of an engine reached through the relay (TLS or ssh); `None` for a socket
@@ -139,6 +148,21 @@ impl EngineUrl {
         }
         Ok(None)
     }
+}
+
+/// Refuses a `DOCKER_HOST` other than `ssh://` (whose URL is parsed, and refused redacted, as
+/// a pool engine's) that carries user-info, before bollard sees it: its errors would quote the
+/// password.
+fn refuse_docker_host_credentials(host: &str) -> Result<(), DockerError> {
+    if !host.starts_with("ssh://")
+        && !host.starts_with("unix://")
+        && secrets::has_url_credentials(host)
+    {
+        return Err(DockerError::Connect(
+            EngineUrlError::UserInfo(format!("DOCKER_HOST={}", redact(host))).into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The certificate directory of TLS `tcp://` engines, as the Docker CLI finds it: set when
@@ -174,13 +198,17 @@ impl DockerClient {
     /// build leaves out, and builds need the same transport).
     pub async fn connect() -> Result<DockerClient, DockerError> {
         let host = std::env::var("DOCKER_HOST").unwrap_or_default();
+        refuse_docker_host_credentials(&host)?;
         if host.starts_with("ssh://")
             || (host.starts_with("tcp://") && tls_dir_from_env().is_some())
         {
             let engine = EngineUrl::parse(&host).map_err(|e| DockerError::Connect(e.into()))?;
             return Self::connect_to(&engine).await.map_err(|e| match e {
                 DockerError::EngineUnreachable(source) => {
-                    DockerError::Connect(Box::new(DockerHostUnreachable { host, source }))
+                    DockerError::Connect(Box::new(DockerHostUnreachable {
+                        host: redact(&host),
+                        source,
+                    }))
                 }
                 other => other,
             });
@@ -274,6 +302,48 @@ impl DockerClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 39: a refusal of a URL with a password never prints the password, on the ssh,
+    /// tcp and DOCKER_HOST paths; records name the engine without user-info.
+    #[test]
+    fn refusals_of_urls_with_passwords_do_not_echo_them() {
+        for (given, shown) in [
+            ("ssh://user:Ssh1Secret@host", "ssh://***@host"),
+            (
+                "ssh://user:Ssh1Secret@host:22/path",
+                "ssh://***@host:22/path",
+            ),
+            ("ssh://user:Ssh1Secret@host#n=0", "ssh://***@host#n=0"),
+            (
+                "tcp://user:Tcp2Secret@10.0.0.5:2375",
+                "tcp://***@10.0.0.5:2375",
+            ),
+            (
+                "tcp://Tcp2Secret@10.0.0.5:2375#n=2",
+                "tcp://***@10.0.0.5:2375#n=2",
+            ),
+            ("https://user:Tls3Secret@h:2376", "https://***@h:2376"),
+        ] {
+            let err = EngineUrl::parse_with(given, None).unwrap_err().to_string();
+            assert!(!err.contains("Secret"), "{given}: {err}");
+            assert!(err.contains(shown), "{given}: {err}");
+        }
+        let err = refuse_docker_host_credentials("tcp://user:Env4Secret@127.0.0.1:1")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("Env4Secret"), "{err}");
+        assert!(err.contains("DOCKER_HOST=tcp://***@127.0.0.1:1"), "{err}");
+        for fine in [
+            "",
+            "unix:///run/docker.sock",
+            "tcp://127.0.0.1:2375",
+            "ssh://me@h",
+        ] {
+            assert!(refuse_docker_host_credentials(fine).is_ok(), "{fine}");
+        }
+        let named = EngineUrl::parse_with("ssh://Tok5AsUser@h:22", None).unwrap();
+        assert_eq!(named.name(), "ssh://h:22");
+    }
 
     #[test]
     fn engine_urls_take_a_cap_and_refuse_what_the_pool_cannot_speak() {

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use secrets::redact_url_credentials as redact;
 use sha2::{Digest, Sha256};
 
 use crate::client::{EngineUrl, EngineUrlError};
@@ -131,7 +132,7 @@ pub fn context_engine(config_dir: &Path, text: &str) -> Result<EngineUrl, Contex
     if endpoint["SkipTLSVerify"].as_bool() == Some(true) {
         return Err(ContextError::SkipsTlsVerify {
             name: name.to_owned(),
-            host: host.to_owned(),
+            host: redact(host),
         });
     }
     let tls_dir = config_dir.join("contexts/tls").join(&id).join("docker");
@@ -149,7 +150,7 @@ pub fn context_engine(config_dir: &Path, text: &str) -> Result<EngineUrl, Contex
     if engine.tls.is_none() && tls.is_some() {
         return Err(ContextError::TlsForNonTcp {
             name: name.to_owned(),
-            host: host.to_owned(),
+            host: redact(host),
         });
     }
     engine.context = Some(name.to_owned());
@@ -254,6 +255,24 @@ mod tests {
             unverified.contains("unverified") && unverified.contains("skips"),
             "{unverified}"
         );
+        // Issue 39: a context whose engine URL holds a password is refused without it.
+        create(
+            &config,
+            "leaky",
+            "host=tcp://user:Ctx1Secret@127.0.0.1:2375",
+        );
+        let leaky = context_engine(&config, "leaky").unwrap_err().to_string();
+        assert!(!leaky.contains("Ctx1Secret"), "{leaky}");
+        assert!(leaky.contains("tcp://***@127.0.0.1:2375"), "{leaky}");
+        create(
+            &config,
+            "leaky-unverified",
+            "host=tcp://user:Ctx2Secret@127.0.0.1:2376,skip-tls-verify=true",
+        );
+        let leaky = context_engine(&config, "leaky-unverified")
+            .unwrap_err()
+            .to_string();
+        assert!(!leaky.contains("Ctx2Secret"), "{leaky}");
         let missing = context_engine(&config, "nope").unwrap_err().to_string();
         assert!(missing.contains("no Docker context nope"), "{missing}");
         let default = context_engine(&config, "default").unwrap_err().to_string();

@@ -47,6 +47,7 @@ impl DockerEnvironment {
         spec: &EnvironmentSpec,
         owner: &Owner,
         removals: &Removals,
+        public_network: Option<&str>,
     ) -> Result<DockerEnvironment, BackendError> {
         if let Some(sidecar) = spec.sidecars.first() {
             return Err(BackendError::new(
@@ -76,7 +77,8 @@ impl DockerEnvironment {
             Some((run, additions)) => (Some(run), Some(additions)),
             None => (None, None),
         };
-        let started = Self::start_main(client, spec, owner, additions, removals).await;
+        let started =
+            Self::start_main(client, spec, owner, additions, removals, public_network).await;
         match (started, compose) {
             (Ok(mut environment), compose) => {
                 environment.compose = compose;
@@ -96,6 +98,7 @@ impl DockerEnvironment {
         owner: &Owner,
         additions: Option<super::compose::MainAdditions>,
         removals: &Removals,
+        public_network: Option<&str>,
     ) -> Result<DockerEnvironment, BackendError> {
         let main = &spec.main;
         let limits = &spec.limits;
@@ -136,7 +139,13 @@ impl DockerEnvironment {
                 .chain(additions.iter().flat_map(|a| a.binds.clone()))
                 .collect(),
             extra: ContainerExtra {
-                network_name: additions.as_ref().map(|a| a.network.clone()),
+                // A compose task's own network, else the backend's network for public
+                // environments (`runner serve`'s, whose containers cannot reach each other),
+                // else the default bridge.
+                network_name: additions
+                    .as_ref()
+                    .map(|a| a.network.clone())
+                    .or_else(|| public_network.map(str::to_owned)),
                 aliases: additions
                     .as_ref()
                     .map(|_| vec![MAIN_SERVICE.to_owned()])

@@ -85,6 +85,9 @@ pub struct DockerBackend {
     owner: Owner,
     images: Arc<ImageService>,
     removals: removals::Removals,
+    /// The network public environments join instead of the default bridge (see
+    /// [`DockerBackend::isolate_environments`]).
+    public_network: Option<String>,
 }
 
 impl DockerBackend {
@@ -100,7 +103,27 @@ impl DockerBackend {
             client,
             owner: Owner::current(),
             removals: removals::Removals::default(),
+            public_network: None,
         }
+    }
+
+    /// Puts every public environment of job `job_id` on a network of the job's own whose
+    /// containers cannot reach each other (a bridge with inter-container traffic off), instead
+    /// of the default bridge every container of the engine shares: `runner serve`'s sessions
+    /// then cannot reach one another, nor other jobs' containers (bridges are isolated from
+    /// each other). The network carries the job's labels, so the job's sweep (and the reaping
+    /// of a dead runner's leftovers) removes it. A compose task keeps its own network.
+    pub async fn isolate_environments(mut self, job_id: &str) -> Result<Self, DockerError> {
+        let name = format!("runner-{}-isolated", &job_id[..job_id.len().min(24)]);
+        network::create_isolated_network(&self.client, &name, labels::for_job(job_id, &self.owner))
+            .await?;
+        self.public_network = Some(name);
+        Ok(self)
+    }
+
+    /// The network public environments join, when not the default bridge.
+    pub fn public_network(&self) -> Option<&str> {
+        self.public_network.as_deref()
     }
 
     /// The engine connection (for reaping at start and the second-Ctrl-C sweep).
@@ -131,6 +154,7 @@ impl Backend for DockerBackend {
             spec,
             &self.owner,
             &self.removals,
+            self.public_network.as_deref(),
         )
         .await
     }
@@ -181,6 +205,7 @@ impl Backend for DockerBackend {
             &spec,
             &self.owner,
             &self.removals,
+            self.public_network.as_deref(),
         )
         .await
     }

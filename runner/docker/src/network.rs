@@ -48,6 +48,32 @@ pub async fn create_network(
     Ok(made.id)
 }
 
+/// Creates a bridge named `name` with `labels` on which containers cannot reach each other
+/// (`com.docker.network.bridge.enable_icc` off: the engine drops traffic between two
+/// containers of the bridge, while each still reaches outside as on the default bridge).
+pub async fn create_isolated_network(
+    client: &DockerClient,
+    name: &str,
+    labels: HashMap<String, String>,
+) -> Result<String, DockerError> {
+    let request = NetworkCreateRequest {
+        name: name.to_owned(),
+        driver: Some("bridge".into()),
+        labels: Some(labels),
+        options: Some(HashMap::from([(
+            "com.docker.network.bridge.enable_icc".to_owned(),
+            "false".to_owned(),
+        )])),
+        ..Default::default()
+    };
+    let made = client
+        .api()
+        .create_network(request)
+        .await
+        .map_err(|e| DockerError::api(format!("creating network {name}"), e))?;
+    Ok(made.id)
+}
+
 /// Removes a network; a missing one counts as removed.
 pub async fn remove_network(client: &DockerClient, name: &str) -> Result<(), DockerError> {
     match client.api().remove_network(name).await {

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use secrets::redact_url_credentials as redact;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener};
 use tokio::process::{Child, Command};
@@ -72,10 +73,10 @@ impl SshTarget {
     pub fn parse(url: &str) -> Result<SshTarget, SshUrlError> {
         let rest = url
             .strip_prefix("ssh://")
-            .ok_or_else(|| SshUrlError::NotSsh(url.to_owned()))?;
+            .ok_or_else(|| SshUrlError::NotSsh(redact(url)))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains('/') {
-            return Err(SshUrlError::HasPath(url.to_owned()));
+            return Err(SshUrlError::HasPath(redact(url)));
         }
         let (user, host_port) = match rest.rsplit_once('@') {
             Some((user, host)) => (Some(user), host),
@@ -84,7 +85,7 @@ impl SshTarget {
         let (host, port) = match host_port.rsplit_once(':') {
             Some((host, port)) => {
                 let port = port.parse::<u16>().map_err(|source| SshUrlError::BadPort {
-                    url: url.to_owned(),
+                    url: redact(url),
                     source,
                 })?;
                 (host, Some(port))
@@ -98,7 +99,7 @@ impl SshTarget {
                     .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         };
         if !plain(host) || user.is_some_and(|u| !plain(u)) {
-            return Err(SshUrlError::NotPlain(url.to_owned()));
+            return Err(SshUrlError::NotPlain(redact(url)));
         }
         Ok(SshTarget {
             user: user.map(str::to_owned),

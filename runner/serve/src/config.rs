@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use engine::LimitSettings;
 
+use crate::access::Access;
+
 /// Default wall-clock cap of one `exec`.
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default cap on an observation's output.
@@ -38,4 +40,6 @@ pub struct ServeConfig {
     pub limits: LimitSettings,
     /// Build task images from their Dockerfile even when they name a prebuilt image.
     pub force_build: bool,
+    /// Who may send requests: served names, allowed origins, the credential.
+    pub access: Access,
 }

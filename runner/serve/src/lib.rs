@@ -11,6 +11,7 @@
 //!
 //! Generic over the backend, like the engine: `runner` wires it to Docker.
 
+pub mod access;
 pub mod catalog;
 pub mod config;
 pub mod episode;
@@ -23,6 +24,7 @@ pub mod schema;
 pub mod scripts;
 pub mod server;
 
+pub use access::Access;
 pub use catalog::Catalog;
 pub use config::ServeConfig;
 pub use error::ServeError;

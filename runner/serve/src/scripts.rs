@@ -126,8 +126,8 @@ pub fn bg_write(id: &str, input: &str) -> String {
 }
 
 /// Waits up to `seconds` for the process to end (0: not at all), then prints its status line
-/// (`running`, or `exited <code>`), the new offset, and its output from `offset`, at most
-/// `max` bytes.
+/// (`running`, or `exited <code>`), the new offset and the output's whole size, and its
+/// output from `offset`, at most `max` bytes.
 pub fn bg_view(id: &str, offset: u64, max: usize, seconds: f64) -> String {
     let dir = shell_quote(&bg_dir(id));
     let tenths = (seconds.clamp(0.0, 86_400.0) * 10.0).round() as u64;
@@ -136,23 +136,43 @@ pub fn bg_view(id: &str, offset: u64, max: usize, seconds: f64) -> String {
          i=0; while [ $i -lt {tenths} ] && [ ! -s \"$d/exit\" ]; do sleep 0.1; i=$((i+1)); done; \
          if [ -s \"$d/exit\" ]; then echo \"exited $(cat \"$d/exit\")\"; else echo running; fi; \
          n=$(stat -c %s \"$d/out\"); e=$(( n < {offset} + {max} ? n : {offset} + {max} )); \
-         [ $e -lt {offset} ] && e={offset}; echo \"$e\"; \
+         [ $e -lt {offset} ] && e={offset}; echo \"$e $n\"; \
          tail -c +$(({offset} + 1)) \"$d/out\" | head -c $((e - {offset}))"
     )
 }
 
-/// What [`bg_view`] printed: (exit code when the process ended, the new offset, output).
-pub fn parse_bg_view(stdout: &str) -> Option<(Option<i64>, u64, String)> {
+/// What [`bg_view`] printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BgView {
+    /// The exit code once the process ended.
+    pub exit_code: Option<i64>,
+    /// Where the next view starts.
+    pub offset: u64,
+    /// How many bytes the process has written in all.
+    pub size: u64,
+    /// The output read.
+    pub output: String,
+}
+
+/// Reads what [`bg_view`] printed.
+pub fn parse_bg_view(stdout: &str) -> Option<BgView> {
     let mut parts = stdout.splitn(3, '\n');
     let status = parts.next()?;
-    let offset = parts.next()?.trim().parse().ok()?;
+    let (offset, size) = parts.next()?.trim().split_once(' ')?;
+    let offset = offset.parse().ok()?;
+    let size = size.parse().ok()?;
     let output = parts.next().unwrap_or("").to_owned();
-    let code = match status.strip_prefix("exited ") {
+    let exit_code = match status.strip_prefix("exited ") {
         Some(code) => Some(code.trim().parse().unwrap_or(-1)),
         None if status == "running" => None,
         None => return None,
     };
-    Some((code, offset, output))
+    Some(BgView {
+        exit_code,
+        offset,
+        size,
+        output,
+    })
 }
 
 /// Kills the process group `pgid` of a background process.
@@ -197,15 +217,22 @@ mod tests {
 
     #[test]
     fn views_parse() {
+        let view = |exit_code, offset, size, output: &str| BgView {
+            exit_code,
+            offset,
+            size,
+            output: output.into(),
+        };
         assert_eq!(
-            parse_bg_view("running\n5\nhello"),
-            Some((None, 5, "hello".into()))
+            parse_bg_view("running\n5 9\nhello"),
+            Some(view(None, 5, 9, "hello"))
         );
         assert_eq!(
-            parse_bg_view("exited 3\n0\n"),
-            Some((Some(3), 0, String::new()))
+            parse_bg_view("exited 3\n0 0\n"),
+            Some(view(Some(3), 0, 0, ""))
         );
         assert_eq!(parse_bg_view("junk"), None);
+        assert_eq!(parse_bg_view("running\n5\nhello"), None);
     }
 
     #[test]
@@ -219,9 +246,19 @@ mod tests {
             .unwrap();
         assert!(bash(&bg_write(&id, "ping")).status.success());
         let view = bash(&bg_view(&id, 0, 1000, 5.0));
-        let (code, offset, output) = parse_bg_view(&String::from_utf8_lossy(&view.stdout)).unwrap();
-        assert_eq!((code, output.as_str()), (Some(4), "got:ping\n"));
-        assert_eq!(offset, 9);
+        let seen = parse_bg_view(&String::from_utf8_lossy(&view.stdout)).unwrap();
+        assert_eq!(
+            (seen.exit_code, seen.output.as_str()),
+            (Some(4), "got:ping\n")
+        );
+        assert_eq!((seen.offset, seen.size), (9, 9));
+        // A view smaller than the output says how much is left.
+        let part = bash(&bg_view(&id, 0, 4, 0.0));
+        let part = parse_bg_view(&String::from_utf8_lossy(&part.stdout)).unwrap();
+        assert_eq!(
+            (part.output.as_str(), part.offset, part.size),
+            ("got:", 4, 9)
+        );
         bash(&bg_kill(pgid));
         std::fs::remove_dir_all(bg_dir(&id)).unwrap();
     }

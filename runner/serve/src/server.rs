@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engine::{Backend, BackendError, OutputSink};
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 use tasks::Task;
 use tokio::sync::{Mutex, OnceCell, Semaphore};
 
+use crate::access::Refusal;
 use crate::catalog::{Catalog, unservable};
 use crate::config::{MAX_REQUEST_BYTES, ServeConfig};
 use crate::episode::{Episode, EpisodeNames};
@@ -85,6 +87,11 @@ impl<B: Backend> Server<B> {
             .route("/step", post(step))
             .route("/ws", get(ws::<B>))
             .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+            // Every route, the WebSocket upgrade among them, is behind the guard.
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                guard::<B>,
+            ))
             .with_state(self.clone())
     }
 
@@ -144,6 +151,35 @@ impl<B: Backend> Server<B> {
         )
         .await?;
         Ok((episode, recorder))
+    }
+}
+
+/// Lets a request through only when [`crate::access::Access::check`] does: a foreign `Host`
+/// or `Origin` is answered 403, a missing or wrong credential 401 (with the challenge a
+/// client answers with Basic auth).
+async fn guard<B: Backend>(
+    State(server): State<Arc<Server<B>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match server.config.access.check(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            tracing::warn!("refused a request to {}: {refusal}", request.uri().path());
+            let status = match refusal {
+                Refusal::Credential => StatusCode::UNAUTHORIZED,
+                Refusal::Host(_) | Refusal::Origin(_) => StatusCode::FORBIDDEN,
+            };
+            let mut response =
+                (status, axum::Json(json!({"detail": refusal.to_string()}))).into_response();
+            if status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"runner serve\""),
+                );
+            }
+            response
+        }
     }
 }
 

@@ -2,12 +2,12 @@
 //! `serve` crate), over the Docker backend.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
 use engine::LimitSettings;
-use serve::{Catalog, ServeConfig, Server};
+use serve::{Access, Catalog, ServeConfig, Server};
 use tasks::Dataset;
 
 use crate::exit::{CliError, CommandOutcome};
@@ -33,9 +33,24 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
     /// The address to listen on; loopback by default (the server runs commands in containers
-    /// for whoever connects).
+    /// for whoever connects). Beyond loopback every request needs the credential
+    /// (--token-file, else one generated and printed at start).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
+    /// A name the `Host` header may carry besides loopback names and the bound address
+    /// (repeatable): the name clients reach this machine by. Others are refused (403), which
+    /// stops a web page that points its own name at this machine.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// An `Origin` allowed to send requests (repeatable), as `scheme://host[:port]`. A request
+    /// from a web page (one with an `Origin`) is refused (403) unless its origin is listed.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// A file holding the credential every request must carry (HTTP Basic password, as in
+    /// http://runner:CREDENTIAL@host:port, or `Authorization: Bearer`). Required on loopback
+    /// only when given; beyond loopback one is generated and printed when this is not given.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Sessions (WebSocket connections, one episode each at a time) at once; one more is
     /// answered with a CAPACITY_REACHED error.
     #[arg(long, default_value_t = serve::config::DEFAULT_MAX_SESSIONS,
@@ -118,6 +133,7 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
         Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
         Err(e) => note!("warning: could not reap leftover containers: {e}"),
     }
+    let (token, generated) = credential(&args)?;
     std::fs::create_dir_all(&job_dir)
         .map_err(|e| CliError::runner_because(format!("{}", job_dir.display()), e))?;
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port))
@@ -128,6 +144,13 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
     let addr = listener.local_addr().map_err(CliError::runner)?;
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).map_err(CliError::runner)?;
+    let job_id = format!("serve-{}", hex::encode(id));
+    let access = Access::new(
+        args.host,
+        &args.allowed_hosts,
+        &args.allowed_origins,
+        token.clone(),
+    );
     let config = ServeConfig {
         addr,
         max_sessions: args.max_sessions,
@@ -135,12 +158,45 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
         exec_timeout: Duration::from_secs_f64(args.exec_timeout),
         max_output_bytes: args.max_output_bytes,
         job_dir: std::path::absolute(&job_dir).unwrap_or(job_dir.clone()),
-        job_id: format!("serve-{}", hex::encode(id)),
+        job_id: job_id.clone(),
         limits: LimitSettings::default(),
         force_build: args.force_build,
+        access,
     };
     let count = servable.len();
-    let server = Server::new(DockerBackend::new(client), Catalog::new(servable), config);
+    // Each session's public container on a network where no other container (another
+    // session's, another job's) can reach it.
+    let backend = DockerBackend::new(client)
+        .isolate_environments(&job_id)
+        .await
+        .map_err(|e| CliError::runner_because("making the sessions' network", e))?;
+    let server = Server::new(backend, Catalog::new(servable), config);
+    match (&token, generated) {
+        (Some(token), true) => {
+            // Printed even under --quiet: without it nobody can use the server. Not through
+            // `note!`, which redacts a URL's user-info.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "credential: {token}\n  every request needs it: openenv-core's client takes it in its base URL (http://runner:CREDENTIAL@HOST:{}), other clients as Authorization: Bearer CREDENTIAL",
+                addr.port()
+            );
+        }
+        (Some(_), false) => note!(
+            "every request needs the credential of {} (in the URL as http://runner:CREDENTIAL@HOST:{}, or Authorization: Bearer)",
+            args.token_file
+                .as_deref()
+                .unwrap_or(Path::new(""))
+                .display(),
+            addr.port()
+        ),
+        (None, _) => {}
+    }
+    if let Some(network) = server.backend().public_network() {
+        note!(
+            "sessions' containers join network {network}, on which no container can reach another"
+        );
+    }
     note!(
         "serving {count} task(s) on http://{addr} (OpenEnv sessions at ws://{addr}/ws, at most {} at once); episodes -> {}",
         args.max_sessions,
@@ -152,6 +208,37 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
     note!("stopped; every episode's container was removed");
     Ok(CommandOutcome::Success)
 }
+
+/// The credential requests must carry, and whether it was generated here: read from
+/// `--token-file`, else generated when the server listens beyond loopback, else none (a
+/// loopback server is reachable from this machine only).
+fn credential(args: &ServeArgs) -> Result<(Option<String>, bool), CliError> {
+    if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::bad_input_because(format!("--token-file {}", path.display()), e)
+        })?;
+        let token = text.trim();
+        if token.len() < MIN_TOKEN_LEN
+            || token
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == ':' || c == '@')
+        {
+            return Err(CliError::bad_input(format!(
+                "--token-file {}: the credential must be one line of at least {MIN_TOKEN_LEN} characters without spaces, ':' or '@' (it goes into URLs); `openssl rand -hex 32` makes one",
+                path.display()
+            )));
+        }
+        return Ok((Some(token.to_owned()), false));
+    }
+    if args.host.is_loopback() {
+        return Ok((None, false));
+    }
+    let token = serve::access::generate_token().map_err(CliError::runner)?;
+    Ok((Some(token), true))
+}
+
+/// The shortest credential `--token-file` may hold.
+const MIN_TOKEN_LEN: usize = 16;
 
 async fn shutdown_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -17,11 +17,22 @@ reason on stderr, when the server did not answer as it must.
                                             (the client pings every second meanwhile)
     driver.py hostile  URL TASK             hostile actions; a bystander session goes on
     driver.py capacity URL TASK             a full server refuses; an idle session closes
+    driver.py strangers URL             a foreign Host or Origin is refused (403) on HTTP
+                                            and on the WebSocket; the stock client is served
+    driver.py credential URL TOKEN TASKS NAME   without the credential 401 (HTTP, WebSocket,
+                                            the stock client); the stock client with it in
+                                            its base URL runs NAME's oracle to 1
+    driver.py isolation URL TASK            one session's server is out of another's reach
+    driver.py long-output URL TASK          outputs over the cap come back marked, dropped
+                                            bytes counted (exec and a background view)
     driver.py bench    URL TASKS NAME N IMAGE   N sessions at once; exec latency vs docker exec
 """
 
 import asyncio
+import base64
 import contextlib
+import os
+import socket
 import json
 import statistics
 import subprocess
@@ -30,6 +41,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -570,6 +582,194 @@ async def cmd_bench(url, tasks, name, sessions, image):
             subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
 
 
+def raw_status(url, path, headers, upgrade=False):
+    """Sends one GET by hand (so Host can be anything) and returns (status, head)."""
+    parts = urlsplit(url)
+    lines = [f"GET {path} HTTP/1.1"] + [f"{k}: {v}" for k, v in headers.items()]
+    if upgrade:
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines += ["Upgrade: websocket", "Connection: Upgrade",
+                  f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
+    else:
+        lines.append("Connection: close")
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    text = head.decode(errors="replace")
+    return int(text.split(" ", 2)[1]), text
+
+
+def ws_url(url):
+    parts = urlsplit(url)
+    return urlunsplit(("ws", parts.netloc, "/ws", "", ""))
+
+
+async def ws_refused(url, **kwargs):
+    """The status a WebSocket handshake through the `websockets` library is refused with."""
+    try:
+        async with websockets.connect(ws_url(url), open_timeout=30, **kwargs):
+            return None
+    except websockets.exceptions.InvalidStatus as e:
+        return e.response.status_code
+
+
+async def cmd_strangers(url, allowed_host, allowed_origin):
+    netloc = urlsplit(url).netloc
+    port = urlsplit(url).port
+    own = {"Host": netloc}
+    for upgrade, what in [(False, "HTTP /health"), (True, "WebSocket /ws")]:
+        path = "/ws" if upgrade else "/health"
+        status, head = raw_status(url, path, own, upgrade)
+        check(status == (101 if upgrade else 200), f"{what} with its own Host: {head}")
+        for headers, why in [
+            ({"Host": f"evil.example:{port}"}, "a foreign Host"),
+            ({"Host": "evil.example"}, "a foreign Host without a port"),
+            ({"Host": f"localhost.evil.example:{port}"}, "a Host that starts like localhost"),
+            ({**own, "Origin": "http://evil.example"}, "a foreign Origin"),
+            ({**own, "Origin": "null"}, "the null Origin"),
+            ({**own, "Origin": f"http://127.0.0.1:{port}"}, "an Origin not allowed"),
+        ]:
+            status, head = raw_status(url, path, headers, upgrade)
+            check(status == 403, f"{what} with {why}: {head}")
+        allowed = {"Host": f"{allowed_host}:{port}", "Origin": allowed_origin}
+        status, head = raw_status(url, path, allowed, upgrade)
+        check(status == (101 if upgrade else 200), f"{what} from the allowed origin: {head}")
+    refused = await ws_refused(url, origin="http://evil.example")
+    check(refused == 403, f"websockets with Origin http://evil.example: {refused}")
+    # The stock client sends no Origin and the server's own Host: it is served.
+    env = client(url)
+    try:
+        await env.connect()
+        state = await env.state()
+        check(state is not None, "the stock client's state")
+    finally:
+        await env.close()
+    print("strangers: foreign Host and Origin refused (403) on HTTP and WebSocket")
+
+
+def with_credential(url, token):
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, f"runner:{token}@{parts.netloc}", parts.path, "", ""))
+
+
+async def cmd_credential(url, token, tasks, name):
+    netloc = urlsplit(url).netloc
+    own = {"Host": netloc}
+    bearer = {**own, "Authorization": f"Bearer {token}"}
+    wrong = {**own, "Authorization": "Basic " + base64.b64encode(b"runner:wrong").decode()}
+    for upgrade, what in [(False, "HTTP /health"), (True, "WebSocket /ws")]:
+        path = "/ws" if upgrade else "/health"
+        for headers, why in [(own, "no credential"), (wrong, "a wrong credential")]:
+            status, head = raw_status(url, path, headers, upgrade)
+            check(status == 401, f"{what} with {why}: {head}")
+            check("www-authenticate: basic" in head.lower(), f"{what}: no Basic challenge: {head}")
+        status, head = raw_status(url, path, bearer, upgrade)
+        check(status == (101 if upgrade else 200), f"{what} with the credential as Bearer: {head}")
+    # The stock client without the credential cannot open a session...
+    env = client(url)
+    try:
+        await env.connect()
+        fail("the stock client connected without the credential")
+    except ConnectionError as e:
+        check("401" in str(e), f"the stock client without the credential: {e}")
+    finally:
+        await env.close()
+    # ...and with it in its base URL, unchanged, runs an episode to its reward.
+    print(await run_oracle(with_credential(url, token), tasks, name))
+    print("credential: required (401 without it); the stock client with it in its URL works")
+
+
+FETCH = ("python3 -c \"import sys, urllib.request; "
+         "print(urllib.request.urlopen('http://{ip}:9999/', timeout=5).status)\"")
+
+
+async def cmd_isolation(url, task):
+    a = await episode(url, task)
+    b = await episode(url, task)
+    try:
+        ips = []
+        for env, who in [(a, "A"), (b, "B")]:
+            ran = typed(await step(env, action_type="exec", command="hostname -I"))
+            words = ran.output.split()
+            check(ran.success and words, f"session {who} has no address: {ran.output!r}")
+            ips.append(words[0])
+        check(ips[0] != ips[1], f"both sessions have address {ips[0]}")
+        await step(b, action_type="exec", block=False, session_id="srv",
+                   command="mkdir -p /tmp/share && cd /tmp/share && echo b-secret > listing "
+                           "&& exec python3 -m http.server 9999 --bind 0.0.0.0")
+        fetch = FETCH.format(ip=ips[1])
+        deadline = time.monotonic() + 60
+        while True:
+            own = typed(await step(b, action_type="exec", command=fetch))
+            if own.success and own.output.strip() == "200":
+                break
+            check(time.monotonic() < deadline, f"B's server never answered B: {own.output!r}")
+            await asyncio.sleep(1)
+        other = typed(await step(a, action_type="exec", command=fetch))
+        check(not other.success and "200" not in other.output.split(),
+              f"session A reached session B's server at {ips[1]}:9999: {other.output!r}")
+        print(f"isolation: B ({ips[1]}) serves itself; A ({ips[0]}) cannot reach it: "
+              f"{other.output.strip().splitlines()[-1] if other.output.strip() else other.error}")
+    finally:
+        await a.close()
+        await b.close()
+
+
+CAP = 64 * 1024
+
+
+def check_marked(obs, what, dropped):
+    info = obs.info
+    check(info.get("truncated") is True, f"{what}: truncated is {info.get('truncated')!r}")
+    check(info.get("bytes_dropped") == dropped,
+          f"{what}: bytes_dropped {info.get('bytes_dropped')!r}, not {dropped}")
+    last = obs.output.splitlines()[-1]
+    check("output truncated" in last and f"{dropped} bytes dropped" in last,
+          f"{what}: no marker line at the end: {last!r}")
+    size = len(obs.output.encode())
+    check(CAP < size < CAP + 200, f"{what}: {size} bytes came back")
+
+
+async def cmd_long_output(url, task):
+    env = await episode(url, task)
+    try:
+        small = typed(await step(env, action_type="exec", command="echo small"))
+        check(small.output == "small\n" and small.info.get("truncated") is False
+              and small.info.get("bytes_dropped") == 0, f"a small output: {small}")
+        for command, size in [
+            ("head -c 1000000 /dev/zero | tr '\\0' x", 1_000_000),
+            ("python3 -c \"print('y' * 69999)\"", 70_000),
+            ("seq 1 100000", 588_895),
+            ("head -c 1000000 /dev/zero | tr '\\0' z >&2", 1_000_000),
+        ]:
+            ran = typed(await step(env, action_type="exec", command=command))
+            check(ran.success, f"{command}: {ran.error}")
+            check_marked(ran, command, size - CAP)
+        await step(env, action_type="exec", command="seq 1 100000; sleep 60", block=False,
+                   session_id="long")
+        seen = typed(await step(env, action_type="wait", session_id="long", wait_seconds=3))
+        info = seen.info
+        check(info.get("truncated") is True and info.get("bytes_remaining") == 588_895 - CAP,
+              f"a background view: {info}")
+        last = seen.output.splitlines()[-1]
+        check("output truncated" in last and f"{588_895 - CAP} more bytes" in last,
+              f"a background view: no marker line: {last!r}")
+        rest = typed(await step(env, action_type="view", session_id="long"))
+        whole = "".join(f"{i}\n" for i in range(1, 100001))
+        read = [o.split("\n[output truncated", 1)[0] for o in (seen.output, rest.output)]
+        check(whole.startswith(read[0] + read[1]) and len(read[1]) == CAP,
+              f"the next view does not go on where the first stopped: {rest.info}")
+        print(f"long output: 1 MB, 70 KB, seq 1 100000 and stderr marked; background view "
+              f"marked with {info['bytes_remaining']} bytes to come")
+    finally:
+        await env.close()
+
+
 def main(argv):
     if len(argv) < 2:
         fail(__doc__)
@@ -592,6 +792,14 @@ def main(argv):
         asyncio.run(cmd_hostile(url, rest[0]))
     elif command == "capacity":
         asyncio.run(cmd_capacity(url, rest[0]))
+    elif command == "strangers":
+        asyncio.run(cmd_strangers(url, rest[0], rest[1]))
+    elif command == "credential":
+        asyncio.run(cmd_credential(url, rest[0], rest[1], rest[2]))
+    elif command == "isolation":
+        asyncio.run(cmd_isolation(url, rest[0]))
+    elif command == "long-output":
+        asyncio.run(cmd_long_output(url, rest[0]))
     elif command == "bench":
         asyncio.run(cmd_bench(url, rest[0], rest[1], int(rest[2]), rest[3]))
     else:

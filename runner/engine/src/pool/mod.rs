@@ -89,7 +89,10 @@ impl<B: Backend + Clone> EnginePool<B> {
         }
         let mut slots = Vec::new();
         let mut engines = Vec::new();
-        for member in members {
+        for mut member in members {
+            // The name goes into every record and notice of the engine's trials: whatever
+            // the caller passed, no URL's user-info reaches them.
+            member.name = secrets::redact_url_credentials(&member.name);
             let capacity = member.backend.capacity().await.map_err(|e| {
                 BackendError::new(e.kind, format!("engine {}: {}", member.name, e.message))
             })?;

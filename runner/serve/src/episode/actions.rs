@@ -42,12 +42,14 @@ impl<B: Backend> Episode<B> {
         // A command killed at the time limit never reported its count: a full cap is then
         // a floor of what it wrote.
         let capped = out.timed_out && dropped == 0 && out.stdout.len() >= max;
-        let (text, truncated) = cut(&out.stdout, max, out.stdout.len() + dropped, capped);
-        obs.output = text;
+        let shown = cut(&out.stdout, max, out.stdout.len() + dropped, capped);
+        obs.output = shown.text;
         let killed = self.sweep().await?;
         obs.info.insert("exit_code".into(), json!(out.exit_code));
         obs.info.insert("timed_out".into(), json!(out.timed_out));
-        obs.info.insert("truncated".into(), json!(truncated));
+        obs.info.insert("truncated".into(), json!(shown.truncated));
+        obs.info
+            .insert("bytes_dropped".into(), json!(shown.dropped));
         obs.info
             .insert("elapsed_sec".into(), json!(elapsed.as_secs_f64()));
         obs.info.insert("processes_killed".into(), json!(killed));
@@ -166,15 +168,23 @@ impl<B: Backend> Episode<B> {
             .as_policy(scripts::bg_view(&id, bg.offset, max, seconds))
             .timeout(self.config.exec_timeout + Duration::from_secs(10));
         let out = self.run(request).await?;
-        let Some((code, offset, text)) = scripts::parse_bg_view(&out.stdout) else {
+        let Some(view) = scripts::parse_bg_view(&out.stdout) else {
             return Ok(obs.failed(format!("reading {id}: {}", out.stderr.trim())));
         };
+        let code = view.exit_code;
         if let Some(bg) = self.background.get_mut(&id) {
-            bg.offset = offset;
+            bg.offset = view.offset;
         }
         let mut obs = obs;
-        let (text, _) = cut(&text, max, text.len(), false);
-        obs.output = text;
+        // What the process wrote past this view is not lost (the next view starts there),
+        // but this observation is cut all the same, and says so.
+        let waiting = view.size.saturating_sub(view.offset);
+        obs.output = view.output;
+        if waiting > 0 {
+            obs.output.push_str(&crate::output::more_marker(waiting));
+        }
+        obs.info.insert("truncated".into(), json!(waiting > 0));
+        obs.info.insert("bytes_remaining".into(), json!(waiting));
         obs.info.insert("running".into(), json!(code.is_none()));
         obs.info.insert("exit_code".into(), json!(code));
         Ok(obs)

@@ -461,8 +461,12 @@ impl<B: Backend> Episode<B> {
             Ok(graded) => {
                 let reward = headline_reward(graded.result.rewards.as_ref());
                 let details = grade_details(&graded, reward);
-                obs.output = read_test_output(&self.dir, self.config.max_output_bytes);
+                let shown = read_test_output(&self.dir, self.config.max_output_bytes);
+                obs.output = shown.text;
                 obs.info = details.clone();
+                obs.info.insert("truncated".into(), json!(shown.truncated));
+                obs.info
+                    .insert("bytes_dropped".into(), json!(shown.dropped));
                 obs.metadata = details;
                 ending.reward = Some(reward);
                 ending.verifier = Some(graded.result);
@@ -542,11 +546,11 @@ fn grade_details(graded: &verify::Graded, reward: f64) -> Map<String, Value> {
 }
 
 /// The tests' output the verifier brought back into `dir`, cut to `max` bytes.
-fn read_test_output(dir: &Path, max: usize) -> String {
+fn read_test_output(dir: &Path, max: usize) -> crate::output::Cut {
     let path = dir.join("verifier").join("test-stdout.txt");
     let bytes = std::fs::read(path).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
-    cut(&text, max, text.len(), false).0
+    cut(&text, max, text.len(), false)
 }
 
 /// The container stopped answering.

@@ -110,8 +110,11 @@ impl<B: Backend> Episode<B> {
             Ok(graded) => {
                 let reward = headline_reward(graded.result.rewards.as_ref());
                 details = grade_details(&graded, reward);
-                obs.output =
+                let shown =
                     read_test_output(&self.verification_dir(), self.config.max_output_bytes);
+                obs.output = shown.text;
+                details.insert("truncated".into(), json!(shown.truncated));
+                details.insert("bytes_dropped".into(), json!(shown.dropped));
                 record.verifier_result = Some(graded.result);
             }
             Err(failure) => {

@@ -24,6 +24,8 @@ pub enum Engines {
 }
 
 /// The backend a job runs on.
+// One value per run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum JobBackend {
     /// One engine.
     One(DockerBackend),
@@ -82,8 +84,8 @@ pub fn engine_urls(hosts: &[String], contexts: &[String]) -> Result<Vec<EngineUr
 /// `--docker-context NAME (URL)`.
 fn label(url: &EngineUrl) -> String {
     match &url.context {
-        Some(name) => format!("--docker-context {name} ({})", url.url),
-        None => format!("--docker-host {}", url.url),
+        Some(name) => format!("--docker-context {name} ({})", url.name()),
+        None => format!("--docker-host {}", url.name()),
     }
 }
 
@@ -103,7 +105,7 @@ impl Engines {
                 .map_err(|e| CliError::bad_input_because(label(&url), e))?;
             check_jail(&client)
                 .await
-                .map_err(|e| CliError::bad_input_because(format!("engine {}", url.url), e))?;
+                .map_err(|e| CliError::bad_input_because(format!("engine {}", url.name()), e))?;
             pool.push((url, client));
         }
         Ok(Engines::Pool(pool))
@@ -120,7 +122,7 @@ impl Engines {
     /// Removes, on every engine, the containers of runner processes that are gone.
     pub async fn reap(&self) {
         let named =
-            |url: Option<&EngineUrl>| url.map(|u| format!(" on {}", u.url)).unwrap_or_default();
+            |url: Option<&EngineUrl>| url.map(|u| format!(" on {}", u.name())).unwrap_or_default();
         let each: Vec<(Option<&EngineUrl>, &DockerClient)> = match self {
             Engines::One(client) => vec![(None, client)],
             Engines::Pool(pool) => pool.iter().map(|(u, c)| (Some(u), c)).collect(),
