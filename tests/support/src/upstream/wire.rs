@@ -236,12 +236,38 @@ pub(super) fn responses(call: Call) -> Response {
         "response.created",
         json!({"response": response("in_progress", json!([]), Value::Null)}),
     )];
+    // The message item as OpenAI streams it: added, its text part, the deltas, then done (an
+    // SDK such as Codex's drops text deltas of an item it was not told about).
+    let in_progress = json!({
+        "type": "message", "id": "msg_scripted", "status": "in_progress", "role": "assistant", "content": [],
+    });
+    let part = |text: &str| json!({"type": "output_text", "text": text, "annotations": []});
+    events.push((
+        "response.output_item.added",
+        json!({"output_index": 0, "item": in_progress}),
+    ));
+    events.push((
+        "response.content_part.added",
+        json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "part": part("")}),
+    ));
     for w in words(&call.reply) {
         events.push((
             "response.output_text.delta",
             json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "delta": w, "logprobs": []}),
         ));
     }
+    events.push((
+        "response.output_text.done",
+        json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "text": call.reply, "logprobs": []}),
+    ));
+    events.push((
+        "response.content_part.done",
+        json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "part": part(&call.reply)}),
+    ));
+    events.push((
+        "response.output_item.done",
+        json!({"output_index": 0, "item": items[0]}),
+    ));
     for (i, t) in call.tool_calls.iter().enumerate() {
         let (index, item_id) = (i + 1, call.tool_id("fc", i));
         let arguments = t.arguments_text();
