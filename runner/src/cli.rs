@@ -166,6 +166,9 @@ pub enum Command {
     /// Serve a dataset's tasks as an OpenEnv environment (HTTP and WebSocket) for trainers:
     /// each session a fresh task container, graded by the task's own verifier.
     Serve(commands::serve::ServeArgs),
+    /// The agents `run -a NAME` takes: `agents list`.
+    #[command(subcommand)]
+    Agents(commands::agents::AgentsCommand),
 }
 
 #[cfg(test)]

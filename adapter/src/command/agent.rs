@@ -163,8 +163,9 @@ impl CommandAgent {
             return Ok(());
         }
         let mut filled = section.clone();
-        filled.wheel = template::expand(&section.wheel, |name| self.job_values.get(name).cloned())
-            .map_err(|e| PrepareError::Unpinned(e.to_string()))?;
+        filled.wheel =
+            template::expand_plain(&section.wheel, |name| self.job_values.get(name).cloned())
+                .map_err(|e| PrepareError::Unpinned(e.to_string()))?;
         let files = prepare::prepare(&filled, &prepare::cache_root(), progress)?;
         let _ = self.prepared.set(files);
         Ok(())

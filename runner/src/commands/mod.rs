@@ -2,6 +2,7 @@
 //! code to `exit.rs`.
 
 pub mod agent;
+pub mod agents;
 pub mod images;
 pub mod jobs;
 pub mod merge;
@@ -36,6 +37,7 @@ pub fn dispatch(command: Command) -> Result<CommandOutcome, CliError> {
         }
         Command::Images(cmd) => images::run(cmd),
         Command::Serve(args) => serve::serve(args),
+        Command::Agents(cmd) => agents::run(cmd),
     }
 }
 
