@@ -55,6 +55,41 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         "PyPI aider-chat, installed in the container",
         "OpenAI chat completions (litellm)"
     ),
+    entry!(
+        "kimi-cli",
+        "PyPI kimi-cli (with uv), installed in the container; needs Python 3.12+ in the image",
+        "OpenAI chat completions or Anthropic Messages"
+    ),
+    entry!(
+        "openhands",
+        "PyPI openhands-ai (with uv), installed in the container",
+        "OpenAI chat completions or Anthropic Messages (litellm)"
+    ),
+    entry!(
+        "gemini-cli",
+        "npm @google/gemini-cli, installed in the container (npm is not reachable here)",
+        "Google generateContent (the LLM bridge does not serve it)"
+    ),
+    entry!(
+        "opencode",
+        "npm opencode-ai, installed in the container (npm is not reachable here)",
+        "OpenAI Responses or Anthropic Messages"
+    ),
+    entry!(
+        "qwen-coder",
+        "npm @qwen-code/qwen-code, installed in the container (npm is not reachable here)",
+        "OpenAI chat completions"
+    ),
+    entry!(
+        "goose",
+        "Block's install script, in the container (GitHub is not reachable here)",
+        "OpenAI chat completions or Anthropic Messages"
+    ),
+    entry!(
+        "cursor-cli",
+        "Cursor's install script, in the container; Cursor's own service only",
+        "Cursor's service (not through the LLM bridge)"
+    ),
 ];
 
 /// Harbor names runner refuses, and why.
