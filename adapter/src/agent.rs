@@ -96,6 +96,15 @@ impl AgentRun<'_> {
     }
 }
 
+/// A host directory an agent's trials see read-only (its prepared files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMount {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where it appears in the container.
+    pub container: String,
+}
+
 /// What the agent reports after a run.
 #[derive(Debug, Clone, Default)]
 pub struct AgentRunReport {
@@ -213,6 +222,11 @@ pub trait Agent: Send + Sync {
     /// Text the agent appends to every instruction, recorded verbatim in the job config.
     fn instruction_suffix(&self) -> Option<&str> {
         None
+    }
+
+    /// Host directories every trial's container mounts read-only (prepared agent files).
+    fn host_mounts(&self) -> Vec<HostMount> {
+        Vec::new()
     }
 
     /// Installs the agent in the sandbox; returns the version learnt there, if any. Agents

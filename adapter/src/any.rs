@@ -6,7 +6,7 @@
 use tasks::Sandbox;
 use tasks::records::AgentConfig;
 
-use crate::agent::{Agent, AgentError, AgentRun, AgentRunReport};
+use crate::agent::{Agent, AgentError, AgentRun, AgentRunReport, HostMount};
 use crate::{CommandAgent, InstalledAgent, NopAgent, OracleAgent};
 
 /// The names `--agent` accepts for built-in agents.
@@ -34,6 +34,20 @@ impl AnyAgent {
             "oracle" => Some(AnyAgent::Oracle(OracleAgent)),
             "nop" => Some(AnyAgent::Nop(NopAgent)),
             _ => None,
+        }
+    }
+}
+
+impl AnyAgent {
+    /// Fetches what the agent prepares on the host (once, into runner's cache) before any
+    /// trial; nothing for agents that prepare nothing.
+    pub fn prepare_host_files(
+        &self,
+        progress: &dyn Fn(&str),
+    ) -> Result<(), crate::command::prepare::PrepareError> {
+        match self {
+            AnyAgent::Command(agent) => agent.prepare_host_files(progress),
+            _ => Ok(()),
         }
     }
 }
@@ -85,6 +99,10 @@ impl Agent for AnyAgent {
 
     fn instruction_suffix(&self) -> Option<&str> {
         dispatch!(self, agent => agent.instruction_suffix())
+    }
+
+    fn host_mounts(&self) -> Vec<HostMount> {
+        dispatch!(self, agent => agent.host_mounts())
     }
 
     async fn setup<S: Sandbox>(

@@ -3,6 +3,7 @@
 
 mod agent;
 mod any;
+pub mod catalogue;
 pub mod command;
 mod file_agent;
 pub mod installed;
@@ -10,7 +11,7 @@ mod nop;
 mod oracle;
 pub mod secrets;
 
-pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport, EndTurn};
+pub use agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport, EndTurn, HostMount};
 pub use any::{AnyAgent, BUILTIN_AGENTS};
 pub use command::{AgentConfigFile, CommandAgent, CommandAgentConfig, CommandAgentOptions};
 pub use installed::{AgentConfigError, InstalledAgent, InstalledAgentConfig};

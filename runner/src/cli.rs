@@ -173,6 +173,9 @@ pub enum Command {
     /// one as a plain dataset folder.
     #[command(subcommand)]
     Datasets(commands::datasets::DatasetsCommand),
+    /// The agents `run -a NAME` takes: `agents list`.
+    #[command(subcommand)]
+    Agents(commands::agents::AgentsCommand),
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use testkit::upstream::{
     ANTHROPIC_KEY, Dialect, OPENAI_KEY, Script, ScriptedUpstream, Usage, solutions,
 };
 
-use crate::support::{Job, ensure_base_image, exception, reward, runner, workspace_root};
+use crate::support::{
+    Job, assert_scan_clean, ensure_base_image, exception, key_scan, reward, runner, workspace_root,
+};
 
 const MODEL: &str = "openai/gpt-scripted";
 /// What every scripted answer reports.
@@ -21,24 +23,6 @@ const TURN: Usage = Usage {
     cache_write: 0,
     output: 30,
 };
-
-/// The key split in two, so the scan command itself never holds it whole.
-fn key_halves() -> (&'static str, &'static str) {
-    OPENAI_KEY.split_at(12)
-}
-
-/// Commands that look for the upstream key in every process's environment (the container's
-/// own env included, as PID 1's) and in the files of the container, writing what they find
-/// to /logs/agent/key-scan.txt (collected into the trial dir).
-fn key_scan() -> String {
-    let (a, b) = key_halves();
-    format!(
-        "k1='{a}'; k2='{b}'; : > /logs/agent/key-scan.txt; \
-         for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -qF \"$k1$k2\" && echo \"$f\" >> /logs/agent/key-scan.txt; done; \
-         grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$k1$k2\" / >> /logs/agent/key-scan.txt; \
-         echo scanned $(ls -d /proc/[0-9]* | wc -l) processes"
-    )
-}
 
 /// The example whose agent timeout (5 s) leaves no time for the key scan.
 const FIVE_SECONDS: &str = "/app/answer.txt";
@@ -51,7 +35,7 @@ fn script() -> Script {
             let scan = if fragment == FIVE_SECONDS {
                 String::new()
             } else {
-                key_scan()
+                key_scan(&[OPENAI_KEY])
             };
             script.when(
                 fragment,
@@ -213,8 +197,7 @@ fn the_model_driven_reference_agent_solves_the_examples_through_the_bridge() {
                     .collect()
             };
             for file in scans {
-                let scan = ran.job.trial_file(name, &file);
-                assert!(scan.trim().is_empty(), "{name}: the key is in {scan}");
+                assert_scan_clean(&ran.job.trial_file(name, &file), name);
             }
         }
         // The relay is stopped with the bridge, before the verifier: never an agent leftover.

@@ -2,6 +2,7 @@
 //! Docker tests need a running engine; in CI (`CI=true`) a missing engine fails them.
 
 mod agent_blame;
+mod agents;
 mod bridge;
 mod bridge_models;
 mod bridge_phase;

@@ -63,6 +63,39 @@ pub fn run_hello_file_on(
     Job::single_in(jobs)
 }
 
+/// Commands that look for each of `keys` (upstream keys) in every process's environment (the
+/// container's own env included, as PID 1's) and in the files of the container, writing what
+/// they find to /logs/agent/key-scan.txt (collected into the trial dir), then
+/// [`SCAN_COMPLETE`]. Each key is split in two, so the scan command itself never holds it
+/// whole; the read-only prepared agent files (`/opt/runner-agent`) are not searched.
+pub fn key_scan(keys: &[&str]) -> String {
+    let mut assign = String::new();
+    let mut patterns = String::new();
+    for (i, key) in keys.iter().enumerate() {
+        let (a, b) = key.split_at(key.len() / 2);
+        assign.push_str(&format!("a{i}='{a}'; b{i}='{b}'; "));
+        patterns.push_str(&format!(" -e \"$a{i}$b{i}\""));
+    }
+    format!(
+        "{assign}: > /logs/agent/key-scan.txt; \
+         for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -qF{patterns} && echo \"$f\" >> /logs/agent/key-scan.txt; done; \
+         grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=runner-agent{patterns} / >> /logs/agent/key-scan.txt; \
+         echo {SCAN_COMPLETE} >> /logs/agent/key-scan.txt"
+    )
+}
+
+/// The last line of a [`key_scan`] that ran to its end.
+pub const SCAN_COMPLETE: &str = "key-scan-complete";
+
+/// Asserts that `scan` (a [`key_scan`]'s file) ran to its end and found nothing.
+pub fn assert_scan_clean(scan: &str, what: &str) {
+    assert_eq!(
+        scan.trim(),
+        SCAN_COMPLETE,
+        "{what}: the key scan found the key (or did not finish): {scan}"
+    );
+}
+
 /// Python for a command agent's script (it holds no braces, which are placeholders in a
 /// command): its imports and `ask(model, text)`, one chat completion through the OpenAI
 /// endpoint the runner gives the agent, answering the HTTP status (a refusal's too) or, when

@@ -10,8 +10,9 @@ use tasks::Sandbox;
 
 use super::config::CommandAgentConfig;
 use super::host_index::{CONTAINER_CA_BUNDLE, HostPackageIndex};
+use super::prepare::{self, PrepareError, PreparedFiles};
 use super::template::{self, kwarg_text};
-use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport};
+use crate::agent::{Agent, AgentError, AgentErrorKind, AgentRun, AgentRunReport, HostMount};
 use crate::installed::{AgentConfigError, is_env_name, trial_files};
 use crate::secrets::check_container_env;
 
@@ -41,6 +42,8 @@ pub struct CommandAgent {
     /// Values of the placeholders known for the whole job (model, kwargs, logs dir).
     job_values: BTreeMap<String, String>,
     host_index: Option<HostPackageIndex>,
+    /// The `[prepare]` files once [`CommandAgent::prepare_host_files`] has them.
+    prepared: std::sync::OnceLock<PreparedFiles>,
 }
 
 impl CommandAgent {
@@ -134,7 +137,43 @@ impl CommandAgent {
             model,
             job_values,
             host_index,
+            prepared: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Whether this agent's `[prepare]` files are used: the config has the table and the
+    /// kwarg `install` does not ask for Harbor's way (its installer in each container).
+    pub fn uses_prepared_files(&self) -> bool {
+        self.config.prepare.is_some()
+            && self.kwargs.get("install").and_then(Value::as_str) != Some("harbor")
+    }
+
+    /// Fetches the `[prepare]` files into runner's cache once (on the host, before any
+    /// trial), so every trial mounts them; nothing when the agent uses none.
+    pub fn prepare_host_files(&self, progress: &dyn Fn(&str)) -> Result<(), PrepareError> {
+        let Some(section) = self
+            .config
+            .prepare
+            .as_ref()
+            .filter(|_| self.uses_prepared_files())
+        else {
+            return Ok(());
+        };
+        if self.prepared.get().is_some() {
+            return Ok(());
+        }
+        let mut filled = section.clone();
+        filled.wheel =
+            template::expand_plain(&section.wheel, |name| self.job_values.get(name).cloned())
+                .map_err(|e| PrepareError::Unpinned(e.to_string()))?;
+        let files = prepare::prepare(&filled, &prepare::cache_root(), progress)?;
+        let _ = self.prepared.set(files);
+        Ok(())
+    }
+
+    /// The prepared files, once fetched.
+    pub fn prepared_files(&self) -> Option<&PreparedFiles> {
+        self.prepared.get()
     }
 
     /// `sha256:<hex>` of what the agent runs (its commands, traces and trajectory settings),
@@ -223,11 +262,31 @@ pub(super) const RUN_VALUES: &[&str] = &["instruction_file", "workdir", "agent_t
 impl Agent for CommandAgent {
     crate::file_agent::identity_methods!();
 
+    fn host_mounts(&self) -> Vec<HostMount> {
+        self.prepared
+            .get()
+            .map(|files| HostMount {
+                host: files.host_dir.clone(),
+                container: prepare::CONTAINER_DIR.to_owned(),
+            })
+            .into_iter()
+            .collect()
+    }
+
     async fn setup<S: Sandbox>(
         &self,
         sandbox: &S,
         run: &AgentRun<'_>,
     ) -> Result<Option<String>, AgentError> {
+        if self.uses_prepared_files() && self.prepared.get().is_none() {
+            return Err(AgentError::new(
+                AgentErrorKind::SetupFailed,
+                format!(
+                    "the agent {}'s prepared files were not fetched before the trial (the runner prepares them when the job starts)",
+                    self.config.name
+                ),
+            ));
+        }
         let deadline = run.setup_work_deadline();
         self.install(sandbox, run, deadline).await?;
         let version = self.config.version_command.as_deref();

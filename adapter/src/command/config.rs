@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::prepare::PrepareSection;
 use super::template;
 use crate::installed::{
     AgentConfigError, InstalledAgentConfig, TracesSection, check_identity, deserialize_toml,
@@ -56,6 +57,9 @@ crate::file_agent::agent_config_struct! {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CommandAgentConfig {
+    /// Files fetched once on the host and mounted read-only in every trial.
+    #[serde(default)]
+    pub prepare: Option<PrepareSection>,
     /// Install commands.
     #[serde(default)]
     pub install: CommandInstallSection,
@@ -113,6 +117,18 @@ pub enum CommandTrajectoryFormat {
     Atif,
     /// mini-swe-agent's own trajectory JSON (`--output`), converted to ATIF.
     MiniSweAgent,
+    /// Claude Code's session log (JSONL, one file per session), converted to ATIF.
+    ClaudeCode,
+    /// Codex's rollout log (JSONL), converted to ATIF.
+    Codex,
+}
+
+impl CommandTrajectoryFormat {
+    /// Whether the trace is named by a pattern (`*` in a path under `agent/traces/`): the
+    /// agents whose logs are named by a session id or a date.
+    pub fn by_pattern(self) -> bool {
+        matches!(self, Self::ClaudeCode | Self::Codex)
+    }
 }
 
 /// `[trajectory]` of a command-style agent.
@@ -122,7 +138,9 @@ pub struct CommandTrajectorySection {
     /// The format of `file`.
     #[serde(default)]
     pub format: CommandTrajectoryFormat,
-    /// The trace file (its name under `agent/traces/`) to convert.
+    /// The trace file (its name under `agent/traces/`) to convert; for the formats whose logs
+    /// are named by a session id or date, a pattern under `agent/traces/` (`*` matches within
+    /// one path segment; the newest match is converted).
     #[serde(default)]
     pub file: Option<String>,
 }
@@ -184,10 +202,21 @@ impl CommandAgentConfig {
                 "trajectory.file".into(),
                 "name the trace file to convert, or set trajectory.format = \"none\"".into(),
             )),
-            Some(file) if file.is_empty() || file.contains('/') || file == ".." => Err((
+            Some(file) if format.by_pattern() && !is_trace_pattern(file) => Err((
                 "trajectory.file".into(),
-                format!("`{file}` must be a file name under agent/traces/, without '/'"),
+                format!(
+                    "`{file}` must be a relative path pattern under agent/traces/ (no '..', no leading '/')"
+                ),
             )),
+            Some(file)
+                if !format.by_pattern()
+                    && (file.is_empty() || file.contains('/') || file == "..") =>
+            {
+                Err((
+                    "trajectory.file".into(),
+                    format!("`{file}` must be a file name under agent/traces/, without '/'"),
+                ))
+            }
             Some(_) if self.traces.files.is_empty() => Err((
                 "traces.files".into(),
                 "list the container path of the trajectory file so it is collected".into(),
@@ -196,7 +225,8 @@ impl CommandAgentConfig {
         }
     }
 
-    /// Every configured command with its key, for checks and for the placeholders in use.
+    /// Every configured command with its key (and the prepared wheel's requirement), for
+    /// checks and for the placeholders in use.
     pub fn commands(&self) -> Vec<(String, &str)> {
         let mut commands: Vec<(String, &str)> = self
             .install
@@ -208,9 +238,21 @@ impl CommandAgentConfig {
         if let Some(command) = &self.version_command {
             commands.push(("version_command".into(), command));
         }
+        if let Some(prepare) = &self.prepare {
+            commands.push(("prepare.wheel".into(), &prepare.wheel));
+        }
         commands.push(("run.command".into(), &self.run.command));
         commands
     }
+}
+
+/// A pattern of `[trajectory] file`: relative, without `..`, not empty.
+fn is_trace_pattern(file: &str) -> bool {
+    !file.is_empty()
+        && !file.starts_with('/')
+        && file
+            .split('/')
+            .all(|part| !part.is_empty() && part != ".." && part != ".")
 }
 
 /// Refuses placeholders `key`'s command cannot have, naming the ones it can.

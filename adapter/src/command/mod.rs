@@ -3,11 +3,16 @@
 //! agent deadline; its output and the trace files it names are collected and converted to ATIF.
 
 mod agent;
+pub mod claude_code;
+pub mod codex;
 mod config;
 pub mod host_index;
 pub mod mini_swe;
+pub mod prepare;
 mod run;
+pub mod session_log;
 pub mod template;
+mod trace_pattern;
 
 pub use agent::{CommandAgent, CommandAgentOptions};
 pub use config::{

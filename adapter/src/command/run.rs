@@ -14,7 +14,7 @@ use tasks::{ExecRequest, Sandbox, shell_quote};
 
 use super::agent::CommandAgent;
 use super::config::CommandTrajectoryFormat;
-use super::mini_swe;
+use super::{claude_code, codex, mini_swe, trace_pattern};
 use crate::agent::{AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 use crate::installed::trial_files;
 
@@ -190,33 +190,56 @@ impl CommandAgent {
         if format == CommandTrajectoryFormat::None {
             return Ok(None);
         }
-        let path = trial_files::agent_dir(&run.trial_dir)
-            .join("traces")
-            .join(file);
+        let traces = trial_files::agent_dir(&run.trial_dir).join("traces");
         let fail = |message: String| {
             trial_files::trajectory_error(&run.trial_dir, &message, message.clone())
         };
+        let (path, name) = if format.by_pattern() {
+            let path = trace_pattern::newest_match(&traces, file).ok_or_else(|| {
+                fail(format!(
+                    "the agent wrote no log matching agent/traces/{file}"
+                ))
+            })?;
+            let name = path
+                .strip_prefix(&traces)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            (path, name)
+        } else {
+            (traces.join(file), file.to_owned())
+        };
         let bytes =
             tasks::bounded::read_capped(&path, tasks::bounded::MAX_TRAJECTORY_BYTES, "trajectory")
-                .map_err(|e| fail(format!("reading agent/traces/{file}: {e}")))?;
-        let document: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| fail(format!("agent/traces/{file} is not JSON: {e}")))?;
-        drop(bytes);
+                .map_err(|e| fail(format!("reading agent/traces/{name}: {e}")))?;
+        let converted = |result: Result<tasks::atif::Trajectory, super::session_log::LogError>| {
+            result
+                .map(|t| t.to_value())
+                .map_err(|e| fail(format!("converting agent/traces/{name} to ATIF: {e}")))
+        };
+        let model = self.model.as_deref();
         let value = match format {
-            CommandTrajectoryFormat::Atif => document,
-            CommandTrajectoryFormat::MiniSweAgent => {
-                let session = run
-                    .trial_dir
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned();
-                mini_swe::convert(&document, &session, self.model.as_deref())
-                    .map_err(|e| fail(format!("converting agent/traces/{file} to ATIF: {e}")))?
-                    .to_value()
+            CommandTrajectoryFormat::ClaudeCode => converted(claude_code::convert(&bytes, model))?,
+            CommandTrajectoryFormat::Codex => converted(codex::convert(&bytes, model))?,
+            CommandTrajectoryFormat::Atif | CommandTrajectoryFormat::MiniSweAgent => {
+                let document: Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| fail(format!("agent/traces/{name} is not JSON: {e}")))?;
+                if format == CommandTrajectoryFormat::Atif {
+                    document
+                } else {
+                    let session = run
+                        .trial_dir
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    mini_swe::convert(&document, &session, model)
+                        .map_err(|e| fail(format!("converting agent/traces/{name} to ATIF: {e}")))?
+                        .to_value()
+                }
             }
             CommandTrajectoryFormat::None => return Ok(None),
         };
-        trial_files::save_trajectory(&run.trial_dir, file, &value, fail)
+        trial_files::save_trajectory(&run.trial_dir, &name, &value, fail)
     }
 }

@@ -94,13 +94,29 @@ pub fn expand(
     template: &str,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<String, UnknownPlaceholder> {
+    expand_with(template, lookup, shell_quote)
+}
+
+/// [`expand`] for a value that is not shell (a package requirement): values go in as they are.
+pub fn expand_plain(
+    template: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, UnknownPlaceholder> {
+    expand_with(template, lookup, str::to_owned)
+}
+
+fn expand_with(
+    template: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    quote: impl Fn(&str) -> String,
+) -> Result<String, UnknownPlaceholder> {
     let mut out = String::with_capacity(template.len());
     for piece in pieces(template) {
         match piece {
             Piece::Text(text) => out.push_str(text),
             Piece::Placeholder(name) => {
                 let value = lookup(name).ok_or_else(|| UnknownPlaceholder(name.to_owned()))?;
-                out.push_str(&shell_quote(&value));
+                out.push_str(&quote(&value));
             }
         }
     }
@@ -244,5 +260,15 @@ mod tests {
         }
         let err = parse_kwargs(&["=hunter2secret".into()]).unwrap_err();
         assert!(!err.to_string().contains("hunter2secret"), "{err}");
+    }
+
+    #[test]
+    fn a_plain_expansion_leaves_values_unquoted() {
+        let lookup = |name: &str| (name == "kwargs.v").then(|| "0.2.190".to_owned());
+        assert_eq!(
+            expand_plain("sdk=={kwargs.v}", lookup).unwrap(),
+            "sdk==0.2.190"
+        );
+        assert_eq!(expand("sdk=={kwargs.v}", lookup).unwrap(), "sdk=='0.2.190'");
     }
 }

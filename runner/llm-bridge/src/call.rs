@@ -15,7 +15,7 @@ use crate::forward::{agent_headers, upstream_headers};
 use crate::in_flight::{CallInFlight, ResponseRelay};
 use crate::ledger::Hold;
 use crate::record::CallOutcome;
-use crate::request_policy::{check_request, requested_output_tokens};
+use crate::request_policy::{check_request, drop_client_fields, requested_output_tokens};
 use crate::trial::TrialState;
 use crate::usage::{Endpoint, UsageMeter};
 use crate::wire_error::Refusal;
@@ -107,7 +107,9 @@ pub(crate) async fn handle_call(
     let stream = json.get("stream") == Some(&Value::Bool(true));
     call.record.model_requested = Some(model.clone());
     call.record.stream = stream;
-    let object = json.as_object().expect("checked to be an object above");
+    let object = json.as_object_mut().expect("checked to be an object above");
+    call.record.dropped_fields = drop_client_fields(endpoint, object);
+    let object = &*object;
     if let Err(refusal) = check_request(endpoint, object, trial.job.allow_network_tools) {
         return call.refuse(api, Refusal::FieldNotAllowed, refusal.to_string());
     }

@@ -60,6 +60,7 @@ impl CallInFlight {
                 status: 0,
                 outcome: CallOutcome::Aborted,
                 refusal: None,
+                dropped_fields: Vec::new(),
                 error: None,
                 usage: None,
                 charged: None,
@@ -222,6 +223,12 @@ impl Drop for CallInFlight {
         } else if !self.trial.open.load(Ordering::Acquire) {
             self.record.error = Some("the trial closed while the call was running".into());
             CallOutcome::Aborted
+        } else if self.meter.as_ref().is_some_and(|m| m.ended()) {
+            // The stream's last event (with its final usage) had been read: the provider
+            // answered whole and charges what it reported, even though the agent hung up
+            // before the upstream's end of stream (Codex closes right after
+            // `response.completed`).
+            CallOutcome::Ok
         } else {
             self.record.error =
                 Some("the agent closed the connection before the response ended".into());

@@ -79,6 +79,9 @@ pub struct CallRecord {
     pub outcome: CallOutcome,
     /// For refusals: which kind (`model_not_allowed`, `budget_exhausted`, ...).
     pub refusal: Option<String>,
+    /// Client-side fields the bridge dropped before forwarding (Codex's `client_metadata`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_fields: Vec<&'static str>,
     /// A message for refusals and failures, with secrets redacted.
     pub error: Option<String>,
     /// Usage as the upstream reported it; `None` when it reported none.

@@ -217,6 +217,15 @@ pub fn check_request(
         return Ok(());
     }
     let tools = tools.as_array().ok_or(FieldRefusal::BadTools)?;
+    if allow_network_tools {
+        return Ok(());
+    }
+    check_tools(endpoint, tools, "tools")
+}
+
+/// Every tool of `tools` (at `path`) must be one the agent executes. A Responses `namespace`
+/// (Codex groups its client-side functions in one) is judged by its member tools.
+fn check_tools(endpoint: Endpoint, tools: &[Value], path: &str) -> Result<(), FieldRefusal> {
     for (index, tool) in tools.iter().enumerate() {
         let tool = tool.as_object().ok_or(FieldRefusal::BadTools)?;
         let kind = match tool.get("type") {
@@ -224,16 +233,40 @@ pub fn check_request(
             Some(Value::String(kind)) => Some(kind.as_str()),
             Some(_) => return Err(FieldRefusal::BadTools),
         };
-        if !allow_network_tools && !client_tool(endpoint, kind) {
+        if endpoint == Endpoint::Responses && kind == Some("namespace") {
+            let members = tool.get("tools").and_then(Value::as_array);
+            let members = members.ok_or(FieldRefusal::BadTools)?;
+            check_tools(endpoint, members, &format!("{path}[{index}].tools"))?;
+            continue;
+        }
+        if !client_tool(endpoint, kind) {
             return Err(FieldRefusal::NetworkTool {
                 what: format!(
-                    "the tool tools[{index}] of type \"{}\"",
+                    "the tool {path}[{index}] of type \"{}\"",
                     kind.unwrap_or("(none)")
                 ),
             });
         }
     }
     Ok(())
+}
+
+/// Client-side fields the bridge drops before forwarding, by API: Codex's `client_metadata`
+/// (its installation, session and turn ids, which OpenAI's own service reads for telemetry)
+/// is never an input to the model, and a strict OpenAI-compatible server refuses the unknown
+/// field; dropping it also keeps the CLI's installation id off every provider.
+const DROPPED_FIELDS: &[(Endpoint, &str)] = &[(Endpoint::Responses, "client_metadata")];
+
+/// Removes [`DROPPED_FIELDS`] from a request body; returns the names removed.
+pub fn drop_client_fields(
+    endpoint: Endpoint,
+    body: &mut serde_json::Map<String, Value>,
+) -> Vec<&'static str> {
+    DROPPED_FIELDS
+        .iter()
+        .filter(|(e, _)| *e == endpoint)
+        .filter_map(|(_, field)| body.remove(*field).map(|_| *field))
+        .collect()
 }
 
 /// The most output tokens the request asks for (`max_tokens`, `max_completion_tokens`,
@@ -304,6 +337,44 @@ mod tests {
             check(Endpoint::ChatCompletions, bad, true),
             Err(FieldRefusal::BadTools)
         );
+    }
+
+    #[test]
+    fn a_namespace_is_judged_by_its_member_tools() {
+        let functions = json!({"model": "m", "tools": [{"type": "namespace", "name": "multi_agent_v1",
+            "tools": [{"type": "function", "name": "spawn_agent"}, {"type": "function", "name": "wait"}]}]});
+        assert_eq!(check(Endpoint::Responses, functions, false), Ok(()));
+        let hidden = json!({"model": "m", "tools": [{"type": "function", "name": "f"}, {"type": "namespace",
+            "name": "n", "tools": [{"type": "function", "name": "g"}, {"type": "web_search"}]}]});
+        assert_eq!(
+            check(Endpoint::Responses, hidden.clone(), false),
+            Err(FieldRefusal::NetworkTool {
+                what: "the tool tools[1].tools[1] of type \"web_search\"".into()
+            })
+        );
+        assert_eq!(check(Endpoint::Responses, hidden, true), Ok(()));
+        let no_members = json!({"model": "m", "tools": [{"type": "namespace", "name": "n"}]});
+        assert_eq!(
+            check(Endpoint::Responses, no_members, false),
+            Err(FieldRefusal::BadTools)
+        );
+    }
+
+    #[test]
+    fn codex_client_metadata_is_dropped_before_the_field_check() {
+        let mut body =
+            json!({"model": "m", "input": "hi", "client_metadata": {"installation_id": "x"}});
+        let body = body.as_object_mut().unwrap();
+        assert_eq!(
+            drop_client_fields(Endpoint::Responses, body),
+            ["client_metadata"]
+        );
+        assert!(!body.contains_key("client_metadata"));
+        assert_eq!(check_request(Endpoint::Responses, body, false), Ok(()));
+        let mut chat = json!({"model": "m", "messages": [], "client_metadata": {}});
+        let chat = chat.as_object_mut().unwrap();
+        assert!(drop_client_fields(Endpoint::ChatCompletions, chat).is_empty());
+        assert!(check_request(Endpoint::ChatCompletions, chat, false).is_err());
     }
 
     #[test]

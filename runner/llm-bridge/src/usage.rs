@@ -219,6 +219,9 @@ pub struct UsageMeter {
     parts: UsageParts,
     model: Option<String>,
     mode: MeterMode,
+    /// The stream's last event has been read (`response.completed`, `message_stop`,
+    /// `[DONE]`): the provider finished the answer, whatever the agent does next.
+    ended: bool,
 }
 
 #[derive(Debug)]
@@ -249,7 +252,13 @@ impl UsageMeter {
             parts: UsageParts::default(),
             model: None,
             mode,
+            ended: false,
         }
+    }
+
+    /// Whether a streamed answer's last event has been read (see the field).
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 
     /// Feeds the next chunk of the body.
@@ -259,7 +268,11 @@ impl UsageMeter {
                 let endpoint = self.endpoint;
                 let parts = &mut self.parts;
                 let model = &mut self.model;
-                events.feed(chunk, |data| observe_event(endpoint, data, parts, model));
+                let ended = &mut self.ended;
+                events.feed(chunk, |data| {
+                    *ended |= is_last_event(endpoint, data);
+                    observe_event(endpoint, data, parts, model)
+                });
             }
             MeterMode::Json {
                 buffer,
@@ -303,6 +316,22 @@ impl UsageMeter {
     }
 }
 
+/// Whether `data` is the last event of a streamed answer of `endpoint`.
+fn is_last_event(endpoint: Endpoint, data: &[u8]) -> bool {
+    if data.trim_ascii() == b"[DONE]" {
+        return true;
+    }
+    let Ok(value) = serde_json::from_slice::<Value>(data) else {
+        return false;
+    };
+    let kind = value.get("type").and_then(Value::as_str);
+    match endpoint {
+        Endpoint::Responses => kind == Some("response.completed"),
+        Endpoint::Messages => kind == Some("message_stop"),
+        Endpoint::ChatCompletions => false,
+    }
+}
+
 fn observe_event(
     endpoint: Endpoint,
     data: &[u8],
@@ -333,6 +362,37 @@ mod tests {
             meter.feed(piece);
         }
         meter.finish()
+    }
+
+    #[test]
+    fn the_last_event_of_each_stream_is_recognised() {
+        let ends = |endpoint, body: &str| {
+            let mut meter = UsageMeter::new(endpoint, true, 1 << 20);
+            meter.feed(body.as_bytes());
+            meter.ended()
+        };
+        let responses = "data: {\"type\":\"response.created\"}\n\n";
+        assert!(!ends(Endpoint::Responses, responses));
+        assert!(ends(
+            Endpoint::Responses,
+            &format!("{responses}data: {{\"type\":\"response.completed\",\"response\":{{}}}}\n\n")
+        ));
+        assert!(!ends(
+            Endpoint::Messages,
+            "data: {\"type\":\"message_delta\"}\n\n"
+        ));
+        assert!(ends(
+            Endpoint::Messages,
+            "data: {\"type\":\"message_stop\"}\n\n"
+        ));
+        assert!(ends(
+            Endpoint::ChatCompletions,
+            "data: {}\n\ndata: [DONE]\n\n"
+        ));
+        assert!(!ends(
+            Endpoint::ChatCompletions,
+            "data: {\"choices\":[]}\n\n"
+        ));
     }
 
     #[test]

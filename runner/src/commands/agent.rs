@@ -7,7 +7,7 @@ use std::path::Path;
 use adapter::command::template::parse_kwargs;
 use adapter::{
     AgentConfigFile, AnyAgent, BUILTIN_AGENTS, CommandAgent, CommandAgentOptions, InstalledAgent,
-    InstalledAgentConfig,
+    InstalledAgentConfig, catalogue,
 };
 
 use crate::exit::CliError;
@@ -41,12 +41,7 @@ pub fn choose(choice: &AgentChoice<'_>) -> Result<AnyAgent, CliError> {
         (Some(name), None) => match AnyAgent::builtin(name) {
             Some(agent) => return builtin(name, agent, choice, kwargs.is_empty()),
             None if Path::new(name).is_file() => Path::new(name),
-            None => {
-                return Err(CliError::bad_input(format!(
-                    "--agent {name:?} is neither a built-in agent ({}) nor an agent config file",
-                    BUILTIN_AGENTS.join(", ")
-                )));
-            }
+            None => return catalogued(name, choice, kwargs),
         },
         (None, Some(path)) => path,
         _ => return Err(CliError::bad_input("give either --agent or --agent-config")),
@@ -62,17 +57,7 @@ pub fn choose(choice: &AgentChoice<'_>) -> Result<AnyAgent, CliError> {
             }
             installed(config, extra_env, choice)?
         }
-        AgentConfigFile::Command(config) => {
-            let options = CommandAgentOptions {
-                extra_env,
-                kwargs,
-                model: choice.model.map(str::to_owned),
-                allow_container_secrets: choice.allow_container_secrets,
-            };
-            CommandAgent::new(config, options)
-                .map_err(CliError::bad_input)?
-                .into()
-        }
+        AgentConfigFile::Command(config) => command(config, extra_env, kwargs, choice)?,
     };
     if choice.allow_container_secrets {
         note!(
@@ -80,6 +65,47 @@ pub fn choose(choice: &AgentChoice<'_>) -> Result<AnyAgent, CliError> {
         );
     }
     Ok(agent)
+}
+
+/// `--agent NAME` of the catalogue (Harbor's names), or the refusal that names what exists.
+fn catalogued(
+    name: &str,
+    choice: &AgentChoice<'_>,
+    kwargs: serde_json::Map<String, serde_json::Value>,
+) -> Result<AnyAgent, CliError> {
+    if let Some(why) = catalogue::refusal(name) {
+        return Err(CliError::bad_input(format!("--agent {name:?}: {why}")));
+    }
+    let Some(entry) = catalogue::entry(name) else {
+        let names: Vec<&str> = catalogue::CATALOGUE.iter().map(|e| e.name).collect();
+        return Err(CliError::bad_input(format!(
+            "--agent {name:?} is neither a built-in agent ({}), an agent of the catalogue ({}; `runner agents list`) nor an agent config file",
+            BUILTIN_AGENTS.join(", "),
+            names.join(", ")
+        )));
+    };
+    let extra_env = parse_env_pairs(choice.agent_env).map_err(CliError::bad_input)?;
+    match entry.load().map_err(CliError::bad_input)? {
+        AgentConfigFile::Command(config) => command(config, extra_env, kwargs, choice),
+        AgentConfigFile::Installed(config) => installed(config, extra_env, choice),
+    }
+}
+
+fn command(
+    config: adapter::CommandAgentConfig,
+    extra_env: BTreeMap<String, String>,
+    kwargs: serde_json::Map<String, serde_json::Value>,
+    choice: &AgentChoice<'_>,
+) -> Result<AnyAgent, CliError> {
+    let options = CommandAgentOptions {
+        extra_env,
+        kwargs,
+        model: choice.model.map(str::to_owned),
+        allow_container_secrets: choice.allow_container_secrets,
+    };
+    Ok(CommandAgent::new(config, options)
+        .map_err(CliError::bad_input)?
+        .into())
 }
 
 fn builtin(

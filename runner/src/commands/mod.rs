@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod dataset_source;
 pub mod datasets;
+pub mod agents;
 pub mod images;
 pub mod jobs;
 pub mod merge;
@@ -41,6 +42,7 @@ pub fn dispatch(command: Command) -> Result<CommandOutcome, CliError> {
         Command::Images(cmd) => images::run(cmd),
         Command::Serve(args) => serve::serve(args),
         Command::Datasets(cmd) => datasets::run(cmd),
+        Command::Agents(cmd) => agents::run(cmd),
     }
 }
 

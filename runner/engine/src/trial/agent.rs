@@ -130,9 +130,14 @@ impl<B: Backend> Trial<B> {
         let ran = self.agent_turn(turn).await;
         finish_timing(&mut self.result.agent_execution);
         let ran = ran?;
-        if ran.context.is_some() {
-            self.result.agent_result = ran.context;
-        }
+        // As Harbor 0.26 records it: every agent that ran has an agent_result, its counts null
+        // where the agent (and the bridge) said nothing.
+        let failed_with = ran
+            .failure
+            .as_ref()
+            .and_then(|f| f.agent_context.as_deref());
+        let context = ran.context.clone().or_else(|| failed_with.cloned());
+        self.result.agent_result = Some(context.unwrap_or_default());
         if let Some(failure) = ran.failure {
             if !failure.continues_to_verification(self.overrides()) {
                 self.log_not_graded(&failure);

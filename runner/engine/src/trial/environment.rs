@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use adapter::Agent;
 use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
 
 use super::image::image_for;
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
-use crate::backend::{Backend, Environment, EnvironmentSpec, ServiceSpec};
+use crate::backend::{Backend, BindMount, Environment, EnvironmentSpec, ServiceSpec};
 use crate::events::{Event, Phase};
 use crate::failure::TrialFailure;
 
@@ -92,7 +93,18 @@ impl<B: Backend> Trial<B> {
                 network,
                 workdir: env_config.workdir.clone(),
                 env: self.plan.env.clone(),
-                mounts: Vec::new(),
+                // The agent's prepared files (fetched once on the host), read-only.
+                mounts: self
+                    .ctx
+                    .agent
+                    .host_mounts()
+                    .into_iter()
+                    .map(|m| BindMount {
+                        host: m.host,
+                        container: m.container,
+                        read_only: true,
+                    })
+                    .collect(),
                 // Made by the backend as it starts the service (no exec on the trial's path).
                 writable_dirs: LOG_DIRS.iter().map(|d| d.to_string()).collect(),
             },

@@ -53,9 +53,11 @@ pub fn apply_config_file(args: &mut RunArgs) -> Result<(), CliError> {
     if let Some(name) = &args.agent
         && !args.choices.given.contains("agent")
         && adapter::AnyAgent::builtin(name).is_none()
+        && adapter::catalogue::entry(name).is_none()
     {
+        let why = adapter::catalogue::refusal(name).map_or_else(String::new, |w| format!(" ({w})"));
         return Err(CliError::bad_input(format!(
-            "{}: agents[0].name {name:?} is not a built-in agent ({}); for an installed agent give agent_config = \"its.toml\" in the file, or --agent-config",
+            "{}: agents[0].name {name:?} is neither a built-in agent ({}) nor one of the catalogue (`runner agents list`){why}; for an agent of your own give agent_config = \"its.toml\" in the file, or --agent-config",
             path.display(),
             adapter::BUILTIN_AGENTS.join(", ")
         )));
@@ -221,6 +223,13 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
             args.agent = Some(name);
         }
     }
+    fill!("models", s.agent_model.map(|m| vec![m]) => args.llm.models);
+    if free("agent_kwargs") && !s.agent_kwargs.is_empty() {
+        args.agent_kwargs = s.agent_kwargs;
+    }
+    if free("agent_env") && !s.agent_env.is_empty() {
+        args.agent_env = s.agent_env;
+    }
     if free("quiet") && s.quiet == Some(true) {
         crate::output::set_quiet();
     }
@@ -275,6 +284,34 @@ mod tests {
             (args.agent.as_deref(), args.agent_config, args.path),
             (Some("oracle"), None, PathBuf::from("x"))
         );
+    }
+
+    #[test]
+    fn a_catalogue_agents_model_and_kwargs_from_the_file_yield_to_the_flags() {
+        let file = || FileSettings {
+            path: Some("d".into()),
+            agent: Some("codex".into()),
+            agent_model: Some("openai/gpt-5".into()),
+            agent_kwargs: vec!["reasoning_effort=high".into()],
+            ..FileSettings::default()
+        };
+        let mut args = parse(&["run", "-c", "job.yaml"]);
+        apply(&mut args, file());
+        assert_eq!(args.agent.as_deref(), Some("codex"));
+        assert_eq!(args.llm.models, ["openai/gpt-5"]);
+        assert_eq!(args.agent_kwargs, ["reasoning_effort=high"]);
+        let mut args = parse(&[
+            "run",
+            "-c",
+            "job.yaml",
+            "-m",
+            "openai/o3",
+            "--ak",
+            "web_search=live",
+        ]);
+        apply(&mut args, file());
+        assert_eq!(args.llm.models, ["openai/o3"]);
+        assert_eq!(args.agent_kwargs, ["web_search=live"]);
     }
 
     #[test]

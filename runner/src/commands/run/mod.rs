@@ -388,6 +388,11 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         dry_run::print_plan(&plan, &settings, &args.preview, shard, json).await?;
         return Ok(CommandOutcome::Success);
     }
+    // Once per job, on the host, before any trial: an agent's prepared files (a wheel from
+    // the package index) are fetched into runner's cache, or the job stops here.
+    agent
+        .prepare_host_files(&|line| note!("{line}"))
+        .map_err(|e| CliError::bad_input_because(format!("agent {}", agent.name()), e))?;
     // Before the job dir is touched: an engine that does not answer, or a host that cannot
     // isolate any trial's tests, says so once, with the fix, instead of failing every trial.
     let engines = Engines::connect(engine_urls).await?;

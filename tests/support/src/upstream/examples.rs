@@ -19,6 +19,10 @@ pub enum Dialect {
     /// mini-swe-agent's default `mini` config: a call of its `bash` tool per turn
     /// (`tool_calls`), then its completion command as a tool call.
     MiniToolCalls,
+    /// Claude Code: a call of its `Bash` tool, then a final answer without one.
+    ClaudeCode,
+    /// Codex with `unified_exec`: a call of its `exec_command` tool, then a final answer.
+    Codex,
 }
 
 /// The command mini-swe-agent recognises as "submit" when it is the first output line.
@@ -31,14 +35,18 @@ impl Dialect {
             Dialect::BashBlock => "bash-block",
             Dialect::MiniTextBased => "mini-textbased",
             Dialect::MiniToolCalls => "mini-tool-calls",
+            Dialect::ClaudeCode => "claude-code",
+            Dialect::Codex => "codex",
         }
     }
 
     /// Every dialect, for `--dialect` and its help.
-    pub const ALL: [Dialect; 3] = [
+    pub const ALL: [Dialect; 5] = [
         Dialect::BashBlock,
         Dialect::MiniTextBased,
         Dialect::MiniToolCalls,
+        Dialect::ClaudeCode,
+        Dialect::Codex,
     ];
 
     /// The two replies of a conversation that runs `commands` and then finishes, each
@@ -64,6 +72,22 @@ impl Dialect {
                     json!({ "command": commands }),
                 ),
                 Reply::tool_call("Done.", "bash", json!({ "command": MINI_SUBMIT })),
+            ),
+            Dialect::ClaudeCode => (
+                Reply::tool_call(
+                    "I run the commands that solve it.",
+                    "Bash",
+                    json!({ "command": commands, "description": "Solve the task" }),
+                ),
+                Reply::text("Done: the task is solved."),
+            ),
+            Dialect::Codex => (
+                Reply::tool_call(
+                    "I run the commands that solve it.",
+                    "exec_command",
+                    json!({ "cmd": commands }),
+                ),
+                Reply::text("Done: the task is solved."),
             ),
         };
         vec![run.reporting(usage), finish.reporting(usage)]

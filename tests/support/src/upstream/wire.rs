@@ -40,6 +40,12 @@ impl Call {
     fn tool_id(&self, prefix: &str, i: usize) -> String {
         format!("{prefix}_scripted{}x{i}", self.number)
     }
+
+    /// The answer's message id, unique per call as a provider's is (Claude Code joins the
+    /// blocks of answers that share one into one message).
+    fn message_id(&self) -> String {
+        format!("msg_scripted{}", self.number)
+    }
 }
 
 impl ToolCall {
@@ -207,7 +213,7 @@ pub(super) fn responses(call: Call) -> Response {
         "total_tokens": u.input + u.output,
     });
     let message = json!({
-        "type": "message", "id": "msg_scripted", "status": "completed", "role": "assistant",
+        "type": "message", "id": call.message_id(), "status": "completed", "role": "assistant",
         "content": [{"type": "output_text", "text": call.reply, "annotations": []}],
     });
     let function_call = |i: usize, t: &ToolCall, arguments: &str, status: &str| {
@@ -225,7 +231,7 @@ pub(super) fn responses(call: Call) -> Response {
         .collect();
     let response = |status: &str, output_items: Value, usage: Value| {
         json!({
-            "id": "resp_scripted", "object": "response", "created_at": 1, "status": status, "model": call.model,
+            "id": format!("resp_scripted{}", call.number), "object": "response", "created_at": 1, "status": status, "model": call.model,
             "output": output_items, "usage": usage, "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
         })
     };
@@ -236,12 +242,38 @@ pub(super) fn responses(call: Call) -> Response {
         "response.created",
         json!({"response": response("in_progress", json!([]), Value::Null)}),
     )];
+    // The message item as OpenAI streams it: added, its text part, the deltas, then done (an
+    // SDK such as Codex's drops text deltas of an item it was not told about).
+    let in_progress = json!({
+        "type": "message", "id": call.message_id(), "status": "in_progress", "role": "assistant", "content": [],
+    });
+    let part = |text: &str| json!({"type": "output_text", "text": text, "annotations": []});
+    events.push((
+        "response.output_item.added",
+        json!({"output_index": 0, "item": in_progress}),
+    ));
+    events.push((
+        "response.content_part.added",
+        json!({"item_id": call.message_id(), "output_index": 0, "content_index": 0, "part": part("")}),
+    ));
     for w in words(&call.reply) {
         events.push((
             "response.output_text.delta",
-            json!({"item_id": "msg_scripted", "output_index": 0, "content_index": 0, "delta": w, "logprobs": []}),
+            json!({"item_id": call.message_id(), "output_index": 0, "content_index": 0, "delta": w, "logprobs": []}),
         ));
     }
+    events.push((
+        "response.output_text.done",
+        json!({"item_id": call.message_id(), "output_index": 0, "content_index": 0, "text": call.reply, "logprobs": []}),
+    ));
+    events.push((
+        "response.content_part.done",
+        json!({"item_id": call.message_id(), "output_index": 0, "content_index": 0, "part": part(&call.reply)}),
+    ));
+    events.push((
+        "response.output_item.done",
+        json!({"output_index": 0, "item": items[0]}),
+    ));
     for (i, t) in call.tool_calls.iter().enumerate() {
         let (index, item_id) = (i + 1, call.tool_id("fc", i));
         let arguments = t.arguments_text();
@@ -310,7 +342,7 @@ pub(super) fn messages(call: Call) -> Response {
         return json_response(
             StatusCode::OK,
             &json!({
-                "id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
+                "id": call.message_id(), "type": "message", "role": "assistant", "model": call.model,
                 "content": content, "stop_reason": stop, "stop_sequence": null,
                 "usage": usage,
             }),
@@ -325,7 +357,7 @@ pub(super) fn messages(call: Call) -> Response {
     start_usage["output_tokens"] = json!(1);
     let mut events = vec![event(
         "message_start",
-        json!({"message": {"id": "msg_scripted", "type": "message", "role": "assistant", "model": call.model,
+        json!({"message": {"id": call.message_id(), "type": "message", "role": "assistant", "model": call.model,
                 "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
     )];
     events.push(event(

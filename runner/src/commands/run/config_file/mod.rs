@@ -45,6 +45,12 @@ pub struct FileSettings {
     pub force_build: Option<bool>,
     /// `agents[0].name`.
     pub agent: Option<String>,
+    /// `agents[0].model_name` of a catalogue agent (-m).
+    pub agent_model: Option<String>,
+    /// `agents[0].kwargs` of a catalogue agent, as `--ak KEY=JSON` pairs.
+    pub agent_kwargs: Vec<String>,
+    /// `agents[0].env` of a catalogue agent, as `--agent-env NAME=VALUE` pairs.
+    pub agent_env: Vec<String>,
     /// Runner-only `agent_config`: the installed agent's TOML, relative to the file.
     pub agent_config: Option<PathBuf>,
     /// `datasets[0].path` or `tasks[0].path`.
@@ -299,6 +305,30 @@ fn read_agents(agents: &Value, s: &mut FileSettings) -> Result<(), String> {
         .agent
         .as_deref()
         .is_some_and(|n| adapter::AnyAgent::builtin(n).is_some());
+    let catalogued = s
+        .agent
+        .as_deref()
+        .is_some_and(|n| adapter::catalogue::entry(n).is_some());
+    if catalogued {
+        // A catalogue agent (`claude-code`, `codex`…) takes them as Harbor's do: -m, --ak
+        // and --agent-env.
+        s.agent_model = a.typed("model_name", "a string")?;
+        let kwargs: Option<serde_json::Map<String, Value>> = a.typed("kwargs", "a mapping")?;
+        s.agent_kwargs = kwargs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::String(text) => format!("{k}={text}"),
+                other => format!("{k}={other}"),
+            })
+            .collect();
+        let env: Option<BTreeMap<String, String>> = a.typed("env", "a mapping of strings")?;
+        s.agent_env = env
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+    }
     for field in ["model_name", "kwargs", "env"] {
         if builtin {
             a.default_only(field, &[])?;

@@ -335,3 +335,20 @@ fn override_error_policy_is_read_and_checked() {
         assert!(err.contains(says), "{json}: {err}");
     }
 }
+
+#[test]
+fn a_catalogue_agent_takes_its_model_kwargs_and_env_as_harbor_configs_give_them() {
+    // The agents block of a Terminal-Bench leaderboard config.
+    let yaml = "agents:\n  - name: claude-code\n    model_name: anthropic/claude-sonnet-4-5\n    kwargs:\n      max_turns: 30\n      reasoning_effort: high\n    env:\n      MAX_THINKING_TOKENS: \"4096\"\ndatasets:\n  - path: tasks/examples\n";
+    let s = settings("yaml", yaml).unwrap();
+    assert_eq!(s.agent.as_deref(), Some("claude-code"));
+    assert_eq!(
+        s.agent_model.as_deref(),
+        Some("anthropic/claude-sonnet-4-5")
+    );
+    assert_eq!(s.agent_kwargs, ["max_turns=30", "reasoning_effort=high"]);
+    assert_eq!(s.agent_env, ["MAX_THINKING_TOKENS=4096"]);
+    // A built-in agent still takes none of them.
+    let err = settings("yaml", &yaml.replace("claude-code", "oracle")).unwrap_err();
+    assert!(err.contains("agents[0].model_name"), "{err}");
+}
