@@ -2,9 +2,9 @@
 //! code to `exit.rs`.
 
 pub mod agent;
+pub mod agents;
 pub mod dataset_source;
 pub mod datasets;
-pub mod agents;
 pub mod images;
 pub mod jobs;
 pub mod merge;
