@@ -103,6 +103,7 @@ impl<B: Backend> Trial<B> {
                         host: m.host,
                         container: m.container,
                         read_only: true,
+                        tests_egress: false,
                     })
                     .collect(),
                 // Made by the backend as it starts the service (no exec on the trial's path).
