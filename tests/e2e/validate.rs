@@ -99,7 +99,7 @@ fn json_report_has_the_documented_schema() {
     assert_eq!(report["schema"], "runner.validate-submission/v1");
     assert_eq!(report["valid"], true);
     let rules = report["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 18);
+    assert_eq!(rules.len(), 21);
     assert_eq!(rules[0]["rule"], "no_job_overrides");
     assert_eq!(rules[0]["status"], "passed");
     let skipped: Vec<&str> = rules
@@ -107,9 +107,15 @@ fn json_report_has_the_documented_schema() {
         .filter(|r| r["status"] == "skipped")
         .map(|r| r["rule"].as_str().unwrap())
         .collect();
+    // A Harbor job keeps no record manifest: not recorded, so not signed either.
     assert_eq!(
         skipped,
-        ["correct_task_versions", "metadata_formatted_correctly"]
+        [
+            "correct_task_versions",
+            "metadata_formatted_correctly",
+            "records_unchanged",
+            "trusted_signature"
+        ]
     );
     let f = &report["figures"];
     assert_eq!(f["n_trials"], 5);
@@ -344,8 +350,9 @@ fn ci_preflight_flags_files_outside_a_submission_dir_and_ignores_other_changes()
 }
 
 /// A job written by `runner run` with k=5 and the named `oracle` agent passes every rule except
-/// the trajectory rule (the oracle writes no ATIF); with a valid trajectory per rewarded trial,
-/// as installed agents write, it passes every rule.
+/// the trajectory rule (the oracle writes no ATIF); one valid trajectory copied into every
+/// rewarded trial after the run is not the run's: the records changed, and the copies are one
+/// session of another agent.
 #[test]
 fn a_job_written_by_runner_run_passes() {
     ensure_base_image();
@@ -381,5 +388,9 @@ fn a_job_written_by_runner_run_passes() {
         std::fs::write(agent.join("trajectory.json"), &trajectory).unwrap();
     }
     let report = validate();
-    assert_eq!(report["valid"], true, "{report:#}");
+    assert_eq!(
+        failed_rules(&report),
+        ["records_unchanged", "trajectories_bound"],
+        "{report:#}"
+    );
 }

@@ -3,6 +3,7 @@
 //! a leaderboard would publish. Job files are read as JSON values so Harbor's older shapes pass.
 
 mod agents;
+mod binding;
 mod coverage;
 mod error;
 mod figures;
@@ -13,6 +14,7 @@ mod metadata;
 mod models;
 mod overrides;
 mod planned;
+mod records;
 pub mod render;
 mod report;
 mod rule;
@@ -45,6 +47,8 @@ pub struct Options {
     pub metadata: Option<PathBuf>,
     /// Minimum trials per task across all jobs.
     pub min_trials: usize,
+    /// Public keys (files) one of which must have signed every job's record manifest.
+    pub trusted_keys: Vec<PathBuf>,
 }
 
 impl Options {
@@ -55,6 +59,7 @@ impl Options {
             dataset: None,
             metadata: None,
             min_trials: DEFAULT_MIN_TRIALS,
+            trusted_keys: Vec::new(),
         }
     }
 }
@@ -65,12 +70,18 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
         return Err(SubmissionError::NoJobs);
     }
     // `read`, not `load`: a submission may cover tasks Harbor runs and this runner cannot yet.
-    let dataset = match &options.dataset {
-        Some(dir) => Some(coverage::DatasetTasks::from_dataset(&tasks::Dataset::read(
-            dir,
-        )?)),
+    let read_dataset = match &options.dataset {
+        Some(dir) => Some(tasks::Dataset::read(dir)?),
         None => None,
     };
+    let dataset = read_dataset
+        .as_ref()
+        .map(coverage::DatasetTasks::from_dataset);
+    let trusted = options
+        .trusted_keys
+        .iter()
+        .map(|p| tasks::records::record_signature::read_verifying_key(p))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut violations = Vec::new();
     if let Some(path) = &options.metadata {
         violations.extend(metadata::check(path)?);
@@ -105,6 +116,20 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     let counts = coverage::trials_per_task(&trials, dataset.as_ref());
     violations.extend(coverage::check_min_trials(&counts, options.min_trials));
     let mut skipped = Vec::new();
+    // The run's own evidence: records unchanged since each trial ended, trajectories bound.
+    let records = records::check(&options.job_dirs, &jobs, &trusted);
+    violations.extend(records.violations);
+    if !records.any_recorded {
+        skipped.push((Rule::RecordsUnchanged, records::NOT_RECORDED));
+    }
+    if trusted.is_empty() {
+        skipped.push((Rule::TrustedSignature, records::NEEDS_TRUSTED_KEY));
+    }
+    let instructions = read_dataset
+        .as_ref()
+        .map(binding::instructions)
+        .unwrap_or_default();
+    violations.extend(binding::check(&jobs, &instructions));
     match &dataset {
         Some(ds) => violations.extend(coverage::check_versions(&trials, ds)),
         None => skipped.push((Rule::CorrectTaskVersions, "needs --dataset DIR")),

@@ -61,6 +61,7 @@ impl Scratch {
             dataset: Some(self.dataset.clone()),
             metadata: Some(self.metadata.clone()),
             min_trials: DEFAULT_MIN_TRIALS,
+            trusted_keys: Vec::new(),
         };
         validate(&options).unwrap()
     }

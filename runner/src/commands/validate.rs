@@ -47,6 +47,10 @@ pub struct ValidateSubmissionArgs {
     /// Minimum trials per task across all job dirs.
     #[arg(long, value_name = "N", default_value_t = submission::DEFAULT_MIN_TRIALS)]
     pub min_trials: usize,
+    /// Accept only jobs whose record manifest is signed (`runner run --signing-key`) by this
+    /// ed25519 public key (PEM from `openssl pkey -pubout`); repeat for several machines.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_key: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -79,6 +83,7 @@ pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcom
         dataset: args.dataset,
         metadata: args.metadata,
         min_trials: args.min_trials,
+        trusted_keys: args.trusted_key,
     };
     let report = match submission::validate(&options) {
         Ok(report) => report,

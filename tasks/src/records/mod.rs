@@ -10,9 +10,12 @@ mod job_result;
 mod llm_usage;
 mod lock;
 pub mod read;
+pub mod record_manifest;
+pub mod record_signature;
 mod totals;
 mod trial_config;
 mod trial_result;
+pub mod trajectory_binding;
 
 pub use containment::{
     DEFAULT_DOWNLOAD_CAP_ENTRIES, LeftoverProcess, StorageEnforcement, TrialLimits,
@@ -31,6 +34,8 @@ pub use lock::{
     HarborLock, JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial,
     LockVerifier, RunnerInfo, TrialLock026, harbor_lock_json,
 };
+pub use record_manifest::{RECORD_MANIFEST, RecordManifest};
+pub use record_signature::RECORD_SIGNATURE;
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,
