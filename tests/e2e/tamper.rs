@@ -18,8 +18,10 @@ fn examples() -> PathBuf {
 }
 
 fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap()
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
 }
 
 fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {
@@ -35,7 +37,14 @@ fn run(jobs: &Path, name: &str, agent: &[&str], extra: &[&str]) {
         .args(agent)
         .arg("-p")
         .arg(examples())
-        .args(["-i", "hello-file", "-i", "slow-oracle", "-i", "nonroot-workdir"])
+        .args([
+            "-i",
+            "hello-file",
+            "-i",
+            "slow-oracle",
+            "-i",
+            "nonroot-workdir",
+        ])
         .args(extra)
         .args(["--job-name", name, "-o"])
         .arg(jobs)
@@ -84,7 +93,13 @@ fn messages(report: &Value, name: &str) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| format!("{}: {}", v["file"].as_str().unwrap_or(""), v["message"].as_str().unwrap()))
+        .map(|v| {
+            format!(
+                "{}: {}",
+                v["file"].as_str().unwrap_or(""),
+                v["message"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -101,12 +116,14 @@ fn merge(out: &Path, parts: &[&Path], extra: &[&str]) -> Output {
 
 /// The trial of `job` whose task is `task`.
 fn trial_of(job: &Path, task: &str) -> String {
-    Job { dir: job.to_owned() }
-        .trial_results()
-        .into_iter()
-        .find(|(_, r)| r["task_name"].as_str().is_some_and(|t| t.ends_with(task)))
-        .unwrap_or_else(|| panic!("{}: no trial of {task}", job.display()))
-        .0
+    Job {
+        dir: job.to_owned(),
+    }
+    .trial_results()
+    .into_iter()
+    .find(|(_, r)| r["task_name"].as_str().is_some_and(|t| t.ends_with(task)))
+    .unwrap_or_else(|| panic!("{}: no trial of {task}", job.display()))
+    .0
 }
 
 /// Every regular file under `dir`, with its (device, inode) and link count.
@@ -135,10 +152,21 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     let dataset = examples().display().to_string();
     for job in [&s1, &s2] {
         let manifest = json(&job.join("record_manifest.json"));
-        for (name, _) in (Job { dir: job.to_path_buf() }).trial_results() {
+        for (name, _) in (Job {
+            dir: job.to_path_buf(),
+        })
+        .trial_results()
+        {
             let files = &manifest["trials"][&name]["files"];
-            for file in ["result.json", "agent/trajectory.json", "verifier/reward.txt"] {
-                assert!(files[file]["sha256"].is_string(), "{name}: {file} not hashed: {manifest:#}");
+            for file in [
+                "result.json",
+                "agent/trajectory.json",
+                "verifier/reward.txt",
+            ] {
+                assert!(
+                    files[file]["sha256"].is_string(),
+                    "{name}: {file} not hashed: {manifest:#}"
+                );
             }
         }
     }
@@ -146,12 +174,20 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     // Honest: every record and trajectory holds, shards and merged alike.
     let (report, _) = validate(&[&s1, &s2], &["--dataset", &dataset]);
     for name in ["records_unchanged", "trajectories_bound"] {
-        assert_eq!(rule(&report, name)["status"], "passed", "{name}: {report:#}");
+        assert_eq!(
+            rule(&report, name)["status"],
+            "passed",
+            "{name}: {report:#}"
+        );
     }
     let merged = tmp.path().join("merged");
     exited(&merge(&merged, &[&s1, &s2], &[]), 0);
     let (report, _) = validate(&[&merged], &["--dataset", &dataset]);
-    assert_eq!(rule(&report, "records_unchanged")["status"], "passed", "{report:#}");
+    assert_eq!(
+        rule(&report, "records_unchanged")["status"],
+        "passed",
+        "{report:#}"
+    );
     // Copies, never links into the parts: no inode shared, every file linked once.
     let (mut theirs, mut ours) = (Vec::new(), Vec::new());
     inodes(&s1, &mut theirs);
@@ -160,7 +196,11 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     assert!(ours.len() > 10, "{ours:?}");
     for (path, inode, links) in &ours {
         assert_eq!(*links, 1, "{}", path.display());
-        assert!(theirs.iter().all(|(_, i, _)| i != inode), "{} shares a part's inode", path.display());
+        assert!(
+            theirs.iter().all(|(_, i, _)| i != inode),
+            "{} shares a part's inode",
+            path.display()
+        );
     }
 
     // The forgery: slow-oracle's reward edited 0 → 1, and nonroot-workdir's trajectory (shard
@@ -173,26 +213,57 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
         r["verifier_result"]["rewards"]["reward"] = 1.0.into();
     });
     std::fs::write(forged.join(&slow).join("verifier/reward.txt"), "1").unwrap();
-    let donor = s2.join(trial_of(&s2, "nonroot-workdir")).join("agent/trajectory.json");
+    let donor = s2
+        .join(trial_of(&s2, "nonroot-workdir"))
+        .join("agent/trajectory.json");
     for trial in [&slow, &hello] {
         std::fs::copy(&donor, forged.join(trial).join("agent/trajectory.json")).unwrap();
     }
     let (report, code) = validate(&[&forged, &s2], &["--dataset", &dataset]);
-    assert_eq!((report["valid"].as_bool(), code), (Some(false), 1), "{report:#}");
+    assert_eq!(
+        (report["valid"].as_bool(), code),
+        (Some(false), 1),
+        "{report:#}"
+    );
     let changed = messages(&report, "records_unchanged");
-    let slow_line = changed.iter().find(|m| m.contains(&slow)).unwrap_or_else(|| panic!("{changed:?}"));
+    let slow_line = changed
+        .iter()
+        .find(|m| m.contains(&slow))
+        .unwrap_or_else(|| panic!("{changed:?}"));
     // slow-oracle's agent timed out: its trajectory is replaced, or added where it wrote none.
-    for file in ["result.json changed", "verifier/reward.txt changed", "agent/trajectory.json"] {
+    for file in [
+        "result.json changed",
+        "verifier/reward.txt changed",
+        "agent/trajectory.json",
+    ] {
         assert!(slow_line.contains(file), "{file}: {slow_line}");
     }
-    assert!(changed.iter().any(|m| m.contains(&hello) && m.contains("agent/trajectory.json changed")), "{changed:?}");
+    assert!(
+        changed
+            .iter()
+            .any(|m| m.contains(&hello) && m.contains("agent/trajectory.json changed")),
+        "{changed:?}"
+    );
     let bound = messages(&report, "trajectories_bound");
-    assert!(bound.iter().any(|m| m.contains("is the trajectory of 3 trials")), "{bound:?}");
-    assert!(bound.iter().any(|m| m.contains(&slow) && m.contains("not the task's instruction")), "{bound:?}");
+    assert!(
+        bound
+            .iter()
+            .any(|m| m.contains("is the trajectory of 3 trials")),
+        "{bound:?}"
+    );
+    assert!(
+        bound
+            .iter()
+            .any(|m| m.contains(&slow) && m.contains("not the task's instruction")),
+        "{bound:?}"
+    );
     // merge refuses the forged shard, naming the trial and the files.
     let output = merge(&tmp.path().join("refused"), &[&forged, &s2], &[]);
     let (_, err) = exited(&output, 2);
-    assert!(err.contains("records changed after the trial ended"), "{err}");
+    assert!(
+        err.contains("records changed after the trial ended"),
+        "{err}"
+    );
     assert!(err.contains(&slow) || err.contains(&hello), "{err}");
     assert!(!tmp.path().join("refused").exists());
 
@@ -206,7 +277,11 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     std::fs::write(forged.join("record_manifest.json"), manifest.to_bytes()).unwrap();
     let (report, _) = validate(&[&forged, &s2], &["--dataset", &dataset]);
     assert_eq!(report["valid"], false);
-    assert_eq!(rule(&report, "records_unchanged")["status"], "passed", "{report:#}");
+    assert_eq!(
+        rule(&report, "records_unchanged")["status"],
+        "passed",
+        "{report:#}"
+    );
     assert_eq!(rule(&report, "trajectories_bound")["status"], "failed");
     let output = merge(&tmp.path().join("refused2"), &[&forged, &s2], &[]);
     let (_, err) = exited(&output, 2);
@@ -215,14 +290,19 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     std::fs::remove_file(forged.join("record_manifest.json")).unwrap();
     let (report, _) = validate(&[&forged], &[]);
     assert!(
-        messages(&report, "records_unchanged").iter().any(|m| m.contains("missing, though runner wrote this job")),
+        messages(&report, "records_unchanged")
+            .iter()
+            .any(|m| m.contains("missing, though runner wrote this job")),
         "{report:#}"
     );
 }
 
 /// An ed25519 key pair made as the README says: (private PEM, public PEM).
 fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let (key, public) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.pub.pem")));
+    let (key, public) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.pub.pem")),
+    );
     let status = std::process::Command::new("openssl")
         .args(["genpkey", "-algorithm", "ed25519", "-out"])
         .arg(&key)
@@ -257,18 +337,30 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
         .output()
         .unwrap();
     let (_, err) = exited(&output, 2);
-    assert!(err.contains("--signing-key") && err.contains("openssl genpkey"), "{err}");
+    assert!(
+        err.contains("--signing-key") && err.contains("openssl genpkey"),
+        "{err}"
+    );
     assert!(!tmp.path().join("never").exists());
 
     let jobs = tmp.path().join("jobs");
     let key_arg = key.display().to_string();
-    run(&jobs, "signed", &["-a", "oracle"], &["--signing-key", &key_arg]);
+    run(
+        &jobs,
+        "signed",
+        &["-a", "oracle"],
+        &["--signing-key", &key_arg],
+    );
     let job = jobs.join("signed");
     assert!(job.join("record_manifest.sig").is_file());
     let trusted = public.display().to_string();
     let (report, _) = validate(&[&job], &["--trusted-key", &trusted]);
     for name in ["records_unchanged", "trusted_signature"] {
-        assert_eq!(rule(&report, name)["status"], "passed", "{name}: {report:#}");
+        assert_eq!(
+            rule(&report, name)["status"],
+            "passed",
+            "{name}: {report:#}"
+        );
     }
     // Without --trusted-key the signature is still checked, the trust rule skipped.
     let (report, _) = validate(&[&job], &[]);
@@ -277,7 +369,9 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
     let (report, _) = validate(&[&job], &["--trusted-key", &stranger.display().to_string()]);
     assert_eq!(report["valid"], false);
     assert!(
-        messages(&report, "trusted_signature").iter().any(|m| m.contains("not given with --trusted-key")),
+        messages(&report, "trusted_signature")
+            .iter()
+            .any(|m| m.contains("not given with --trusted-key")),
         "{report:#}"
     );
 
@@ -291,7 +385,9 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
     let (report, _) = validate(&[&job], &["--trusted-key", &trusted]);
     assert_eq!(report["valid"], false);
     assert!(
-        messages(&report, "records_unchanged").iter().any(|m| m.contains(&hello) && m.contains("verifier/reward.txt changed")),
+        messages(&report, "records_unchanged")
+            .iter()
+            .any(|m| m.contains(&hello) && m.contains("verifier/reward.txt changed")),
         "{report:#}"
     );
     std::fs::write(&reward, &original).unwrap();
@@ -304,7 +400,9 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
     let (report, _) = validate(&[&job], &["--trusted-key", &trusted]);
     assert_eq!(report["valid"], false);
     assert!(
-        messages(&report, "records_unchanged").iter().any(|m| m.contains("record_manifest.sig") && m.contains("does not match")),
+        messages(&report, "records_unchanged")
+            .iter()
+            .any(|m| m.contains("record_manifest.sig") && m.contains("does not match")),
         "{report:#}"
     );
     bytes[at] = b' ';
@@ -317,6 +415,10 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
     assert!(merged.join("record_manifest.sig").is_file());
     let (report, _) = validate(&[&merged], &["--trusted-key", &trusted]);
     for name in ["records_unchanged", "trusted_signature"] {
-        assert_eq!(rule(&report, name)["status"], "passed", "{name}: {report:#}");
+        assert_eq!(
+            rule(&report, name)["status"],
+            "passed",
+            "{name}: {report:#}"
+        );
     }
 }

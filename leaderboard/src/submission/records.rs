@@ -11,9 +11,7 @@ use serde_json::Value;
 use tasks::records::record_manifest::{
     FileChange, compare, describe_changes, digest_tree, file_digest,
 };
-use tasks::records::record_signature::{
-    ManifestSignature, RECORD_SIGNATURE, VerifyingKey, verify,
-};
+use tasks::records::record_signature::{ManifestSignature, RECORD_SIGNATURE, VerifyingKey, verify};
 use tasks::records::{RECORD_MANIFEST, RecordManifest, str_at};
 
 use super::Rule;

@@ -13,9 +13,9 @@ pub mod read;
 pub mod record_manifest;
 pub mod record_signature;
 mod totals;
+pub mod trajectory_binding;
 mod trial_config;
 mod trial_result;
-pub mod trajectory_binding;
 
 pub use containment::{
     DEFAULT_DOWNLOAD_CAP_ENTRIES, LeftoverProcess, StorageEnforcement, TrialLimits,

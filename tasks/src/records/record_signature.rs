@@ -136,9 +136,7 @@ pub fn verify(
         .decode(&signature.signature)
         .ok()
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| {
-            SignatureProblem::Malformed("signature is not 64 bytes of base64".into())
-        })?;
+        .ok_or_else(|| SignatureProblem::Malformed("signature is not 64 bytes of base64".into()))?;
     key.verify(manifest, &Signature::from_bytes(&sig))
         .map_err(|_| SignatureProblem::Mismatch)?;
     if !trusted.is_empty() && !trusted.contains(&key) {

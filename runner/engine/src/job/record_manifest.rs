@@ -28,11 +28,10 @@ impl ManifestRecorder {
     /// and the next manifest write) is hashed now; other entries are dropped (those trials
     /// run again).
     pub fn open(dir: &Path, job_id: &str, done: &HashSet<String>) -> ManifestRecorder {
-        let earlier: Option<RecordManifest> = tasks::records::read::read_typed(
-            &dir.join(RECORD_MANIFEST),
-        )
-        .ok()
-        .flatten();
+        let earlier: Option<RecordManifest> =
+            tasks::records::read::read_typed(&dir.join(RECORD_MANIFEST))
+                .ok()
+                .flatten();
         let mut recorder = ManifestRecorder {
             dir: dir.to_owned(),
             manifest: RecordManifest::new(job_id),
@@ -136,7 +135,9 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join(RECORD_MANIFEST)).unwrap())
                 .unwrap();
         assert_eq!(m.trials.keys().collect::<Vec<_>>(), ["a", "b"]);
-        let changes = trial_changes(&m, "a", &dir.path().join("a")).unwrap().unwrap();
+        let changes = trial_changes(&m, "a", &dir.path().join("a"))
+            .unwrap()
+            .unwrap();
         assert_eq!(changes, vec![FileChange::Changed("result.json".into())]);
         assert!(trial_changes(&m, "c", &dir.path().join("c")).is_none());
     }

@@ -123,7 +123,10 @@ mod tests {
         assert_eq!((ma.nlink(), mb.nlink()), (1, 1));
         // Written in place in the copy: the original is untouched.
         std::fs::write(b.join("agent/log.txt"), "edited").unwrap();
-        assert_eq!(std::fs::read_to_string(a.join("agent/log.txt")).unwrap(), "hello");
+        assert_eq!(
+            std::fs::read_to_string(a.join("agent/log.txt")).unwrap(),
+            "hello"
+        );
         std::fs::write(b.join("agent/log.txt"), "hello").unwrap();
         assert_eq!(
             std::fs::read_link(b.join("agent/link")).unwrap(),
