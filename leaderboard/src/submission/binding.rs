@@ -5,7 +5,7 @@
 //! other trials, or another task's, fails here whatever the rewards say.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 
 use tasks::records::read;
 use tasks::records::trajectory_binding::{
@@ -13,11 +13,18 @@ use tasks::records::trajectory_binding::{
 };
 
 use super::Rule;
-use super::job::Job;
 use super::report::Violation;
+use super::trial::TrialFacts;
 
-/// Each dataset task's instruction by task name (a multi-step task's first step's).
-pub fn instructions(dataset: &tasks::Dataset) -> BTreeMap<String, String> {
+/// A dataset task's content digest (normalised) and instruction (a multi-step task's first
+/// step's).
+pub struct TaskInstruction {
+    digest: String,
+    text: String,
+}
+
+/// Each dataset task's instruction by task name.
+pub fn instructions(dataset: &tasks::Dataset) -> BTreeMap<String, TaskInstruction> {
     dataset
         .tasks
         .iter()
@@ -27,33 +34,54 @@ pub fn instructions(dataset: &tasks::Dataset) -> BTreeMap<String, String> {
             } else {
                 t.instruction.clone()
             };
-            Some((t.name.clone(), text))
+            let digest = normalise(&t.digest);
+            Some((t.name.clone(), TaskInstruction { digest, text }))
         })
         .collect()
 }
 
-/// The instruction of the task `name` (exact, else by its short name when unambiguous).
-fn instruction_of<'a>(instructions: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
-    if let Some(text) = instructions.get(name) {
-        return Some(text);
-    }
-    let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_owned();
-    let mut found = instructions.iter().filter(|(k, _)| short(k) == short(name));
-    let (_, text) = found.next()?;
-    found.next().is_none().then_some(text.as_str())
+/// Harbor's ref normalisation: trimmed, lowercase, without `sha256:`.
+fn normalise(reference: &str) -> String {
+    let r = reference.trim().to_ascii_lowercase();
+    r.strip_prefix("sha256:").unwrap_or(&r).to_owned()
 }
 
-/// Checks every trial's trajectory of `jobs`; `instructions` empty without `--dataset`.
-pub fn check(jobs: &[Job], instructions: &BTreeMap<String, String>) -> Vec<Violation> {
+/// The instruction the trial `trial` was given, when the dataset has its task at the content
+/// it ran (exact name, else the short name when unambiguous); a trial of other content is
+/// `correct_task_versions`' to name, and its instruction may differ.
+fn instruction_of<'a>(
+    instructions: &'a BTreeMap<String, TaskInstruction>,
+    trial: &TrialFacts,
+) -> Option<&'a str> {
+    let name = trial.task.as_deref()?;
+    let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_owned();
+    let task = match instructions.get(name) {
+        Some(task) => task,
+        None => {
+            let mut found = instructions.iter().filter(|(k, _)| short(k) == short(name));
+            let (_, task) = found.next()?;
+            if found.next().is_some() {
+                return None;
+            }
+            task
+        }
+    };
+    (normalise(trial.task_ref.as_deref()?) == task.digest).then_some(task.text.as_str())
+}
+
+/// Checks the trajectory of every trial (each counted once: `trials` after `unique_trials`'
+/// dedup), `dirs[i]` being job i's dir; `instructions` empty without `--dataset`.
+pub fn check(
+    dirs: &[PathBuf],
+    trials: &[TrialFacts],
+    instructions: &BTreeMap<String, TaskInstruction>,
+) -> Vec<Violation> {
     let mut violations = Vec::new();
-    let mut sessions: Vec<(String, TrajectoryFacts)> = Vec::new();
-    let trials = jobs
-        .iter()
-        .flat_map(|j| j.trial_dirs.iter().map(move |d| (j, d)));
-    for (job, dir) in trials {
-        let label = format!("{}/{}", job.display, name_of(dir));
-        let file = Some(format!("{label}/{TRAJECTORY}"));
-        let facts = match read_trajectory(dir) {
+    let mut sessions: Vec<(&str, TrajectoryFacts)> = Vec::new();
+    for trial in trials {
+        let dir = dirs[trial.job].join(&trial.name);
+        let file = Some(format!("{}/{TRAJECTORY}", trial.display));
+        let facts = match read_trajectory(&dir) {
             None => continue,
             // Whether it is valid ATIF is passing_trial_trajectories' business.
             Some(Err(_)) => continue,
@@ -61,9 +89,7 @@ pub fn check(jobs: &[Job], instructions: &BTreeMap<String, String>) -> Vec<Viola
         };
         let result = read::read_json(&dir.join("result.json")).ok().flatten();
         if let Some(result) = &result {
-            let config = read::trial_config(None, Some(result));
-            let instruction = read::task_name(Some(result), config)
-                .and_then(|task| instruction_of(instructions, task));
+            let instruction = instruction_of(instructions, trial);
             let problems = binding_problems(&facts, result, instruction);
             if !problems.is_empty() {
                 violations.push(Violation::new(
@@ -71,15 +97,15 @@ pub fn check(jobs: &[Job], instructions: &BTreeMap<String, String>) -> Vec<Viola
                     file,
                     format!(
                         "trial {}: the trajectory is not this trial's: {}",
-                        name_of(dir),
+                        trial.name,
                         problems.join("; ")
                     ),
                 ));
             }
         }
-        sessions.push((label, facts));
+        sessions.push((&trial.display, facts));
     }
-    for (session, labels) in repeated_sessions(sessions.iter().map(|(l, f)| (l.as_str(), f))) {
+    for (session, labels) in repeated_sessions(sessions.iter().map(|(l, f)| (*l, f))) {
         violations.push(Violation::new(
             Rule::TrajectoriesBound,
             Some(format!("{}/{TRAJECTORY}", labels[0])),
@@ -91,10 +117,4 @@ pub fn check(jobs: &[Job], instructions: &BTreeMap<String, String>) -> Vec<Viola
         ));
     }
     violations
-}
-
-fn name_of(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }

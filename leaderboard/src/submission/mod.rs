@@ -129,7 +129,7 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
         .as_ref()
         .map(binding::instructions)
         .unwrap_or_default();
-    violations.extend(binding::check(&jobs, &instructions));
+    violations.extend(binding::check(&options.job_dirs, &trials, &instructions));
     match &dataset {
         Some(ds) => violations.extend(coverage::check_versions(&trials, ds)),
         None => skipped.push((Rule::CorrectTaskVersions, "needs --dataset DIR")),
