@@ -21,6 +21,10 @@ pub const RECORD_MANIFEST: &str = "record_manifest.json";
 /// The manifest's current `schema_version`.
 pub const RECORD_MANIFEST_SCHEMA: u32 = 1;
 
+/// Top-level trial dirs not recorded: the compose teardown saves the sidecars' logs there,
+/// which may finish after the trial's result is written (diagnostics, never a score).
+pub const UNRECORDED_DIRS: [&str; 1] = ["sidecars"];
+
 /// The job files hashed into `job_files` (result.json is not: it is recomputed from the
 /// trials, and the submission rules recompute every figure from the trials themselves).
 pub const HASHED_JOB_FILES: [&str; 2] = ["config.json", "lock.json"];
@@ -185,6 +189,9 @@ fn walk(dir: &Path, prefix: &str, out: &mut BTreeMap<String, FileDigest>) -> std
         }
         let rel = format!("{prefix}{name}");
         let kind = entry.file_type()?;
+        if prefix.is_empty() && kind.is_dir() && UNRECORDED_DIRS.contains(&name.as_str()) {
+            continue;
+        }
         if kind.is_dir() {
             walk(&entry.path(), &format!("{rel}/"), out)?;
         } else if kind.is_file() || kind.is_symlink() {
@@ -244,6 +251,8 @@ mod tests {
         std::fs::write(t.join("verifier/reward.txt"), "0").unwrap();
         std::fs::write(t.join("gone.txt"), "x").unwrap();
         std::fs::write(t.join(".result.json.tmp-abc"), "half").unwrap();
+        std::fs::create_dir_all(t.join("sidecars")).unwrap();
+        std::fs::write(t.join("sidecars/db.log"), "late").unwrap();
         let mut m = RecordManifest::new("job");
         m.record_trial("t1", t).unwrap();
         let recorded = &m.trials["t1"].files;

@@ -84,21 +84,21 @@ pub fn check_taken(
     let mut sessions: Vec<(String, TrajectoryFacts)> = Vec::new();
     for (name, part) in taken {
         let copy = &parts[*part].trials[*name];
-        if let Some(manifest) = &manifests[*part] {
-            if let Some(changes) = trial_changes(manifest, name, &copy.dir) {
-                let changes = changes.map_err(|e| RecordsError::Manifest {
+        if let Some(manifest) = &manifests[*part]
+            && let Some(changes) = trial_changes(manifest, name, &copy.dir)
+        {
+            let changes = changes.map_err(|e| RecordsError::Manifest {
+                dir: parts[*part].dir.clone(),
+                problem: format!("cannot read trial {name}: {e}"),
+            })?;
+            if !changes.is_empty() {
+                return Err(RecordsError::Changed {
                     dir: parts[*part].dir.clone(),
-                    problem: format!("cannot read trial {name}: {e}"),
-                })?;
-                if !changes.is_empty() {
-                    return Err(RecordsError::Changed {
-                        dir: parts[*part].dir.clone(),
-                        trial: (*name).to_owned(),
-                        changes: describe_changes(&changes),
-                    });
-                }
-                entries.insert((*name).to_owned(), manifest.trials[*name].clone());
+                    trial: (*name).to_owned(),
+                    changes: describe_changes(&changes),
+                });
             }
+            entries.insert((*name).to_owned(), manifest.trials[*name].clone());
         }
         let label = format!("{}/{name}", parts[*part].dir.display());
         if let Some(facts) = trajectory_of(&copy.dir, &label)? {
