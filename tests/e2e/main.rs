@@ -37,6 +37,7 @@ mod steering;
 mod step_phases;
 mod steps;
 mod support;
+mod tamper;
 mod task_inputs;
 mod task_qa;
 mod toolchain;

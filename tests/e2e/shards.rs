@@ -115,7 +115,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         (vec!["hello-file", "slow-oracle"], vec!["nonroot-workdir"])
     );
 
-    // Merged: one job of the whole plan, every trial linked in once, records recomputed.
+    // Merged: one job of the whole plan, every trial copied in once, records recomputed.
     let merged = tmp.path().join("merged");
     let output = merge(&merged, &[&s1, &s2]);
     let (out, _) = exited(&output, 0);
@@ -156,17 +156,15 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         log.contains(&format!("part 2: {} (shard 2/2", s2.display())),
         "{log}"
     );
-    // Hard links, not copies, on one file system.
+    // Copies, never hard links: an edit of the merged job never reaches a shard.
     use std::os::unix::fs::MetadataExt;
     let name = t2.iter().next().unwrap();
-    assert_eq!(
-        std::fs::metadata(s2.join(name).join("result.json"))
-            .unwrap()
-            .ino(),
-        std::fs::metadata(merged.join(name).join("result.json"))
-            .unwrap()
-            .ino()
+    let (part, whole) = (
+        std::fs::metadata(s2.join(name).join("result.json")).unwrap(),
+        std::fs::metadata(merged.join(name).join("result.json")).unwrap(),
     );
+    assert_ne!(part.ino(), whole.ino());
+    assert_eq!((part.nlink(), whole.nlink()), (1, 1));
     // The summary of the two shards given together is the merged job's.
     let summary = |dirs: &[&Path]| -> Value {
         let output = runner()
@@ -199,6 +197,8 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     assert_eq!(summary(&[&s1, &s2, &s1]), summary(&[&merged]));
     // A shard run where the dataset directory had another name records another source (so
     // another eval key); merged, its trials count under the first part's: one eval, 4 of 6.
+    // (Records edited here stand for that run: its manifest goes too, as a job of a runner
+    // that wrote none, which merge takes and reports as not recorded.)
     let elsewhere = tmp.path().join("s2-elsewhere");
     copy_dir(&s2, &elsewhere);
     for name in &t2 {
@@ -206,6 +206,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
             r["source"] = "tb2".into();
         });
     }
+    std::fs::remove_file(elsewhere.join("record_manifest.json")).unwrap();
     let remerged = tmp.path().join("merged-elsewhere");
     exited(&merge(&remerged, &[&s1, &elsewhere]), 0);
     let keys = |dir: &Path| -> Vec<String> {

@@ -110,9 +110,15 @@ fn json_report_has_the_documented_schema() {
         .filter(|r| r["status"] == "skipped")
         .map(|r| r["rule"].as_str().unwrap())
         .collect();
+    // A Harbor job keeps no record manifest: not recorded, so not signed either.
     assert_eq!(
         skipped,
-        ["correct_task_versions", "metadata_formatted_correctly"]
+        [
+            "correct_task_versions",
+            "metadata_formatted_correctly",
+            "records_unchanged",
+            "trusted_signature"
+        ]
     );
     let f = &report["figures"];
     assert_eq!(f["n_trials"], 5);
@@ -358,8 +364,9 @@ fn ci_preflight_flags_files_outside_a_submission_dir_and_ignores_other_changes()
 }
 
 /// A job written by `runner run` with k=5 and the named `oracle` agent passes every rule except
-/// the trajectory rule (the oracle writes no ATIF); with a valid trajectory per rewarded trial,
-/// as installed agents write, it passes every rule.
+/// the trajectory rule (the oracle writes no ATIF); one valid trajectory copied into every
+/// rewarded trial after the run is not the run's: the records changed, and the copies are one
+/// session of another agent.
 #[test]
 fn a_job_written_by_runner_run_passes() {
     ensure_base_image();
@@ -395,7 +402,11 @@ fn a_job_written_by_runner_run_passes() {
         std::fs::write(agent.join("trajectory.json"), &trajectory).unwrap();
     }
     let report = validate();
-    assert_eq!(report["valid"], true, "{report:#}");
+    assert_eq!(
+        failed_rules(&report),
+        ["records_unchanged", "trajectories_bound"],
+        "{report:#}"
+    );
 }
 
 /// A Harbor-written job that meets the rules is what the leaderboard accepts: VALID by

@@ -41,6 +41,9 @@ pub enum SubmissionError {
         /// What is wrong.
         problem: String,
     },
+    /// A `--trusted-key` file that is not an ed25519 public key.
+    #[error("--trusted-key: {0}")]
+    TrustedKey(#[from] tasks::records::record_signature::KeyError),
     /// The `--dataset` directory did not load.
     #[error("--dataset: {0}")]
     Dataset(#[from] tasks::TaskError),

@@ -3,6 +3,7 @@
 //! a leaderboard would publish. Job files are read as JSON values so Harbor's older shapes pass.
 
 mod agents;
+mod binding;
 mod coverage;
 mod error;
 mod evidence;
@@ -15,6 +16,7 @@ pub mod metadata;
 mod models;
 mod overrides;
 mod planned;
+mod records;
 pub mod render;
 mod report;
 mod rule;
@@ -55,6 +57,8 @@ pub struct Options {
     pub require_evidence: bool,
     /// How each job dir is shown in the report, by position; the path as given for the rest.
     pub job_names: Vec<String>,
+    /// Public keys (files) one of which must have signed every job's record manifest.
+    pub trusted_keys: Vec<PathBuf>,
 }
 
 impl Options {
@@ -67,6 +71,7 @@ impl Options {
             min_trials: DEFAULT_MIN_TRIALS,
             require_evidence: false,
             job_names: Vec::new(),
+            trusted_keys: Vec::new(),
         }
     }
 }
@@ -80,6 +85,17 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
         Some(path) => Some(DatasetTasks::from_path(path)?),
         None => None,
     };
+    // The instructions trajectories are bound to: a dataset folder has them, a manifest not.
+    // `read`, not `load`: a submission may cover tasks Harbor runs and this runner cannot yet.
+    let read_dataset = match &options.dataset {
+        Some(dir) if dir.is_dir() => Some(tasks::Dataset::read(dir)?),
+        _ => None,
+    };
+    let trusted = options
+        .trusted_keys
+        .iter()
+        .map(|p| tasks::records::record_signature::read_verifying_key(p))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut violations = Vec::new();
     if let Some(path) = &options.metadata {
         violations.extend(metadata::check(path)?);
@@ -118,6 +134,20 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     let counts = coverage::trials_per_task(&trials, dataset.as_ref());
     violations.extend(coverage::check_min_trials(&counts, options.min_trials));
     let mut skipped = Vec::new();
+    // The run's own evidence: records unchanged since each trial ended, trajectories bound.
+    let records = records::check(&options.job_dirs, &jobs, &trusted);
+    violations.extend(records.violations);
+    if !records.any_recorded {
+        skipped.push((Rule::RecordsUnchanged, records::NOT_RECORDED));
+    }
+    if trusted.is_empty() {
+        skipped.push((Rule::TrustedSignature, records::NEEDS_TRUSTED_KEY));
+    }
+    let instructions = read_dataset
+        .as_ref()
+        .map(binding::instructions)
+        .unwrap_or_default();
+    violations.extend(binding::check(&options.job_dirs, &trials, &instructions));
     match &dataset {
         Some(ds) => violations.extend(coverage::check_versions(&trials, ds)),
         None => skipped.push((Rule::CorrectTaskVersions, "needs --dataset DIR|MANIFEST")),

@@ -64,11 +64,17 @@ pub enum Rule {
     NoProviderKeys,
     /// `metadata.yaml` has the required fields.
     MetadataFormattedCorrectly,
+    /// Every trial's records are what runner hashed as the trial ended (`records.rs`).
+    RecordsUnchanged,
+    /// Every trajectory is its own trial's (`binding.rs`).
+    TrajectoriesBound,
+    /// Every job is signed by a `--trusted-key` (`records.rs`).
+    TrustedSignature,
 }
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 21] = [
+    pub const ALL: [Rule; 24] = [
         Rule::NoJobOverrides,
         Rule::NoTrialOverrides,
         Rule::DatasetConfig,
@@ -90,6 +96,9 @@ impl Rule {
         Rule::DeclaredModelsOnly,
         Rule::SameTaskImage,
         Rule::BridgeMetering,
+        Rule::RecordsUnchanged,
+        Rule::TrajectoriesBound,
+        Rule::TrustedSignature,
     ];
 
     /// The verdict the rule counts toward.
@@ -128,6 +137,9 @@ impl Rule {
             Rule::NoContainerSecrets => "no_container_secrets",
             Rule::NoProviderKeys => "no_provider_keys",
             Rule::MetadataFormattedCorrectly => "metadata_formatted_correctly",
+            Rule::RecordsUnchanged => "records_unchanged",
+            Rule::TrajectoriesBound => "trajectories_bound",
+            Rule::TrustedSignature => "trusted_signature",
         }
     }
 
@@ -191,6 +203,15 @@ impl Rule {
                 "no file in the job dirs holds a string shaped like a provider API key"
             }
             Rule::MetadataFormattedCorrectly => "metadata.yaml has every required field",
+            Rule::RecordsUnchanged => {
+                "every trial's files (result, rewards, verifier output, trajectory) and the job's config.json and lock.json are what runner hashed into record_manifest.json as each trial ended, and the manifest is what record_manifest.sig signed (Harbor's jobs keep no manifest: not recorded)"
+            }
+            Rule::TrajectoriesBound => {
+                "every agent/trajectory.json is its trial's own: its agent and model are the trial's agent_info, no two trials hold the same session, and (with --dataset) its first user message holds the task's instruction"
+            }
+            Rule::TrustedSignature => {
+                "every job's record manifest is signed (runner run --signing-key) by a key given with --trusted-key"
+            }
         }
     }
 }

@@ -21,10 +21,20 @@ pub struct MergeArgs {
     /// that differ are refused.
     #[arg(value_name = "JOB_DIR", required = true)]
     pub jobs: Vec<PathBuf>,
+    /// Sign the merged job's record manifest with this ed25519 private key (PEM, PKCS#8), as
+    /// `runner run --signing-key` does (the parts' own signatures are checked, not carried).
+    #[arg(long, value_name = "FILE", env = "RUNNER_SIGNING_KEY")]
+    pub signing_key: Option<PathBuf>,
 }
 
 /// Runs `runner merge`.
 pub fn merge(args: MergeArgs) -> Result<CommandOutcome, CliError> {
+    let signing_key = args
+        .signing_key
+        .as_deref()
+        .map(tasks::records::record_signature::read_signing_key)
+        .transpose()
+        .map_err(|e| CliError::bad_input_because("--signing-key", e))?;
     let report = merge_jobs(&args.jobs, &args.out).map_err(|e| {
         if e.is_bad_input() {
             CliError::bad_input(e)
@@ -32,6 +42,14 @@ pub fn merge(args: MergeArgs) -> Result<CommandOutcome, CliError> {
             CliError::runner(e)
         }
     })?;
+    if let Some(key) = &signing_key {
+        engine::job::record_manifest::sign_job(&report.out, key).map_err(|e| {
+            CliError::runner(format!(
+                "{}: cannot sign the record manifest: {e}",
+                report.out.display()
+            ))
+        })?;
+    }
     print(&report);
     Ok(if report.incomplete() {
         CommandOutcome::TrialsErrored
@@ -47,9 +65,15 @@ fn print(report: &MergeReport) {
     for stray in &report.strays {
         note!("left out {stray}: no part's plan names it");
     }
+    for part in &report.unrecorded {
+        note!(
+            "{}: no record_manifest.json (a job of an earlier runner): its trials are merged but not recorded",
+            part.display()
+        );
+    }
     let c = &report.coverage;
     say!(
-        "{}: {} trial(s) planned from {} job dir(s): {} scored, {} agent error(s), {} infrastructure error(s), {} without a result ({} file(s) hard-linked, {} copied)",
+        "{}: {} trial(s) planned from {} job dir(s): {} scored, {} agent error(s), {} infrastructure error(s), {} without a result ({} file(s) copied)",
         report.out.display(),
         report.planned,
         report
@@ -61,8 +85,7 @@ fn print(report: &MergeReport) {
         c.agent_error,
         c.infra_error,
         c.not_run,
-        report.files.0,
-        report.files.1
+        report.files
     );
     if !report.missing_shards.is_empty() {
         say!(

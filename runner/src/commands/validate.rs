@@ -64,6 +64,10 @@ pub struct ValidateSubmissionArgs {
     /// job) or failed makes the submission invalid. For operators who accept only runner-run jobs.
     #[arg(long)]
     pub require_evidence: bool,
+    /// Accept only jobs whose record manifest is signed (`runner run --signing-key`) by this
+    /// ed25519 public key (PEM from `openssl pkey -pubout`); repeat for several machines.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_key: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -105,6 +109,7 @@ pub fn validate_submission(args: ValidateSubmissionArgs) -> Result<CommandOutcom
         metadata: args.metadata,
         min_trials: args.min_trials,
         require_evidence: args.require_evidence,
+        trusted_keys: args.trusted_key,
         ..Options::new(args.job_dirs)
     };
     let report = match submission::validate(&options) {

@@ -10,7 +10,10 @@ mod job_result;
 mod llm_usage;
 mod lock;
 pub mod read;
+pub mod record_manifest;
+pub mod record_signature;
 mod totals;
+pub mod trajectory_binding;
 mod trial_config;
 mod trial_result;
 
@@ -31,6 +34,8 @@ pub use lock::{
     HarborLock, JOB_LOCK_SCHEMA, JobLock, LockImage, LockImageOrigin, LockTask, LockTrial,
     LockVerifier, RunnerInfo, TaskOrigin, TrialLock026, harbor_lock_json,
 };
+pub use record_manifest::{RECORD_MANIFEST, RecordManifest};
+pub use record_signature::RECORD_SIGNATURE;
 pub use totals::{Rewards, SharedNames, TotalsException, TrialTotals, TrialUsage, eval_key};
 pub use trial_config::{
     AgentConfig, EnvironmentConfig, TaskRef, TrialConfig, TrialIdentity, VerifierConfig,

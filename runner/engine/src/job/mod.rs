@@ -9,6 +9,7 @@ mod log;
 pub mod merge;
 mod pause;
 mod plan;
+pub mod record_manifest;
 mod recorder;
 pub mod resume;
 mod retry_policy;

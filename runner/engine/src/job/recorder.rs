@@ -18,6 +18,7 @@ use tasks::records::{
 };
 
 use super::log::JobLog;
+use super::record_manifest::ManifestRecorder;
 use super::stats::job_stats;
 use crate::backend::ImageInfo;
 use crate::events::{Event, TimedEvent};
@@ -41,6 +42,8 @@ pub struct JobRecorder {
     log: JobLog,
     /// Trials a resume found complete (their lock entries keep the image they ran in).
     done_before: std::collections::HashSet<String>,
+    /// record_manifest.json: each trial's files hashed as it ends.
+    manifest: ManifestRecorder,
 }
 
 impl JobRecorder {
@@ -70,6 +73,7 @@ impl JobRecorder {
             n_shards: None,
         };
         let done_before = done.iter().map(|r| r.trial_name.clone()).collect();
+        let manifest = ManifestRecorder::open(&dir, job_id, &done_before);
         JobRecorder {
             written_at: None,
             behind: false,
@@ -81,6 +85,7 @@ impl JobRecorder {
             running: 0,
             log,
             done_before,
+            manifest,
         }
     }
 
@@ -114,7 +119,11 @@ impl JobRecorder {
     pub fn trial_finished(&mut self, result: &TrialResult) -> std::io::Result<()> {
         self.running = self.running.saturating_sub(1);
         self.finished.push(TrialTotals::of(result, &mut self.names));
-        self.update_result()
+        // Counted whatever the hashing says: a trial left out of the manifest shows at
+        // validation, and the error fails the job's records (as a result.json write would).
+        let hashed = self.manifest.trial_finished(&result.trial_name);
+        self.update_result()?;
+        hashed
     }
 
     /// An image is ready: record it (reference, id, digests, origin) for the task's trials,
@@ -200,10 +209,18 @@ impl JobRecorder {
             .unwrap_or_else(|| coverage(self.result.n_total_trials, &self.finished))
     }
 
-    /// Writes lock.json, as Harbor 0.26 writes it (no null fields).
-    pub fn write_lock(&self) -> std::io::Result<()> {
+    /// Writes lock.json, as Harbor 0.26 writes it (no null fields), and hashes it (and
+    /// config.json, written before the first lock) into the record manifest.
+    pub fn write_lock(&mut self) -> std::io::Result<()> {
         let lock = tasks::records::HarborLock(&self.lock);
-        write_json_atomic(&self.dir.join("lock.json"), &lock)
+        write_json_atomic(&self.dir.join("lock.json"), &lock)?;
+        self.manifest.job_files_written()?;
+        self.manifest.flush()
+    }
+
+    /// The record manifest (a merge sets its trials' entries from the parts').
+    pub fn manifest_mut(&mut self) -> &mut ManifestRecorder {
+        &mut self.manifest
     }
 
     /// Writes result.json if a change is pending (the job's loop calls this on its tick).
@@ -240,7 +257,8 @@ impl JobRecorder {
         self.result.coverage = Some(coverage);
         self.result.stats = stats;
         self.result.updated_at = Utc::now();
-        write_json_atomic(&self.dir.join("result.json"), &self.result)
+        write_json_atomic(&self.dir.join("result.json"), &self.result)?;
+        self.manifest.flush()
     }
 }
 

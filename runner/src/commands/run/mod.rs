@@ -174,6 +174,12 @@ pub struct RunArgs {
     /// timeouts. Each part is a job dir of its own; `runner merge` joins them.
     #[arg(long, value_name = "I/N", env = "RUNNER_SHARD", value_parser = parse_shard)]
     pub shard: Option<engine::job::Shard>,
+    /// Sign the job's record manifest (record_manifest.json: every trial's files, hashed as
+    /// the trial ended) with this ed25519 private key (PEM, PKCS#8, as `openssl genpkey
+    /// -algorithm ed25519` writes it), so `validate-submission --trusted-key` can tell the run
+    /// was made on a machine holding it.
+    #[arg(long, value_name = "FILE", env = "RUNNER_SIGNING_KEY")]
+    pub signing_key: Option<PathBuf>,
     /// Models and the LLM bridge (h1-bridge).
     #[command(flatten)]
     pub llm: llm::LlmArgs,
@@ -271,6 +277,13 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         allow_container_secrets: args.allow_container_secrets,
         require_clean_source: args.require_clean_source,
     })?;
+    // Read before anything runs: a key that cannot sign must not cost a whole job.
+    let signing_key = args
+        .signing_key
+        .as_deref()
+        .map(tasks::records::record_signature::read_signing_key)
+        .transpose()
+        .map_err(|e| CliError::bad_input_because("--signing-key", e))?;
     if dataset.tasks.is_empty() {
         return Err(CliError::bad_input(format!(
             "{} has no runnable task",
@@ -447,6 +460,14 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     };
     reporter.finish();
     let outcome = outcome.map_err(CliError::runner)?;
+    if let Some(key) = &signing_key {
+        engine::job::record_manifest::sign_job(&job_dir, key).map_err(|e| {
+            CliError::runner(format!(
+                "{}: cannot sign the record manifest: {e}",
+                job_dir.display()
+            ))
+        })?;
+    }
     finish::report_outcome(
         &outcome,
         &job_dir,

@@ -11,6 +11,7 @@
 
 mod check;
 mod parts;
+mod records;
 mod totals;
 mod tree;
 
@@ -81,6 +82,9 @@ pub enum MergeError {
         /// The part holding it.
         part: PathBuf,
     },
+    /// A part's records changed after its run, or a trajectory is not its trial's.
+    #[error(transparent)]
+    Records(#[from] records::RecordsError),
     /// Reading or writing failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -108,8 +112,8 @@ pub struct MergeReport {
     pub planned: usize,
     /// Trials taken, by the part (index into the inputs) they came from.
     pub taken: Vec<usize>,
-    /// Files hard-linked and files copied.
-    pub files: (u64, u64),
+    /// Files copied (never hard-linked: see `tree`).
+    pub files: u64,
     /// With shards of N: the shards (from 1) no part is.
     pub missing_shards: Vec<u32>,
     /// How many shards the plan was split into, when every part is a shard.
@@ -125,6 +129,9 @@ pub struct MergeReport {
     pub recounted_sources: Vec<String>,
     /// The merged job's coverage.
     pub coverage: tasks::records::Coverage,
+    /// Parts without a record manifest (jobs of an earlier runner): their trials are merged
+    /// but not recorded in the merged job's manifest.
+    pub unrecorded: Vec<PathBuf>,
 }
 
 impl MergeReport {
@@ -167,6 +174,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
             choices.extend(why);
         }
     }
+    // Before anything is written: a part whose records changed after its run is refused.
+    let manifests = parts
+        .iter()
+        .map(records::part_manifest)
+        .collect::<Result<Vec<_>, _>>()?;
+    let entries = records::check_taken(&parts, &manifests, &taken)?;
     let strays: Vec<String> = parts
         .iter()
         .flat_map(|p| {
@@ -192,12 +205,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
         let path = path.to_owned();
         move |source| MergeError::Io { path, source }
     };
-    let mut files = (0, 0);
+    let mut files = 0;
     for (name, part) in &taken {
         let from = &parts[*part].trials[*name].dir;
-        let (l, c) = tree::link_or_copy(from, &out.join(name)).map_err(io(&out.join(name)))?;
-        files.0 += l;
-        files.1 += c;
+        files += tree::copy_tree(from, &out.join(name)).map_err(io(&out.join(name)))?;
     }
     tasks::atomic::sync_dir(out).map_err(io(out))?;
 
@@ -243,6 +254,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
     if let Some(usage) = llm_usage(&parts) {
         recorder.set_llm_usage(usage);
     }
+    recorder.manifest_mut().set_trials(entries);
     recorder.write_lock().map_err(io(&out.join("lock.json")))?;
     recorder
         .finish_at(latest(&parts))
@@ -259,6 +271,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
         strays,
         recounted_sources,
         coverage: recorder.coverage(),
+        unrecorded: parts
+            .iter()
+            .zip(&manifests)
+            .filter(|(_, m)| m.is_none())
+            .map(|(p, _)| p.dir.clone())
+            .collect(),
     };
     write_log(&log, &parts, &report, &taken);
     Ok(report)
@@ -550,6 +568,13 @@ fn write_log(log: &JobLog, parts: &[Part], report: &MergeReport, taken: &BTreeMa
     }
     for stray in &report.strays {
         log.line(&format!("left out {stray}: no part's plan names it"));
+    }
+    for part in &report.unrecorded {
+        log.line(&format!(
+            "{}: no {}: its trials are not recorded in this job's (not recorded)",
+            part.display(),
+            tasks::records::RECORD_MANIFEST
+        ));
     }
     if !report.missing_shards.is_empty() {
         log.line(&format!(

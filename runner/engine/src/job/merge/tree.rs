@@ -1,38 +1,34 @@
-//! Trial dirs copied into the merged job (hard links where the file system allows, so a
-//! merge on one disk costs no space; records are replaced by rename, never rewritten in
-//! place, so a link never lets one job's change reach the other), and compared.
+//! Trial dirs copied into the merged job, and compared. Copies, never hard links: a link
+//! is the same file, so a change made in place to the merged job (an editor writes in place)
+//! would change the part too, and the parts' record manifests with them. `std::fs::copy` uses
+//! `copy_file_range`, so a file system that can share blocks (btrfs, XFS) makes a reflink.
 
 use std::io::Read;
 use std::path::Path;
 
 /// Copies the tree `from` to `to` (which must not exist): directories made, regular files
-/// hard-linked or else copied, symlinks recreated as they are (never followed). Returns how
-/// many files were linked and how many copied.
-pub fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<(u64, u64)> {
+/// copied, symlinks recreated as they are (never followed). Returns how many files were
+/// copied.
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
     std::fs::create_dir(to)?;
-    let mut counts = (0, 0);
+    let mut copied = 0;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let (source, target) = (entry.path(), to.join(entry.file_name()));
         let kind = entry.file_type()?;
         if kind.is_dir() {
-            let (l, c) = link_or_copy(&source, &target)?;
-            counts.0 += l;
-            counts.1 += c;
+            copied += copy_tree(&source, &target)?;
         } else if kind.is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
         } else if kind.is_file() {
-            if std::fs::hard_link(&source, &target).is_ok() {
-                counts.0 += 1;
-            } else {
-                std::fs::copy(&source, &target)?;
-                counts.1 += 1;
-            }
+            std::fs::copy(&source, &target)?;
+            std::fs::File::open(&target)?.sync_all()?;
+            copied += 1;
         }
         // FIFOs, sockets and devices are never written into trial dirs; none is carried.
     }
     tasks::atomic::sync_dir(to)?;
-    Ok(counts)
+    Ok(copied)
 }
 
 /// Whether the trees `a` and `b` hold the same names, kinds and bytes.
@@ -108,7 +104,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_linked_copy_is_the_same_tree_and_a_changed_byte_is_not() {
+    fn a_copy_is_the_same_tree_shares_no_inode_and_a_changed_byte_is_not() {
+        use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a");
         std::fs::create_dir_all(a.join("agent")).unwrap();
@@ -116,16 +113,27 @@ mod tests {
         std::fs::write(a.join("agent/log.txt"), "hello").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", a.join("agent/link")).unwrap();
         let b = dir.path().join("b");
-        let (linked, copied) = link_or_copy(&a, &b).unwrap();
-        assert_eq!((linked, copied), (2, 0));
+        assert_eq!(copy_tree(&a, &b).unwrap(), 2);
         assert!(same_tree(&a, &b).unwrap());
+        let (ma, mb) = (
+            std::fs::metadata(a.join("result.json")).unwrap(),
+            std::fs::metadata(b.join("result.json")).unwrap(),
+        );
+        assert_ne!(ma.ino(), mb.ino());
+        assert_eq!((ma.nlink(), mb.nlink()), (1, 1));
+        // Written in place in the copy: the original is untouched.
+        std::fs::write(b.join("agent/log.txt"), "edited").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(a.join("agent/log.txt")).unwrap(),
+            "hello"
+        );
+        std::fs::write(b.join("agent/log.txt"), "hello").unwrap();
         assert_eq!(
             std::fs::read_link(b.join("agent/link")).unwrap(),
             Path::new("/etc/passwd")
         );
         let c = dir.path().join("c");
-        link_or_copy(&a, &c).unwrap();
-        // Replaced by rename as every record is: the link to a's file is cut, a is unchanged.
+        copy_tree(&a, &c).unwrap();
         std::fs::write(c.join("tmp"), "{\"r\":0}").unwrap();
         std::fs::rename(c.join("tmp"), c.join("result.json")).unwrap();
         assert!(!same_tree(&a, &c).unwrap());
