@@ -68,7 +68,8 @@ grep -h 'overhead: wall' "$work"/jobs/nop/*/trial.log |
 floor=$(median <"$work/floor")
 wall=$(cut -d' ' -f1 "$work/trials" | median)
 runner=$(cut -d' ' -f3 "$work/trials" | median)
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $n nop trials one at a time, image $image; $(git rev-parse --short HEAD)"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $n nop trials one at a time, image $image"
+echo "runner: $bin (checkout $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- runner || echo ', modified'))"
 echo "floor (CLI create + start + exec true + rm): median ${floor}s ($(spread <"$work/floor"))"
 echo "nop trial wall:                              median ${wall}s ($(cut -d' ' -f1 "$work/trials" | spread))"
 echo "runner overhead (wall minus in-container):   median ${runner}s ($(cut -d' ' -f3 "$work/trials" | spread))"
