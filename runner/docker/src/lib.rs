@@ -30,6 +30,7 @@ mod jail_signal;
 mod jail_upload;
 mod jail_warm;
 mod labels;
+mod layer_size;
 mod ledger;
 mod network;
 mod planned_image;

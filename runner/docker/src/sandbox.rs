@@ -3,7 +3,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bollard::query_parameters::InspectContainerOptionsBuilder;
 use engine::ExecObserver;
 use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
@@ -12,6 +11,7 @@ use super::archive::{self, DownloadBudget};
 use super::exec::Shell;
 use super::jail;
 use super::jail_warm::JailSlot;
+use super::layer_size::LayerMeter;
 use super::removals::Removals;
 use super::{DockerClient, exec};
 
@@ -27,6 +27,8 @@ pub struct DockerSandbox {
     jail: Option<Arc<JailSlot>>,
     removals: Removals,
     shell: Shell,
+    /// Measures the container's writable layer for the `storage_mb` watch.
+    layer: Arc<LayerMeter>,
 }
 
 /// The verifier's outputs have a budget of their own (at most this, or the trial's cap when
@@ -50,8 +52,6 @@ impl DockerSandbox {
     ) -> Self {
         let (download_cap_bytes, download_cap_entries) = caps;
         Self {
-            client,
-            container,
             workdir,
             observer,
             budget: Arc::new(DownloadBudget::with_entries(
@@ -65,6 +65,9 @@ impl DockerSandbox {
             jail: None,
             removals,
             shell: Shell::Bash,
+            layer: Arc::new(LayerMeter::new(client.clone(), container.clone())),
+            client,
+            container,
         }
     }
 
@@ -73,6 +76,7 @@ impl DockerSandbox {
     /// against this sandbox's budgets.
     pub(crate) fn for_sidecar(&self, container: String) -> Self {
         Self {
+            layer: Arc::new(LayerMeter::new(self.client.clone(), container.clone())),
             container,
             workdir: None,
             jail: None,
@@ -203,14 +207,10 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn disk_usage(&self) -> Result<Option<u64>, SandboxError> {
-        let options = InspectContainerOptionsBuilder::default().size(true).build();
-        let inspected = self
-            .client
-            .api()
-            .inspect_container(&self.container, Some(options))
+        self.layer
+            .measure()
             .await
-            .map_err(|e| SandboxError::new("measuring disk usage", e))?;
-        Ok(inspected.size_rw.and_then(|b| u64::try_from(b).ok()))
+            .map_err(|e| SandboxError::new("measuring disk usage", e))
     }
 
     async fn verify_isolated(

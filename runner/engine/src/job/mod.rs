@@ -54,9 +54,11 @@ pub struct JobOutcome {
     pub coverage: Coverage,
     /// The user interrupted the job.
     pub interrupted: bool,
-    /// Mean time per trial the runner itself spent (trial wall time minus time inside
-    /// environment commands), over the trials that ran.
-    pub mean_overhead: Option<Duration>,
+    /// The median time per trial the runner itself spent (the trial's wall time, its
+    /// attempts' together, minus the time inside the agent's and verifier's commands: what
+    /// each attempt's `overhead:` line of trial.log says), over the trials that ran. The median,
+    /// as `bench/nop-trial.sh` gives it, so that one slow trial does not stand for the rest.
+    pub median_overhead: Option<Duration>,
     /// Objects the end-of-job sweep removed (left by cancelled starts).
     pub swept: usize,
     /// The LLM bridge's totals and budget stop, when the job had a bridge.
@@ -288,14 +290,13 @@ pub async fn run_job<B: Backend>(
             source: std::io::Error::other("a record could not be written; see job.log"),
         });
     }
-    let mean_overhead = (!overheads.is_empty())
-        .then(|| overheads.iter().sum::<Duration>() / overheads.len() as u32);
+    let median_overhead = median(overheads);
     Ok(JobOutcome {
         results: recorder.into_finished(),
         planned,
         coverage,
         interrupted: cancel.is_cancelled(),
-        mean_overhead,
+        median_overhead,
         swept,
         llm,
     })
@@ -378,5 +379,32 @@ fn log_start(log: &JobLog, plan: &JobPlan, settings: &JobSettings) {
     ));
     for skipped in &plan.skipped {
         log.line(&format!("warning: skipped task: {skipped}"));
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
+fn median(mut values: Vec<Duration>) -> Option<Duration> {
+    values.sort_unstable();
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2),
+    }
+}
+
+#[cfg(test)]
+mod overhead_tests {
+    use super::*;
+
+    #[test]
+    fn the_overhead_is_the_median_trial_so_one_slow_trial_does_not_stand_for_the_rest() {
+        let ms = Duration::from_millis;
+        assert_eq!(median(Vec::new()), None);
+        assert_eq!(median(vec![ms(400), ms(9000), ms(300)]), Some(ms(400)));
+        assert_eq!(
+            median(vec![ms(300), ms(500), ms(9000), ms(400)]),
+            Some(ms(450))
+        );
     }
 }

@@ -35,6 +35,9 @@ pub(super) struct AgentTurn<'a> {
     /// Where the agent writes `agent/...` and `/logs/agent` is collected: the trial dir, or
     /// the step's `steps/<name>/`.
     pub records_dir: PathBuf,
+    /// Told when the agent's command has ended, before `/logs/agent` is collected (the
+    /// storage watch's last look of the run starts then).
+    pub command_ended: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// How one agent run ended.
@@ -112,7 +115,10 @@ impl<B: Backend> Trial<B> {
     /// Runs the agent on the instruction. The agent enforces its own deadline (so it can
     /// cancel its work); a host timeout behind it catches an agent that does not. A timeout or
     /// a failed agent is recorded and the trial goes on to verification, as in Harbor.
-    pub(super) async fn agent_run(&mut self) -> Result<(), TrialFailure> {
+    pub(super) async fn agent_run(
+        &mut self,
+        command_ended: tokio::sync::oneshot::Sender<()>,
+    ) -> Result<(), TrialFailure> {
         let task = self.plan.task.clone();
         // The agent's phase network first, so the switch costs none of its deadline.
         let network = self.network_plan();
@@ -125,6 +131,7 @@ impl<B: Backend> Trial<B> {
             timeout: self.timeouts.agent,
             user: self.agent_run_context().user,
             records_dir: self.dir.clone(),
+            command_ended: Some(command_ended),
         };
         start_timing(&mut self.result.agent_execution);
         let ran = self.agent_turn(turn).await;
@@ -201,6 +208,9 @@ impl<B: Backend> Trial<B> {
         )
         .await;
         pause();
+        if let Some(ended) = turn.command_ended {
+            let _ = ended.send(());
+        }
         let (context, failure) = match outcome {
             Ok(Ok(report)) => (report.context, None),
             Ok(Err(e)) => (None, Some(TrialFailure::from(e))),

@@ -289,7 +289,10 @@ impl<B: Backend> Trial<B> {
             watch.guard(self.steps()).await?;
             self.close_bridge().await;
         } else {
-            watch.guard_to_the_end(self.agent_run()).await?;
+            let (command_ended, ended) = tokio::sync::oneshot::channel();
+            watch
+                .guard_to_the_end(self.agent_run(command_ended), ended)
+                .await?;
             self.close_bridge().await;
             self.collect_artifacts().await?;
             watch.guard(self.verification()).await?;

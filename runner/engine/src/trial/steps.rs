@@ -162,6 +162,7 @@ impl<B: Backend> Trial<B> {
             timeout: self.timeouts.agent,
             user: agent_user,
             records_dir: step_dir.clone(),
+            command_ended: None,
         };
         let ran = self.agent_turn(turn).await;
         finish(&mut self.current_step().agent_execution);

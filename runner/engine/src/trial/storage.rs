@@ -55,16 +55,26 @@ impl<S: Sandbox> StorageWatch<S> {
     }
 
     /// As [`Self::guard`], and a phase that ended well is measured once more: the failure
-    /// when the layer is past the limit by then.
+    /// when the layer is past the limit by then. That last look starts when `command_ended`
+    /// fires (the agent's command has exited; what the phase does after it, the download of
+    /// `/logs/agent`, only reads the container) or when the phase drops it, and the phase's
+    /// result waits for it: the look is the same, only no longer after the download.
     pub(super) async fn guard_to_the_end<T>(
         &self,
         phase: impl Future<Output = Result<T, TrialFailure>>,
+        command_ended: tokio::sync::oneshot::Receiver<()>,
     ) -> Result<T, TrialFailure> {
-        let value = self.guard(phase).await?;
         let Some(sandbox) = &self.sandbox else {
-            return Ok(value);
+            return phase.await;
         };
-        match self.look(sandbox, &mut true).await {
+        let last_look = async {
+            // Fired, or dropped with the phase: either way the agent's command is over.
+            let _ = command_ended.await;
+            self.look(sandbox, &mut true).await
+        };
+        let (value, last) = tokio::join!(self.guard(phase), last_look);
+        let value = value?;
+        match last {
             Some(failure) => Err(failure),
             None => Ok(value),
         }
@@ -170,8 +180,21 @@ mod tests {
     async fn a_phase_that_ends_past_the_limit_between_two_looks_is_caught_at_its_end() {
         // The first measurement (at the phase's end, before any periodic look) is past it.
         let quick = async { Ok::<_, TrialFailure>(()) };
+        let (_, ended) = tokio::sync::oneshot::channel();
         let failure = watch(200 << 20, Some(100))
-            .guard_to_the_end(quick)
+            .guard_to_the_end(quick, ended)
+            .await
+            .unwrap_err();
+        assert_eq!(failure.kind, ExceptionType::StorageLimitExceededError);
+        // Measured from the command's end while the phase goes on (its download).
+        let (said, ended) = tokio::sync::oneshot::channel();
+        let downloading = async move {
+            let _ = said.send(());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok::<_, TrialFailure>(())
+        };
+        let failure = watch(200 << 20, Some(100))
+            .guard_to_the_end(downloading, ended)
             .await
             .unwrap_err();
         assert_eq!(failure.kind, ExceptionType::StorageLimitExceededError);
@@ -180,8 +203,9 @@ mod tests {
         assert!(watch(200 << 20, Some(100)).guard(quick).await.is_ok());
         // A phase's own failure is returned as it is, unmeasured.
         let failed = async { Err::<(), _>(TrialFailure::cancelled()) };
+        let (_, ended) = tokio::sync::oneshot::channel();
         let failure = watch(200 << 20, Some(100))
-            .guard_to_the_end(failed)
+            .guard_to_the_end(failed, ended)
             .await
             .unwrap_err();
         assert_eq!(failure.kind, ExceptionType::CancelledError);

@@ -38,9 +38,10 @@ pub fn report_outcome(
         job_dir,
     });
     JobLog::open(job_dir).block("summary:", &summary);
-    let overhead = outcome.mean_overhead.map(|overhead| {
+    // The same figure as each trial.log's `overhead:` line's `runner` and bench/nop-trial.sh's.
+    let overhead = outcome.median_overhead.map(|overhead| {
         format!(
-            "runner overhead: {:.2}s per trial (trial wall time minus time inside container commands)",
+            "runner overhead: median {:.2}s per trial (its wall time minus the time inside the agent's and verifier's commands, as in trial.log)",
             overhead.as_secs_f64()
         )
     });

@@ -584,7 +584,7 @@ mod tests {
                 fraction: f64::from(scored) / f64::from(planned),
             },
             interrupted: false,
-            mean_overhead: None,
+            median_overhead: None,
             swept: 0,
             llm: None,
         }
