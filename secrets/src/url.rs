@@ -15,8 +15,11 @@ pub const REDACTED_USERINFO: &str = "***";
 /// `/` or an `@` a user did not percent-encode, and redacting a little more than the URL
 /// standard would (a path with an `@` in it) is the safe way to be wrong.
 static USERINFO: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s"'<>`@]*(?:@[^\s"'<>`@]*)*@"#)
-        .expect("user-info pattern compiles")
+    // `[` and `]` are never user-info: `ssh://[user@]host` is a usage line, not a URL.
+    Regex::new(
+        r#"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s"'<>`@\[\]]*(?:@[^\s"'<>`@\[\]]*)*@"#,
+    )
+    .expect("user-info pattern compiles")
 });
 
 /// `text` with the user-info of every URL in it (user name and password: a token is often
@@ -57,6 +60,16 @@ mod tests {
             assert_eq!(redact_url_credentials(given), shown);
             assert!(has_url_credentials(given), "{given}");
         }
+    }
+
+    #[test]
+    fn a_usage_line_with_brackets_is_not_a_url_with_credentials() {
+        let usage = "an ssh:// engine is ssh://[user@]host[:port], without a path";
+        assert_eq!(redact_url_credentials(usage), usage);
+        assert_eq!(
+            redact_url_credentials(&format!("ssh://me@h/x: {usage}")),
+            format!("ssh://***@h/x: {usage}")
+        );
     }
 
     #[test]

@@ -354,7 +354,8 @@ fn engines_the_pool_cannot_use_are_refused_by_name_before_anything_runs() {
     };
     refused(
         &["--docker-host", "ssh://me@build-1/engine"],
-        &["ssh://me@build-1/engine", "without a path"],
+        // Named with its user-info redacted (a user name may be a token).
+        &["ssh://***@build-1/engine", "without a path"],
     );
     refused(
         &["--docker-host", "https://build-1:2376"],

@@ -348,7 +348,8 @@ fn a_wrong_ca_and_a_key_sshd_refuses_are_refused_by_engine_before_the_job() {
             &[("RUNNER_SSH_COMMAND", &sshd.ssh_command("stranger"))],
         ),
         &[
-            &format!("--docker-host {ssh}"),
+            // Named with its user-info redacted (a user name may be a token).
+            &format!("--docker-host {}", secrets::redact_url_credentials(&ssh)),
             "ssh said",
             "Permission denied",
         ],

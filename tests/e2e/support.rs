@@ -72,7 +72,10 @@ pub fn key_scan(keys: &[&str]) -> String {
     let mut assign = String::new();
     let mut patterns = String::new();
     for (i, key) in keys.iter().enumerate() {
-        let (a, b) = key.split_at(key.len() / 2);
+        // Split after a dozen characters: neither half is then shaped like a provider key
+        // (a prefix such as `sk-proj-` with too few characters after it, and a rest with no
+        // prefix), so the command the agent logs trips no key rule.
+        let (a, b) = key.split_at(key.len().min(12));
         assign.push_str(&format!("a{i}='{a}'; b{i}='{b}'; "));
         patterns.push_str(&format!(" -e \"$a{i}$b{i}\""));
     }
