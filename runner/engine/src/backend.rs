@@ -255,7 +255,7 @@ pub struct EnvironmentSpec {
     /// [`NetworkAccess::None`]).
     pub network_switchable: bool,
     /// The task whose `environment/docker-compose.yaml`, when it has one, defines the
-    /// environment's other services (sidecars; see `runner/docker/src/compose/`). `None` for
+    /// environment's other services (sidecars; see `runner/docker-backend/src/compose/`). `None` for
     /// environments without a compose file of their own (the separate verifier's).
     pub compose_task: Option<Arc<Task>>,
     /// The trial's directory on the host (sidecar logs go to `<trial>/sidecars/`).

@@ -65,7 +65,7 @@ pub mod usage;
 pub mod wire_error;
 
 pub use bridge::{Bridge, CONTAINER_BRIDGE_DIR, DEFAULT_RELAY_PORT, SOCKET_FILE_NAME, TrialGrant};
-/// The in-container relay (its own crate, `runner/relay`, which the engine's egress proxy uses
+/// The in-container relay (its own crate, `runner/bridge-relay`, which the engine's egress proxy uses
 /// too).
 pub use bridge_relay as relay;
 pub use bridge_relay::{

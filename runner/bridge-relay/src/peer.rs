@@ -1,7 +1,7 @@
 //! `serve --peer-cgroup`: a connection is relayed only when every process that holds its other
 //! end is in the relay's own cgroup.
 //!
-//! The verifier jail's relay (started by the jail's helper, `runner/docker/contain/egress.rs`)
+//! The verifier jail's relay (started by the jail's helper, `runner/docker-backend/contain/egress.rs`)
 //! listens on the trial's loopback, which the processes the agent left running share: they can
 //! read its port from `/proc/net/tcp` and connect. The jail is a container of its own, so its
 //! processes (the helper, this relay, the tests and whatever they start) are in the jail's
