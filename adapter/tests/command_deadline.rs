@@ -12,9 +12,15 @@ const INSTRUCTION: &str = "Create /app/hello.txt\n";
 /// Runs an agent whose command copies the instruction file it is given to
 /// `/logs/agent/seen.md`; returns what it read, `agent/instruction.txt`, and
 /// `agent_result.metadata`.
-async fn run(name: &str, tell_deadline: bool, timeout: Option<f64>) -> (String, String, serde_json::Value) {
+async fn run(
+    name: &str,
+    tell_deadline: bool,
+    timeout: Option<f64>,
+) -> (String, String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
-    let task = TaskFixture::new("t/deadline").instruction(INSTRUCTION).write(dir.path());
+    let task = TaskFixture::new("t/deadline")
+        .instruction(INSTRUCTION)
+        .write(dir.path());
     let text = format!(
         "name = \"{name}\"\nversion = \"1.0\"\n[run]\ncommand = \"cp {{instruction_file}} /logs/agent/seen.md\"\n"
     );
@@ -53,7 +59,10 @@ async fn told_the_agent_reads_its_deadline_after_the_instruction_and_the_trial_r
         seen.starts_with(&format!("{INSTRUCTION}\n\n{told}")),
         "the deadline follows the instruction after a blank line: {seen:?}"
     );
-    assert_eq!(recorded, seen, "agent/instruction.txt is what the command read");
+    assert_eq!(
+        recorded, seen,
+        "agent/instruction.txt is what the command read"
+    );
     assert_eq!(metadata["deadline_told"]["agent_timeout_sec"], 600);
     assert_eq!(
         metadata["deadline_told"]["extra_instruction"].as_str(),
