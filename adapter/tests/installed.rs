@@ -144,11 +144,23 @@ async fn cancels_at_the_deadline_and_kills_the_running_command() {
         .await
         .unwrap();
     assert_eq!(health.status, 200);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!world.path("workspace/finished.txt").exists());
     let trajectory = read_json(world.path("trial/agent/trajectory.json"));
     assert!(tasks::atif::validate_value(&trajectory).is_empty());
     assert!(trajectory["notes"].as_str().unwrap().contains("cancelled"));
+    // Ordered by the agent's own events, not by waiting: it reports `cancelled` only after the
+    // command's process tree has exited and its result is logged, so SIGKILL ended the
+    // command (exit code -9) and nothing of it is left to write finished.txt.
+    let call_step = trajectory["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s.get("tool_calls").is_some())
+        .unwrap();
+    assert_eq!(
+        call_step["observation"]["results"][0]["content"], "[exit code: -9]",
+        "the command was killed, not left to finish: {call_step}"
+    );
+    assert!(!world.path("workspace/finished.txt").exists());
     world.stop_server().await;
 }
 

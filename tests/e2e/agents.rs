@@ -4,7 +4,8 @@
 //! read-only) through the LLM bridge against the scripted upstream, on hello-file (one tool
 //! call, then a scan of the container for the upstream key) and no-network (two tool calls,
 //! no network at all), k = 2: rewards, ATIF from each CLI's own log, the bridge's metering, the
-//! leaderboard's trajectory rule, and a second trial that installs nothing.
+//! leaderboard's trajectory rule, a second trial that installs nothing, and the deadline told
+//! (`--tell-agent-deadline`) reaching the model in the CLI's own request.
 
 use std::path::Path;
 use std::time::Duration;
@@ -45,6 +46,9 @@ const CODEX: Cli = Cli {
     tool: "exec_command",
     argument: "cmd",
 };
+
+/// What `--tell-agent-deadline` appends: the examples' 60 s agent timeout, times 3.
+const DEADLINE_TOLD: &str = "You have 180 seconds to complete this task.";
 
 const SUM: &str = "python3 -c 'print(sum(int(l) for l in open(\"/app/numbers.txt\") if l.strip()))' > /app/sum.txt";
 
@@ -113,7 +117,7 @@ fn run(cli: &Cli) -> (ScriptedUpstream, Job, tempfile::TempDir) {
         .args(["-a", cli.agent, "-m", cli.model, "--llm-config"])
         .arg(&llm)
         // The examples give the agent 60 s; a loaded 2-core machine starts a CLI slowly.
-        .args(["--agent-timeout-multiplier", "3"])
+        .args(["--agent-timeout-multiplier", "3", "--tell-agent-deadline"])
         .arg("--jobs-dir")
         .arg(&jobs)
         .timeout(Duration::from_secs(1500))
@@ -163,6 +167,14 @@ fn check(cli: &Cli, upstream: &ScriptedUpstream, job: &Job) {
         if !two {
             assert_scan_clean(&job.trial_file(name, "agent/key-scan.txt"), name);
         }
+        let told = &agent["metadata"]["deadline_told"];
+        assert_eq!(told["agent_timeout_sec"], 180, "{name}: {agent}");
+        assert!(
+            told["extra_instruction"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(DEADLINE_TOLD)),
+            "{name}: {told}"
+        );
         setups.push(setup_seconds(result));
     }
     // Installed once: no trial installs anything (Claude Code's wheel is 187 MB, Codex's
@@ -190,6 +202,14 @@ fn check(cli: &Cli, upstream: &ScriptedUpstream, job: &Job) {
         2 * (2 + 3),
         "every model call reached the upstream"
     );
+    // The CLI passed the deadline on to the model with the instruction.
+    for seen in upstream.seen() {
+        assert!(
+            seen.body.to_string().contains(DEADLINE_TOLD),
+            "{}",
+            seen.body
+        );
+    }
     let report = runner()
         .args(["validate-submission", "--format", "json"])
         .arg(&job.dir)

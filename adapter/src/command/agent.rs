@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use tasks::Sandbox;
 
 use super::config::CommandAgentConfig;
+use super::deadline::DeadlineTold;
 use super::host_index::{CONTAINER_CA_BUNDLE, HostPackageIndex};
 use super::prepare::{self, PrepareError, PreparedFiles};
 use super::template::{self, kwarg_text};
@@ -30,6 +31,8 @@ pub struct CommandAgentOptions {
     pub model: Option<String>,
     /// `--allow-container-secrets`.
     pub allow_container_secrets: bool,
+    /// `--tell-agent-deadline`: the instruction names the run's agent timeout.
+    pub tell_deadline: bool,
 }
 
 /// A command-style agent.
@@ -42,6 +45,8 @@ pub struct CommandAgent {
     /// Values of the placeholders known for the whole job (model, kwargs, logs dir).
     job_values: BTreeMap<String, String>,
     host_index: Option<HostPackageIndex>,
+    /// Whether each run's instruction tells the agent its deadline ([`DeadlineTold`]).
+    tell_deadline: bool,
     /// The `[prepare]` files once [`CommandAgent::prepare_host_files`] has them.
     prepared: std::sync::OnceLock<PreparedFiles>,
 }
@@ -137,6 +142,7 @@ impl CommandAgent {
             model,
             job_values,
             host_index,
+            tell_deadline: options.tell_deadline,
             prepared: std::sync::OnceLock::new(),
         })
     }
@@ -180,13 +186,17 @@ impl CommandAgent {
     /// so a resumed job notices an edited command as it notices an edited agent source.
     pub fn commands_digest(&self) -> String {
         let config = &self.config;
-        let text = serde_json::json!({
+        let mut text = serde_json::json!({
             "commands": config.commands(),
             "run_user": config.run.user,
             "host_package_index": config.install.host_package_index,
             "traces": config.traces.files,
             "trajectory": [format!("{:?}", config.trajectory.format), config.trajectory.file.clone().unwrap_or_default()],
         });
+        // Only when on, so the digest of every job run without it stays what it was.
+        if self.tell_deadline {
+            text["tell_agent_deadline"] = true.into();
+        }
         format!(
             "sha256:{}",
             tasks::digest::sha256_hex(text.to_string().as_bytes())
@@ -304,8 +314,15 @@ impl Agent for CommandAgent {
         run: &AgentRun<'_>,
         instruction: &str,
     ) -> Result<AgentRunReport, AgentError> {
-        let sent = run.record_instruction(instruction, self.instruction_suffix())?;
-        self.run_command(sandbox, run, &sent).await
+        let told = self
+            .tell_deadline
+            .then(|| DeadlineTold::of_run(run.agent_timeout_sec));
+        let instruction = match &told {
+            Some(told) => told.appended_to(instruction),
+            None => instruction.to_owned(),
+        };
+        let sent = run.record_instruction(&instruction, self.instruction_suffix())?;
+        self.run_command(sandbox, run, &sent, told.as_ref()).await
     }
 }
 

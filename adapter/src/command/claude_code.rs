@@ -11,7 +11,7 @@
 //! not steps; the last `cost-state` entry gives Claude Code's own cost estimate.
 
 use serde_json::{Map, Value};
-use tasks::atif::{Agent, StepSource, Trajectory};
+use tasks::atif::{StepSource, Trajectory};
 
 use super::session_log::{CallUsage, LogError, StepsBuilder, count_of, read_lines, str_of};
 
@@ -39,7 +39,7 @@ pub fn convert(bytes: &[u8], model: Option<&str>) -> Result<Trajectory, LogError
             .and_then(Value::as_str)
     });
     let model_name = logged_model.map(str::to_owned).or(model.map(str::to_owned));
-    let mut steps = StepsBuilder::new(model_name.clone());
+    let mut steps = StepsBuilder::new(model_name);
     let mut cost = None;
     for entry in &entries {
         if entry.get("isSidechain").and_then(Value::as_bool) == Some(true) {
@@ -53,13 +53,7 @@ pub fn convert(bytes: &[u8], model: Option<&str>) -> Result<Trajectory, LogError
             _ => {}
         }
     }
-    let agent = Agent {
-        name: AGENT_NAME.into(),
-        version,
-        model_name,
-        ..Agent::default()
-    };
-    steps.finish(session_id, agent, cost)
+    steps.finish(session_id, AGENT_NAME, version, cost)
 }
 
 /// A prompt (a user step) or tool results (observations of the steps that called them).

@@ -2,27 +2,26 @@ use serde_json::json;
 use tasks::atif::StepSource;
 
 use super::*;
+use crate::command::session_log::golden::{Expected, converted};
 
 /// Claude Code 2.1.337's own session log of `hello-file` (tests/fixtures/agent-logs/README.md).
 const LOG: &[u8] = include_bytes!("../../../tests/fixtures/agent-logs/claude-code-2.1.337.jsonl");
 
+/// The golden test's log and who it says it is.
+const EXPECTED: Expected<'static> = Expected {
+    session_id: "2dbcdb9d-77f2-4265-afbf-92cdac6879ba",
+    agent: "claude-code",
+    version: "2.1.337",
+    model: "claude-sonnet-4-5",
+};
+
 #[test]
 fn a_real_session_becomes_valid_atif_with_its_tool_call_result_and_usage() {
-    let trajectory = convert(LOG, Some("anthropic/claude-sonnet-4-5")).unwrap();
-    assert!(
-        trajectory.validate().is_empty(),
-        "{:?}",
-        trajectory.validate()
-    );
-    assert_eq!(
-        trajectory.session_id.as_deref(),
-        Some("2dbcdb9d-77f2-4265-afbf-92cdac6879ba")
-    );
-    assert_eq!(trajectory.agent.name, "claude-code");
-    assert_eq!(trajectory.agent.version, "2.1.337");
-    assert_eq!(
-        trajectory.agent.model_name.as_deref(),
-        Some("claude-sonnet-4-5")
+    let (trajectory, value) = converted(
+        convert,
+        "claude-code-2.1.337.jsonl",
+        "anthropic/claude-sonnet-4-5",
+        &EXPECTED,
     );
     let sources: Vec<StepSource> = trajectory.steps.iter().map(|s| s.source).collect();
     assert_eq!(
@@ -30,7 +29,6 @@ fn a_real_session_becomes_valid_atif_with_its_tool_call_result_and_usage() {
         [StepSource::User, StepSource::Agent, StepSource::Agent],
         "the prompt, then one step per model call (its text and tool_use entries merged)"
     );
-    let value = trajectory.to_value();
     assert_eq!(
         value["steps"][0]["message"],
         "Create /app/hello.txt containing Hello, world!\n"

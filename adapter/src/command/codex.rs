@@ -11,7 +11,7 @@
 //! a second view of the same items and is not a step.
 
 use serde_json::{Map, Value};
-use tasks::atif::{Agent, StepSource, Trajectory};
+use tasks::atif::{StepSource, Trajectory};
 
 use super::session_log::{CallUsage, LogError, StepsBuilder, count_of, read_lines, str_of};
 
@@ -38,7 +38,7 @@ pub fn convert(bytes: &[u8], model: Option<&str>) -> Result<Trajectory, LogError
     let logged_model = of_type("turn_context").find_map(|c| str_of(c, "model"));
     let model_name = logged_model.map(str::to_owned).or(model.map(str::to_owned));
     let has_usage_records = of_type("token_usage_record").next().is_some();
-    let mut steps = StepsBuilder::new(model_name.clone());
+    let mut steps = StepsBuilder::new(model_name);
     // Each model call's items share one group, closed by the call's usage.
     let mut call = 0usize;
     for line in &lines {
@@ -50,28 +50,25 @@ pub fn convert(bytes: &[u8], model: Option<&str>) -> Result<Trajectory, LogError
                 response_item(&mut steps, &group, kind, item, timestamp)
             }
             (Some("token_usage_record"), _) => {
-                steps.usage(&group, usage_of(item.get("usage")), None);
-                steps.close();
-                call += 1;
+                end_call(&mut steps, &mut call, item.get("usage"));
             }
             (Some("event_msg"), Some("token_count")) if !has_usage_records => {
                 let last = item.get("info").and_then(|i| i.get("last_token_usage"));
                 if last.is_some() {
-                    steps.usage(&group, usage_of(last), None);
-                    steps.close();
-                    call += 1;
+                    end_call(&mut steps, &mut call, last);
                 }
             }
             _ => {}
         }
     }
-    let agent = Agent {
-        name: AGENT_NAME.into(),
-        version,
-        model_name,
-        ..Agent::default()
-    };
-    steps.finish(session_id, agent, None)
+    steps.finish(session_id, AGENT_NAME, version, None)
+}
+
+/// Model call number `call` ends with its `usage`: the next item starts call `call + 1`.
+fn end_call(steps: &mut StepsBuilder, call: &mut usize, usage: Option<&Value>) {
+    steps.usage(&format!("call-{call}"), usage_of(usage), None);
+    steps.close();
+    *call += 1;
 }
 
 /// A line's `payload` object.

@@ -2,26 +2,22 @@ use serde_json::json;
 use tasks::atif::StepSource;
 
 use super::*;
+use crate::command::session_log::golden::{Expected, converted};
 
 /// Codex 0.163.0's own rollout of `hello-file` (tests/fixtures/agent-logs/README.md).
 const LOG: &[u8] = include_bytes!("../../../tests/fixtures/agent-logs/codex-0.163.0.jsonl");
 
+/// The golden test's log and who it says it is.
+const EXPECTED: Expected<'static> = Expected {
+    session_id: "01a24e92-cf3c-7372-96d6-4f9876ca547d",
+    agent: "codex",
+    version: "0.163.0",
+    model: "gpt-5",
+};
+
 #[test]
 fn a_real_rollout_becomes_valid_atif_with_its_tool_call_result_and_usage() {
-    let trajectory = convert(LOG, Some("openai/gpt-5")).unwrap();
-    assert!(
-        trajectory.validate().is_empty(),
-        "{:?}",
-        trajectory.validate()
-    );
-    assert_eq!(
-        trajectory.session_id.as_deref(),
-        Some("01a24e92-cf3c-7372-96d6-4f9876ca547d")
-    );
-    assert_eq!(trajectory.agent.name, "codex");
-    assert_eq!(trajectory.agent.version, "0.163.0");
-    assert_eq!(trajectory.agent.model_name.as_deref(), Some("gpt-5"));
-    let value = trajectory.to_value();
+    let (trajectory, value) = converted(convert, "codex-0.163.0.jsonl", "openai/gpt-5", &EXPECTED);
     let sources: Vec<StepSource> = trajectory.steps.iter().map(|s| s.source).collect();
     let first_user = sources.iter().position(|s| *s == StepSource::User).unwrap();
     assert_eq!(

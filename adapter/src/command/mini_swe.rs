@@ -281,25 +281,54 @@ pub fn convert(
         .or(model_fallback)
         .unwrap_or("unknown")
         .to_owned();
-    let version = info
-        .get("mini_version")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
     let cost = info
         .pointer("/model_stats/instance_cost")
         .and_then(Value::as_f64)
         .filter(|c| *c > 0.0);
     let all: Vec<&Map<String, Value>> = messages.iter().filter_map(Value::as_object).collect();
-    let total_completion: u64 = all.iter().map(|m| usage_of(m).completion).sum();
-    let mut steps: Vec<Step> = Vec::new();
-    let mut totals = Usage::default();
+    let mut steps = Steps {
+        steps: Vec::new(),
+        totals: Usage::default(),
+        total_completion: all.iter().map(|m| usage_of(m).completion).sum(),
+        model_name: model_name.clone(),
+        cost,
+    };
     for (index, message) in all.iter().enumerate() {
+        steps.add(index, message);
+    }
+    let mut trajectory = Trajectory::new(session_id, agent_of(root, &info, model_name));
+    trajectory.notes = Some("Converted from mini-swe-agent trajectory format to ATIF".into());
+    trajectory.final_metrics = Some(final_metrics(steps.totals, cost, steps.steps.len() as u64));
+    if let Some(exit) = info
+        .get("exit_status")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        trajectory.extra = Some(Map::from_iter([("exit_status".to_owned(), json!(exit))]));
+    }
+    trajectory.steps = steps.steps;
+    Ok(trajectory)
+}
+
+/// The steps made so far, the usage summed so far, and what every agent step needs.
+struct Steps {
+    steps: Vec<Step>,
+    totals: Usage,
+    /// The run's completion tokens, by which its cost is shared among the steps.
+    total_completion: u64,
+    model_name: String,
+    cost: Option<f64>,
+}
+
+impl Steps {
+    /// Message `index` of the file: a step, an observation of the step before, or nothing.
+    fn add(&mut self, index: usize, message: &Map<String, Value>) {
         let usage = usage_of(message);
-        totals.prompt += usage.prompt;
-        totals.completion += usage.completion;
-        totals.cached += usage.cached;
-        totals.reasoning += usage.reasoning;
-        let step_id = steps.len() as u64 + 1;
+        self.totals.prompt += usage.prompt;
+        self.totals.completion += usage.completion;
+        self.totals.cached += usage.cached;
+        self.totals.reasoning += usage.reasoning;
+        let step_id = self.steps.len() as u64 + 1;
         let timestamp = timestamp_of(message);
         let role = message.get("role").and_then(Value::as_str);
         let is_response = message.get("object").and_then(Value::as_str) == Some("response");
@@ -312,12 +341,12 @@ pub fn convert(
             };
             let mut step = Step::new(step_id, StepSource::Agent, turn.text);
             step.timestamp = timestamp;
-            step.model_name = Some(model_name.clone());
+            step.model_name = Some(self.model_name.clone());
             step.reasoning_content = turn.reasoning;
             step.tool_calls = (!turn.calls.is_empty()).then_some(turn.calls);
-            step.metrics = step_metrics(usage, cost, total_completion);
+            step.metrics = step_metrics(usage, self.cost, self.total_completion);
             step.llm_call_count = Some(1);
-            steps.push(step);
+            self.steps.push(step);
         } else if is_output {
             let output = match message.get("output") {
                 Some(Value::String(text)) => text.clone(),
@@ -328,40 +357,48 @@ pub fn convert(
                 .get("call_id")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            observe(&mut steps, output, call);
+            observe(&mut self.steps, output, call);
         } else {
-            match role {
-                Some("system") => {
-                    let mut step =
-                        Step::new(step_id, StepSource::System, text_of(message.get("content")));
-                    step.timestamp = timestamp;
-                    steps.push(step);
-                }
-                Some("user") if index == 1 => {
-                    let mut step =
-                        Step::new(step_id, StepSource::User, text_of(message.get("content")));
-                    step.timestamp = timestamp;
-                    steps.push(step);
-                }
-                Some("user") | Some("tool") => {
-                    let call = message.get("tool_call_id").and_then(Value::as_str);
-                    observe(
-                        &mut steps,
-                        text_of(message.get("content")),
-                        call.map(str::to_owned),
-                    );
-                }
-                // `exit` and other harness messages carry no model turn.
-                _ => {}
-            }
+            self.harness_message(index, role, message, timestamp);
         }
     }
-    let mut agent = Agent {
-        name: AGENT_NAME.into(),
-        version: version.into(),
-        model_name: Some(model_name),
-        ..Agent::default()
-    };
+
+    /// A system message, the task (the first user message), or a later user or tool message
+    /// (an observation); `exit` and other harness messages carry no model turn.
+    fn harness_message(
+        &mut self,
+        index: usize,
+        role: Option<&str>,
+        message: &Map<String, Value>,
+        timestamp: Option<String>,
+    ) {
+        let step_id = self.steps.len() as u64 + 1;
+        let source = match role {
+            Some("system") => StepSource::System,
+            Some("user") if index == 1 => StepSource::User,
+            Some("user") | Some("tool") => {
+                let call = message.get("tool_call_id").and_then(Value::as_str);
+                observe(
+                    &mut self.steps,
+                    text_of(message.get("content")),
+                    call.map(str::to_owned),
+                );
+                return;
+            }
+            _ => return,
+        };
+        let mut step = Step::new(step_id, source, text_of(message.get("content")));
+        step.timestamp = timestamp;
+        self.steps.push(step);
+    }
+}
+
+/// The trajectory's agent: mini-swe-agent at the file's version, its format and agent config.
+fn agent_of(root: &Map<String, Value>, info: &Value, model_name: String) -> Agent {
+    let version = info
+        .get("mini_version")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
     let mut agent_extra = Map::new();
     agent_extra.insert(
         "original_format".into(),
@@ -372,30 +409,29 @@ pub fn convert(
     if let Some(config) = info.pointer("/config/agent") {
         agent_extra.insert("agent_config".into(), config.clone());
     }
-    agent.extra = Some(agent_extra);
-    let mut trajectory = Trajectory::new(session_id, agent);
-    trajectory.notes = Some("Converted from mini-swe-agent trajectory format to ATIF".into());
-    trajectory.final_metrics = Some(FinalMetrics {
+    Agent {
+        name: AGENT_NAME.into(),
+        version: version.into(),
+        model_name: Some(model_name),
+        extra: Some(agent_extra),
+        ..Agent::default()
+    }
+}
+
+/// The run's totals (cached and reasoning tokens only when there were any).
+fn final_metrics(totals: Usage, cost: Option<f64>, total_steps: u64) -> FinalMetrics {
+    FinalMetrics {
         total_prompt_tokens: Some(totals.prompt),
         total_completion_tokens: Some(totals.completion),
         total_cached_tokens: (totals.cached > 0).then_some(totals.cached),
         total_cost_usd: cost,
-        total_steps: Some(steps.len() as u64),
+        total_steps: Some(total_steps),
         extra: (totals.reasoning > 0).then(|| {
             let mut extra = Map::new();
             extra.insert("total_reasoning_tokens".into(), json!(totals.reasoning));
             extra
         }),
-    });
-    if let Some(exit) = info
-        .get("exit_status")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        trajectory.extra = Some(Map::from_iter([("exit_status".to_owned(), json!(exit))]));
     }
-    trajectory.steps = steps;
-    Ok(trajectory)
 }
 
 /// A step's metrics; its cost is its share of the run's cost by completion tokens, as Harbor

@@ -6,6 +6,7 @@ mod agent;
 pub mod claude_code;
 pub mod codex;
 mod config;
+pub mod deadline;
 pub mod host_index;
 pub mod mini_swe;
 pub mod prepare;

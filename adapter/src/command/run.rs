@@ -14,6 +14,7 @@ use tasks::{ExecRequest, Sandbox, shell_quote};
 
 use super::agent::CommandAgent;
 use super::config::CommandTrajectoryFormat;
+use super::deadline::DeadlineTold;
 use super::{claude_code, codex, mini_swe, trace_pattern};
 use crate::agent::{AgentError, AgentErrorKind, AgentRun, AgentRunReport};
 use crate::installed::trial_files;
@@ -26,13 +27,14 @@ impl CommandAgent {
         format!("/tmp/runner-agent-{}", self.config.name)
     }
 
-    /// Uploads `sent` (the instruction with the agent's suffix) and runs the command; then
-    /// traces, trajectory and context.
+    /// Uploads `sent` (the instruction with the agent's suffix, and the deadline when `told`)
+    /// and runs the command; then traces, trajectory and context.
     pub(super) async fn run_command<S: Sandbox>(
         &self,
         sandbox: &S,
         run: &AgentRun<'_>,
         sent: &str,
+        told: Option<&DeadlineTold>,
     ) -> Result<AgentRunReport, AgentError> {
         let instruction_file = format!("{}/instruction.md", self.stage_dir());
         sandbox
@@ -99,7 +101,7 @@ impl CommandAgent {
         } else {
             Ok(())
         };
-        self.finish(sandbox, run, &code, outcome).await
+        self.finish(sandbox, run, &code, told, outcome).await
     }
 
     /// The task's working directory as the agent user sees it.
@@ -125,13 +127,15 @@ impl CommandAgent {
         Ok(dir.to_owned())
     }
 
-    /// Traces, trajectory and context after the command ended; `outcome` decides the result,
-    /// and trajectory problems surface only when it is Ok (a killed agent's trace may be cut).
+    /// Traces, trajectory and context (with the command's return code, and the deadline when
+    /// it was told) after the command ended; `outcome` decides the result, and trajectory
+    /// problems surface only when it is Ok (a killed agent's trace may be cut).
     async fn finish<S: Sandbox>(
         &self,
         sandbox: &S,
         run: &AgentRun<'_>,
         code: &str,
+        told: Option<&DeadlineTold>,
         outcome: Result<(), AgentError>,
     ) -> Result<AgentRunReport, AgentError> {
         let trajectory = match self.collect_traces(sandbox, run).await {
@@ -144,6 +148,9 @@ impl CommandAgent {
         };
         let mut metadata = serde_json::Map::new();
         metadata.insert("return_code".into(), json!(code));
+        if let Some(told) = told {
+            metadata.insert("deadline_told".into(), told.record());
+        }
         context.metadata = Some(metadata);
         outcome.map_err(|e| e.with_context(Some(context.clone())))?;
         trajectory.map_err(|e| e.with_context(Some(context.clone())))?;

@@ -177,12 +177,14 @@ impl StepsBuilder {
         self.open = None;
     }
 
-    /// The trajectory, with final metrics summed over the calls (and `cost_usd` when the
-    /// agent's log reports its own).
+    /// The trajectory of agent `name` at `version` (its model the one the steps name), with
+    /// final metrics summed over the calls (and `cost_usd` when the agent's log reports its
+    /// own).
     pub fn finish(
         self,
         session_id: String,
-        agent: Agent,
+        name: &str,
+        version: String,
         cost_usd: Option<f64>,
     ) -> Result<Trajectory, LogError> {
         if !self
@@ -200,6 +202,12 @@ impl StepsBuilder {
             totals.cached += metrics.cached_tokens.unwrap_or(0);
             calls += 1;
         }
+        let agent = Agent {
+            name: name.into(),
+            version,
+            model_name: self.model.clone(),
+            ..Agent::default()
+        };
         let mut trajectory = Trajectory::new(session_id, agent);
         let mut extra = Map::new();
         extra.insert("llm_calls".into(), calls.into());
@@ -228,3 +236,7 @@ pub fn count_of(object: Option<&Value>, key: &str) -> u64 {
         .and_then(Value::as_u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+#[path = "session_log_golden.rs"]
+pub(super) mod golden;

@@ -76,153 +76,223 @@ pub fn convert_events(
     session_id: &str,
     instruction: &str,
 ) -> Result<Value, ConversionError> {
-    let mut steps: Vec<Map<String, Value>> = Vec::new();
-    let mut totals = Totals::default();
-    let mut skipped = 0u64;
-    let mut statuses = Vec::new();
+    let mut log = EventLog::new(instruction);
     for (index, line) in events.lines().enumerate() {
-        let line_no = index + 1;
-        let err = |message: String| ConversionError {
-            line: line_no,
-            message,
-        };
         if line.trim().is_empty() {
             continue;
         }
-        let event: Value = serde_json::from_str(line).map_err(|e| err(format!("not JSON: {e}")))?;
+        log.read(line).map_err(|message| ConversionError {
+            line: index + 1,
+            message,
+        })?;
+    }
+    Ok(log.into_trajectory(agent, session_id))
+}
+
+/// The trajectory being built from an event log, one line at a time.
+struct EventLog<'a> {
+    /// Step 1 when the log does not start with a user message.
+    instruction: &'a str,
+    steps: Vec<Map<String, Value>>,
+    totals: Totals,
+    skipped: u64,
+    statuses: Vec<String>,
+}
+
+/// A string field of an event.
+fn text(event: &Map<String, Value>, key: &str) -> Option<String> {
+    event.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+impl<'a> EventLog<'a> {
+    fn new(instruction: &'a str) -> Self {
+        Self {
+            instruction,
+            steps: Vec::new(),
+            totals: Totals::default(),
+            skipped: 0,
+            statuses: Vec::new(),
+        }
+    }
+
+    /// One line of the log; `Err` says what is wrong with it.
+    fn read(&mut self, line: &str) -> Result<(), String> {
+        let event: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
         let Some(event) = event.as_object() else {
-            return Err(err("not a JSON object".into()));
+            return Err("not a JSON object".into());
         };
-        let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_owned);
         let mut step = Map::new();
-        if let Some(ts) = text("timestamp") {
+        if let Some(ts) = text(event, "timestamp") {
             step.insert("timestamp".into(), json!(ts));
         }
         match event.get("type").and_then(Value::as_str) {
-            Some("message") => {
-                let source =
-                    text("source").ok_or_else(|| err("a message needs a `source`".into()))?;
-                if !matches!(source.as_str(), "user" | "agent" | "system") {
-                    return Err(err(format!("unknown message source `{source}`")));
-                }
-                if steps.is_empty() && source != "user" {
-                    steps.push(user_step(instruction));
-                }
-                step.insert("source".into(), json!(source));
-                if source == "agent"
-                    && let Some(model) = text("model_name")
-                {
-                    step.insert("model_name".into(), json!(model));
-                }
-                step.insert("message".into(), json!(text("text").unwrap_or_default()));
-                steps.push(step);
+            Some("message") => self.message(event, step)?,
+            Some("tool_call") => self.tool_call(event, step)?,
+            Some("tool_result") => self.tool_result(event)?,
+            Some("usage") => self.usage(event),
+            Some("status") => self.statuses.extend(text(event, "status")),
+            _ => self.skipped += 1,
+        }
+        Ok(())
+    }
+
+    /// A user, agent or system message: a step of its own.
+    fn message(
+        &mut self,
+        event: &Map<String, Value>,
+        mut step: Map<String, Value>,
+    ) -> Result<(), String> {
+        let source = text(event, "source").ok_or("a message needs a `source`")?;
+        if !matches!(source.as_str(), "user" | "agent" | "system") {
+            return Err(format!("unknown message source `{source}`"));
+        }
+        if self.steps.is_empty() && source != "user" {
+            self.steps.push(user_step(self.instruction));
+        }
+        step.insert("source".into(), json!(source));
+        if source == "agent"
+            && let Some(model) = text(event, "model_name")
+        {
+            step.insert("model_name".into(), json!(model));
+        }
+        step.insert(
+            "message".into(),
+            json!(text(event, "text").unwrap_or_default()),
+        );
+        self.steps.push(step);
+        Ok(())
+    }
+
+    /// A tool call: an agent step with that one call.
+    fn tool_call(
+        &mut self,
+        event: &Map<String, Value>,
+        mut step: Map<String, Value>,
+    ) -> Result<(), String> {
+        if self.steps.is_empty() {
+            self.steps.push(user_step(self.instruction));
+        }
+        let call_id = text(event, "call_id").ok_or("a tool_call needs a `call_id`")?;
+        let name = text(event, "name").ok_or("a tool_call needs a `name`")?;
+        let arguments = match event.get("arguments") {
+            None => json!({}),
+            Some(Value::Object(map)) => Value::Object(map.clone()),
+            Some(_) => return Err("tool_call `arguments` must be an object".into()),
+        };
+        step.insert("source".into(), json!("agent"));
+        if let Some(model) = text(event, "model_name") {
+            step.insert("model_name".into(), json!(model));
+        }
+        step.insert(
+            "message".into(),
+            json!(text(event, "text").unwrap_or_default()),
+        );
+        step.insert(
+            "tool_calls".into(),
+            json!([{"tool_call_id": call_id, "function_name": name, "arguments": arguments}]),
+        );
+        self.steps.push(step);
+        Ok(())
+    }
+
+    /// A tool's result: an observation of the latest step that made the call.
+    fn tool_result(&mut self, event: &Map<String, Value>) -> Result<(), String> {
+        let call_id = text(event, "call_id").ok_or("a tool_result needs a `call_id`")?;
+        let target = self.steps.iter_mut().rev().find(|s| {
+            s.get("tool_calls")
+                .and_then(Value::as_array)
+                .is_some_and(|calls| calls.iter().any(|c| c["tool_call_id"] == call_id.as_str()))
+        });
+        let Some(target) = target else {
+            return Err(format!("tool_result for unknown call_id `{call_id}`"));
+        };
+        let mut content = text(event, "output").unwrap_or_default();
+        if let Some(code) = event.get("exit_code").filter(|c| !c.is_null()) {
+            if !content.is_empty() && !content.ends_with('\n') {
+                content.push('\n');
             }
-            Some("tool_call") => {
-                if steps.is_empty() {
-                    steps.push(user_step(instruction));
-                }
-                let call_id =
-                    text("call_id").ok_or_else(|| err("a tool_call needs a `call_id`".into()))?;
-                let name = text("name").ok_or_else(|| err("a tool_call needs a `name`".into()))?;
-                let arguments = match event.get("arguments") {
-                    None => json!({}),
-                    Some(Value::Object(map)) => Value::Object(map.clone()),
-                    Some(_) => return Err(err("tool_call `arguments` must be an object".into())),
-                };
-                step.insert("source".into(), json!("agent"));
-                if let Some(model) = text("model_name") {
-                    step.insert("model_name".into(), json!(model));
-                }
-                step.insert("message".into(), json!(text("text").unwrap_or_default()));
-                step.insert(
-                    "tool_calls".into(),
-                    json!([{"tool_call_id": call_id, "function_name": name, "arguments": arguments}]),
-                );
-                steps.push(step);
+            content.push_str(&format!("[exit code: {code}]"));
+        }
+        let observation = target
+            .entry("observation")
+            .or_insert_with(|| json!({"results": []}));
+        if let Some(results) = observation["results"].as_array_mut() {
+            results.push(json!({"source_call_id": call_id, "content": content}));
+        }
+        Ok(())
+    }
+
+    /// Token counts and cost: added to the totals and to the latest agent step's metrics.
+    fn usage(&mut self, event: &Map<String, Value>) {
+        let num = |key: &str| event.get(key).filter(|v| v.is_number()).cloned();
+        let int = |key: &str| event.get(key).and_then(Value::as_u64);
+        let totals = &mut self.totals;
+        add_u64(&mut totals.prompt, int("prompt_tokens"));
+        add_u64(&mut totals.completion, int("completion_tokens"));
+        add_u64(&mut totals.cached, int("cached_tokens"));
+        if let Some(cost) = event.get("cost_usd").and_then(Value::as_f64) {
+            totals.cost = Some(totals.cost.unwrap_or(0.0) + cost);
+        }
+        let Some(step) = self.steps.iter_mut().rev().find(|s| s["source"] == "agent") else {
+            return;
+        };
+        let metrics = step.entry("metrics").or_insert_with(|| json!({}));
+        if let Some(metrics) = metrics.as_object_mut() {
+            for key in [
+                "prompt_tokens",
+                "completion_tokens",
+                "cached_tokens",
+                "cost_usd",
+            ] {
+                add_metric(metrics, key, num(key));
             }
-            Some("tool_result") => {
-                let call_id =
-                    text("call_id").ok_or_else(|| err("a tool_result needs a `call_id`".into()))?;
-                let target = steps.iter_mut().rev().find(|s| {
-                    s.get("tool_calls")
-                        .and_then(Value::as_array)
-                        .is_some_and(|calls| {
-                            calls.iter().any(|c| c["tool_call_id"] == call_id.as_str())
-                        })
-                });
-                let Some(target) = target else {
-                    return Err(err(format!("tool_result for unknown call_id `{call_id}`")));
-                };
-                let mut content = text("output").unwrap_or_default();
-                if let Some(code) = event.get("exit_code").filter(|c| !c.is_null()) {
-                    if !content.is_empty() && !content.ends_with('\n') {
-                        content.push('\n');
-                    }
-                    content.push_str(&format!("[exit code: {code}]"));
-                }
-                let observation = target
-                    .entry("observation")
-                    .or_insert_with(|| json!({"results": []}));
-                if let Some(results) = observation["results"].as_array_mut() {
-                    results.push(json!({"source_call_id": call_id, "content": content}));
-                }
-            }
-            Some("usage") => {
-                let num = |key: &str| event.get(key).filter(|v| v.is_number()).cloned();
-                let int = |key: &str| event.get(key).and_then(Value::as_u64);
-                add_u64(&mut totals.prompt, int("prompt_tokens"));
-                add_u64(&mut totals.completion, int("completion_tokens"));
-                add_u64(&mut totals.cached, int("cached_tokens"));
-                if let Some(cost) = event.get("cost_usd").and_then(Value::as_f64) {
-                    totals.cost = Some(totals.cost.unwrap_or(0.0) + cost);
-                }
-                if let Some(step) = steps.iter_mut().rev().find(|s| s["source"] == "agent") {
-                    let metrics = step.entry("metrics").or_insert_with(|| json!({}));
-                    if let Some(metrics) = metrics.as_object_mut() {
-                        for key in [
-                            "prompt_tokens",
-                            "completion_tokens",
-                            "cached_tokens",
-                            "cost_usd",
-                        ] {
-                            add_metric(metrics, key, num(key));
-                        }
-                    }
-                }
-            }
-            Some("status") => statuses.extend(text("status")),
-            _ => skipped += 1,
         }
     }
-    if steps.is_empty() {
-        steps.push(user_step(instruction));
-    }
-    for (i, step) in steps.iter_mut().enumerate() {
-        // step_id first for readability; ids are sequential from 1 as ATIF requires.
-        let mut ordered = Map::new();
-        ordered.insert("step_id".into(), json!(i + 1));
-        ordered.extend(std::mem::take(step));
-        *step = ordered;
-    }
-    let mut trajectory = Map::new();
-    trajectory.insert("schema_version".into(), json!(SCHEMA_VERSION));
-    trajectory.insert("session_id".into(), json!(session_id));
-    let mut agent_obj = json!({"name": agent.name, "version": agent.version});
-    if let Some(model) = agent.model_name {
-        agent_obj["model_name"] = json!(model);
-    }
-    trajectory.insert("agent".into(), agent_obj);
-    let total_steps = steps.len();
-    trajectory.insert(
-        "steps".into(),
-        Value::Array(steps.into_iter().map(Value::Object).collect()),
-    );
-    if let Some(last) = statuses.last() {
+
+    /// The trajectory: the steps numbered, the last status as a note, the totals.
+    fn into_trajectory(mut self, agent: &TrajectoryAgent<'_>, session_id: &str) -> Value {
+        if self.steps.is_empty() {
+            self.steps.push(user_step(self.instruction));
+        }
+        for (i, step) in self.steps.iter_mut().enumerate() {
+            // step_id first for readability; ids are sequential from 1 as ATIF requires.
+            let mut ordered = Map::new();
+            ordered.insert("step_id".into(), json!(i + 1));
+            ordered.extend(std::mem::take(step));
+            *step = ordered;
+        }
+        let mut trajectory = Map::new();
+        trajectory.insert("schema_version".into(), json!(SCHEMA_VERSION));
+        trajectory.insert("session_id".into(), json!(session_id));
+        let mut agent_obj = json!({"name": agent.name, "version": agent.version});
+        if let Some(model) = agent.model_name {
+            agent_obj["model_name"] = json!(model);
+        }
+        trajectory.insert("agent".into(), agent_obj);
+        let total_steps = self.steps.len();
         trajectory.insert(
-            "notes".into(),
-            json!(format!("final status reported by the agent: {last}")),
+            "steps".into(),
+            Value::Array(self.steps.into_iter().map(Value::Object).collect()),
         );
+        if let Some(last) = self.statuses.last() {
+            trajectory.insert(
+                "notes".into(),
+                json!(format!("final status reported by the agent: {last}")),
+            );
+        }
+        trajectory.insert(
+            "final_metrics".into(),
+            final_metrics(&self.totals, total_steps),
+        );
+        if self.skipped > 0 {
+            trajectory.insert("extra".into(), json!({"skipped_events": self.skipped}));
+        }
+        Value::Object(trajectory)
     }
+}
+
+/// `final_metrics`: the totals the log reported, and the step count.
+fn final_metrics(totals: &Totals, total_steps: usize) -> Value {
     let mut final_metrics = Map::new();
     let pairs = [
         ("total_prompt_tokens", totals.prompt.map(Value::from)),
@@ -239,11 +309,7 @@ pub fn convert_events(
         }
     }
     final_metrics.insert("total_steps".into(), json!(total_steps));
-    trajectory.insert("final_metrics".into(), Value::Object(final_metrics));
-    if skipped > 0 {
-        trajectory.insert("extra".into(), json!({"skipped_events": skipped}));
-    }
-    Ok(Value::Object(trajectory))
+    Value::Object(final_metrics)
 }
 
 fn user_step(instruction: &str) -> Map<String, Value> {

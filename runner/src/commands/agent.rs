@@ -24,6 +24,8 @@ pub struct AgentChoice<'a> {
     pub agent_env: &'a [String],
     /// `--ak KEY=VALUE`.
     pub agent_kwargs: &'a [String],
+    /// `--tell-agent-deadline`.
+    pub tell_deadline: bool,
     /// `-m/--model`.
     pub model: Option<&'a str>,
     /// `--allow-container-secrets`.
@@ -102,6 +104,7 @@ fn command(
         kwargs,
         model: choice.model.map(str::to_owned),
         allow_container_secrets: choice.allow_container_secrets,
+        tell_deadline: choice.tell_deadline,
     };
     Ok(CommandAgent::new(config, options)
         .map_err(CliError::bad_input)?
@@ -124,7 +127,21 @@ fn builtin(
             "--ak/--agent-kwarg: the built-in agent {name} takes no kwargs"
         )));
     }
+    refuse_deadline(
+        choice,
+        &format!("the built-in agent {name} reads no instruction"),
+    )?;
     Ok(agent)
+}
+
+/// `--tell-agent-deadline` where the agent is not one whose instruction it can extend.
+fn refuse_deadline(choice: &AgentChoice<'_>, why: &str) -> Result<(), CliError> {
+    if choice.tell_deadline {
+        return Err(CliError::bad_input(format!(
+            "--tell-agent-deadline: {why}; only command-style agents (the catalogue's, or a config with [run] command) are told their deadline"
+        )));
+    }
+    Ok(())
 }
 
 fn installed(
@@ -132,6 +149,10 @@ fn installed(
     extra_env: BTreeMap<String, String>,
     choice: &AgentChoice<'_>,
 ) -> Result<AnyAgent, CliError> {
+    refuse_deadline(
+        choice,
+        &format!("{} is an agent with a task API", config.name),
+    )?;
     let agent = InstalledAgent::new(
         config,
         extra_env,
@@ -197,6 +218,20 @@ mod tests {
         assert!(err.to_string().starts_with("--ak/--agent-kwarg"), "{err}");
         let err = refused(named("claude"));
         assert!(err.to_string().contains("oracle, nop"), "{err}");
+        let err = refused(AgentChoice {
+            tell_deadline: true,
+            ..named("oracle")
+        });
+        assert!(
+            err.to_string().starts_with("--tell-agent-deadline"),
+            "{err}"
+        );
+        let told = choose(&AgentChoice {
+            tell_deadline: true,
+            model: Some("anthropic/claude-sonnet-4-5"),
+            ..named("claude-code")
+        });
+        assert!(told.is_ok(), "a catalogue agent is told: {:?}", told.err());
         let bad = ["1x=2".to_owned()];
         let err = refused(AgentChoice {
             agent_kwargs: &bad,

@@ -106,6 +106,13 @@ pub struct RunArgs {
     /// value (3, true) is kept as JSON. Recorded in config.json as the agent's kwargs.
     #[arg(long = "agent-kwarg", visible_alias = "ak", value_name = "KEY=VALUE")]
     pub agent_kwargs: Vec<String>,
+    /// Tell the agent its deadline: the run's agent timeout (the task's, with the multipliers)
+    /// appended to the instruction as Harbor appends an --extra-instruction, after a blank
+    /// line. Command-style agents (the catalogue's) only; off by default. Recorded in each
+    /// trial's agent/instruction.txt and agent_result.metadata.deadline_told. A turn limit is
+    /// the agent's own kwarg (--ak max_turns=N).
+    #[arg(long)]
+    pub tell_agent_deadline: bool,
     /// Let credentials reach containers. Recorded in config.json and lock.json; the job is then
     /// not publishable.
     #[arg(long)]
@@ -273,6 +280,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         config: args.agent_config.as_deref(),
         agent_env: &args.agent_env,
         agent_kwargs: &args.agent_kwargs,
+        tell_deadline: args.tell_agent_deadline,
         model: args.llm.model_name().as_deref(),
         allow_container_secrets: args.allow_container_secrets,
         require_clean_source: args.require_clean_source,

@@ -59,6 +59,7 @@ impl Runner {
             config: None,
             agent_env: &[],
             agent_kwargs: &[],
+            tell_deadline: false,
             model: None,
             allow_container_secrets: false,
             require_clean_source: false,
