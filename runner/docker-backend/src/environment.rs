@@ -8,17 +8,22 @@ use tasks::records::StorageEnforcement;
 
 use std::sync::Arc;
 
-use super::compose::{ComposeRun, MAIN_SERVICE, compose_path};
-use super::container::{
+use crate::compose::{ComposeRun, MAIN_SERVICE, compose_path};
+use crate::connect::DockerClient;
+use crate::container::removals::Removals;
+use crate::container::{
     ContainerExtra, ContainerSpec, TrialContainer, limits_host_config, remove_container,
 };
-use super::image::ImageService;
-use super::jail::{HELPER, JailSpec};
-use super::jail_warm::{JailSlot, Prepared, WarmJailError, prestart};
-use super::labels::{self, Owner};
-use super::network::{self, Attachment};
-use super::removals::Removals;
-use super::{DockerClient, DockerError, DockerSandbox, gpus, image, image_defaults};
+use crate::error::DockerError;
+use crate::gpus;
+use crate::image;
+use crate::image::ImageService;
+use crate::jail::JailSpec;
+use crate::jail::upload::HELPER;
+use crate::jail::warm::{JailSlot, Prepared, WarmJailError, prestart};
+use crate::labels::{self, Owner};
+use crate::network::{self, Attachment};
+use crate::sandbox::DockerSandbox;
 
 /// A started trial container and the sandbox over it.
 pub struct DockerEnvironment {
@@ -96,7 +101,7 @@ impl DockerEnvironment {
         client: &DockerClient,
         spec: &EnvironmentSpec,
         owner: &Owner,
-        additions: Option<super::compose::MainAdditions>,
+        additions: Option<crate::compose::MainAdditions>,
         removals: &Removals,
         public_network: Option<&str>,
     ) -> Result<DockerEnvironment, BackendError> {
@@ -213,7 +218,7 @@ impl DockerEnvironment {
         let dirs = &container_spec.extra.writable_dirs;
         let dirs_first = container_spec.extra.cmd.is_some()
             || container_spec.extra.entrypoint.is_some()
-            || image_defaults::of(client, &main.image)
+            || image::defaults::of(client, &main.image)
                 .await
                 .is_ok_and(|d| d.entrypoint);
         // The jail is made while the trial container starts (only its own start must wait
@@ -275,7 +280,7 @@ async fn prepare_jail(
     mut spec: JailSpec,
     trial_running: tokio::sync::oneshot::Receiver<()>,
 ) -> Prepared {
-    let defaults = match image_defaults::of(&client, &spec.image).await {
+    let defaults = match image::defaults::of(&client, &spec.image).await {
         Ok(defaults) => defaults,
         Err(e) => {
             return Prepared {
@@ -438,7 +443,7 @@ impl Environment for DockerEnvironment {
 /// the task's `[environment].env` over it.
 fn main_env(
     main: &engine::ServiceSpec,
-    additions: Option<&super::compose::MainAdditions>,
+    additions: Option<&crate::compose::MainAdditions>,
 ) -> Vec<String> {
     let mut env: std::collections::BTreeMap<String, String> = additions
         .map(|a| a.env.iter().cloned().collect())

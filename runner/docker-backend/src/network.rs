@@ -15,8 +15,9 @@ use bollard::models::NetworkDisconnectRequest;
 use bollard::models::{EndpointSettings, NetworkConnectRequest, NetworkCreateRequest};
 use bollard::query_parameters::{ListNetworksOptionsBuilder, ListVolumesOptionsBuilder};
 
-use super::labels;
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::labels;
 
 /// A network the main container is attached to when public, and the DNS aliases it has there.
 #[derive(Debug, Clone, PartialEq, Eq)]

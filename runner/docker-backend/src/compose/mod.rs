@@ -22,11 +22,12 @@ use std::path::{Path, PathBuf};
 use engine::{BackendError, BackendErrorKind, EnvironmentSpec, OutputSink};
 use tasks::Task;
 
-use super::container::{ContainerExtra, ContainerSpec, TrialContainer, remove_container};
-use super::image::{ImageService, sanitize};
-use super::labels::{self, Owner};
-use super::network::{create_network, remove_network, remove_volume};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::container::{ContainerExtra, ContainerSpec, TrialContainer, remove_container};
+use crate::error::DockerError;
+use crate::image::{ImageService, sanitize};
+use crate::labels::{self, Owner};
+use crate::network::{create_network, remove_network, remove_volume};
 use service::Condition;
 
 /// The compose file of `task`, when it has one.
@@ -323,7 +324,7 @@ async fn sidecar_image(
             images.ensure_other(task, None, &spec, &tag_name, log).await
         }
         None => {
-            let spec = crate::build_spec::BuildSpec::context(env_dir.to_owned());
+            let spec = crate::image::build_spec::BuildSpec::context(env_dir.to_owned());
             images
                 .ensure_other(task, service.image.as_deref(), &spec, name, log)
                 .await

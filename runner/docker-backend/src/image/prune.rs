@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
 use chrono::{DateTime, Utc};
 
-use super::image::inspect;
-use super::labels::MANAGED;
-use super::ledger::{Ledger, LedgerOrigin};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::image::inspect;
+use crate::image::ledger::{Ledger, LedgerOrigin};
+use crate::labels::MANAGED;
 
 /// One image prune looked at.
 #[derive(Debug, Clone, PartialEq)]

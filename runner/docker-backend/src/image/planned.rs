@@ -6,10 +6,10 @@
 use engine::{BackendError, ImageRequest, ImageSource};
 use tasks::Task;
 
-use super::DockerClient;
-use super::build_spec::BuildSpec;
-use super::compose::{MainImage, main_image};
-use super::image::{inspect, tagged_context};
+use crate::compose::{MainImage, main_image};
+use crate::connect::DockerClient;
+use crate::image::build_spec::BuildSpec;
+use crate::image::{inspect, tagged_context};
 
 /// How a task's image would be obtained by a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

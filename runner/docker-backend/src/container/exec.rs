@@ -10,7 +10,8 @@ use engine::OutputSink;
 use futures_util::StreamExt;
 use tasks::{ExecOutput, ExecRequest};
 
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
 
 /// Captured output beyond this many bytes per stream is dropped (the sink still sees it).
 const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;

@@ -1,13 +1,20 @@
 //! One container per trial: created from the task image with the task's limits, network
 //! mode and workdir, labelled with job, trial and owner, and always removed at the end.
 
+pub(crate) mod archive;
+pub(crate) mod exec;
+pub(crate) mod layer_size;
+pub(crate) mod reap;
+pub(crate) mod removals;
+
 use std::collections::HashMap;
 
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
-use super::labels::{self, Owner};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::labels::{self, Owner};
 
 /// What a trial container needs.
 #[derive(Debug, Clone)]
@@ -132,7 +139,7 @@ impl TrialContainer {
             init: Some(!extra.no_init),
             auto_remove: Some(false),
             binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
-            device_requests: (extra.gpus > 0).then(|| super::gpus::device_requests(extra.gpus)),
+            device_requests: (extra.gpus > 0).then(|| crate::gpus::device_requests(extra.gpus)),
             ..limits_host_config(
                 spec.cpus,
                 spec.memory_mb,
@@ -220,7 +227,7 @@ impl TrialContainer {
         };
         if extra.detach_before_start && network != "none" {
             // Attached at create (so it can be reconnected later), loopback only from the start.
-            if let Err(e) = super::network::disconnect(client, &container.id, &network).await {
+            if let Err(e) = crate::network::disconnect(client, &container.id, &network).await {
                 let _ = container.remove(client).await;
                 return Err(e);
             }
@@ -268,11 +275,12 @@ impl TrialContainer {
 
 /// Uploads `dirs` as empty world-writable directories into the container `id`.
 async fn make_dirs(client: &DockerClient, id: &str, dirs: &[String]) -> Result<(), DockerError> {
-    let tar = super::archive::pack_dirs(dirs, 0o777).map_err(|source| DockerError::Io {
-        operation: format!("packing {}", dirs.join(" ")),
-        source,
-    })?;
-    super::archive::upload(client, id, tar, &dirs.join(" ")).await
+    let tar =
+        crate::container::archive::pack_dirs(dirs, 0o777).map_err(|source| DockerError::Io {
+            operation: format!("packing {}", dirs.join(" ")),
+            source,
+        })?;
+    crate::container::archive::upload(client, id, tar, &dirs.join(" ")).await
 }
 
 /// The resource limits of a container: CPUs, memory with swap capped at the memory limit (no
