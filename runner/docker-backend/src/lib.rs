@@ -94,8 +94,8 @@ impl DockerBackend {
     /// of a dead runner's leftovers) removes it. A compose task keeps its own network.
     pub async fn isolate_environments(mut self, job_id: &str) -> Result<Self, DockerError> {
         let name = format!("runner-{}-isolated", &job_id[..job_id.len().min(24)]);
-        network::create_isolated_network(&self.client, &name, labels::for_job(job_id, &self.owner))
-            .await?;
+        let labels = labels::for_job(job_id, &self.owner);
+        network::create_network(&self.client, &name, labels, network::Bridge::Isolated).await?;
         self.public_network = Some(name);
         Ok(self)
     }

@@ -27,7 +27,7 @@ use crate::container::{ContainerExtra, ContainerSpec, TrialContainer, remove_con
 use crate::error::DockerError;
 use crate::image::{ImageService, sanitize};
 use crate::labels::{self, Owner};
-use crate::network::{create_network, remove_network, remove_volume};
+use crate::network::{Bridge, create_network, remove_network, remove_volume};
 use service::Condition;
 
 /// The compose file of `task`, when it has one.
@@ -130,7 +130,7 @@ impl ComposeRun {
         let mut labels = labels::for_job(&spec.job_id, owner);
         labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
         labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
-        create_network(client, &self.network, labels.clone()).await?;
+        create_network(client, &self.network, labels.clone(), Bridge::Shared).await?;
         let mut volume_names = BTreeMap::new();
         for volume in &file.volumes {
             let name = format!("{prefix}-{}", sanitize(volume));

@@ -1,6 +1,6 @@
 //! What `runner run --dry-run` says of a task's image without pulling or building anything:
 //! the reference the job would run (a prebuilt image, or the content-addressed tag its build
-//! gets), by the same precedence [`crate::ImageService::ensure`] follows, and whether the
+//! gets), by the same precedence [`crate::image::ImageService::ensure`] follows, and whether the
 //! engine already has it, with its size.
 
 use engine::{BackendError, ImageRequest, ImageSource};
