@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use crate::connect::DockerClient;
 use crate::error::DockerError;
 use crate::image::inspect;
-use crate::image::ledger::{Ledger, LedgerOrigin};
+use crate::image::ledger::{Ledger, LedgerFile, LedgerOrigin};
 use crate::labels::MANAGED;
 
 /// One image prune looked at.
@@ -54,45 +54,9 @@ pub async fn prune_images(
         source,
     };
     let recorded = ledger.read().map_err(io)?;
-    let mut candidates: Vec<PruneItem> = recorded
-        .images
-        .iter()
-        .filter(|(_, e)| e.last_used_at < cutoff)
-        .map(|(reference, e)| PruneItem {
-            reference: reference.clone(),
-            origin: match e.origin {
-                LedgerOrigin::Built => "built".into(),
-                LedgerOrigin::Pulled => "pulled".into(),
-            },
-            last_used_at: e.last_used_at,
-            size_bytes: None,
-        })
-        .collect();
-    let labelled = if !all_labelled {
-        Vec::new()
-    } else {
-        client
-            .api()
-            .list_images(Some(
-                ListImagesOptionsBuilder::default()
-                    .filters(&HashMap::from([("label", vec![format!("{MANAGED}=1")])]))
-                    .build(),
-            ))
-            .await
-            .map_err(|e| DockerError::api("listing runner's labelled images", e))?
-    };
-    for image in labelled {
-        let created = DateTime::from_timestamp(image.created, 0).unwrap_or_default();
-        for tag in image.repo_tags {
-            if !recorded.images.contains_key(&tag) && created < cutoff && tag != "<none>:<none>" {
-                candidates.push(PruneItem {
-                    reference: tag,
-                    origin: "built (label)".into(),
-                    last_used_at: created,
-                    size_bytes: None,
-                });
-            }
-        }
+    let mut candidates = ledger_candidates(&recorded, cutoff);
+    if all_labelled {
+        candidates.extend(labelled_candidates(client, &recorded, cutoff).await?);
     }
     let mut report = PruneReport::default();
     for mut item in candidates {
@@ -103,28 +67,8 @@ pub async fn prune_images(
         item.size_bytes = found.size.and_then(|s| u64::try_from(s).ok());
         if dry_run {
             report.removed.push(item);
-            continue;
-        }
-        // Without force: an image a container uses is refused (409) and kept.
-        let options = RemoveImageOptionsBuilder::default().force(false).build();
-        match client
-            .api()
-            .remove_image(&item.reference, Some(options), None)
-            .await
-        {
-            Ok(_) => report.removed.push(item),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => report.gone.push(item.reference),
-            Err(bollard::errors::Error::DockerResponseServerError { message, .. }) => {
-                report.kept.push((item, message))
-            }
-            Err(e) => {
-                return Err(DockerError::api(
-                    format!("removing image {}", item.reference),
-                    e,
-                ));
-            }
+        } else {
+            remove(client, item, &mut report).await?;
         }
     }
     if !dry_run {
@@ -143,4 +87,86 @@ pub async fn prune_images(
             .map_err(io)?;
     }
     Ok(report)
+}
+
+/// The ledger's images no job used since `cutoff`.
+fn ledger_candidates(recorded: &LedgerFile, cutoff: DateTime<Utc>) -> Vec<PruneItem> {
+    recorded
+        .images
+        .iter()
+        .filter(|(_, e)| e.last_used_at < cutoff)
+        .map(|(reference, e)| PruneItem {
+            reference: reference.clone(),
+            origin: match e.origin {
+                LedgerOrigin::Built => "built".into(),
+                LedgerOrigin::Pulled => "pulled".into(),
+            },
+            last_used_at: e.last_used_at,
+            size_bytes: None,
+        })
+        .collect()
+}
+
+/// The tags of images labelled `runner.managed` that the ledger does not know, created before
+/// `cutoff`.
+async fn labelled_candidates(
+    client: &DockerClient,
+    recorded: &LedgerFile,
+    cutoff: DateTime<Utc>,
+) -> Result<Vec<PruneItem>, DockerError> {
+    let labelled = client
+        .api()
+        .list_images(Some(
+            ListImagesOptionsBuilder::default()
+                .filters(&HashMap::from([("label", vec![format!("{MANAGED}=1")])]))
+                .build(),
+        ))
+        .await
+        .map_err(|e| DockerError::api("listing runner's labelled images", e))?;
+    let mut candidates = Vec::new();
+    for image in labelled {
+        let created = DateTime::from_timestamp(image.created, 0).unwrap_or_default();
+        for tag in image.repo_tags {
+            if !recorded.images.contains_key(&tag) && created < cutoff && tag != "<none>:<none>" {
+                candidates.push(PruneItem {
+                    reference: tag,
+                    origin: "built (label)".into(),
+                    last_used_at: created,
+                    size_bytes: None,
+                });
+            }
+        }
+    }
+    Ok(candidates)
+}
+
+/// Removes `item`'s image and files it in `report`: removed, gone already, or kept with the
+/// engine's answer.
+async fn remove(
+    client: &DockerClient,
+    item: PruneItem,
+    report: &mut PruneReport,
+) -> Result<(), DockerError> {
+    // Without force: an image a container uses is refused (409) and kept.
+    let options = RemoveImageOptionsBuilder::default().force(false).build();
+    match client
+        .api()
+        .remove_image(&item.reference, Some(options), None)
+        .await
+    {
+        Ok(_) => report.removed.push(item),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => report.gone.push(item.reference),
+        Err(bollard::errors::Error::DockerResponseServerError { message, .. }) => {
+            report.kept.push((item, message))
+        }
+        Err(e) => {
+            return Err(DockerError::api(
+                format!("removing image {}", item.reference),
+                e,
+            ));
+        }
+    }
+    Ok(())
 }
