@@ -165,42 +165,7 @@ impl ComposeRun {
             let service = &file.services[&name];
             self.wait_for(client, service, &ids, &log).await?;
             let image = sidecar_image(images, task, &env_dir, &name, service, &log).await?;
-            let extra = ContainerExtra {
-                network_name: Some(self.network.clone()),
-                aliases: vec![name.clone()],
-                cmd: service.command.as_ref().map(|c| c.argv()),
-                entrypoint: service.entrypoint.as_ref().map(|c| c.argv()),
-                healthcheck: service
-                    .healthcheck
-                    .as_ref()
-                    .map(|h| h.config().unwrap_or_default()),
-                user: service.user.as_ref().map(service::StringOrInt::text),
-                image_cmd: true,
-                no_init: true,
-                labels: HashMap::from([(labels::SERVICE.to_owned(), name.clone())]),
-                ..Default::default()
-            };
-            let container_spec = ContainerSpec {
-                name: format!("{prefix}-{}", sanitize(&name)),
-                image: image.id.clone(),
-                job_id: spec.job_id.clone(),
-                trial_name: spec.trial_name.clone(),
-                task_name: spec.task_name.clone(),
-                cpus: None,
-                memory_mb: None,
-                memory_swap_mb: None,
-                pids_limit: Some(spec.limits.pids_limit),
-                storage_quota_mb: None,
-                network: true,
-                workdir: service.working_dir.clone(),
-                env: service
-                    .env()
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect(),
-                binds: binds(service),
-                extra,
-            };
+            let container_spec = self.sidecar_spec(spec, &name, service, &image.id, binds(service));
             let started = TrialContainer::start(client, &container_spec, owner)
                 .await
                 .map_err(|e| start_error(format!("compose service {name}: {e}")))?;
@@ -230,6 +195,55 @@ impl ComposeRun {
             user: main.user.as_ref().map(service::StringOrInt::text),
             working_dir: main.working_dir.clone().filter(|w| !w.is_empty()),
         })
+    }
+
+    /// The container of sidecar `name` on the trial's network from image `image_id` with its
+    /// named volumes' `binds`: the service's command, entrypoint, healthcheck, user, workdir
+    /// and env, its image's command run as is, with the trial's labels and pids limit.
+    fn sidecar_spec(
+        &self,
+        spec: &EnvironmentSpec,
+        name: &str,
+        service: &service::ServiceDef,
+        image_id: &str,
+        binds: Vec<String>,
+    ) -> ContainerSpec {
+        let extra = ContainerExtra {
+            network_name: Some(self.network.clone()),
+            aliases: vec![name.to_owned()],
+            cmd: service.command.as_ref().map(|c| c.argv()),
+            entrypoint: service.entrypoint.as_ref().map(|c| c.argv()),
+            healthcheck: service
+                .healthcheck
+                .as_ref()
+                .map(|h| h.config().unwrap_or_default()),
+            user: service.user.as_ref().map(service::StringOrInt::text),
+            image_cmd: true,
+            no_init: true,
+            labels: HashMap::from([(labels::SERVICE.to_owned(), name.to_owned())]),
+            ..Default::default()
+        };
+        ContainerSpec {
+            name: format!("{}-{}", self.prefix, sanitize(name)),
+            image: image_id.to_owned(),
+            job_id: spec.job_id.clone(),
+            trial_name: spec.trial_name.clone(),
+            task_name: spec.task_name.clone(),
+            cpus: None,
+            memory_mb: None,
+            memory_swap_mb: None,
+            pids_limit: Some(spec.limits.pids_limit),
+            storage_quota_mb: None,
+            network: true,
+            workdir: service.working_dir.clone(),
+            env: service
+                .env()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+            binds,
+            extra,
+        }
     }
 
     /// Waits for each dependency of `service` to meet its condition.
