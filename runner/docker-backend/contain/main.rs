@@ -481,7 +481,7 @@ fn copy_results_out(options: &Options, out: &DirFd, status: &mut Status) -> Resu
 }
 
 /// `contain probe`, run once before a job's first trial in a container of its own
-/// (`jail_preflight.rs`): the mount calls a verification makes, on `/probe`. Exit 0 when
+/// (`src/jail/preflight.rs`): the mount calls a verification makes, on `/probe`. Exit 0 when
 /// they work; else 2 with the refused call on stderr.
 fn probe() -> i32 {
     let steps = || -> Result<(), String> {

@@ -35,7 +35,7 @@ pub struct DockerEnvironment {
     attachments: Vec<Attachment>,
     /// The compose sidecars, network and volumes, when the task has a compose file.
     compose: Option<ComposeRun>,
-    /// The verifier jail, prepared in the background from the start (see `jail_warm.rs`).
+    /// The verifier jail, prepared in the background from the start (see `jail/warm.rs`).
     jail: Arc<JailSlot>,
     removals: Removals,
 }

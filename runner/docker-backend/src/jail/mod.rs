@@ -5,7 +5,7 @@
 //! The trial container itself never gets a capability more than Docker's default; only the
 //! jail has `CAP_SYS_ADMIN`, and only the helper (uploaded into the jail's own fresh root, out of
 //! the agent's reach) holds it. The helper's results land in the jail's root: a jail started
-//! early sends them over its stdout as they are written (`jail_warm.rs`), a fresh one has them
+//! early sends them over its stdout as they are written (`warm.rs`), a fresh one has them
 //! downloaded after it stops.
 
 pub(crate) mod preflight;
@@ -69,7 +69,7 @@ pub(crate) struct JailSpec {
     /// The trial's limits, applied to the jail too.
     pub limits: HostConfig,
     /// Tests put into the early jail's root with the helper, before the agent is done (see
-    /// `jail_warm.rs`); a verification of these tests then skips their upload.
+    /// `warm.rs`); a verification of these tests then skips their upload.
     pub early_tests: Option<PathBuf>,
     /// The tests' side of the egress proxy (host directory, path in the jail): bound
     /// read-only into the jail only, where the helper starts the tests' relay from it
@@ -78,7 +78,7 @@ pub(crate) struct JailSpec {
 }
 
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
-/// early for this trial, if there is one (see `jail_warm.rs`): its helper gets the order and
+/// early for this trial, if there is one (see `warm.rs`): its helper gets the order and
 /// the tests start at once. A warm jail that is gone (the agent killed it) is replaced by a
 /// fresh one, made as before. The jail's removal is left to `trial.removals`.
 pub(crate) async fn verify(
@@ -217,7 +217,7 @@ pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
 
 /// The jail's security options: the engine's defaults, or no AppArmor confinement when the
 /// user set `RUNNER_JAIL_APPARMOR=unconfined` for a host whose default profile denies the
-/// jail's mounts (see `jail_preflight.rs`). The agent's container is never affected.
+/// jail's mounts (see `preflight.rs`). The agent's container is never affected.
 pub(crate) fn jail_security_opt() -> Option<Vec<String>> {
     let choice = std::env::var(crate::jail::preflight::JAIL_APPARMOR_ENV).ok()?;
     (choice == "unconfined").then(|| vec!["apparmor=unconfined".to_owned()])
@@ -282,7 +282,7 @@ pub(crate) struct TrialSide<'a> {
 pub(crate) type TestsDone = Option<tokio::sync::oneshot::Sender<bool>>;
 
 /// A warm jail: the tests go into its (running) root, then the order starts them, and the
-/// results come back over its stdout as they are written (`jail_warm.rs`).
+/// results come back over its stdout as they are written (`warm.rs`).
 async fn run_warm(
     client: &DockerClient,
     spec: &JailSpec,

@@ -1,6 +1,6 @@
 //! Before a job's first trial: can this engine run the verifier jail at all?
 //!
-//! Every trial's tests run in the jail (`jail.rs`), and a jail that cannot be set up is an
+//! Every trial's tests run in the jail (`jail/mod.rs`), and a jail that cannot be set up is an
 //! error of the trial, never a fallback to verifying beside the agent's processes (issue 29
 //! item 3). A host where that fails for every trial (a runner built without the static helper,
 //! a security profile that denies `mount`, as Docker's default AppArmor profile does on
