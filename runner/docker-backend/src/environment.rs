@@ -8,7 +8,8 @@ use tasks::records::StorageEnforcement;
 
 use std::sync::Arc;
 
-use crate::compose::{ComposeRun, MAIN_SERVICE, MainAdditions, compose_path};
+use crate::compose::file::MAIN_SERVICE;
+use crate::compose::{ComposeRun, MainAdditions, compose_path};
 use crate::connect::DockerClient;
 use crate::container::removals::Removals;
 use crate::container::{

@@ -19,7 +19,7 @@ mod labels;
 mod network;
 mod sandbox;
 
-pub use compose::{ComposeError, ComposeFile};
+pub use compose::file::{ComposeError, ComposeFile};
 pub use connect::context::{ContextError, context_engine, docker_config_dir};
 pub use connect::remote::TlsFiles;
 pub use connect::{DockerClient, EngineUrl, EngineUrlError};

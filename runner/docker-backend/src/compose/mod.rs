@@ -7,14 +7,13 @@
 //! reaper find them. Sidecar logs go to `<trial>/sidecars/<service>.log` (capped) when the
 //! environment is removed.
 
-mod file;
+pub(crate) mod file;
 mod logs;
-mod main_image;
+pub(crate) mod main_image;
 mod service;
 mod wait;
 
-pub use file::{ComposeError, ComposeFile, MAIN_SERVICE, parse};
-pub use main_image::{MainImage, main_image};
+use file::{ComposeFile, MAIN_SERVICE, parse};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -30,7 +30,7 @@ use engine::{BackendError, ImageInfo, ImageOrigin, ImageRequest, ImageSource, Ou
 use tasks::Task;
 use tokio::sync::OnceCell;
 
-use crate::compose::MainImage;
+use crate::compose::main_image::{MainImage, main_image};
 use crate::connect::DockerClient;
 use crate::error::DockerError;
 use crate::facts::{EngineFacts, check_disk};
@@ -111,12 +111,7 @@ impl ImageService {
     ) -> Result<ImageInfo, BackendError> {
         let force_build = request.force_build;
         if let Some(image) = self
-            .compose_main(
-                task,
-                crate::compose::main_image(task, &request.source)?,
-                force_build,
-                log,
-            )
+            .compose_main(task, main_image(task, &request.source)?, force_build, log)
             .await
         {
             return image;

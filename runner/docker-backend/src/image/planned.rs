@@ -6,7 +6,7 @@
 use engine::{BackendError, ImageRequest, ImageSource};
 use tasks::Task;
 
-use crate::compose::{MainImage, main_image};
+use crate::compose::main_image::{MainImage, main_image};
 use crate::connect::DockerClient;
 use crate::image::build_spec::BuildSpec;
 use crate::image::{inspect, tagged_context};
