@@ -287,7 +287,77 @@ fn open_dir_fd(path: &str) -> io::Result<DirFd> {
 }
 
 fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failure> {
-    let unavailable = |what: &str, e: io::Error| Failure::Unavailable(format!("{what}: {e}"));
+    let own = from_own_root(options, status)?;
+    join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
+    anchor_all().map_err(Failure::Unavailable)?;
+    let image_top = match own.pinning {
+        Some((prepared, links)) => {
+            pins::apply(prepared.clones)?;
+            Some(rootview::ImageTop {
+                links,
+                configs: prepared.configs,
+            })
+        }
+        None => None,
+    };
+    let root = private_view(options, image_top, &own.tests_src)?;
+    for change in &own.changes {
+        status.push("toolchain_change", change);
+    }
+    if options.agent_toolchain {
+        status.push("toolchain", "agent");
+    }
+    // The image's accounts first: an agent that broke /etc/group cannot break the tests' user.
+    let spec = options.user.as_deref().unwrap_or("0");
+    let identity = accounts::resolve_user(spec, &own.image_passwd, &own.image_group)
+        .or_else(|_| resolve_identity(options.user.as_deref()))
+        .map_err(Failure::Blocked)?;
+    let passwd = read_capped("/etc/passwd").unwrap_or_default();
+    let relay = own.relay;
+    let helpers: Vec<u32> = relay.iter().map(egress::EgressRelay::pid).collect();
+    let processes = list_processes(&passwd, &helpers);
+    let listing: String = processes.iter().map(|p| p.to_line() + "\n").collect();
+    fs::write(out.join("processes"), listing).map_err(|e| Failure::Error(e.to_string()))?;
+    status.push("isolated", "private mount namespace");
+    let keep = own.agent_caps | (1 << CAP_WAKE_ALARM);
+    let outcome = run_tests(options, &identity, keep, root).map_err(Failure::Error)?;
+    // The tests' network ends with them.
+    drop(relay);
+    match outcome {
+        TestOutcome::Exited(code) => status.push("exit_code", &code.to_string()),
+        TestOutcome::Signalled(signal) => status.push("signal", &signal.to_string()),
+        TestOutcome::TimedOut => status.push("timed_out", "1"),
+    }
+    copy_results_out(options, out, status)
+}
+
+/// An I/O failure of setting up isolation: the tests did not run.
+fn unavailable(what: &str, e: io::Error) -> Failure {
+    Failure::Unavailable(format!("{what}: {e}"))
+}
+
+/// What the helper takes from its own root (the image as built, which the agent never
+/// touched) before it joins the trial.
+struct OwnRoot {
+    /// The tests, uploaded into the jail's root.
+    tests_src: DirFd,
+    /// The trial's bounding set: the tests get it plus `CAP_WAKE_ALARM`.
+    agent_caps: u64,
+    /// What the agent changed of the programs the tests take from the image.
+    changes: Vec<String>,
+    /// The image's `/etc/passwd` and `/etc/group`, for the tests' user.
+    image_passwd: String,
+    image_group: String,
+    /// The pinned programs, cloned and ready to attach, and the image's top-level links;
+    /// `None` with `--agent-toolchain`.
+    pinning: Option<(pins::Prepared, Vec<(String, PathBuf)>)>,
+    /// The tests' egress relay, when the tests have an allowlist.
+    relay: Option<egress::EgressRelay>,
+}
+
+/// Reads and prepares, still in the jail's own root, what the tests must take from the image,
+/// and starts the tests' relay there (the only mount namespace where its socket is).
+fn from_own_root(options: &Options, status: &mut Status) -> Result<OwnRoot, Failure> {
     let tests_src = open_dir_fd("/.runner/tests").map_err(|e| unavailable("/.runner/tests", e))?;
     let agent_caps = bounding_set_of(1).unwrap_or(DOCKER_DEFAULT_CAPS);
     if agent_caps & (1 << CAP_WAKE_ALARM) != 0 {
@@ -319,19 +389,26 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         }
         status.push("egress_relay", &format!("127.0.0.1:{}", relay.port));
     }
-    join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
-    anchor_all().map_err(Failure::Unavailable)?;
-    let changes = plan.changes;
-    let image_top = match pinning {
-        Some((prepared, links)) => {
-            pins::apply(prepared.clones)?;
-            Some(rootview::ImageTop {
-                links,
-                configs: prepared.configs,
-            })
-        }
-        None => None,
-    };
+    Ok(OwnRoot {
+        tests_src,
+        agent_caps,
+        changes: plan.changes,
+        image_passwd,
+        image_group,
+        pinning,
+        relay,
+    })
+}
+
+/// In the trial's namespace, anchored: unshares the tests' private mount namespace, with a
+/// fresh `/logs/verifier` and the tests copied into a fresh `/tests` (inside the tests' own
+/// root view when the image's programs are pinned). Returns the root the tests `chroot` into
+/// (`None`: the trial's).
+fn private_view(
+    options: &Options,
+    image_top: Option<rootview::ImageTop>,
+    tests_src: &DirFd,
+) -> Result<Option<&'static str>, Failure> {
     check(unsafe { sys::unshare(sys::CLONE_NEWNS) })
         .map_err(|e| unavailable("unsharing the mount namespace", e))?;
     mount(None, "/", None, sys::MS_REC | sys::MS_PRIVATE, None)
@@ -373,32 +450,12 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
         let mode = meta.permissions().mode() | 0o755;
         let _ = fs::set_permissions(&script, fs::Permissions::from_mode(mode));
     }
-    for change in &changes {
-        status.push("toolchain_change", change);
-    }
-    if options.agent_toolchain {
-        status.push("toolchain", "agent");
-    }
-    // The image's accounts first: an agent that broke /etc/group cannot break the tests' user.
-    let spec = options.user.as_deref().unwrap_or("0");
-    let identity = accounts::resolve_user(spec, &image_passwd, &image_group)
-        .or_else(|_| resolve_identity(options.user.as_deref()))
-        .map_err(Failure::Blocked)?;
-    let passwd = read_capped("/etc/passwd").unwrap_or_default();
-    let own: Vec<u32> = relay.iter().map(egress::EgressRelay::pid).collect();
-    let processes = list_processes(&passwd, &own);
-    let listing: String = processes.iter().map(|p| p.to_line() + "\n").collect();
-    fs::write(out.join("processes"), listing).map_err(|e| Failure::Error(e.to_string()))?;
-    status.push("isolated", "private mount namespace");
-    let keep = agent_caps | (1 << CAP_WAKE_ALARM);
-    let outcome = run_tests(options, &identity, keep, root).map_err(Failure::Error)?;
-    // The tests' network ends with them.
-    drop(relay);
-    match outcome {
-        TestOutcome::Exited(code) => status.push("exit_code", &code.to_string()),
-        TestOutcome::Signalled(signal) => status.push("signal", &signal.to_string()),
-        TestOutcome::TimedOut => status.push("timed_out", "1"),
-    }
+    Ok(root)
+}
+
+/// Once the tests are over: copies the private `/logs/verifier` (bounded) to the jail's
+/// `out`, and notes whether the trial's `/logs/artifacts` is empty.
+fn copy_results_out(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failure> {
     let verifier_out = out.join("verifier");
     fs::create_dir_all(&verifier_out).map_err(|e| Failure::Error(e.to_string()))?;
     let mut budget = Budget {
@@ -424,7 +481,7 @@ fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failur
 }
 
 /// `contain probe`, run once before a job's first trial in a container of its own
-/// (`jail_preflight.rs`): the mount calls a verification makes, on `/probe`. Exit 0 when
+/// (`src/jail/preflight.rs`): the mount calls a verification makes, on `/probe`. Exit 0 when
 /// they work; else 2 with the refused call on stderr.
 fn probe() -> i32 {
     let steps = || -> Result<(), String> {

@@ -3,7 +3,7 @@
 //! tests of a quick task (it mounts the container's root again and forks a tar process), and
 //! it waited for the jail's exit besides. The stdout is the runner's attached stream; no
 //! process of the trial can write to it (its `/proc/<pid>/fd/1` needs the same ptrace access
-//! as the helper's root, see `jail_warm.rs`), and the tests' own output never goes there
+//! as the helper's root, see `jail/warm.rs`), and the tests' own output never goes there
 //! (`launch.rs` gives them stdin from `/dev/null` and stdout on stderr).
 //!
 //! The writer is hand-made because the helper is std-only (see `main.rs`): ustar headers, a

@@ -189,9 +189,9 @@ fn the_results_stream_unpacks_whole_on_the_host_long_names_included() {
     super::stream::write_tree(&src, "out", &mut bytes).unwrap();
     assert_eq!(bytes.len() % 512, 0);
     let dst = tempfile_dir("stream-dst");
-    let budget = crate::archive::DownloadBudget::new(1 << 20);
-    let report = crate::archive::unpack_stripped(&bytes[..], &dst, &budget).unwrap();
-    assert_eq!(report, crate::archive::DownloadReport::default());
+    let budget = crate::container::archive::DownloadBudget::new(1 << 20);
+    let report = crate::container::archive::unpack_stripped(&bytes[..], &dst, &budget).unwrap();
+    assert_eq!(report, crate::container::archive::DownloadReport::default());
     assert_eq!(
         fs::read_to_string(dst.join("status")).unwrap(),
         "exit_code\t0\n"

@@ -8,17 +8,23 @@ use tasks::records::StorageEnforcement;
 
 use std::sync::Arc;
 
-use super::compose::{ComposeRun, MAIN_SERVICE, compose_path};
-use super::container::{
+use crate::compose::file::MAIN_SERVICE;
+use crate::compose::{ComposeRun, MainAdditions, compose_path};
+use crate::connect::DockerClient;
+use crate::container::removals::Removals;
+use crate::container::{
     ContainerExtra, ContainerSpec, TrialContainer, limits_host_config, remove_container,
 };
-use super::image::ImageService;
-use super::jail::{HELPER, JailSpec};
-use super::jail_warm::{JailSlot, Prepared, WarmJailError, prestart};
-use super::labels::{self, Owner};
-use super::network::{self, Attachment};
-use super::removals::Removals;
-use super::{DockerClient, DockerError, DockerSandbox, gpus, image, image_defaults};
+use crate::error::DockerError;
+use crate::gpus;
+use crate::image;
+use crate::image::ImageService;
+use crate::jail::JailSpec;
+use crate::jail::upload::HELPER;
+use crate::jail::warm::{JailSlot, Prepared, WarmJailError, prestart};
+use crate::labels::{self, Owner};
+use crate::network::{self, Attachment};
+use crate::sandbox::DockerSandbox;
 
 /// A started trial container and the sandbox over it.
 pub struct DockerEnvironment {
@@ -30,7 +36,7 @@ pub struct DockerEnvironment {
     attachments: Vec<Attachment>,
     /// The compose sidecars, network and volumes, when the task has a compose file.
     compose: Option<ComposeRun>,
-    /// The verifier jail, prepared in the background from the start (see `jail_warm.rs`).
+    /// The verifier jail, prepared in the background from the start (see `jail/warm.rs`).
     jail: Arc<JailSlot>,
     removals: Removals,
 }
@@ -92,74 +98,17 @@ impl DockerEnvironment {
         }
     }
 
+    /// Creates the main container, starts it with the verifier jail prepared beside it, and
+    /// wraps both in the environment (its compose services are the caller's).
     async fn start_main(
         client: &DockerClient,
         spec: &EnvironmentSpec,
         owner: &Owner,
-        additions: Option<super::compose::MainAdditions>,
+        additions: Option<MainAdditions>,
         removals: &Removals,
         public_network: Option<&str>,
     ) -> Result<DockerEnvironment, BackendError> {
-        let main = &spec.main;
-        let limits = &spec.limits;
-        // The task's workdir wins over the compose file's, as Harbor's exec passes `-w` for it.
-        let workdir = main
-            .workdir
-            .clone()
-            .or_else(|| additions.as_ref().and_then(|a| a.working_dir.clone()));
-        let user = additions.as_ref().and_then(|a| a.user.clone());
-        let container_spec = ContainerSpec {
-            name: format!(
-                "runner-{}-{}",
-                &spec.job_id[..spec.job_id.len().min(8)],
-                image::sanitize(&spec.trial_name)
-            ),
-            image: main.image.clone(),
-            job_id: spec.job_id.clone(),
-            trial_name: spec.trial_name.clone(),
-            task_name: spec.task_name.clone(),
-            cpus: main.cpus,
-            memory_mb: main.memory_mb,
-            memory_swap_mb: Some(limits.memory_swap_mb),
-            pids_limit: Some(limits.pids_limit),
-            storage_quota_mb: limits.storage_mb,
-            network: main.network == NetworkAccess::Public,
-            workdir: workdir.clone(),
-            env: main_env(main, additions.as_ref()),
-            // The trial's host mounts (the LLM bridge's socket), then the compose volumes.
-            binds: main
-                .mounts
-                .iter()
-                // The tests' egress directory goes into the verifier jail only.
-                .filter(|m| !m.tests_egress)
-                .map(|m| {
-                    let mode = if m.read_only { ":ro" } else { "" };
-                    format!("{}:{}{mode}", m.host.display(), m.container)
-                })
-                .chain(additions.iter().flat_map(|a| a.binds.clone()))
-                .collect(),
-            extra: ContainerExtra {
-                // A compose task's own network, else the backend's network for public
-                // environments (`runner serve`'s, whose containers cannot reach each other),
-                // else the default bridge.
-                network_name: additions
-                    .as_ref()
-                    .map(|a| a.network.clone())
-                    .or_else(|| public_network.map(str::to_owned)),
-                aliases: additions
-                    .as_ref()
-                    .map(|_| vec![MAIN_SERVICE.to_owned()])
-                    .unwrap_or_default(),
-                detach_before_start: spec.network_switchable && main.network == NetworkAccess::None,
-                healthcheck: additions.as_ref().and_then(|a| a.healthcheck.clone()),
-                cmd: additions.as_ref().and_then(|a| a.cmd.clone()),
-                entrypoint: additions.as_ref().and_then(|a| a.entrypoint.clone()),
-                user: user.clone(),
-                gpus: spec.gpus,
-                writable_dirs: main.writable_dirs.clone(),
-                ..Default::default()
-            },
-        };
+        let container_spec = main_container_spec(spec, additions.as_ref(), public_network);
         let attachments = vec![Attachment {
             network: container_spec
                 .extra
@@ -173,79 +122,20 @@ impl DockerEnvironment {
         let container = TrialContainer::create(client, &container_spec, owner)
             .await
             .map_err(start_error)?;
-        let storage = match (limits.storage_mb, container.storage_quota) {
+        let storage = match (spec.limits.storage_mb, container.storage_quota) {
             (None, _) => StorageEnforcement::None,
             (Some(_), true) => StorageEnforcement::Quota,
             (Some(_), false) => StorageEnforcement::Watched,
         };
-        let mut jail_labels = labels::for_job(&spec.job_id, owner);
-        jail_labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
-        jail_labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
-        let base = JailSpec {
-            trial_id: container.id.clone(),
-            trial_name: container.name.clone(),
-            image: main.image.clone(),
-            env: container_spec.env.clone(),
-            // The compose `user` is the container's, so the tests' default too.
-            default_user: user,
-            workdir: workdir.clone(),
-            labels: jail_labels,
-            limits: limits_host_config(
-                main.cpus,
-                main.memory_mb,
-                Some(limits.memory_swap_mb),
-                Some(limits.pids_limit),
-            ),
-            early_tests: spec.first_tests.clone(),
-            tests_egress: main
-                .mounts
-                .iter()
-                .find(|m| m.tests_egress)
-                .map(|m| (m.host.clone(), m.container.clone())),
-        };
-        // A main container that runs a command of its own (a compose `command` or
-        // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
-        // starts, as it can under Harbor, whose `/logs` directories are mounts: they go in
-        // before its start. Otherwise no process of the trial runs until the agent phase, so
-        // they go in beside the jail's start, off the trial's path. (The image's defaults are
-        // inspected once per image and process; asked before the jail's preparation, which
-        // reads them too, so that finds them cached.)
-        let dirs = &container_spec.extra.writable_dirs;
-        let dirs_first = container_spec.extra.cmd.is_some()
-            || container_spec.extra.entrypoint.is_some()
-            || image_defaults::of(client, &main.image)
-                .await
-                .is_ok_and(|d| d.entrypoint);
-        // The jail is made while the trial container starts (only its own start must wait
-        // for the trial's): on this engine that takes its create and upload off the path of
-        // a quick agent's verification. A failed trial start drops `started`, and the jail's
-        // preparation then removes what it made.
-        let (started, trial_running) = tokio::sync::oneshot::channel();
-        let jail = Arc::new(JailSlot::preparing(tokio::spawn(prepare_jail(
-            client.clone(),
-            base,
-            trial_running,
-        ))));
-        if dirs_first {
-            // A failure drops `started`: the jail's preparation removes what it made.
-            container
-                .make_writable_dirs(client, dirs)
-                .await
-                .map_err(start_error)?;
-        }
-        container.start_created(client).await.map_err(start_error)?;
-        let _ = started.send(());
-        if !dirs_first && let Err(e) = container.make_writable_dirs(client, dirs).await {
-            // The trial container is gone; so must be the jail that joined it.
-            if let Some(unused) = jail.unused().await {
-                let _ = remove_container(client, &unused).await;
-            }
-            return Err(start_error(e));
-        }
+        let jail_spec = main_jail_spec(spec, owner, &container, &container_spec);
+        let jail = start_with_jail(client, &container, &container_spec, jail_spec)
+            .await
+            .map_err(start_error)?;
+        let limits = &spec.limits;
         let sandbox = DockerSandbox::new(
             client.clone(),
             container.id.clone(),
-            workdir,
+            container_spec.workdir,
             spec.observer.clone(),
             (limits.download_cap_bytes, limits.download_cap_entries),
             removals.clone(),
@@ -264,6 +154,158 @@ impl DockerEnvironment {
     }
 }
 
+/// The main container of `spec`: the task's image, limits, env and mounts, with what a
+/// compose file adds to its `main` service (`additions`), on the compose network, else on
+/// `public_network`, else on the default bridge.
+fn main_container_spec(
+    spec: &EnvironmentSpec,
+    additions: Option<&MainAdditions>,
+    public_network: Option<&str>,
+) -> ContainerSpec {
+    let main = &spec.main;
+    let limits = &spec.limits;
+    // The task's workdir wins over the compose file's, as Harbor's exec passes `-w` for it.
+    let workdir = main
+        .workdir
+        .clone()
+        .or_else(|| additions.and_then(|a| a.working_dir.clone()));
+    ContainerSpec {
+        name: format!(
+            "runner-{}-{}",
+            &spec.job_id[..spec.job_id.len().min(8)],
+            image::sanitize(&spec.trial_name)
+        ),
+        image: main.image.clone(),
+        job_id: spec.job_id.clone(),
+        trial_name: spec.trial_name.clone(),
+        task_name: spec.task_name.clone(),
+        cpus: main.cpus,
+        memory_mb: main.memory_mb,
+        memory_swap_mb: Some(limits.memory_swap_mb),
+        pids_limit: Some(limits.pids_limit),
+        storage_quota_mb: limits.storage_mb,
+        network: main.network == NetworkAccess::Public,
+        workdir,
+        env: main_env(main, additions),
+        // The trial's host mounts (the LLM bridge's socket), then the compose volumes.
+        binds: main
+            .mounts
+            .iter()
+            // The tests' egress directory goes into the verifier jail only.
+            .filter(|m| !m.tests_egress)
+            .map(|m| {
+                let mode = if m.read_only { ":ro" } else { "" };
+                format!("{}:{}{mode}", m.host.display(), m.container)
+            })
+            .chain(additions.iter().flat_map(|a| a.binds.clone()))
+            .collect(),
+        extra: ContainerExtra {
+            // A compose task's own network, else the backend's network for public
+            // environments (`runner serve`'s, whose containers cannot reach each other),
+            // else the default bridge.
+            network_name: additions
+                .map(|a| a.network.clone())
+                .or_else(|| public_network.map(str::to_owned)),
+            aliases: additions
+                .map(|_| vec![MAIN_SERVICE.to_owned()])
+                .unwrap_or_default(),
+            detach_before_start: spec.network_switchable && main.network == NetworkAccess::None,
+            healthcheck: additions.and_then(|a| a.healthcheck.clone()),
+            cmd: additions.and_then(|a| a.cmd.clone()),
+            entrypoint: additions.and_then(|a| a.entrypoint.clone()),
+            user: additions.and_then(|a| a.user.clone()),
+            gpus: spec.gpus,
+            writable_dirs: main.writable_dirs.clone(),
+            ..Default::default()
+        },
+    }
+}
+
+/// The verifier jail of the trial `container` made from `container_spec`: the trial's image,
+/// env, limits and labels, its user and workdir as defaults of the tests.
+fn main_jail_spec(
+    spec: &EnvironmentSpec,
+    owner: &Owner,
+    container: &TrialContainer,
+    container_spec: &ContainerSpec,
+) -> JailSpec {
+    let main = &spec.main;
+    let limits = &spec.limits;
+    let mut jail_labels = labels::for_job(&spec.job_id, owner);
+    jail_labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
+    jail_labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
+    JailSpec {
+        trial_id: container.id.clone(),
+        trial_name: container.name.clone(),
+        image: main.image.clone(),
+        env: container_spec.env.clone(),
+        // The compose `user` is the container's, so the tests' default too.
+        default_user: container_spec.extra.user.clone(),
+        workdir: container_spec.workdir.clone(),
+        labels: jail_labels,
+        limits: limits_host_config(
+            main.cpus,
+            main.memory_mb,
+            Some(limits.memory_swap_mb),
+            Some(limits.pids_limit),
+        ),
+        early_tests: spec.first_tests.clone(),
+        tests_egress: main
+            .mounts
+            .iter()
+            .find(|m| m.tests_egress)
+            .map(|m| (m.host.clone(), m.container.clone())),
+    }
+}
+
+/// Starts the created trial `container` and its writable directories, with the verifier jail
+/// of `jail_spec` prepared in the background meanwhile. On failure the trial container is
+/// removed, and so is whatever of the jail was made.
+async fn start_with_jail(
+    client: &DockerClient,
+    container: &TrialContainer,
+    container_spec: &ContainerSpec,
+    jail_spec: JailSpec,
+) -> Result<Arc<JailSlot>, DockerError> {
+    // A main container that runs a command of its own (a compose `command` or
+    // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
+    // starts, as it can under Harbor, whose `/logs` directories are mounts: they go in
+    // before its start. Otherwise no process of the trial runs until the agent phase, so
+    // they go in beside the jail's start, off the trial's path. (The image's defaults are
+    // inspected once per image and process; asked before the jail's preparation, which
+    // reads them too, so that finds them cached.)
+    let dirs = &container_spec.extra.writable_dirs;
+    let dirs_first = container_spec.extra.cmd.is_some()
+        || container_spec.extra.entrypoint.is_some()
+        || image::defaults::of(client, &container_spec.image)
+            .await
+            .is_ok_and(|d| d.entrypoint);
+    // The jail is made while the trial container starts (only its own start must wait
+    // for the trial's): on this engine that takes its create and upload off the path of
+    // a quick agent's verification. A failed trial start drops `started`, and the jail's
+    // preparation then removes what it made.
+    let (started, trial_running) = tokio::sync::oneshot::channel();
+    let jail = Arc::new(JailSlot::preparing(tokio::spawn(prepare_jail(
+        client.clone(),
+        jail_spec,
+        trial_running,
+    ))));
+    if dirs_first {
+        // A failure drops `started`: the jail's preparation removes what it made.
+        container.make_writable_dirs(client, dirs).await?;
+    }
+    container.start_created(client).await?;
+    let _ = started.send(());
+    if !dirs_first && let Err(e) = container.make_writable_dirs(client, dirs).await {
+        // The trial container is gone; so must be the jail that joined it.
+        if let Some(unused) = jail.unused().await {
+            let _ = remove_container(client, &unused).await;
+        }
+        return Err(e);
+    }
+    Ok(jail)
+}
+
 /// Completes the jail's spec with what the trial container has from its image (its default
 /// user when the compose file names none, and its working directory when neither the task
 /// nor the compose file names one), then makes the jail and starts
@@ -275,7 +317,7 @@ async fn prepare_jail(
     mut spec: JailSpec,
     trial_running: tokio::sync::oneshot::Receiver<()>,
 ) -> Prepared {
-    let defaults = match image_defaults::of(&client, &spec.image).await {
+    let defaults = match image::defaults::of(&client, &spec.image).await {
         Ok(defaults) => defaults,
         Err(e) => {
             return Prepared {
@@ -436,10 +478,7 @@ impl Environment for DockerEnvironment {
 
 /// The main container's environment: `services.main.environment` of the compose file, then
 /// the task's `[environment].env` over it.
-fn main_env(
-    main: &engine::ServiceSpec,
-    additions: Option<&super::compose::MainAdditions>,
-) -> Vec<String> {
+fn main_env(main: &engine::ServiceSpec, additions: Option<&MainAdditions>) -> Vec<String> {
     let mut env: std::collections::BTreeMap<String, String> = additions
         .map(|a| a.env.iter().cloned().collect())
         .unwrap_or_default();

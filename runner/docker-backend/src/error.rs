@@ -71,7 +71,7 @@ pub enum DockerError {
         task: String,
         /// What is wrong.
         #[source]
-        source: super::reference::BadReference,
+        source: crate::image::reference::BadReference,
     },
     /// Registry credentials could not be read.
     #[error("reading registry credentials for {image}: {source}")]
@@ -80,7 +80,7 @@ pub enum DockerError {
         image: String,
         /// What failed.
         #[source]
-        source: super::auth::AuthError,
+        source: crate::image::auth::AuthError,
     },
     /// The engine's data root is below the free-space watermark.
     #[error(

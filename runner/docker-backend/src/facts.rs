@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
 
 /// Facts about the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl EngineFacts {
             index_server: info.index_server_address,
             gpu_runtime: info
                 .runtimes
-                .is_some_and(|runtimes| super::gpus::is_gpu_runtime(runtimes.keys())),
+                .is_some_and(|runtimes| crate::gpus::is_gpu_runtime(runtimes.keys())),
             cpus: info.ncpu.and_then(|n| u32::try_from(n).ok()),
             memory_bytes: info.mem_total.and_then(|m| u64::try_from(m).ok()),
         })

@@ -6,66 +6,44 @@
 //! environment with a compose task's sidecars on a network of its own, driven through
 //! [`DockerSandbox`].
 
-mod archive;
-mod auth;
-mod base_images;
-mod build_spec;
-mod buildkit;
-mod buildkit_status;
-mod client;
 mod compose;
+mod connect;
 mod container;
-mod context;
-mod engine_http;
 mod environment;
 mod error;
-mod exec;
 mod facts;
 mod gpus;
 mod image;
-mod image_defaults;
 mod jail;
-mod jail_preflight;
-mod jail_signal;
-mod jail_upload;
-mod jail_warm;
 mod labels;
-mod layer_size;
-mod ledger;
 mod network;
-mod planned_image;
-mod prune;
-mod pull;
-mod rate;
-mod reap;
-mod reference;
-mod remote;
-mod remote_error;
-mod removals;
 mod sandbox;
 
-pub use client::{DockerClient, EngineUrl, EngineUrlError};
-pub use compose::{ComposeError, ComposeFile};
+pub use compose::file::{ComposeError, ComposeFile};
+pub use connect::context::{ContextError, context_engine, docker_config_dir};
+pub use connect::remote::TlsFiles;
+pub use connect::{DockerClient, EngineUrl, EngineUrlError};
+pub use container::reap::{reap_dead_owners, remove_job_containers};
 pub use container::{ContainerExtra, ContainerSpec, TrialContainer};
-pub use context::{ContextError, context_engine, docker_config_dir};
 pub use environment::DockerEnvironment;
 pub use error::DockerError;
 pub use facts::{EngineFacts, free_bytes};
+pub use image::ledger::{Ledger, LedgerEntry, LedgerOrigin, default_state_dir};
+pub use image::planned::{ImageAction, PlannedImage, planned_image};
+pub use image::prune::{PruneItem, PruneReport, prune_images};
+pub use image::pull::{PullRetryPolicy, is_retryable};
+pub use image::reference::ImageRef;
 pub use image::{
     DEFAULT_MIN_FREE_DISK_MB, DEFAULT_PULLS_PER_MINUTE, ImagePolicy, ImageService, sanitize,
 };
-pub use jail_preflight::{JAIL_APPARMOR_ENV, check_jail};
+pub use jail::preflight::{JAIL_APPARMOR_ENV, check_jail};
 pub use labels::Owner;
-pub use ledger::{Ledger, LedgerEntry, LedgerOrigin, default_state_dir};
-pub use planned_image::{ImageAction, PlannedImage, planned_image};
-pub use prune::{PruneItem, PruneReport, prune_images};
-pub use pull::{PullRetryPolicy, is_retryable};
-pub use reap::{reap_dead_owners, remove_job_containers};
-pub use reference::ImageRef;
-pub use remote::TlsFiles;
 pub use sandbox::DockerSandbox;
 
 use std::sync::Arc;
+
+use container::removals::Removals;
+use image::build_spec::BuildSpec;
 /// The verifier jail's helper, compiled into the tests so its pure parts are unit-tested.
 #[cfg(test)]
 #[allow(dead_code)]
@@ -85,7 +63,7 @@ pub struct DockerBackend {
     client: DockerClient,
     owner: Owner,
     images: Arc<ImageService>,
-    removals: removals::Removals,
+    removals: Removals,
     /// The network public environments join instead of the default bridge (see
     /// [`DockerBackend::isolate_environments`]).
     public_network: Option<String>,
@@ -103,7 +81,7 @@ impl DockerBackend {
             images: Arc::new(ImageService::new(client.clone(), policy)),
             client,
             owner: Owner::current(),
-            removals: removals::Removals::default(),
+            removals: Removals::default(),
             public_network: None,
         }
     }
@@ -116,8 +94,8 @@ impl DockerBackend {
     /// of a dead runner's leftovers) removes it. A compose task keeps its own network.
     pub async fn isolate_environments(mut self, job_id: &str) -> Result<Self, DockerError> {
         let name = format!("runner-{}-isolated", &job_id[..job_id.len().min(24)]);
-        network::create_isolated_network(&self.client, &name, labels::for_job(job_id, &self.owner))
-            .await?;
+        let labels = labels::for_job(job_id, &self.owner);
+        network::create_network(&self.client, &name, labels, network::Bridge::Isolated).await?;
         self.public_network = Some(name);
         Ok(self)
     }
@@ -189,7 +167,7 @@ impl Backend for DockerBackend {
             .ensure_other(
                 task,
                 verifier.docker_image.as_deref(),
-                &build_spec::BuildSpec::context(verifier.context.clone()),
+                &BuildSpec::context(verifier.context.clone()),
                 &verifier.name,
                 log,
             )

@@ -15,8 +15,9 @@ use bollard::models::NetworkDisconnectRequest;
 use bollard::models::{EndpointSettings, NetworkConnectRequest, NetworkCreateRequest};
 use bollard::query_parameters::{ListNetworksOptionsBuilder, ListVolumesOptionsBuilder};
 
-use super::labels;
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::labels;
 
 /// A network the main container is attached to when public, and the DNS aliases it has there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,43 +28,38 @@ pub struct Attachment {
     pub aliases: Vec<String>,
 }
 
+/// Whether the containers on a bridge the runner creates can reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bridge {
+    /// They can, by name through Docker's DNS: a compose environment's services.
+    Shared,
+    /// They cannot (`com.docker.network.bridge.enable_icc` off: the engine drops traffic
+    /// between two containers of the bridge, while each still reaches outside as on the
+    /// default bridge): `runner serve`'s public environments.
+    Isolated,
+}
+
 /// Creates a user-defined bridge named `name` with `labels` (job, trial, owner), so a sweep
-/// by label removes it with the trial's containers.
+/// by label removes it with the trial's containers; `bridge` says whether its containers can
+/// reach each other.
 pub async fn create_network(
     client: &DockerClient,
     name: &str,
     labels: HashMap<String, String>,
+    bridge: Bridge,
 ) -> Result<String, DockerError> {
-    let request = NetworkCreateRequest {
-        name: name.to_owned(),
-        driver: Some("bridge".into()),
-        labels: Some(labels),
-        ..Default::default()
-    };
-    let made = client
-        .api()
-        .create_network(request)
-        .await
-        .map_err(|e| DockerError::api(format!("creating network {name}"), e))?;
-    Ok(made.id)
-}
-
-/// Creates a bridge named `name` with `labels` on which containers cannot reach each other
-/// (`com.docker.network.bridge.enable_icc` off: the engine drops traffic between two
-/// containers of the bridge, while each still reaches outside as on the default bridge).
-pub async fn create_isolated_network(
-    client: &DockerClient,
-    name: &str,
-    labels: HashMap<String, String>,
-) -> Result<String, DockerError> {
-    let request = NetworkCreateRequest {
-        name: name.to_owned(),
-        driver: Some("bridge".into()),
-        labels: Some(labels),
-        options: Some(HashMap::from([(
+    let options = match bridge {
+        Bridge::Shared => None,
+        Bridge::Isolated => Some(HashMap::from([(
             "com.docker.network.bridge.enable_icc".to_owned(),
             "false".to_owned(),
         )])),
+    };
+    let request = NetworkCreateRequest {
+        name: name.to_owned(),
+        driver: Some("bridge".into()),
+        labels: Some(labels),
+        options,
         ..Default::default()
     };
     let made = client

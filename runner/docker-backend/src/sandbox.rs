@@ -7,13 +7,14 @@ use engine::ExecObserver;
 use tasks::isolation::{IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, shell_quote};
 
-use super::archive::{self, DownloadBudget};
-use super::exec::Shell;
-use super::jail;
-use super::jail_warm::JailSlot;
-use super::layer_size::LayerMeter;
-use super::removals::Removals;
-use super::{DockerClient, exec};
+use crate::connect::DockerClient;
+use crate::container::archive::{self, DownloadBudget};
+use crate::container::exec;
+use crate::container::exec::Shell;
+use crate::container::layer_size::LayerMeter;
+use crate::container::removals::Removals;
+use crate::jail;
+use crate::jail::warm::JailSlot;
 
 /// The sandbox agents and verifiers use during one trial.
 #[derive(Clone)]

@@ -8,7 +8,7 @@ use std::path::Path;
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt;
 
-use crate::DockerClient;
+use crate::connect::DockerClient;
 
 /// The most bytes of one sidecar's log kept.
 pub const LOG_CAP_BYTES: usize = 1 << 20;

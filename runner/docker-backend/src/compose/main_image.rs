@@ -23,7 +23,7 @@ use tasks::Task;
 use super::compose_path;
 use super::file::{ComposeError, main_image_keys};
 use super::service::Build;
-use crate::build_spec::{BuildSpec, DOCKERFILE};
+use crate::image::build_spec::{BuildSpec, DOCKERFILE};
 
 /// The image of `main`.
 #[derive(Debug, Clone, PartialEq, Eq)]

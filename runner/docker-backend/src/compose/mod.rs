@@ -7,14 +7,13 @@
 //! reaper find them. Sidecar logs go to `<trial>/sidecars/<service>.log` (capped) when the
 //! environment is removed.
 
-mod file;
+pub(crate) mod file;
 mod logs;
-mod main_image;
+pub(crate) mod main_image;
 mod service;
 mod wait;
 
-pub use file::{ComposeError, ComposeFile, MAIN_SERVICE, parse};
-pub use main_image::{MainImage, main_image};
+use file::{ComposeFile, MAIN_SERVICE, parse};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -22,11 +21,12 @@ use std::path::{Path, PathBuf};
 use engine::{BackendError, BackendErrorKind, EnvironmentSpec, OutputSink};
 use tasks::Task;
 
-use super::container::{ContainerExtra, ContainerSpec, TrialContainer, remove_container};
-use super::image::{ImageService, sanitize};
-use super::labels::{self, Owner};
-use super::network::{create_network, remove_network, remove_volume};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::container::{ContainerExtra, ContainerSpec, TrialContainer, remove_container};
+use crate::error::DockerError;
+use crate::image::{ImageService, sanitize};
+use crate::labels::{self, Owner};
+use crate::network::{Bridge, create_network, remove_network, remove_volume};
 use service::Condition;
 
 /// The compose file of `task`, when it has one.
@@ -129,7 +129,7 @@ impl ComposeRun {
         let mut labels = labels::for_job(&spec.job_id, owner);
         labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
         labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
-        create_network(client, &self.network, labels.clone()).await?;
+        create_network(client, &self.network, labels.clone(), Bridge::Shared).await?;
         let mut volume_names = BTreeMap::new();
         for volume in &file.volumes {
             let name = format!("{prefix}-{}", sanitize(volume));
@@ -164,42 +164,7 @@ impl ComposeRun {
             let service = &file.services[&name];
             self.wait_for(client, service, &ids, &log).await?;
             let image = sidecar_image(images, task, &env_dir, &name, service, &log).await?;
-            let extra = ContainerExtra {
-                network_name: Some(self.network.clone()),
-                aliases: vec![name.clone()],
-                cmd: service.command.as_ref().map(|c| c.argv()),
-                entrypoint: service.entrypoint.as_ref().map(|c| c.argv()),
-                healthcheck: service
-                    .healthcheck
-                    .as_ref()
-                    .map(|h| h.config().unwrap_or_default()),
-                user: service.user.as_ref().map(service::StringOrInt::text),
-                image_cmd: true,
-                no_init: true,
-                labels: HashMap::from([(labels::SERVICE.to_owned(), name.clone())]),
-                ..Default::default()
-            };
-            let container_spec = ContainerSpec {
-                name: format!("{prefix}-{}", sanitize(&name)),
-                image: image.id.clone(),
-                job_id: spec.job_id.clone(),
-                trial_name: spec.trial_name.clone(),
-                task_name: spec.task_name.clone(),
-                cpus: None,
-                memory_mb: None,
-                memory_swap_mb: None,
-                pids_limit: Some(spec.limits.pids_limit),
-                storage_quota_mb: None,
-                network: true,
-                workdir: service.working_dir.clone(),
-                env: service
-                    .env()
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect(),
-                binds: binds(service),
-                extra,
-            };
+            let container_spec = self.sidecar_spec(spec, &name, service, &image.id, binds(service));
             let started = TrialContainer::start(client, &container_spec, owner)
                 .await
                 .map_err(|e| start_error(format!("compose service {name}: {e}")))?;
@@ -229,6 +194,55 @@ impl ComposeRun {
             user: main.user.as_ref().map(service::StringOrInt::text),
             working_dir: main.working_dir.clone().filter(|w| !w.is_empty()),
         })
+    }
+
+    /// The container of sidecar `name` on the trial's network from image `image_id` with its
+    /// named volumes' `binds`: the service's command, entrypoint, healthcheck, user, workdir
+    /// and env, its image's command run as is, with the trial's labels and pids limit.
+    fn sidecar_spec(
+        &self,
+        spec: &EnvironmentSpec,
+        name: &str,
+        service: &service::ServiceDef,
+        image_id: &str,
+        binds: Vec<String>,
+    ) -> ContainerSpec {
+        let extra = ContainerExtra {
+            network_name: Some(self.network.clone()),
+            aliases: vec![name.to_owned()],
+            cmd: service.command.as_ref().map(|c| c.argv()),
+            entrypoint: service.entrypoint.as_ref().map(|c| c.argv()),
+            healthcheck: service
+                .healthcheck
+                .as_ref()
+                .map(|h| h.config().unwrap_or_default()),
+            user: service.user.as_ref().map(service::StringOrInt::text),
+            image_cmd: true,
+            no_init: true,
+            labels: HashMap::from([(labels::SERVICE.to_owned(), name.to_owned())]),
+            ..Default::default()
+        };
+        ContainerSpec {
+            name: format!("{}-{}", self.prefix, sanitize(name)),
+            image: image_id.to_owned(),
+            job_id: spec.job_id.clone(),
+            trial_name: spec.trial_name.clone(),
+            task_name: spec.task_name.clone(),
+            cpus: None,
+            memory_mb: None,
+            memory_swap_mb: None,
+            pids_limit: Some(spec.limits.pids_limit),
+            storage_quota_mb: None,
+            network: true,
+            workdir: service.working_dir.clone(),
+            env: service
+                .env()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+            binds,
+            extra,
+        }
     }
 
     /// Waits for each dependency of `service` to meet its condition.
@@ -323,7 +337,7 @@ async fn sidecar_image(
             images.ensure_other(task, None, &spec, &tag_name, log).await
         }
         None => {
-            let spec = crate::build_spec::BuildSpec::context(env_dir.to_owned());
+            let spec = crate::image::build_spec::BuildSpec::context(env_dir.to_owned());
             images
                 .ensure_other(task, service.image.as_deref(), &spec, name, log)
                 .await

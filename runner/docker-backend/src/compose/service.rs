@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::file::ComposeError;
-use crate::build_spec::{BuildSpec, DOCKERFILE};
+use crate::image::build_spec::{BuildSpec, DOCKERFILE};
 
 /// A service definition.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

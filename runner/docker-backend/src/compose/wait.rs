@@ -8,7 +8,7 @@ use std::time::Duration;
 use engine::{BackendError, BackendErrorKind};
 
 use super::service::Condition;
-use crate::DockerClient;
+use crate::connect::DockerClient;
 
 const POLL: Duration = Duration::from_millis(250);
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
 
-use super::DockerClient;
-use super::container::remove_container;
+use crate::connect::DockerClient;
+use crate::container::remove_container;
 
 /// The removals a backend has started and not yet seen finish.
 #[derive(Clone, Default)]

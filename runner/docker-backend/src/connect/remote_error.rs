@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::remote::DIAL_TIMEOUT;
+use crate::connect::remote::DIAL_TIMEOUT;
 
 /// An `ssh://` engine URL that cannot be dialed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

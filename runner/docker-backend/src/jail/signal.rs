@@ -12,7 +12,8 @@
 //! being OOM-killed (the runner stops it only afterwards). A memory limit stays the
 //! infrastructure's.
 
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
 
 /// Why the jail `jail`'s helper, which exited with `exit`, counts as killed from inside the
 /// trial container `trial`; `None` when it does not (it exited, the jail ran out of memory,

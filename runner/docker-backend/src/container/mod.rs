@@ -1,13 +1,20 @@
 //! One container per trial: created from the task image with the task's limits, network
 //! mode and workdir, labelled with job, trial and owner, and always removed at the end.
 
+pub(crate) mod archive;
+pub(crate) mod exec;
+pub(crate) mod layer_size;
+pub(crate) mod reap;
+pub(crate) mod removals;
+
 use std::collections::HashMap;
 
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
-use super::labels::{self, Owner};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::labels::{self, Owner};
 
 /// What a trial container needs.
 #[derive(Debug, Clone)]
@@ -113,11 +120,7 @@ impl TrialContainer {
         spec: &ContainerSpec,
         owner: &Owner,
     ) -> Result<TrialContainer, DockerError> {
-        let mut labels: HashMap<String, String> = labels::for_job(&spec.job_id, owner);
-        labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
-        labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
         let extra = &spec.extra;
-        labels.extend(extra.labels.clone());
         let network = match (
             &extra.network_name,
             spec.network || extra.detach_before_start,
@@ -126,101 +129,16 @@ impl TrialContainer {
             (None, true) => "bridge".to_owned(),
             (_, false) => "none".to_owned(),
         };
-        let host_config = HostConfig {
-            network_mode: Some(network.clone()),
-            // An init as PID 1 reaps the zombies agents leave and forwards signals.
-            init: Some(!extra.no_init),
-            auto_remove: Some(false),
-            binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
-            device_requests: (extra.gpus > 0).then(|| super::gpus::device_requests(extra.gpus)),
-            ..limits_host_config(
-                spec.cpus,
-                spec.memory_mb,
-                spec.memory_swap_mb,
-                spec.pids_limit,
-            )
-        };
-        let networking_config = (network != "none" && !extra.aliases.is_empty()).then(|| {
-            bollard::models::NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(
-                    network.clone(),
-                    bollard::models::EndpointSettings {
-                        aliases: Some(extra.aliases.clone()),
-                        ..Default::default()
-                    },
-                )])),
-            }
-        });
-        let body = ContainerCreateBody {
-            image: Some(spec.image.clone()),
-            // Keep the container alive; all work happens through exec, as in Harbor.
-            cmd: match (&extra.cmd, extra.image_cmd) {
-                (Some(cmd), _) => Some(cmd.clone()),
-                (None, true) => None,
-                (None, false) => Some(vec!["sh".into(), "-c".into(), "sleep infinity".into()]),
-            },
-            entrypoint: extra.entrypoint.clone(),
-            labels: Some(labels),
-            working_dir: spec.workdir.clone(),
-            env: Some(spec.env.clone()),
-            healthcheck: extra.healthcheck.clone(),
-            user: extra.user.clone(),
-            host_config: Some(host_config),
-            networking_config,
-            ..Default::default()
-        };
-        let options = CreateContainerOptionsBuilder::default()
-            .name(&spec.name)
-            .build();
-        let with_quota = spec
-            .storage_quota_mb
-            .filter(|_| !client.quota_refused())
-            .map(|mb| {
-                let mut body = body.clone();
-                if let Some(host) = body.host_config.as_mut() {
-                    host.storage_opt = Some(HashMap::from([("size".to_owned(), format!("{mb}M"))]));
-                }
-                body
-            });
-        // A quota is only possible on some drivers (overlay2 on xfs with pquota, btrfs, zfs):
-        // where the engine refuses it, the container is made without and the runner watches.
-        let mut storage_quota = false;
-        let mut created = None;
-        if let Some(body) = with_quota {
-            match client
-                .api()
-                .create_container(Some(options.clone()), body)
-                .await
-            {
-                Ok(made) => {
-                    storage_quota = true;
-                    created = Some(made);
-                }
-                Err(e) if is_storage_opt_refusal(&e) => client.refuse_quotas(),
-                Err(e) => {
-                    return Err(DockerError::api(
-                        format!("creating container {}", spec.name),
-                        e,
-                    ));
-                }
-            }
-        }
-        let created = match created {
-            Some(made) => made,
-            None => client
-                .api()
-                .create_container(Some(options), body)
-                .await
-                .map_err(|e| DockerError::api(format!("creating container {}", spec.name), e))?,
-        };
+        let body = create_body(spec, owner, &network);
+        let (id, storage_quota) = create_with_quota(client, spec, body).await?;
         let container = TrialContainer {
-            id: created.id,
+            id,
             name: spec.name.clone(),
             storage_quota,
         };
         if extra.detach_before_start && network != "none" {
             // Attached at create (so it can be reconnected later), loopback only from the start.
-            if let Err(e) = super::network::disconnect(client, &container.id, &network).await {
+            if let Err(e) = crate::network::disconnect(client, &container.id, &network).await {
                 let _ = container.remove(client).await;
                 return Err(e);
             }
@@ -266,13 +184,113 @@ impl TrialContainer {
     }
 }
 
+/// The engine's create request for `spec` on `network`: its labels (job, trial, task,
+/// owner and the spec's own), limits, mounts, GPUs, command and aliases.
+fn create_body(spec: &ContainerSpec, owner: &Owner, network: &str) -> ContainerCreateBody {
+    let mut labels: HashMap<String, String> = labels::for_job(&spec.job_id, owner);
+    labels.insert(labels::TRIAL.to_owned(), spec.trial_name.clone());
+    labels.insert(labels::TASK.to_owned(), spec.task_name.clone());
+    let extra = &spec.extra;
+    labels.extend(extra.labels.clone());
+    let host_config = HostConfig {
+        network_mode: Some(network.to_owned()),
+        // An init as PID 1 reaps the zombies agents leave and forwards signals.
+        init: Some(!extra.no_init),
+        auto_remove: Some(false),
+        binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
+        device_requests: (extra.gpus > 0).then(|| crate::gpus::device_requests(extra.gpus)),
+        ..limits_host_config(
+            spec.cpus,
+            spec.memory_mb,
+            spec.memory_swap_mb,
+            spec.pids_limit,
+        )
+    };
+    let networking_config = (network != "none" && !extra.aliases.is_empty()).then(|| {
+        bollard::models::NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                network.to_owned(),
+                bollard::models::EndpointSettings {
+                    aliases: Some(extra.aliases.clone()),
+                    ..Default::default()
+                },
+            )])),
+        }
+    });
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        // Keep the container alive; all work happens through exec, as in Harbor.
+        cmd: match (&extra.cmd, extra.image_cmd) {
+            (Some(cmd), _) => Some(cmd.clone()),
+            (None, true) => None,
+            (None, false) => Some(vec!["sh".into(), "-c".into(), "sleep infinity".into()]),
+        },
+        entrypoint: extra.entrypoint.clone(),
+        labels: Some(labels),
+        working_dir: spec.workdir.clone(),
+        env: Some(spec.env.clone()),
+        healthcheck: extra.healthcheck.clone(),
+        user: extra.user.clone(),
+        host_config: Some(host_config),
+        networking_config,
+        ..Default::default()
+    }
+}
+
+/// Creates the container of `body` named as `spec` says, with its storage quota when it has
+/// one and the engine has not refused quotas. Returns its id and whether the quota is on.
+async fn create_with_quota(
+    client: &DockerClient,
+    spec: &ContainerSpec,
+    body: ContainerCreateBody,
+) -> Result<(String, bool), DockerError> {
+    let options = CreateContainerOptionsBuilder::default()
+        .name(&spec.name)
+        .build();
+    let with_quota = spec
+        .storage_quota_mb
+        .filter(|_| !client.quota_refused())
+        .map(|mb| {
+            let mut body = body.clone();
+            if let Some(host) = body.host_config.as_mut() {
+                host.storage_opt = Some(HashMap::from([("size".to_owned(), format!("{mb}M"))]));
+            }
+            body
+        });
+    // A quota is only possible on some drivers (overlay2 on xfs with pquota, btrfs, zfs):
+    // where the engine refuses it, the container is made without and the runner watches.
+    if let Some(body) = with_quota {
+        match client
+            .api()
+            .create_container(Some(options.clone()), body)
+            .await
+        {
+            Ok(made) => return Ok((made.id, true)),
+            Err(e) if is_storage_opt_refusal(&e) => client.refuse_quotas(),
+            Err(e) => {
+                return Err(DockerError::api(
+                    format!("creating container {}", spec.name),
+                    e,
+                ));
+            }
+        }
+    }
+    let made = client
+        .api()
+        .create_container(Some(options), body)
+        .await
+        .map_err(|e| DockerError::api(format!("creating container {}", spec.name), e))?;
+    Ok((made.id, false))
+}
+
 /// Uploads `dirs` as empty world-writable directories into the container `id`.
 async fn make_dirs(client: &DockerClient, id: &str, dirs: &[String]) -> Result<(), DockerError> {
-    let tar = super::archive::pack_dirs(dirs, 0o777).map_err(|source| DockerError::Io {
-        operation: format!("packing {}", dirs.join(" ")),
-        source,
-    })?;
-    super::archive::upload(client, id, tar, &dirs.join(" ")).await
+    let tar =
+        crate::container::archive::pack_dirs(dirs, 0o777).map_err(|source| DockerError::Io {
+            operation: format!("packing {}", dirs.join(" ")),
+            source,
+        })?;
+    crate::container::archive::upload(client, id, tar, &dirs.join(" ")).await
 }
 
 /// The resource limits of a container: CPUs, memory with swap capped at the memory limit (no

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
 
 /// An image's defaults for containers made from it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

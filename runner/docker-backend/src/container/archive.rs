@@ -10,7 +10,8 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
 
 /// Packs the contents of `source` as entries under `target` (an absolute container path)
 /// with the workspace's one deterministic tar writer ([`provenance::write_dir`]): symlinks are

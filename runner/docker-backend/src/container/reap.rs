@@ -5,9 +5,10 @@ use std::collections::HashMap;
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
 
-use super::container::remove_container;
-use super::labels::{self, Owner};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::container::remove_container;
+use crate::error::DockerError;
+use crate::labels::{self, Owner};
 
 async fn list_by_label(
     client: &DockerClient,
@@ -44,7 +45,7 @@ pub async fn reap_dead_owners(client: &DockerClient) -> Result<usize, DockerErro
         }
     }
     // Networks and volumes of compose environments, once their containers are gone.
-    removed += super::network::reap_dead_owner_networks_and_volumes(client).await?;
+    removed += crate::network::reap_dead_owner_networks_and_volumes(client).await?;
     Ok(removed)
 }
 
@@ -58,6 +59,6 @@ pub async fn remove_job_containers(
     for (id, _) in &found {
         remove_container(client, id).await?;
     }
-    let others = super::network::remove_job_networks_and_volumes(client, job_id).await?;
+    let others = crate::network::remove_job_networks_and_volumes(client, job_id).await?;
     Ok(found.len() + others)
 }

@@ -11,9 +11,10 @@ use bollard::query_parameters::CreateImageOptionsBuilder;
 use engine::{IMAGE_PROGRESS_STREAM, OutputSink};
 use futures_util::StreamExt;
 
-use super::rate::RateLimiter;
-use super::reference::ImageRef;
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::image::rate::RateLimiter;
+use crate::image::reference::ImageRef;
 
 /// How hard a pull tries.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,15 +1,15 @@
 //! What `runner run --dry-run` says of a task's image without pulling or building anything:
 //! the reference the job would run (a prebuilt image, or the content-addressed tag its build
-//! gets), by the same precedence [`crate::ImageService::ensure`] follows, and whether the
+//! gets), by the same precedence [`crate::image::ImageService::ensure`] follows, and whether the
 //! engine already has it, with its size.
 
 use engine::{BackendError, ImageRequest, ImageSource};
 use tasks::Task;
 
-use super::DockerClient;
-use super::build_spec::BuildSpec;
-use super::compose::{MainImage, main_image};
-use super::image::{inspect, tagged_context};
+use crate::compose::main_image::{MainImage, main_image};
+use crate::connect::DockerClient;
+use crate::image::build_spec::BuildSpec;
+use crate::image::{inspect, tagged_context};
 
 /// How a task's image would be obtained by a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

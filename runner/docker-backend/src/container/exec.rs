@@ -10,7 +10,8 @@ use engine::OutputSink;
 use futures_util::StreamExt;
 use tasks::{ExecOutput, ExecRequest};
 
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
 
 /// Captured output beyond this many bytes per stream is dropped (the sink still sees it).
 const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
@@ -44,45 +45,13 @@ pub async fn run(
     sink: &OutputSink,
 ) -> Result<ExecOutput, DockerError> {
     let started = Instant::now();
-    let mut cmd: Vec<String> = Vec::new();
-    if shell == Shell::Posix {
-        if request
-            .timeout
-            .is_some_and(|t| t < Duration::from_millis(10))
-        {
-            return Ok(ExecOutput {
-                exit_code: None,
-                timed_out: true,
-                ..ExecOutput::default()
-            });
-        }
-        cmd.extend(["sh".into(), "-c".into(), POSIX_WRAPPER.into()]);
-        cmd.push(KILL_GRACE_SECS.to_string());
-        cmd.push(
-            request
-                .timeout
-                .map_or("0".into(), |t| format!("{:.3}", t.as_secs_f64())),
-        );
-        cmd.push(request.command.clone());
-    } else if let Some(timeout) = request.timeout {
-        if timeout < Duration::from_millis(10) {
-            // `timeout 0` would mean "no deadline": a spent deadline must not run at all.
-            return Ok(ExecOutput {
-                exit_code: None,
-                timed_out: true,
-                ..ExecOutput::default()
-            });
-        }
-        cmd.extend([
-            "timeout".into(),
-            "-k".into(),
-            KILL_GRACE_SECS.to_string(),
-            format!("{:.3}", timeout.as_secs_f64()),
-        ]);
-    }
-    if shell == Shell::Bash {
-        cmd.extend(["bash".into(), "-c".into(), request.command.clone()]);
-    }
+    let Some(cmd) = command_line(request, shell) else {
+        return Ok(ExecOutput {
+            exit_code: None,
+            timed_out: true,
+            ..ExecOutput::default()
+        });
+    };
     let env: Vec<String> = request
         .env
         .iter()
@@ -111,6 +80,81 @@ pub async fn run(
         .start_exec(&exec_id, None)
         .await
         .map_err(|e| DockerError::api(format!("starting exec in {container}"), e))?;
+    let captured = capture(started_exec, container, request.timeout, sink).await?;
+    let exit_code = if captured.backstop_hit {
+        None
+    } else {
+        wait_exit_code(client, &exec_id).await?
+    };
+    let elapsed = started.elapsed();
+    let timed_out = captured.backstop_hit
+        || match (request.timeout, exit_code) {
+            // 124: TERM at the deadline; 137: KILL after the grace.
+            (Some(timeout), Some(124 | 137)) => elapsed + Duration::from_millis(50) >= timeout,
+            _ => false,
+        };
+    Ok(ExecOutput {
+        exit_code: if timed_out { None } else { exit_code },
+        stdout: String::from_utf8_lossy(&captured.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
+        timed_out,
+        elapsed,
+    })
+}
+
+/// The command line that runs `request` in `shell` under its deadline, or `None` when the
+/// deadline is already spent: `timeout 0` would mean "no deadline", and a spent deadline must
+/// not run at all.
+fn command_line(request: &ExecRequest, shell: Shell) -> Option<Vec<String>> {
+    if request
+        .timeout
+        .is_some_and(|t| t < Duration::from_millis(10))
+    {
+        return None;
+    }
+    let mut cmd: Vec<String> = Vec::new();
+    match shell {
+        Shell::Posix => {
+            cmd.extend(["sh".into(), "-c".into(), POSIX_WRAPPER.into()]);
+            cmd.push(KILL_GRACE_SECS.to_string());
+            cmd.push(
+                request
+                    .timeout
+                    .map_or("0".into(), |t| format!("{:.3}", t.as_secs_f64())),
+            );
+            cmd.push(request.command.clone());
+        }
+        Shell::Bash => {
+            if let Some(timeout) = request.timeout {
+                cmd.extend([
+                    "timeout".into(),
+                    "-k".into(),
+                    KILL_GRACE_SECS.to_string(),
+                    format!("{:.3}", timeout.as_secs_f64()),
+                ]);
+            }
+            cmd.extend(["bash".into(), "-c".into(), request.command.clone()]);
+        }
+    }
+    Some(cmd)
+}
+
+/// What an exec's attached stream gave: each stream's capture (up to [`CAPTURE_LIMIT`]), and
+/// whether the host's backstop gave up on the stream first.
+struct Captured {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    backstop_hit: bool,
+}
+
+/// Reads the exec's output into `sink` and the capture until it ends, or until the host's
+/// backstop past `timeout`.
+async fn capture(
+    started_exec: StartExecResults,
+    container: &str,
+    timeout: Option<Duration>,
+    sink: &OutputSink,
+) -> Result<Captured, DockerError> {
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
     let mut backstop_hit = false;
@@ -135,7 +179,7 @@ pub async fn run(
             }
             Ok(())
         };
-        match request.timeout {
+        match timeout {
             Some(timeout) => match tokio::time::timeout(timeout + HOST_BACKSTOP, drain).await {
                 Ok(result) => result?,
                 Err(_) => backstop_hit = true,
@@ -143,24 +187,10 @@ pub async fn run(
             None => drain.await?,
         }
     }
-    let exit_code = if backstop_hit {
-        None
-    } else {
-        wait_exit_code(client, &exec_id).await?
-    };
-    let elapsed = started.elapsed();
-    let timed_out = backstop_hit
-        || match (request.timeout, exit_code) {
-            // 124: TERM at the deadline; 137: KILL after the grace.
-            (Some(timeout), Some(124 | 137)) => elapsed + Duration::from_millis(50) >= timeout,
-            _ => false,
-        };
-    Ok(ExecOutput {
-        exit_code: if timed_out { None } else { exit_code },
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        timed_out,
-        elapsed,
+    Ok(Captured {
+        stdout,
+        stderr,
+        backstop_hit,
     })
 }
 

@@ -5,8 +5,13 @@
 //! The trial container itself never gets a capability more than Docker's default; only the
 //! jail has `CAP_SYS_ADMIN`, and only the helper (uploaded into the jail's own fresh root, out of
 //! the agent's reach) holds it. The helper's results land in the jail's root: a jail started
-//! early sends them over its stdout as they are written (`jail_warm.rs`), a fresh one has them
+//! early sends them over its stdout as they are written (`warm.rs`), a fresh one has them
 //! downloaded after it stops.
+
+pub(crate) mod preflight;
+pub(crate) mod signal;
+pub(crate) mod upload;
+pub(crate) mod warm;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,13 +27,13 @@ use futures_util::StreamExt;
 use tasks::isolation::{IsolatedRun, IsolatedVerifyOutcome, IsolatedVerifyRequest};
 use tasks::records::LeftoverProcess;
 
-use super::archive::{self, DownloadBudget, DownloadReport};
-use super::container::remove_container;
-use super::jail_signal;
-pub(crate) use super::jail_upload::{HELPER, HELPER_PATH, jail_root_parts, pack_off_thread};
-use super::jail_warm::WarmJail;
-use super::removals::Removals;
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::container::archive::{self, DownloadBudget, DownloadReport};
+use crate::container::removals::Removals;
+use crate::container::remove_container;
+use crate::error::DockerError;
+use crate::jail::upload::{HELPER, HELPER_PATH, jail_root_parts, pack_off_thread};
+use crate::jail::warm::WarmJail;
 
 /// Grace between TERM and KILL when the tests' deadline passes.
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -64,7 +69,7 @@ pub(crate) struct JailSpec {
     /// The trial's limits, applied to the jail too.
     pub limits: HostConfig,
     /// Tests put into the early jail's root with the helper, before the agent is done (see
-    /// `jail_warm.rs`); a verification of these tests then skips their upload.
+    /// `warm.rs`); a verification of these tests then skips their upload.
     pub early_tests: Option<PathBuf>,
     /// The tests' side of the egress proxy (host directory, path in the jail): bound
     /// read-only into the jail only, where the helper starts the tests' relay from it
@@ -73,7 +78,7 @@ pub(crate) struct JailSpec {
 }
 
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started
-/// early for this trial, if there is one (see `jail_warm.rs`): its helper gets the order and
+/// early for this trial, if there is one (see `warm.rs`): its helper gets the order and
 /// the tests start at once. A warm jail that is gone (the agent killed it) is replaced by a
 /// fresh one, made as before. The jail's removal is left to `trial.removals`.
 pub(crate) async fn verify(
@@ -105,8 +110,8 @@ pub(crate) async fn verify(
         // Awaited: the fresh jail takes its name.
         let _ = remove_container(client, &warm.id).await;
     }
-    if let Some((exit, oom)) = jail_signal::stopped(client, &spec.trial_id).await? {
-        return match jail_signal::stopped_from_inside(exit, oom) {
+    if let Some((exit, oom)) = signal::stopped(client, &spec.trial_id).await? {
+        return match signal::stopped_from_inside(exit, oom) {
             Some(why) => Ok(IsolatedVerifyOutcome::Killed(why)),
             None => Err(DockerError::Jail(format!(
                 "container {} was stopped by its memory limit (OOM-killed), so nothing can be verified",
@@ -212,9 +217,9 @@ pub(crate) fn jail_host_config(spec: &JailSpec) -> HostConfig {
 
 /// The jail's security options: the engine's defaults, or no AppArmor confinement when the
 /// user set `RUNNER_JAIL_APPARMOR=unconfined` for a host whose default profile denies the
-/// jail's mounts (see `jail_preflight.rs`). The agent's container is never affected.
+/// jail's mounts (see `preflight.rs`). The agent's container is never affected.
 pub(crate) fn jail_security_opt() -> Option<Vec<String>> {
-    let choice = std::env::var(super::jail_preflight::JAIL_APPARMOR_ENV).ok()?;
+    let choice = std::env::var(crate::jail::preflight::JAIL_APPARMOR_ENV).ok()?;
     (choice == "unconfined").then(|| vec!["apparmor=unconfined".to_owned()])
 }
 
@@ -277,7 +282,7 @@ pub(crate) struct TrialSide<'a> {
 pub(crate) type TestsDone = Option<tokio::sync::oneshot::Sender<bool>>;
 
 /// A warm jail: the tests go into its (running) root, then the order starts them, and the
-/// results come back over its stdout as they are written (`jail_warm.rs`).
+/// results come back over its stdout as they are written (`warm.rs`).
 async fn run_warm(
     client: &DockerClient,
     spec: &JailSpec,
@@ -311,7 +316,7 @@ async fn run_warm(
                 Ok(exit) => exit?,
                 Err(_) => return Ok(timed_out(client, &warm.id, trial.observer, started).await),
             };
-            let killed = jail_signal::killed_from_inside(client, &warm.id, trial.container, exit);
+            let killed = signal::killed_from_inside(client, &warm.id, trial.container, exit);
             if let Some(why) = killed.await? {
                 return Ok(IsolatedVerifyOutcome::Killed(why));
             }
@@ -353,9 +358,7 @@ async fn finish_run(
     // test-stdout.txt), so a clean exit spares the logs call.
     if exit != 0 {
         relay_logs(client, id, trial.observer).await;
-        if let Some(why) =
-            jail_signal::killed_from_inside(client, id, trial.container, exit).await?
-        {
+        if let Some(why) = signal::killed_from_inside(client, id, trial.container, exit).await? {
             return Ok(IsolatedVerifyOutcome::Killed(why));
         }
     }
@@ -580,5 +583,4 @@ fn parse_status(text: &str) -> JailStatus {
 }
 
 #[cfg(test)]
-#[path = "jail_tests.rs"]
 mod tests;

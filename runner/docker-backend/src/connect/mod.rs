@@ -1,16 +1,21 @@
 //! The connection to one Docker engine: the default one (`DOCKER_HOST`, else the default
 //! socket), or an engine of a pool named by URL (`--docker-host`).
 
+pub(crate) mod context;
+pub(crate) mod engine_http;
+pub(crate) mod remote;
+pub(crate) mod remote_error;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bollard::{API_DEFAULT_VERSION, Docker};
 
-use crate::DockerError;
-use crate::engine_http::{Endpoint, EndpointError};
+use crate::connect::engine_http::{Endpoint, EndpointError};
+use crate::connect::remote::{Dialer, Relay, SshTarget, TlsFiles};
+use crate::connect::remote_error::{DialerError, SshUrlError};
+use crate::error::DockerError;
 use crate::error::{ConnectCause, DockerHostUnreachable};
-use crate::remote::{Dialer, Relay, SshTarget, TlsFiles};
-use crate::remote_error::{DialerError, SshUrlError};
 use secrets::redact_url_credentials as redact;
 
 /// An engine URL (`--docker-host`, `DOCKER_HOST`, a context's host) this runner cannot use;

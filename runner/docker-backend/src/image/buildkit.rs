@@ -17,8 +17,8 @@ use engine::{IMAGE_PROGRESS_STREAM, OutputSink};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 
-use super::buildkit_status::{PlainProgress, decode_trace};
-use super::engine_http::{Endpoint, read_text};
+use crate::connect::engine_http::{Endpoint, read_text};
+use crate::image::buildkit_status::{PlainProgress, decode_trace};
 
 /// Lines of build output a failure message quotes.
 const TAIL_LINES: usize = 15;

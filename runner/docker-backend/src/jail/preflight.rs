@@ -1,6 +1,6 @@
 //! Before a job's first trial: can this engine run the verifier jail at all?
 //!
-//! Every trial's tests run in the jail (`jail.rs`), and a jail that cannot be set up is an
+//! Every trial's tests run in the jail (`jail/mod.rs`), and a jail that cannot be set up is an
 //! error of the trial, never a fallback to verifying beside the agent's processes (issue 29
 //! item 3). A host where that fails for every trial (a runner built without the static helper,
 //! a security profile that denies `mount`, as Docker's default AppArmor profile does on
@@ -14,10 +14,12 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, CreateImageOption
 use futures_util::StreamExt;
 use sha2::Digest;
 
-use super::container::remove_container;
-use super::jail::{HELPER, jail_security_opt};
-use super::labels::{MANAGED, OWNER, Owner};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::container::remove_container;
+use crate::error::DockerError;
+use crate::jail::jail_security_opt;
+use crate::jail::upload::HELPER;
+use crate::labels::{MANAGED, OWNER, Owner};
 
 /// The environment variable that runs the jail without AppArmor confinement, for hosts whose
 /// default profile denies the mounts it needs. Only the jail (the runner's static helper and
@@ -77,7 +79,7 @@ async fn run_probe(client: &DockerClient, id: &str) -> Result<(), DockerError> {
         .start_container(id, None)
         .await
         .map_err(|e| DockerError::api("starting the verifier jail's probe", e))?;
-    let exit = super::jail::wait_exit(client, id).await?;
+    let exit = crate::jail::wait_exit(client, id).await?;
     if exit == 0 {
         return Ok(());
     }

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use super::DockerError;
-use super::archive;
+use crate::container::archive;
+use crate::error::DockerError;
 
 /// The helper, compiled statically by the build script (empty when that was not possible).
 #[cfg(contain_helper)]

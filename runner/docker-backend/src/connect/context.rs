@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use secrets::redact_url_credentials as redact;
 use sha2::{Digest, Sha256};
 
-use crate::client::{EngineUrl, EngineUrlError};
-use crate::remote::TlsFiles;
+use crate::connect::remote::TlsFiles;
+use crate::connect::{EngineUrl, EngineUrlError};
 
 /// The Docker CLI's configuration directory: `DOCKER_CONFIG`, else `~/.docker`.
 pub fn docker_config_dir() -> Option<PathBuf> {

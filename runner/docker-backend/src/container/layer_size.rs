@@ -30,7 +30,7 @@ use bollard::query_parameters::InspectContainerOptionsBuilder;
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags};
 use tokio::sync::OnceCell;
 
-use super::DockerClient;
+use crate::connect::DockerClient;
 
 /// The drivers whose `UpperDir` is the whole writable layer.
 const OVERLAY_DRIVERS: [&str; 3] = ["overlay2", "fuse-overlayfs", "overlay"];

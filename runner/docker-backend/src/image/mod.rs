@@ -6,6 +6,19 @@
 //! against the free-space watermark; what runner pulled or built is recorded in the ledger
 //! for `runner images prune`.
 
+pub(crate) mod auth;
+pub(crate) mod base_images;
+pub(crate) mod build_spec;
+pub(crate) mod buildkit;
+pub(crate) mod buildkit_status;
+pub(crate) mod defaults;
+pub(crate) mod ledger;
+pub(crate) mod planned;
+pub(crate) mod prune;
+pub(crate) mod pull;
+pub(crate) mod rate;
+pub(crate) mod reference;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -17,18 +30,19 @@ use engine::{BackendError, ImageInfo, ImageOrigin, ImageRequest, ImageSource, Ou
 use tasks::Task;
 use tokio::sync::OnceCell;
 
-use super::auth::{DockerConfig, config_path};
-use super::base_images::base_images;
-pub use super::build_spec::BuildSpec;
-use super::buildkit::{BuildFailure, BuildRequest, NEEDS_SESSION, build};
-use super::compose::MainImage;
-use super::facts::{EngineFacts, check_disk};
-use super::labels::{MANAGED, TASK};
-use super::ledger::{Ledger, LedgerOrigin, default_state_dir};
-use super::pull::{PullRetryPolicy, pull};
-use super::rate::RateLimiter;
-use super::reference::ImageRef;
-use super::{DockerClient, DockerError};
+use crate::compose::main_image::{MainImage, main_image};
+use crate::connect::DockerClient;
+use crate::error::DockerError;
+use crate::facts::{EngineFacts, check_disk};
+use crate::image::auth::{DockerConfig, config_path};
+use crate::image::base_images::base_images;
+use crate::image::build_spec::BuildSpec;
+use crate::image::buildkit::{BuildFailure, BuildRequest, NEEDS_SESSION, build};
+use crate::image::ledger::{Ledger, LedgerOrigin, default_state_dir};
+use crate::image::pull::{PullRetryPolicy, pull};
+use crate::image::rate::RateLimiter;
+use crate::image::reference::ImageRef;
+use crate::labels::{MANAGED, TASK};
 
 /// How images are obtained: pull rate, retries, the disk watermark and the ledger's place.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,12 +111,7 @@ impl ImageService {
     ) -> Result<ImageInfo, BackendError> {
         let force_build = request.force_build;
         if let Some(image) = self
-            .compose_main(
-                task,
-                super::compose::main_image(task, &request.source)?,
-                force_build,
-                log,
-            )
+            .compose_main(task, main_image(task, &request.source)?, force_build, log)
             .await
         {
             return image;

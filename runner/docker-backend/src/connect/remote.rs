@@ -25,7 +25,7 @@ use tokio::time::timeout;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
-use super::remote_error::{
+use crate::connect::remote_error::{
     DialError, EngineRelayError, PingError, ProbeError, SshStderr, SshUrlError, TlsError,
 };
 

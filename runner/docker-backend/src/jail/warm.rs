@@ -33,12 +33,12 @@ use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
-use super::archive::{self, DownloadBudget, DownloadReport};
-use super::container::remove_container;
-use super::jail::{
-    HELPER_PATH, JailSpec, jail_host_config, jail_name, jail_root_parts, pack_off_thread,
-};
-use super::{DockerClient, DockerError};
+use crate::connect::DockerClient;
+use crate::container::archive::{self, DownloadBudget, DownloadReport};
+use crate::container::remove_container;
+use crate::error::DockerError;
+use crate::jail::upload::{HELPER_PATH, jail_root_parts, pack_off_thread};
+use crate::jail::{JailSpec, jail_host_config, jail_name};
 
 /// A started jail whose helper waits for its order.
 pub(crate) struct WarmJail {
@@ -217,7 +217,7 @@ pub(crate) async fn prestart(
             .map_err(|e| DockerError::api(format!("starting {name}"), e))?;
         let exit = tokio::spawn({
             let (client, id) = (client.clone(), id.clone());
-            async move { super::jail::wait_exit(&client, &id).await }
+            async move { crate::jail::wait_exit(&client, &id).await }
         });
         Ok::<_, DockerError>((attached.input, attached.output, exit))
     };

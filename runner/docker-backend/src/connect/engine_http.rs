@@ -1,9 +1,9 @@
 //! A plain HTTP request to the engine, for the one call bollard cannot make as we need it:
 //! a BuildKit build (`POST /build?version=2`) answers with BuildKit status messages that
 //! bollard without its `buildkit` feature cannot decode (its stream ends at the first one),
-//! and that feature costs a gRPC stack (see `buildkit.rs`). The request goes to the same
+//! and that feature costs a gRPC stack (see `image/buildkit.rs`). The request goes to the same
 //! engine bollard talks to: `DOCKER_HOST` (`unix://` or plain `tcp://`) or the default socket,
-//! or the pool's engine URL (see `client.rs`).
+//! or the pool's engine URL (see `mod.rs`).
 
 use std::path::PathBuf;
 
