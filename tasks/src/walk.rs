@@ -102,6 +102,8 @@ pub struct Entry {
     pub name: OsString,
     /// Its path relative to the walk's start, `/`-separated (names lossily as UTF-8).
     pub rel: String,
+    /// Its path relative to the walk's start, exactly.
+    pub rel_path: PathBuf,
     /// The start as given joined with its names: links on the way are not resolved.
     pub path: PathBuf,
     /// How many directories down: 1 for an entry of the start.
@@ -289,7 +291,7 @@ impl<'a> TreeWalk<'a> {
             }
             state.above.push(start);
         }
-        self.dir(self.start, "", 1, &mut state, visitor)
+        self.dir(self.start, Path::new(""), 1, &mut state, visitor)
             .map(|_| ())
     }
 
@@ -297,7 +299,7 @@ impl<'a> TreeWalk<'a> {
     fn dir<V: Visitor>(
         &self,
         dir: &Path,
-        prefix: &str,
+        prefix: &Path,
         depth: usize,
         state: &mut State,
         visitor: &mut V,
@@ -325,10 +327,12 @@ impl<'a> TreeWalk<'a> {
             let Some(kind) = self.kind(&path, state).map_err(Stopped::Walk)? else {
                 continue;
             };
-            let rel = format!("{prefix}{}", name.to_string_lossy());
+            let rel_path = prefix.join(&name);
+            let rel = rel_path.to_string_lossy().into_owned();
             let entry = Entry {
                 name,
                 rel,
+                rel_path,
                 path,
                 depth,
                 kind,
@@ -346,8 +350,7 @@ impl<'a> TreeWalk<'a> {
                 _ => continue,
             };
             state.above.extend(real);
-            let prefix = format!("{}/", entry.rel);
-            let go_on = self.dir(&entry.path, &prefix, depth + 1, state, visitor)?;
+            let go_on = self.dir(&entry.path, &entry.rel_path, depth + 1, state, visitor)?;
             if self.links != Links::Keep {
                 state.above.pop();
             }

@@ -89,10 +89,7 @@ fn a_start_out_of_the_root_is_refused() {
     assert!(walk(&walker.escapes(Escapes::Skip)).unwrap().is_empty());
     // Confined to the directory above, the same links lead inside.
     let walker = TreeWalk::new(&tree, Links::ToFiles).confined_to(dir.path());
-    assert_eq!(
-        walk(&walker).unwrap(),
-        ["a.txt", "dir-out@/", "file-out@"]
-    );
+    assert_eq!(walk(&walker).unwrap(), ["a.txt", "dir-out@/", "file-out@"]);
 }
 
 #[test]
@@ -110,7 +107,14 @@ fn links_inside_are_followed_only_when_asked() {
     let follow = TreeWalk::new(&tests, Links::Follow).confined_to(dir.path());
     assert_eq!(
         walk(&follow).unwrap(),
-        ["dangling@?", "lib@/", "lib/x.sh", "lib-", "test.sh", "x.sh@"]
+        [
+            "dangling@?",
+            "lib@/",
+            "lib/x.sh",
+            "lib-",
+            "test.sh",
+            "x.sh@"
+        ]
     );
 }
 
@@ -177,9 +181,7 @@ fn order_is_byte_order_of_names_a_directory_before_its_contents() {
         ("a/Y", ""),
         ("é", ""),
     ]);
-    let expected = [
-        "B", "a/", "a/Y", "a/x", "a-", "a-b", "a.txt", "é",
-    ];
+    let expected = ["B", "a/", "a/Y", "a/x", "a-", "a-b", "a.txt", "é"];
     for links in [Links::Keep, Links::ToFiles, Links::Follow] {
         assert_eq!(walk(&TreeWalk::new(dir.path(), links)).unwrap(), expected);
     }
