@@ -170,4 +170,35 @@ mod tests {
         crate::test_files::write_files(dir.path(), &[("environment/extra.txt", "x")]);
         assert_ne!(task_checksum(dir.path()).unwrap(), before);
     }
+
+    #[test]
+    fn links_inside_hash_as_their_targets_and_links_out_or_back_up_are_refused() {
+        let linked = task_dir(FILES);
+        std::os::unix::fs::symlink("notes.txt", linked.path().join("alias.txt")).unwrap();
+        std::os::unix::fs::symlink("environment", linked.path().join("env-link")).unwrap();
+        let copied = task_dir(FILES);
+        crate::test_files::write_files(
+            copied.path(),
+            &[
+                ("alias.txt", FILES[6].1),
+                ("env-link/Dockerfile", "FROM scratch\n"),
+                ("env-link/files/nested/deep.txt", "deep\n"),
+            ],
+        );
+        assert_eq!(
+            task_checksum(linked.path()).unwrap(),
+            task_checksum(copied.path()).unwrap()
+        );
+
+        std::os::unix::fs::symlink("/etc/hostname", linked.path().join("out")).unwrap();
+        let err = task_checksum(linked.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("out") && err.contains("outside the task directory"),
+            "{err}"
+        );
+        std::fs::remove_file(linked.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("..", linked.path().join("environment/up")).unwrap();
+        let err = task_checksum(linked.path()).unwrap_err().to_string();
+        assert!(err.contains("/up") && err.contains("loops back"), "{err}");
+    }
 }

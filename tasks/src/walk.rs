@@ -304,10 +304,9 @@ impl<'a> TreeWalk<'a> {
         state: &mut State,
         visitor: &mut V,
     ) -> Result<bool, Stopped<V::Error>> {
-        let mut names = std::fs::read_dir(dir)
+        let mut names: Vec<OsString> = std::fs::read_dir(dir)
             .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
-            .map_err(|e| Stopped::Walk(WalkError::io(dir)(e)))
-            .map(|names: Vec<OsString>| names)?;
+            .map_err(|e| Stopped::Walk(WalkError::io(dir)(e)))?;
         names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
         for name in names {
             let path = dir.join(&name);
