@@ -97,7 +97,7 @@ pub(crate) fn walk_tree(
             std::io::Error::other("not a directory"),
         ));
     }
-    let mut walk = Walk {
+    let mut collect = Collect {
         exclusions,
         entries: Vec::new(),
         excluded: ExcludedSummary {
@@ -107,13 +107,13 @@ pub(crate) fn walk_tree(
     };
     // `Keep`: an archive stores a link as a link, so none is resolved or followed.
     TreeWalk::new(root, Links::Keep)
-        .walk(&mut walk)
+        .walk(&mut collect)
         .map_err(|stop| stop.into_error(walk_error))?;
-    let Walk {
+    let Collect {
         mut entries,
         excluded,
         ..
-    } = walk;
+    } = collect;
     entries.sort_by(|a, b| a.rel_path.as_bytes().cmp(b.rel_path.as_bytes()));
     Ok(SourceTree {
         root: root.to_path_buf(),
@@ -123,13 +123,13 @@ pub(crate) fn walk_tree(
 }
 
 /// The state of one walk.
-struct Walk<'a> {
+struct Collect<'a> {
     exclusions: &'a dyn Exclusions,
     entries: Vec<SourceEntry>,
     excluded: ExcludedSummary,
 }
 
-impl Visitor for Walk<'_> {
+impl Visitor for Collect<'_> {
     type Error = ArchiveError;
 
     fn visit(&mut self, item: &Entry) -> Result<Next, ArchiveError> {

@@ -48,7 +48,7 @@ struct FileJob {
 /// Copies `input` into the existing empty directory `stage`.
 pub fn copy_tree(m: &Matcher, input: &Path, stage: &Path) -> Result<Copied, ScrubError> {
     let mut copied = Copied::default();
-    let mut walk = Walk {
+    let mut staging = Stage {
         m,
         jobs: Vec::new(),
         copied: &mut copied,
@@ -57,14 +57,14 @@ pub fn copy_tree(m: &Matcher, input: &Path, stage: &Path) -> Result<Copied, Scru
     // `Keep`: a job directory is copied as it is, a link as a link (its target scrubbed),
     // never followed.
     TreeWalk::new(input, Links::Keep)
-        .walk(&mut walk)
+        .walk(&mut staging)
         .map_err(|stop| {
             stop.into_error(|e| match e {
                 WalkError::Io { path, source } => ScrubError::io(path)(source),
                 other => ScrubError::io(input)(std::io::Error::other(other.to_string())),
             })
         })?;
-    let jobs = walk.jobs;
+    let jobs = staging.jobs;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs.len().max(1));
@@ -138,9 +138,9 @@ fn copy_file(m: &Matcher, job: &FileJob, copied: &mut Copied) -> Result<(), Scru
     Ok(())
 }
 
-/// One copy's walk: the regular files queued, and for each directory open on the current path
-/// where it goes and the names already used in it.
-struct Walk<'a, 'm> {
+/// One copy's staging walk: the regular files queued, and for each directory open on the
+/// current path where it goes and the names already used in it.
+struct Stage<'a, 'm> {
     m: &'m Matcher,
     jobs: Vec<FileJob>,
     copied: &'a mut Copied,
@@ -164,7 +164,7 @@ impl Frame {
     }
 }
 
-impl Visitor for Walk<'_, '_> {
+impl Visitor for Stage<'_, '_> {
     type Error = ScrubError;
 
     /// Creates directories and symlinks in the copy and queues regular files, in walk order
