@@ -8,9 +8,9 @@
 //! and `steps/`, less what `.harborignore` excludes ([`crate::file_filter`]) and what the
 //! task's `.gitignore` (else the default patterns) ignores. A link to a file is hashed as its
 //! target's bytes; a link to a directory is not descended into, as Python's `rglob` and 0.26's
-//! `select_files` do not; a link out of the task is refused ([`crate::walk`]). (Harbor 0.13.1 hashed neither `trajectory.json` nor applied
-//! `.harborignore`: a task with neither, as every Terminal-Bench 2.0 task, has the same digest
-//! under both.)
+//! `select_files` do not; a link out of the task is refused ([`crate::walk`]). (Harbor 0.13.1
+//! hashed neither `trajectory.json` nor applied `.harborignore`: a task with neither, as every
+//! Terminal-Bench 2.0 task, has the same digest under both.)
 
 use std::path::{Path, PathBuf};
 
