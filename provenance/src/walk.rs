@@ -1,11 +1,13 @@
 //! Enumerating a directory tree: sorted byte-wise by relative path, symlinks recorded, never
-//! followed. The one walker behind agent source archives, image build contexts and uploads.
+//! followed. The walk behind agent source archives, image build contexts and uploads, made by
+//! the one tree walker ([`tasks::walk`]) with links kept as links.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{ArchiveError, ProvenanceError};
 use crate::exclude::{ExcludeRules, ExcludedSummary};
+use tasks::walk::{Entry, Kind, Links, Next, TreeWalk, Visitor, WalkError};
 
 /// What kind of entry a source path is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +97,7 @@ pub(crate) fn walk_tree(
             std::io::Error::other("not a directory"),
         ));
     }
-    let mut walk = Walk {
+    let mut collect = Collect {
         exclusions,
         entries: Vec::new(),
         excluded: ExcludedSummary {
@@ -103,12 +105,15 @@ pub(crate) fn walk_tree(
             ..Default::default()
         },
     };
-    walk.dir(root, "")?;
-    let Walk {
+    // `Keep`: an archive stores a link as a link, so none is resolved or followed.
+    TreeWalk::new(root, Links::Keep)
+        .walk(&mut collect)
+        .map_err(|stop| stop.into_error(walk_error))?;
+    let Collect {
         mut entries,
         excluded,
         ..
-    } = walk;
+    } = collect;
     entries.sort_by(|a, b| a.rel_path.as_bytes().cmp(b.rel_path.as_bytes()));
     Ok(SourceTree {
         root: root.to_path_buf(),
@@ -118,60 +123,68 @@ pub(crate) fn walk_tree(
 }
 
 /// The state of one walk.
-struct Walk<'a> {
+struct Collect<'a> {
     exclusions: &'a dyn Exclusions,
     entries: Vec<SourceEntry>,
     excluded: ExcludedSummary,
 }
 
-impl Walk<'_> {
-    fn dir(&mut self, dir: &Path, prefix: &str) -> Result<(), ArchiveError> {
-        let reader = std::fs::read_dir(dir).map_err(|e| ArchiveError::io(dir, e))?;
-        for item in reader {
-            let item = item.map_err(|e| ArchiveError::io(dir, e))?;
-            let abs_path = item.path();
-            let rel_path = relative_name(prefix, &item.file_name(), &abs_path)?;
-            // The entry's own type: a symlink is described, never followed.
-            let file_type = item
-                .file_type()
-                .map_err(|e| ArchiveError::io(&abs_path, e))?;
-            if let Some(rule) = self
-                .exclusions
-                .excluding_rule(&rel_path, file_type.is_dir())
-            {
-                *self.excluded.counts.entry(rule).or_default() += 1;
-                self.excluded.excluded_entry_count += 1;
-                if file_type.is_dir() && self.exclusions.may_reinclude_below(&rel_path) {
-                    self.dir(&abs_path, &rel_path)?;
-                }
-                continue;
-            }
-            let kind = if file_type.is_symlink() {
-                EntryKind::Symlink {
-                    target: link_target(&abs_path)?,
-                }
-            } else if file_type.is_dir() {
-                EntryKind::Dir
-            } else if file_type.is_file() {
-                let meta = std::fs::symlink_metadata(&abs_path)
-                    .map_err(|e| ArchiveError::io(&abs_path, e))?;
+impl Visitor for Collect<'_> {
+    type Error = ArchiveError;
+
+    fn visit(&mut self, item: &Entry) -> Result<Next, ArchiveError> {
+        let abs_path = &item.path;
+        let parent = item.rel.rsplit_once('/').map_or("", |(parent, _)| parent);
+        let rel_path = relative_name(parent, &item.name, abs_path)?;
+        // The entry's own kind: a symlink is described, never followed.
+        let is_dir = item.kind == Kind::Dir;
+        if let Some(rule) = self.exclusions.excluding_rule(&rel_path, is_dir) {
+            *self.excluded.counts.entry(rule).or_default() += 1;
+            self.excluded.excluded_entry_count += 1;
+            let look_below = is_dir && self.exclusions.may_reinclude_below(&rel_path);
+            return Ok(if look_below { Next::Enter } else { Next::Pass });
+        }
+        let kind = match item.kind {
+            Kind::Link(_) => EntryKind::Symlink {
+                target: link_target(abs_path)?,
+            },
+            Kind::Dir => EntryKind::Dir,
+            Kind::File => {
+                let meta = std::fs::symlink_metadata(abs_path)
+                    .map_err(|e| ArchiveError::io(abs_path, e))?;
                 EntryKind::File {
                     executable: meta.permissions().mode() & 0o100 != 0,
                 }
-            } else {
-                return Err(ArchiveError::UnsupportedEntry { path: abs_path });
-            };
-            let is_dir = kind == EntryKind::Dir;
-            self.entries.push(SourceEntry {
-                rel_path: rel_path.clone(),
-                abs_path: abs_path.clone(),
-                kind,
-            });
-            if is_dir {
-                self.dir(&abs_path, &rel_path)?;
             }
-        }
-        Ok(())
+            Kind::Special => {
+                return Err(ArchiveError::UnsupportedEntry {
+                    path: abs_path.clone(),
+                });
+            }
+        };
+        self.entries.push(SourceEntry {
+            rel_path,
+            abs_path: abs_path.clone(),
+            kind,
+        });
+        Ok(Next::Enter)
+    }
+}
+
+/// A walker's error as an archive's.
+fn walk_error(e: WalkError) -> ArchiveError {
+    match e {
+        WalkError::Io { path, source } => ArchiveError::io(path, source),
+        other => ArchiveError::io(walk_path(&other), std::io::Error::other(other.to_string())),
+    }
+}
+
+/// Where a walker's error happened.
+fn walk_path(e: &WalkError) -> PathBuf {
+    match e {
+        WalkError::Io { path, .. } | WalkError::TooDeep { path, .. } => path.clone(),
+        WalkError::OutOfRoot { link, .. } | WalkError::Loop { link, .. } => link.clone(),
+        WalkError::TooManyEntries { start, .. } => start.clone(),
     }
 }
 

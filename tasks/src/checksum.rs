@@ -8,16 +8,18 @@
 //! The dirhash protocol: a file's hash is the sha256 of its bytes; a directory's is the sha256
 //! of its entries' descriptors, sorted and joined by `\0\0`, where a file's descriptor is
 //! `data:<hash>\0name:<name>` and a directory's `dirhash:<hash>\0name:<name>`. Links are
-//! followed; a directory holding no file (at any depth) is left out, as git does.
+//! followed inside the task directory; a link out of it is refused where Harbor's dirhash would
+//! hash the host file it leads to ([`crate::walk`]'s rule). A directory holding no file (at any
+//! depth) is left out, as git does.
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use crate::error::TaskError;
 use crate::file_filter::TaskFileFilter;
 use crate::file_hashes::FileHashes;
+use crate::walk::{Entry, Links, Next, TreeWalk, Visitor, WalkError};
 
 /// The task's `task_checksum` (64 hex digits, no prefix, as Harbor records it).
 pub fn task_checksum(task_dir: &Path) -> Result<String, TaskError> {
@@ -29,12 +31,27 @@ pub fn task_checksum_with(task_dir: &Path, hashes: &FileHashes) -> Result<String
     let root = task_dir
         .canonicalize()
         .map_err(|e| TaskError::io(task_dir, e))?;
-    let mut walk = Walk {
+    let mut dirhash = DirHash {
         filter: TaskFileFilter::new(&root)?,
-        on_path: HashSet::new(),
         hashes,
+        open: vec![Vec::new()],
     };
-    walk.dir_hash(&root)?.ok_or_else(|| {
+    // `Follow`: dirhash follows links, into directories too; one out of the task is refused,
+    // and one back to a directory above it is a cycle, which Harbor's dirhash refuses too.
+    TreeWalk::new(&root, Links::Follow)
+        .walk(&mut dirhash)
+        .map_err(|stop| {
+            stop.into_error(|e| match e {
+                WalkError::Loop { link, .. } => TaskError::invalid(
+                    &link,
+                    "(task_checksum)",
+                    "a symbolic link loops back to a directory above it",
+                ),
+                other => other.into(),
+            })
+        })?;
+    let top = dirhash.open.pop().unwrap_or_default();
+    hash_of(top).ok_or_else(|| {
         TaskError::invalid(
             task_dir,
             "(task_checksum)",
@@ -43,62 +60,62 @@ pub fn task_checksum_with(task_dir: &Path, hashes: &FileHashes) -> Result<String
     })
 }
 
-/// One hashing walk: the task root and the real directories on the current path (a link back
-/// to one of them is a cycle, which Harbor's dirhash refuses too).
-struct Walk<'a> {
+/// One hashing walk: the descriptors of each directory open on the current path.
+struct DirHash<'a> {
     /// What `.harborignore` leaves out (a `.harborignore` itself included).
     filter: TaskFileFilter,
-    on_path: HashSet<PathBuf>,
     hashes: &'a FileHashes,
+    /// The descriptors gathered so far, the root's first, the current directory's last.
+    open: Vec<Vec<String>>,
 }
 
-impl Walk<'_> {
-    /// The dirhash of `dir` (`None` when it holds no file, so its parent leaves it out).
-    fn dir_hash(&mut self, dir: &Path) -> Result<Option<String>, TaskError> {
-        let real = dir.canonicalize().map_err(|e| TaskError::io(dir, e))?;
-        if !self.on_path.insert(real.clone()) {
-            return Err(TaskError::invalid(
-                dir,
-                "(task_checksum)",
-                "a symbolic link loops back to a directory above it",
-            ));
+impl Visitor for DirHash<'_> {
+    type Error = TaskError;
+
+    fn visit(&mut self, entry: &Entry) -> Result<Next, TaskError> {
+        if self.filter.is_excluded(&entry.path)? {
+            return Ok(Next::Pass);
         }
-        let mut entries = std::fs::read_dir(dir)
-            .map_err(|e| TaskError::io(dir, e))?
-            .map(|entry| entry.map(|e| e.path()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| TaskError::io(dir, e))?;
-        entries.sort();
-        let mut descriptors = Vec::new();
-        for path in entries {
-            let name = path
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            // Followed through links, as dirhash follows them.
-            let is_dir = path.is_dir();
-            if self.filter.is_excluded(&path)? {
-                continue;
-            }
-            if is_dir {
-                if let Some(hash) = self.dir_hash(&path)? {
-                    descriptors.push(format!("dirhash:{hash}\0name:{name}"));
-                }
-            } else if path.is_file() {
-                let hash = self.hashes.sha256_hex(&path)?;
-                descriptors.push(format!("data:{hash}\0name:{name}"));
-            }
+        if entry.is_dir() {
+            self.open.push(Vec::new());
+        } else if entry.is_file() {
+            let hash = self.hashes.sha256_hex(&entry.path)?;
+            let name = entry.name.to_string_lossy();
+            self.add(format!("data:{hash}\0name:{name}"));
         }
-        self.on_path.remove(&real);
-        if descriptors.is_empty() {
-            return Ok(None);
-        }
-        descriptors.sort();
-        Ok(Some(hex::encode(Sha256::digest(
-            descriptors.join("\0\0").as_bytes(),
-        ))))
+        Ok(Next::Enter)
     }
+
+    fn leave(&mut self, dir: &Entry) -> Result<(), TaskError> {
+        let descriptors = self.open.pop().unwrap_or_default();
+        // A directory holding no file is left out, as git does.
+        if let Some(hash) = hash_of(descriptors) {
+            let name = dir.name.to_string_lossy();
+            self.add(format!("dirhash:{hash}\0name:{name}"));
+        }
+        Ok(())
+    }
+}
+
+impl DirHash<'_> {
+    /// Adds a descriptor to the directory being read (the root's frame is never popped, as the
+    /// walk leaves only the directories it entered).
+    fn add(&mut self, descriptor: String) {
+        if let Some(current) = self.open.last_mut() {
+            current.push(descriptor);
+        }
+    }
+}
+
+/// The dirhash of a directory's descriptors (`None` when it holds no file).
+fn hash_of(mut descriptors: Vec<String>) -> Option<String> {
+    if descriptors.is_empty() {
+        return None;
+    }
+    descriptors.sort();
+    Some(hex::encode(Sha256::digest(
+        descriptors.join("\0\0").as_bytes(),
+    )))
 }
 
 #[cfg(test)]
@@ -152,5 +169,36 @@ mod tests {
         assert_eq!(task_checksum(dir.path()).unwrap(), before);
         crate::test_files::write_files(dir.path(), &[("environment/extra.txt", "x")]);
         assert_ne!(task_checksum(dir.path()).unwrap(), before);
+    }
+
+    #[test]
+    fn links_inside_hash_as_their_targets_and_links_out_or_back_up_are_refused() {
+        let linked = task_dir(FILES);
+        std::os::unix::fs::symlink("notes.txt", linked.path().join("alias.txt")).unwrap();
+        std::os::unix::fs::symlink("environment", linked.path().join("env-link")).unwrap();
+        let copied = task_dir(FILES);
+        crate::test_files::write_files(
+            copied.path(),
+            &[
+                ("alias.txt", FILES[6].1),
+                ("env-link/Dockerfile", "FROM scratch\n"),
+                ("env-link/files/nested/deep.txt", "deep\n"),
+            ],
+        );
+        assert_eq!(
+            task_checksum(linked.path()).unwrap(),
+            task_checksum(copied.path()).unwrap()
+        );
+
+        std::os::unix::fs::symlink("/etc/hostname", linked.path().join("out")).unwrap();
+        let err = task_checksum(linked.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("out") && err.contains("outside the task directory"),
+            "{err}"
+        );
+        std::fs::remove_file(linked.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("..", linked.path().join("environment/up")).unwrap();
+        let err = task_checksum(linked.path()).unwrap_err().to_string();
+        assert!(err.contains("/up") && err.contains("loops back"), "{err}");
     }
 }

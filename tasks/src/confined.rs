@@ -9,11 +9,13 @@
 //! checked without following links: regular files and directories pass, a link passes when its
 //! resolved target is a regular file or directory inside the task directory (and, for a
 //! directory, holds no directory link itself, so no walk can loop), a dangling link passes
-//! (nothing can read through it), and anything else is refused naming the file.
+//! (nothing can read through it), and anything else is refused naming the file. Links are
+//! resolved by the one walker's rule ([`crate::walk`]).
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::TaskError;
+use crate::walk::{self, Entry, Kind, LinkTo, Links, Next, Stopped, TreeWalk, Visitor};
 
 /// The top-level files of a task the runner reads (the digest's, plus its ignore rules).
 const READ_FILES: [&str; 4] = ["task.toml", "instruction.md", "README.md", ".gitignore"];
@@ -25,17 +27,33 @@ pub fn check_task_dir(task_dir: &Path) -> Result<(), TaskError> {
     let root = task_dir
         .canonicalize()
         .map_err(|e| TaskError::io(task_dir, e))?;
-    let mut walk = Walk {
-        root: &root,
+    let mut check = Check {
         dir_links: Vec::new(),
     };
     for name in READ_FILES.iter().chain(READ_DIRS.iter()) {
         let path = task_dir.join(name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            walk.entry(&path)?;
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            // `ToFiles`: every link is resolved and checked, none entered, so a directory
+            // link is looked at once, where it is, and nothing can loop.
+            TreeWalk::new(&path, Links::ToFiles)
+                .confined_to(&root)
+                .walk(&mut check)
+                .map_err(Stopped::into_inner)?;
+        } else {
+            let kind = if meta.is_file() {
+                Kind::File
+            } else if meta.file_type().is_symlink() {
+                Kind::Link(walk::resolve_inside(&root, &path)?)
+            } else {
+                Kind::Special
+            };
+            check.entry(&path, &kind)?;
         }
     }
-    walk.no_nested_dir_links()
+    check.no_nested_dir_links()
 }
 
 /// Where `path`, a file named by a task or dataset, leads, when it stays inside `root` (both
@@ -62,87 +80,52 @@ pub fn contained_file(
     }
     let path = root.join(relative);
     let canonical_root = root.canonicalize().map_err(|e| TaskError::io(root, e))?;
-    let walk = Walk {
-        root: &canonical_root,
-        dir_links: Vec::new(),
-    };
-    if std::fs::symlink_metadata(&path).is_ok() {
-        walk.target_inside(&path)?;
+    if std::fs::symlink_metadata(&path).is_ok()
+        && let LinkTo::Special(target) = walk::resolve_inside(&canonical_root, &path)?
+    {
+        return Err(not_file_or_dir(&path, &target));
     }
     Ok(path)
 }
 
-struct Walk<'r> {
-    /// The task directory, canonical.
-    root: &'r Path,
+/// The check of one task: the directory links it found so far.
+struct Check {
     /// Directory links found: (the link's own canonical location, its canonical target).
     dir_links: Vec<(PathBuf, PathBuf)>,
 }
 
-impl Walk<'_> {
-    fn entry(&mut self, path: &Path) -> Result<(), TaskError> {
-        let meta = std::fs::symlink_metadata(path).map_err(|e| TaskError::io(path, e))?;
-        let kind = meta.file_type();
-        if kind.is_dir() {
-            let entries = std::fs::read_dir(path).map_err(|e| TaskError::io(path, e))?;
-            for entry in entries {
-                let entry = entry.map_err(|e| TaskError::io(path, e))?;
-                self.entry(&entry.path())?;
-            }
-            Ok(())
-        } else if kind.is_file() {
-            Ok(())
-        } else if kind.is_symlink() {
-            if let Some(target) = self.target_inside(path)?
-                && target.is_dir()
-            {
+impl Visitor for Check {
+    type Error = TaskError;
+
+    fn visit(&mut self, entry: &Entry) -> Result<Next, TaskError> {
+        self.entry(&entry.path, &entry.kind)?;
+        Ok(Next::Enter)
+    }
+}
+
+impl Check {
+    fn entry(&mut self, path: &Path, kind: &Kind) -> Result<(), TaskError> {
+        match kind {
+            Kind::Dir | Kind::File | Kind::Link(LinkTo::File(_) | LinkTo::Dangling) => Ok(()),
+            Kind::Link(LinkTo::Dir(target)) => {
                 let parent = path.parent().unwrap_or(path);
                 let own = parent
                     .canonicalize()
                     .map_err(|e| TaskError::io(parent, e))?
                     .join(path.file_name().unwrap_or_default());
-                self.dir_links.push((own, target));
+                self.dir_links.push((own, target.clone()));
+                Ok(())
             }
-            Ok(())
-        } else {
-            Err(refused(
+            Kind::Link(LinkTo::Special(target)) => Err(not_file_or_dir(path, target)),
+            Kind::Special | Kind::Link(LinkTo::Unresolved) => Err(refused(
                 path,
                 "not a regular file, directory or link (a FIFO, socket or device)",
-            ))
+            )),
         }
-    }
-
-    /// The canonical target of the link `path` when it is a regular file or a directory
-    /// inside the root; `None` for a dangling link; an error otherwise.
-    fn target_inside(&self, path: &Path) -> Result<Option<PathBuf>, TaskError> {
-        let Ok(target) = path.canonicalize() else {
-            return Ok(None);
-        };
-        if !target.starts_with(self.root) {
-            return Err(refused(
-                path,
-                &format!(
-                    "a link to {}, outside the task directory {}",
-                    target.display(),
-                    self.root.display()
-                ),
-            ));
-        }
-        let meta = std::fs::metadata(&target).map_err(|e| TaskError::io(&target, e))?;
-        if !(meta.is_file() || meta.is_dir()) {
-            return Err(refused(
-                path,
-                &format!(
-                    "a link to {}, which is not a regular file or directory",
-                    target.display()
-                ),
-            ));
-        }
-        Ok(Some(target))
     }
 
     /// Refuses a directory link whose target holds a directory link (itself included): a walk
-    /// that follows links, as the digest's does, could then go round forever.
+    /// that follows links, as the checksum's does, would have to go round it or into it again.
     fn no_nested_dir_links(&self) -> Result<(), TaskError> {
         for (_, target) in &self.dir_links {
             if let Some((inner, _)) = self
@@ -162,6 +145,16 @@ impl Walk<'_> {
         }
         Ok(())
     }
+}
+
+fn not_file_or_dir(path: &Path, target: &Path) -> TaskError {
+    refused(
+        path,
+        &format!(
+            "a link to {}, which is not a regular file or directory",
+            target.display()
+        ),
+    )
 }
 
 fn refused(path: &Path, problem: &str) -> TaskError {

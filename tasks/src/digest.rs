@@ -8,9 +8,9 @@
 //! and `steps/`, less what `.harborignore` excludes ([`crate::file_filter`]) and what the
 //! task's `.gitignore` (else the default patterns) ignores. A link to a file is hashed as its
 //! target's bytes; a link to a directory is not descended into, as Python's `rglob` and 0.26's
-//! `select_files` do not. (Harbor 0.13.1 hashed neither `trajectory.json` nor applied
-//! `.harborignore`: a task with neither, as every Terminal-Bench 2.0 task, has the same digest
-//! under both.)
+//! `select_files` do not; a link out of the task is refused ([`crate::walk`]). (Harbor 0.13.1
+//! hashed neither `trajectory.json` nor applied `.harborignore`: a task with neither, as every
+//! Terminal-Bench 2.0 task, has the same digest under both.)
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::error::TaskError;
 use crate::file_filter::TaskFileFilter;
 use crate::file_hashes::FileHashes;
+use crate::walk::{Entry, Links, Next, Stopped, TreeWalk, Visitor};
 
 /// Top-level files that are hashed when present (0.24 added the reference trajectory).
 const TOP_FILES: [&str; 4] = [
@@ -49,17 +50,24 @@ pub fn hashed_files(task_dir: &Path) -> Result<Vec<(String, PathBuf)>, TaskError
         }
     }
     let filter = TaskFileFilter::new(task_dir)?;
-    let walk = Walk {
+    let mut hashed = Hashed {
         task_dir,
         ignore: &ignore,
         filter: &filter,
+        files,
     };
     for dir in HASHED_DIRS {
         let root = task_dir.join(dir);
         if root.is_dir() {
-            walk.collect(&root, &mut files)?;
+            // `ToFiles`: a link to a file counts as the file, a link to a directory is not
+            // entered, as Harbor's packager (`rglob`) does; a link out of the task is refused.
+            TreeWalk::new(&root, Links::ToFiles)
+                .confined_to(task_dir)
+                .walk(&mut hashed)
+                .map_err(Stopped::into_inner)?;
         }
     }
+    let mut files = hashed.files;
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
 }
@@ -93,38 +101,28 @@ pub(crate) fn posix_relative(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
-/// One task's walk of its hashed directories, with what it leaves out.
-struct Walk<'a> {
+/// One task's hashed files, with what it leaves out.
+struct Hashed<'a> {
     task_dir: &'a Path,
     ignore: &'a Gitignore,
     filter: &'a TaskFileFilter,
+    files: Vec<(String, PathBuf)>,
 }
 
-impl Walk<'_> {
-    /// Adds the hashed files under `dir` to `out`.
-    fn collect(&self, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), TaskError> {
-        let entries = std::fs::read_dir(dir).map_err(|e| TaskError::io(dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| TaskError::io(dir, e))?;
-            let path = entry.path();
-            // A link to a file counts as the file; a link to a directory is not entered.
-            let linked = entry
-                .file_type()
-                .map_err(|e| TaskError::io(&path, e))?
-                .is_symlink();
-            let is_dir = path.is_dir();
-            if self.ignore.matched(&path, is_dir).is_ignore() || self.filter.is_excluded(&path)? {
-                continue;
-            }
-            if is_dir {
-                if !linked {
-                    self.collect(&path, out)?;
-                }
-            } else if path.is_file() {
-                out.push((posix_relative(self.task_dir, &path), path));
-            }
+impl Visitor for Hashed<'_> {
+    type Error = TaskError;
+
+    fn visit(&mut self, entry: &Entry) -> Result<Next, TaskError> {
+        let path = &entry.path;
+        let is_dir = entry.is_dir();
+        if self.ignore.matched(path, is_dir).is_ignore() || self.filter.is_excluded(path)? {
+            return Ok(Next::Pass);
         }
-        Ok(())
+        if entry.is_file() {
+            self.files
+                .push((posix_relative(self.task_dir, path), path.clone()));
+        }
+        Ok(Next::Enter)
     }
 }
 

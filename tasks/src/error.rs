@@ -78,6 +78,29 @@ pub enum TaskError {
         /// The listed name.
         name: String,
     },
+    /// A walk of the task's tree ended: a directory link that loops, or a tree past the
+    /// walker's bounds ([`crate::walk`]).
+    #[error("{0}")]
+    Tree(crate::walk::WalkError),
+}
+
+/// A walker's error as a task's: a link out of the task is not the task's own file.
+impl From<crate::walk::WalkError> for TaskError {
+    fn from(e: crate::walk::WalkError) -> Self {
+        use crate::walk::WalkError;
+        match e {
+            WalkError::Io { path, source } => TaskError::Io { path, source },
+            WalkError::OutOfRoot { link, target, root } => TaskError::NotOwnFile {
+                path: link,
+                problem: format!(
+                    "a link to {}, outside the task directory {}",
+                    target.display(),
+                    root.display()
+                ),
+            },
+            other => TaskError::Tree(other),
+        }
+    }
 }
 
 fn join_features(features: &[UnsupportedFeature]) -> String {

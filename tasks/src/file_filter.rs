@@ -12,13 +12,14 @@
 //! `.harborignore` (nothing to leave out, no copy), else a staged copy without the excluded
 //! entries, made by [`stage_tree`] as a step's merged tests are.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use crate::error::TaskError;
+use crate::walk::{Entry, Escapes, Links, Next, TreeWalk, Visitor, WalkError};
 
 /// The file that excludes test and solution inputs (Harbor's `TaskFileFilter.IGNORE_FILENAME`).
 pub const IGNORE_FILE: &str = ".harborignore";
@@ -228,25 +229,23 @@ pub(crate) fn harborignore(dir: &Path) -> Result<Gitignore, TaskError> {
 /// through links to directories of the task too (their rules apply to what is reached through
 /// them; a link out of the task is not followed): when none does, `dir` is uploaded as it is.
 pub fn holds_ignore_file(root: &Path, dir: &Path) -> std::io::Result<bool> {
-    fn walk(root: &Path, dir: &Path, seen: &mut HashSet<PathBuf>) -> std::io::Result<bool> {
-        let real = dir.canonicalize()?;
-        if !real.starts_with(root) || !seen.insert(real) {
-            return Ok(false);
+    struct Search(bool);
+    impl Visitor for Search {
+        type Error = std::io::Error;
+        fn visit(&mut self, entry: &Entry) -> Result<Next, Self::Error> {
+            self.0 = entry.name == IGNORE_FILE;
+            Ok(if self.0 { Next::Stop } else { Next::Enter })
         }
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            if entry.file_name() == IGNORE_FILE {
-                return Ok(true);
-            }
-            let kind = entry.file_type()?;
-            let is_dir = kind.is_dir() || (kind.is_symlink() && entry.path().is_dir());
-            if is_dir && walk(root, &entry.path(), seen)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
-    walk(&root.canonicalize()?, dir, &mut HashSet::new())
+    let mut search = Search(false);
+    // `Follow` with `Skip`: only a question is asked here, so a link out of the task (or
+    // back up) is passed over; the load's check and the staged copy refuse it.
+    TreeWalk::new(dir, Links::Follow)
+        .confined_to(root)
+        .escapes(Escapes::Skip)
+        .walk(&mut search)
+        .map_err(|stop| stop.into_error(walk_to_io))?;
+    Ok(search.0)
 }
 
 /// A temporary directory holding `dirs` (inside the task directory `root`) copied in order, a
@@ -265,46 +264,84 @@ pub fn stage_tree(
         .prefix("runner-inputs-")
         .tempdir()?;
     for dir in dirs {
-        copy_into(&root, dir, staged.path(), filter)?;
+        std::fs::create_dir_all(staged.path())?;
+        let mut copy = Copy {
+            filter,
+            from: vec![dir.clone()],
+            to: vec![staged.path().to_owned()],
+        };
+        // `Follow` with `Refuse`: a link inside the task is copied as what it leads to, and one
+        // out of it (or back up) fails the copy rather than carry a host file in.
+        TreeWalk::new(dir, Links::Follow)
+            .confined_to(&root)
+            .walk(&mut copy)
+            .map_err(|stop| stop.into_error(walk_to_io))?;
     }
     Ok(staged)
 }
 
-fn copy_into(
-    root: &Path,
-    from: &Path,
-    to: &Path,
-    filter: Option<&TaskFileFilter>,
-) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let path = entry.path();
-        if let Some(filter) = filter
+/// One staged copy: the real directory being read and the one being written.
+struct Copy<'a> {
+    filter: Option<&'a TaskFileFilter>,
+    /// The directories read, resolved below the first (the filter sees each entry in the
+    /// real directory that holds it, as a link's target is).
+    from: Vec<PathBuf>,
+    to: Vec<PathBuf>,
+}
+
+impl Visitor for Copy<'_> {
+    type Error = std::io::Error;
+
+    fn visit(&mut self, entry: &Entry) -> std::io::Result<Next> {
+        let (Some(from), Some(to)) = (self.from.last(), self.to.last()) else {
+            return Ok(Next::Stop);
+        };
+        let path = from.join(&entry.name);
+        if let Some(filter) = self.filter
             && filter.is_excluded(&path).map_err(std::io::Error::other)?
         {
-            continue;
+            return Ok(Next::Pass);
         }
-        let target = to.join(entry.file_name());
-        let source = path.canonicalize()?;
-        let meta = std::fs::metadata(&source)?;
-        if !source.starts_with(root) || !(meta.is_dir() || meta.is_file()) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} leads to {}, which is not a file or directory of the task; a task's inputs must be its own files",
-                    path.display(),
-                    source.display()
-                ),
-            ));
-        }
-        if meta.is_dir() {
-            copy_into(root, &source, &target, filter)?;
+        let target = to.join(&entry.name);
+        if entry.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            self.from.push(path.canonicalize()?);
+            self.to.push(target);
+        } else if entry.is_file() {
+            std::fs::copy(&entry.path, &target)?;
         } else {
-            std::fs::copy(&source, &target)?;
+            // A dangling link says why it cannot be read; anything else is no file of the task.
+            let source = path.canonicalize()?;
+            return Err(not_the_tasks(&path, &source));
         }
+        Ok(Next::Enter)
     }
-    Ok(())
+
+    fn leave(&mut self, _dir: &Entry) -> std::io::Result<()> {
+        self.from.pop();
+        self.to.pop();
+        Ok(())
+    }
+}
+
+fn not_the_tasks(path: &Path, source: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "{} leads to {}, which is not a file or directory of the task; a task's inputs must be its own files",
+            path.display(),
+            source.display()
+        ),
+    )
+}
+
+/// A walker's error as the staged copy's: a link out of the task is not the task's.
+fn walk_to_io(e: WalkError) -> std::io::Error {
+    match e {
+        WalkError::Io { source, .. } => source,
+        WalkError::OutOfRoot { link, target, .. } => not_the_tasks(&link, &target),
+        other => std::io::Error::other(other.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub mod template;
 #[cfg(test)]
 mod test_files;
 pub mod unsupported;
+pub mod walk;
 
 pub use config::{NetworkMode, TaskConfig};
 pub use dataset::Dataset;

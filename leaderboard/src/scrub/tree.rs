@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use tasks::walk::{Entry, Kind, Links, Next, TreeWalk, Visitor, WalkError};
+
 use super::content::{Budget, scrub_blob};
 use super::error::ScrubError;
 use super::findings::{Findings, Location};
@@ -46,8 +48,23 @@ struct FileJob {
 /// Copies `input` into the existing empty directory `stage`.
 pub fn copy_tree(m: &Matcher, input: &Path, stage: &Path) -> Result<Copied, ScrubError> {
     let mut copied = Copied::default();
-    let mut jobs = Vec::new();
-    walk(m, input, stage, "", &mut jobs, &mut copied)?;
+    let mut staging = Stage {
+        m,
+        jobs: Vec::new(),
+        copied: &mut copied,
+        open: vec![Frame::new(stage.to_owned(), String::new())],
+    };
+    // `Keep`: a job directory is copied as it is, a link as a link (its target scrubbed),
+    // never followed.
+    TreeWalk::new(input, Links::Keep)
+        .walk(&mut staging)
+        .map_err(|stop| {
+            stop.into_error(|e| match e {
+                WalkError::Io { path, source } => ScrubError::io(path)(source),
+                other => ScrubError::io(input)(std::io::Error::other(other.to_string())),
+            })
+        })?;
+    let jobs = staging.jobs;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs.len().max(1));
@@ -121,71 +138,95 @@ fn copy_file(m: &Matcher, job: &FileJob, copied: &mut Copied) -> Result<(), Scru
     Ok(())
 }
 
-/// Walks one directory in byte order of names, creating directories and symlinks in `dest` and
-/// queueing regular files.
-fn walk(
-    m: &Matcher,
-    source: &Path,
-    dest: &Path,
-    shown: &str,
-    jobs: &mut Vec<FileJob>,
-    copied: &mut Copied,
-) -> Result<(), ScrubError> {
-    let mut entries: Vec<OsString> = std::fs::read_dir(source)
-        .map_err(ScrubError::io(source))?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<_, _>>()
-        .map_err(ScrubError::io(source))?;
-    entries.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    let mut used: HashSet<Vec<u8>> = HashSet::new();
-    for name in entries {
+/// One copy's staging walk: the regular files queued, and for each directory open on the
+/// current path where it goes and the names already used in it.
+struct Stage<'a, 'm> {
+    m: &'m Matcher,
+    jobs: Vec<FileJob>,
+    copied: &'a mut Copied,
+    open: Vec<Frame>,
+}
+
+/// A directory being copied.
+struct Frame {
+    dest: PathBuf,
+    shown: String,
+    used: HashSet<Vec<u8>>,
+}
+
+impl Frame {
+    fn new(dest: PathBuf, shown: String) -> Self {
+        Self {
+            dest,
+            shown,
+            used: HashSet::new(),
+        }
+    }
+}
+
+impl Visitor for Stage<'_, '_> {
+    type Error = ScrubError;
+
+    /// Creates directories and symlinks in the copy and queues regular files, in walk order
+    /// (byte order of names, a directory before its contents).
+    fn visit(&mut self, entry: &Entry) -> Result<Next, ScrubError> {
+        let name = &entry.name;
         // The job's digest key for host-drawn task env values stays on the host: published,
         // it would let anyone test guesses of those values against the trial identities.
         if name == tasks::template::KEY_FILE {
-            continue;
+            return Ok(Next::Pass);
         }
-        let from = source.join(&name);
+        let Some(frame) = self.open.last_mut() else {
+            return Ok(Next::Stop);
+        };
+        let from = entry.path.clone();
         let mut tally = Tally::new();
         let new_name = unique(
-            m.redact_text(name.as_bytes(), &mut tally)
+            self.m
+                .redact_text(name.as_bytes(), &mut tally)
                 .unwrap_or_else(|| name.as_bytes().to_vec()),
-            &mut used,
+            &mut frame.used,
         );
-        let to = dest.join(OsString::from_vec(new_name.clone()));
-        let rel = if shown.is_empty() {
+        let to = frame.dest.join(OsString::from_vec(new_name.clone()));
+        let rel = if frame.shown.is_empty() {
             String::from_utf8_lossy(&new_name).into_owned()
         } else {
-            format!("{shown}/{}", String::from_utf8_lossy(&new_name))
+            format!("{}/{}", frame.shown, String::from_utf8_lossy(&new_name))
         };
-        copied.findings.add(&rel, Location::Name, tally);
-        let meta = std::fs::symlink_metadata(&from).map_err(ScrubError::io(&from))?;
-        let kind = meta.file_type();
-        if kind.is_dir() {
-            std::fs::create_dir(&to).map_err(ScrubError::io(&to))?;
-            walk(m, &from, &to, &rel, jobs, copied)?;
-        } else if kind.is_symlink() {
-            let target = std::fs::read_link(&from).map_err(ScrubError::io(&from))?;
-            let mut tally = Tally::new();
-            let target = m
-                .redact_text(target.as_os_str().as_bytes(), &mut tally)
-                .map(OsString::from_vec)
-                .unwrap_or(target.into_os_string());
-            copied.findings.add(&rel, Location::LinkTarget, tally);
-            std::os::unix::fs::symlink(&target, &to).map_err(ScrubError::io(&to))?;
-        } else if kind.is_file() {
-            jobs.push(FileJob {
+        self.copied.findings.add(&rel, Location::Name, tally);
+        match entry.kind {
+            Kind::Dir => {
+                std::fs::create_dir(&to).map_err(ScrubError::io(&to))?;
+                self.open.push(Frame::new(to, rel));
+            }
+            Kind::Link(_) => {
+                let target = std::fs::read_link(&from).map_err(ScrubError::io(&from))?;
+                let mut tally = Tally::new();
+                let target = self
+                    .m
+                    .redact_text(target.as_os_str().as_bytes(), &mut tally)
+                    .map(OsString::from_vec)
+                    .unwrap_or(target.into_os_string());
+                self.copied.findings.add(&rel, Location::LinkTarget, tally);
+                std::os::unix::fs::symlink(&target, &to).map_err(ScrubError::io(&to))?;
+            }
+            Kind::File => self.jobs.push(FileJob {
                 source: from,
                 dest: to,
                 shown: rel,
-            });
-        } else {
-            copied.unscannable.push(Dropped {
+            }),
+            Kind::Special => self.copied.unscannable.push(Dropped {
                 path: rel,
                 reason: "special file (fifo, socket or device)".into(),
-            });
+            }),
         }
+        Ok(Next::Enter)
     }
-    Ok(())
+
+    fn leave(&mut self, _dir: &Entry) -> Result<(), ScrubError> {
+        self.open.pop();
+        Ok(())
+    }
 }
 
 /// `name`, or `name~2`, `name~3`… when redaction made two names in one directory equal.

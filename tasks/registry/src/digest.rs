@@ -9,44 +9,54 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
+use tasks::walk::{Entry, Kind, Links, Next, TreeWalk, Visitor};
 
 /// `sha256:<hex>` of the tree at `root`.
 pub fn tree_digest(root: &Path) -> std::io::Result<String> {
-    let mut outer = Sha256::new();
-    walk(root, "", &mut outer)?;
-    Ok(format!("sha256:{}", hex::encode(outer.finalize())))
+    let mut outer = Outer(Sha256::new());
+    // `Keep`: a link is hashed as its target text, never followed, as the copy keeps it.
+    TreeWalk::new(root, Links::Keep)
+        .walk(&mut outer)
+        .map_err(|stop| stop.into_error(crate::copy::walk_to_io))?;
+    Ok(format!("sha256:{}", hex::encode(outer.0.finalize())))
 }
 
-fn walk(dir: &Path, prefix: &str, outer: &mut Sha256) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let rel = format!("{prefix}{name}");
-        let meta = std::fs::symlink_metadata(entry.path())?;
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(entry.path())?;
-            outer.update(format!("L {rel}\0{}\n", target.display()).as_bytes());
-        } else if meta.is_dir() {
-            outer.update(format!("D {rel}\n").as_bytes());
-            walk(&entry.path(), &format!("{rel}/"), outer)?;
-        } else {
-            let mut inner = Sha256::new();
-            let mut file = std::fs::File::open(entry.path())?;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let n = file.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                inner.update(&buf[..n]);
+/// The digest being computed, fed each entry in walk order (names in byte order, a directory
+/// before its contents).
+struct Outer(Sha256);
+
+impl Visitor for Outer {
+    type Error = std::io::Error;
+
+    fn visit(&mut self, entry: &Entry) -> std::io::Result<Next> {
+        let rel = &entry.rel;
+        match entry.kind {
+            Kind::Link(_) => {
+                let target = std::fs::read_link(&entry.path)?;
+                self.0
+                    .update(format!("L {rel}\0{}\n", target.display()).as_bytes());
             }
-            let exec = meta.permissions().mode() & 0o111 != 0;
-            outer
-                .update(format!("F {rel}\0{}\0{exec}\n", hex::encode(inner.finalize())).as_bytes());
+            Kind::Dir => self.0.update(format!("D {rel}\n").as_bytes()),
+            _ => {
+                let mut inner = Sha256::new();
+                let mut file = std::fs::File::open(&entry.path)?;
+                let mut buf = vec![0u8; 1 << 16];
+                loop {
+                    let n = file.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    inner.update(&buf[..n]);
+                }
+                let meta = std::fs::symlink_metadata(&entry.path)?;
+                let exec = meta.permissions().mode() & 0o111 != 0;
+                self.0.update(
+                    format!("F {rel}\0{}\0{exec}\n", hex::encode(inner.finalize())).as_bytes(),
+                );
+            }
         }
+        Ok(Next::Enter)
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -69,5 +79,33 @@ mod tests {
         )
         .unwrap();
         assert_ne!(truncated, tree_digest(dir.path()).unwrap());
+    }
+
+    /// Computed by an independent Python implementation of the format over the same tree: a
+    /// cache entry recorded before keeps its digest.
+    #[test]
+    fn the_digest_of_a_known_tree_is_fixed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (path, text) in [
+            ("a/x", "x"),
+            ("a-b", "ab"),
+            ("B", "B"),
+            ("tests/test.sh", "#!/bin/sh\nexit 0\n"),
+        ] {
+            std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+            std::fs::write(root.join(path), text).unwrap();
+        }
+        std::fs::set_permissions(
+            root.join("tests/test.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("../a/x", root.join("tests/link")).unwrap();
+        std::fs::create_dir(root.join("empty")).unwrap();
+        assert_eq!(
+            tree_digest(root).unwrap(),
+            "sha256:f779d867bcb7c5a73286e386d3413a423f20a8d3df275ea1f397d589ffba75da"
+        );
     }
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use tasks::Task;
+use tasks::walk::{Entry, Kind, Links, Next, TreeWalk, Visitor, WalkError};
 
 /// Copies `task` to `<stage_dir>/<label>/<task dir name>` with `script` as its only solution
 /// file (with `keep_solution`, beside the task's solution, whose `solve.sh` becomes
@@ -36,25 +37,50 @@ pub fn probe_copy(
     Ok(dest)
 }
 
-/// Copies `from` into `to` (symlinks as symlinks); at the top, `solution/` is left out.
+/// Copies `from` into `to` (symlinks as symlinks); at the top, `solution/` is left out when
+/// `top`.
 fn copy_dir(from: &Path, to: &Path, top: bool) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        if top && entry.file_name() == "solution" {
-            continue;
+    let mut copy = Copy {
+        to,
+        leave_out_solution: top,
+    };
+    // `Keep`: the probe's copy is the task as it is, links copied as links, never followed.
+    TreeWalk::new(from, Links::Keep)
+        .walk(&mut copy)
+        .map_err(|stop| {
+            stop.into_error(|e| match e {
+                WalkError::Io { source, .. } => source,
+                other => std::io::Error::other(other.to_string()),
+            })
+        })
+}
+
+/// Where one copy goes.
+struct Copy<'a> {
+    to: &'a Path,
+    leave_out_solution: bool,
+}
+
+impl Visitor for Copy<'_> {
+    type Error = std::io::Error;
+
+    fn visit(&mut self, entry: &Entry) -> std::io::Result<Next> {
+        if self.leave_out_solution && entry.depth == 1 && entry.name == "solution" {
+            return Ok(Next::Pass);
         }
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
-        } else if kind.is_dir() {
-            copy_dir(&source, &target, false)?;
-        } else {
-            std::fs::copy(&source, &target)?;
+        let target = self.to.join(&entry.rel_path);
+        match entry.kind {
+            Kind::Link(_) => {
+                std::os::unix::fs::symlink(std::fs::read_link(&entry.path)?, &target)?;
+            }
+            Kind::Dir => std::fs::create_dir_all(&target)?,
+            _ => {
+                std::fs::copy(&entry.path, &target)?;
+            }
         }
+        Ok(Next::Enter)
     }
-    Ok(())
 }
 
 #[cfg(test)]
