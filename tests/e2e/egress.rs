@@ -8,41 +8,9 @@
 //! environment's allowlist, and the steps of a multi-step task each under its own). Each attempt is in the phase's network.jsonl
 //! and counted in result.json; the servers saw exactly the allowed requests.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::support::{Job, ensure_base_image, exception, reward, runner};
-
-/// An HTTP server on loopback answering `<name>:<path>`; the paths it was asked for.
-pub(crate) fn origin(name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let text = String::from_utf8_lossy(&head).into_owned();
-            let path = text.split(' ').nth(1).unwrap_or_default().to_owned();
-            record.lock().unwrap().push(path.clone());
-            let body = format!("{name}:{path}");
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, seen)
-}
+use crate::support::{Job, ensure_base_image, exception, origin, reward, run_oracle_resolving};
 
 /// The probe both phases run: what this phase can reach, as JSON on stdout.
 const PROBE: &str = r#"
@@ -351,30 +319,15 @@ fn allowlists_let_each_phase_reach_its_hosts_and_nothing_else() {
     );
     steps_task(tasks.path(), ports);
     let jobs = tempfile::tempdir().unwrap();
-    let output = runner()
-        .args([
-            "run",
-            "--agent",
-            "oracle",
-            "--max-retries",
-            "0",
-            "--jobs-dir",
-        ])
-        .arg(jobs.path())
-        .arg("--path")
-        .arg(tasks.path())
-        .env(
-            "RUNNER_EGRESS_RESOLVE",
-            // Each name pinned to loopback with its service's port: only that port is listed.
-            format!(
-                "allowed.test:{allowed_port}=127.0.0.1,other.test:{other_port}=127.0.0.1,unused.test=127.0.0.1"
-            ),
-        )
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
+    // Each name pinned to loopback with its service's port: only that port is listed.
+    let (output, job) = run_oracle_resolving(
+        jobs.path(),
+        tasks.path(),
+        &format!(
+            "allowed.test:{allowed_port}=127.0.0.1,other.test:{other_port}=127.0.0.1,unused.test=127.0.0.1"
+        ),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let job = Job::single_in(jobs.path());
     let results = job.trial_results();
     assert_eq!(results.len(), 4, "{stderr}");
     for (trial, result) in &results {

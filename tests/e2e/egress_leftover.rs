@@ -9,10 +9,8 @@
 //! refused under the agent side's last phase, `(closed)`.
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::egress::origin;
-use crate::support::{Job, ensure_base_image, exception, reward, runner};
+use crate::support::{ensure_base_image, exception, origin, reward, run_oracle_resolving};
 
 /// The leftover: tries every way to `other.test` for `seconds`, one JSON line per attempt.
 const LEFTOVER: &str = r#"
@@ -62,6 +60,38 @@ while time.time() < end:
     time.sleep(0.3)
 "#;
 
+/// The tests' clock: waits until the leftover's record holds, past its first SKIP lines,
+/// COUNT attempts of each HOW named (`wait.py SKIP [HOW COUNT]...`), or a minute has passed
+/// (then the test's own assertions say what is missing); prints the record's length. The
+/// tests wait for the leftover's attempts, not for a time, so a loaded machine slows them
+/// down without changing what they see.
+const WAIT: &str = r#"
+import json, sys, time
+skip, rest = int(sys.argv[1]), sys.argv[2:]
+wants = [(rest[i], int(rest[i + 1])) for i in range(0, len(rest), 2)]
+def record():
+    try:
+        lines = open("/tmp/leftover.jsonl").read().splitlines()
+    except FileNotFoundError:
+        return []
+    attempts = []
+    for line in lines:
+        try:
+            attempts.append(json.loads(line))
+        except ValueError:
+            pass  # the line the leftover is writing
+    return attempts
+deadline = time.time() + 60
+while True:
+    attempts = record()
+    new = attempts[skip:]
+    if time.time() > deadline or all(
+            sum(a["how"] == how for a in new) >= n for how, n in wants):
+        print(len(attempts))
+        break
+    time.sleep(0.2)
+"#;
+
 fn write_task(dir: &Path, other_port: u16) {
     let task = dir.join("leftover");
     for sub in ["environment", "solution", "tests"] {
@@ -82,28 +112,37 @@ fn write_task(dir: &Path, other_port: u16) {
     )
     .unwrap();
     std::fs::write(task.join("environment/leftover.py"), LEFTOVER).unwrap();
-    // The agent's phase starts the leftover, detached, and it outlives the agent's run.
+    std::fs::write(task.join("tests/wait.py"), WAIT).unwrap();
+    // The agent's phase starts the leftover, detached, and it outlives the agent's run; the
+    // agent ends once the leftover has made its first attempt (at most 30 s).
     std::fs::write(
         task.join("solution/solve.sh"),
         format!(
-            "#!/bin/bash\nsetsid nohup python3 /opt/leftover.py {other_port} 90 /tmp/leftover.jsonl \
-             >/dev/null 2>&1 < /dev/null &\nsleep 1\n"
+            "#!/bin/bash\nsetsid nohup python3 /opt/leftover.py {other_port} 300 /tmp/leftover.jsonl \
+             >/dev/null 2>&1 < /dev/null &\n\
+             for _ in $(seq 300); do [ -s /tmp/leftover.jsonl ] && break; sleep 0.1; done\n"
         ),
     )
     .unwrap();
-    // The tests let the leftover try for a while, make their own request, then hand the
-    // leftover's record back with their proxy's port.
+    // The tests wait until the leftover has tried, while they run, the agent's socket five
+    // times and their relay's port three times; make their own request; wait for the
+    // leftover's next try after it; then hand the leftover's record back with their proxy's
+    // port.
     std::fs::write(
         task.join("tests/test.sh"),
         format!(
-            "#!/bin/bash\nmkdir -p /logs/verifier\nsleep 4\n\
+            "#!/bin/bash\nmkdir -p /logs/verifier\n\
+             start=$(python3 /tests/wait.py 0)\n\
+             python3 /tests/wait.py \"$start\" agent-socket 5 \"port ${{HTTP_PROXY##*:}}\" 3 >/dev/null\n\
              python3 - <<'EOF' > /logs/verifier/tests.txt\n\
 import os, urllib.request\n\
 print('proxy', os.environ.get('HTTP_PROXY', ''))\n\
 try:\n    print(urllib.request.urlopen('http://other.test:{other_port}/verifier-tests', timeout=10).read().decode())\n\
 except Exception as e:\n    print('ERR', type(e).__name__, e)\n\
 EOF\n\
-             sleep 2\ncp /tmp/leftover.jsonl /logs/verifier/leftover.jsonl\n\
+             after=$(python3 /tests/wait.py 0)\n\
+             python3 /tests/wait.py \"$after\" agent-socket 1 >/dev/null\n\
+             cp /tmp/leftover.jsonl /logs/verifier/leftover.jsonl\n\
              if grep -q 'other:/verifier-tests' /logs/verifier/tests.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
         ),
     )
@@ -118,27 +157,12 @@ fn an_agent_leftover_gets_no_network_while_the_tests_reach_their_listed_host() {
     let tasks = tempfile::tempdir().unwrap();
     write_task(tasks.path(), other_port);
     let jobs = tempfile::tempdir().unwrap();
-    let output = runner()
-        .args([
-            "run",
-            "--agent",
-            "oracle",
-            "--max-retries",
-            "0",
-            "--jobs-dir",
-        ])
-        .arg(jobs.path())
-        .arg("--path")
-        .arg(tasks.path().join("leftover"))
-        .env(
-            "RUNNER_EGRESS_RESOLVE",
-            format!("allowed.test:{allowed_port}=127.0.0.1,other.test:{other_port}=127.0.0.1"),
-        )
-        .timeout(Duration::from_secs(600))
-        .output()
-        .unwrap();
+    let (output, job) = run_oracle_resolving(
+        jobs.path(),
+        &tasks.path().join("leftover"),
+        &format!("allowed.test:{allowed_port}=127.0.0.1,other.test:{other_port}=127.0.0.1"),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let job = Job::single_in(jobs.path());
     let results = job.trial_results();
     let (trial, result) = results.first().unwrap_or_else(|| panic!("{stderr}"));
     let tests = job.trial_file(trial, "verifier/tests.txt");

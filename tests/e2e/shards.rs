@@ -10,24 +10,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use testkit::files::copy_dir;
 
-use crate::support::{Job, ensure_base_image, exited, runner, workspace_root};
-
-fn examples() -> PathBuf {
-    workspace_root().join("tasks/examples")
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap()
-}
-
-fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {
-    let mut value = json(path);
-    edit(&mut value);
-    std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-}
+use crate::support::{
+    Job, edit_json, ensure_base_image, examples, exited, json_file, runner, workspace_root,
+};
 
 /// The trial dirs (with a result) of a job dir, by name.
 fn trials(dir: &Path) -> BTreeSet<String> {
@@ -88,12 +73,12 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
 
     // Each shard records its part, in config.json and result.json.
     for (dir, i) in [(&s1, 1), (&s2, 2)] {
-        let config = json(&dir.join("config.json"));
+        let config = json_file(&dir.join("config.json"));
         assert_eq!(
             (config["shard"].as_u64(), config["n_shards"].as_u64()),
             (Some(i), Some(2))
         );
-        let result = json(&dir.join("result.json"));
+        let result = json_file(&dir.join("result.json"));
         assert_eq!(
             (result["shard"].as_u64(), result["n_shards"].as_u64()),
             (Some(i), Some(2))
@@ -121,7 +106,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     let (out, _) = exited(&output, 0);
     assert!(out.contains("6 trial(s) planned"), "{out}");
     assert_eq!(trials(&merged), t1.union(&t2).cloned().collect());
-    let config = json(&merged.join("config.json"));
+    let config = json_file(&merged.join("config.json"));
     assert!(
         config.get("shard").is_none() && config.get("n_shards").is_none(),
         "{config}"
@@ -130,10 +115,10 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     // The parts' ids, which the merged trials keep recording as their job id.
     let part_ids: Vec<Value> = [&s1, &s2]
         .iter()
-        .map(|dir| json(&dir.join("result.json"))["id"].clone())
+        .map(|dir| json_file(&dir.join("result.json"))["id"].clone())
         .collect();
     assert_eq!(config["merged_from"], Value::Array(part_ids));
-    let result = json(&merged.join("result.json"));
+    let result = json_file(&merged.join("result.json"));
     assert_eq!(result["n_total_trials"], 6);
     assert_eq!(result["stats"]["n_completed_trials"], 6);
     assert_eq!(result["coverage"]["scored"], 6);
@@ -141,7 +126,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     // Two tasks solved, slow-oracle's trials time out (reward 0): 4 of 6.
     assert!((eval["metrics"][0]["mean"].as_f64().unwrap() - 4.0 / 6.0).abs() < 1e-12);
     assert_eq!(
-        json(&merged.join("lock.json"))["trials"]
+        json_file(&merged.join("lock.json"))["trials"]
             .as_array()
             .unwrap()
             .len(),
@@ -210,7 +195,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     let remerged = tmp.path().join("merged-elsewhere");
     exited(&merge(&remerged, &[&s1, &elsewhere]), 0);
     let keys = |dir: &Path| -> Vec<String> {
-        let result = json(&dir.join("result.json"));
+        let result = json_file(&dir.join("result.json"));
         result["stats"]["evals"]
             .as_object()
             .unwrap()
@@ -219,7 +204,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
             .collect()
     };
     assert_eq!(keys(&remerged), keys(&s1));
-    let result = json(&remerged.join("result.json"));
+    let result = json_file(&remerged.join("result.json"));
     let eval = crate::support::only_eval(&result);
     assert!((eval["metrics"][0]["mean"].as_f64().unwrap() - 4.0 / 6.0).abs() < 1e-12);
     let log = std::fs::read_to_string(remerged.join("job.log")).unwrap();
@@ -253,7 +238,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     let (_, err) = exited(&output, 0);
     assert!(err.contains("0 to run again, 0 new"), "{err}");
     assert_eq!(
-        json(&merged.join("config.json"))["merged_from"],
+        json_file(&merged.join("config.json"))["merged_from"],
         config["merged_from"]
     );
 
@@ -332,7 +317,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
         err.contains(&format!("trial {trial}: taken from {}", s2.display())),
         "{err}"
     );
-    assert!(json(&rerun.join(trial).join("result.json"))["exception_info"].is_null());
+    assert!(json_file(&rerun.join(trial).join("result.json"))["exception_info"].is_null());
 }
 
 /// The leaderboard's view of shards, with the reference installed agent (oracle trials have no
@@ -388,7 +373,7 @@ fn validate_submission_takes_the_merged_job_or_all_shards_and_names_the_tasks_tw
     assert!(out.contains("3 job dir(s), 50 trials, 10 tasks"), "{out}");
     // Two shards: the third's tasks are named as missing.
     let (out, _) = exited(&validate(&shards[..2]), 1);
-    let third: Vec<String> = json(&shards[2].join("lock.json"))["trials"]
+    let third: Vec<String> = json_file(&shards[2].join("lock.json"))["trials"]
         .as_array()
         .unwrap()
         .iter()

@@ -1,9 +1,11 @@
 //! Shared helpers of the end-to-end tests.
 
 use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use testkit::upstream::{OPENAI_KEY, ScriptedUpstream};
@@ -454,4 +456,76 @@ fn high_water_kib(pid: libc::pid_t) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `tasks/examples`: the example tasks.
+pub fn examples() -> PathBuf {
+    workspace_root().join("tasks/examples")
+}
+
+/// The JSON file at `path`; panics naming it when it cannot be read.
+pub fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+/// Rewrites the JSON file at `path` with `edit` applied (a record forged or changed).
+pub fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut value = json_file(path);
+    edit(&mut value);
+    std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+}
+
+/// An HTTP server on loopback answering `<name>:<path>`, for the egress tests' hosts; the
+/// paths it was asked for.
+pub fn origin(name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let text = String::from_utf8_lossy(&head).into_owned();
+            let path = text.split(' ').nth(1).unwrap_or_default().to_owned();
+            record.lock().unwrap().push(path.clone());
+            let body = format!("{name}:{path}");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+/// `runner run --agent oracle --max-retries 0` of `path`, jobs in `jobs`, with the egress
+/// proxy resolving names as `resolve` pins them (`RUNNER_EGRESS_RESOLVE`:
+/// `name:port=ip,…`): the egress tests' run, and its job.
+pub fn run_oracle_resolving(jobs: &Path, path: &Path, resolve: &str) -> (Output, Job) {
+    let output = runner()
+        .args([
+            "run",
+            "--agent",
+            "oracle",
+            "--max-retries",
+            "0",
+            "--jobs-dir",
+        ])
+        .arg(jobs)
+        .arg("--path")
+        .arg(path)
+        .env("RUNNER_EGRESS_RESOLVE", resolve)
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    (output, Job::single_in(jobs))
 }

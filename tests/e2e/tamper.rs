@@ -11,24 +11,9 @@ use std::process::Output;
 use serde_json::Value;
 use testkit::files::copy_dir;
 
-use crate::support::{Job, ensure_base_image, exited, runner, workspace_root};
-
-fn examples() -> PathBuf {
-    workspace_root().join("tasks/examples")
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap()
-}
-
-fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {
-    let mut value = json(path);
-    edit(&mut value);
-    std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-}
+use crate::support::{
+    Job, edit_json, ensure_base_image, examples, exited, json_file, runner, workspace_root,
+};
 
 /// `runner run` of `agent` (flags) on hello-file, slow-oracle and nonroot-workdir, k=1.
 fn run(jobs: &Path, name: &str, agent: &[&str], extra: &[&str]) {
@@ -151,7 +136,7 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     let (s1, s2) = (jobs.join("s1"), jobs.join("s2"));
     let dataset = examples().display().to_string();
     for job in [&s1, &s2] {
-        let manifest = json(&job.join("record_manifest.json"));
+        let manifest = json_file(&job.join("record_manifest.json"));
         for (name, _) in (Job {
             dir: job.to_path_buf(),
         })
@@ -270,7 +255,7 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     // A forger who rewrites the manifest's hashes to match: the copied trajectory still
     // belongs to another trial, so validation and merge still refuse it.
     let mut manifest: tasks::records::RecordManifest =
-        serde_json::from_value(json(&forged.join("record_manifest.json"))).unwrap();
+        serde_json::from_value(json_file(&forged.join("record_manifest.json"))).unwrap();
     for trial in [&slow, &hello] {
         manifest.record_trial(trial, &forged.join(trial)).unwrap();
     }

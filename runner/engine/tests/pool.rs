@@ -9,7 +9,7 @@ use engine::pool::{EnginePool, PoolMember};
 use engine::{Backend, BackendErrorKind, EngineCapacity};
 use tasks::records::TrialResult;
 use testkit::FakeBackend;
-use testkit::backend::fault;
+use testkit::backend::{StartGate, fault};
 use testkit::instant::{job_dir, run_instant_job_on};
 
 fn members(engines: &[FakeBackend]) -> Vec<PoolMember<FakeBackend>> {
@@ -40,23 +40,21 @@ async fn run<B: Backend>(backend: B, trials: u32, n: u32) -> Vec<TrialResult> {
 
 #[tokio::test]
 async fn trials_spread_over_the_engines_by_room_and_name_their_engine() {
-    let big = FakeBackend::new();
-    // Each start takes a while, so all four are placed while the others hold their room.
-    big.script(|s| {
-        s.capacity = EngineCapacity {
-            cpus: Some(3.0),
-            memory_mb: None,
-        };
-        s.start_delay = std::time::Duration::from_millis(300);
-    });
-    let small = FakeBackend::new();
-    small.script(|s| {
-        s.capacity = EngineCapacity {
-            cpus: Some(1.0),
-            memory_mb: None,
-        };
-        s.start_delay = std::time::Duration::from_millis(300);
-    });
+    // Every start waits until all four have begun, so all four are placed while the others
+    // hold their room (by event: a start delay would race a loaded machine).
+    let gate = StartGate::new(4);
+    let engine = |cpus: f64| {
+        let backend = FakeBackend::new();
+        backend.script(|s| {
+            s.capacity = EngineCapacity {
+                cpus: Some(cpus),
+                memory_mb: None,
+            };
+            s.start_gate = Some(gate.clone());
+        });
+        backend
+    };
+    let (big, small) = (engine(3.0), engine(1.0));
     let records = run(pool(&[big.clone(), small.clone()]).await, 4, 4).await;
     assert_eq!(records.len(), 4);
     assert!(records.iter().all(|r| r.reward() == Some(1.0)));

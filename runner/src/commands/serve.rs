@@ -8,7 +8,7 @@ use std::time::Duration;
 use docker_backend::{DockerBackend, DockerClient, reap_dead_owners};
 use engine::LimitSettings;
 use serve::{Access, Catalog, ServeConfig, Server};
-use tasks::Dataset;
+use tasks::{Dataset, Task};
 
 use crate::exit::{CliError, CommandOutcome};
 use crate::note;
@@ -93,7 +93,52 @@ pub fn serve(mut args: ServeArgs) -> Result<CommandOutcome, CliError> {
 }
 
 async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
-    let dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    let servable = servable_tasks(&args.path)?;
+    let job_dir = new_job_dir(&args)?;
+    let client = connect_engine().await?;
+    let (token, generated) = credential(&args)?;
+    std::fs::create_dir_all(&job_dir)
+        .map_err(|e| CliError::runner_because(format!("{}", job_dir.display()), e))?;
+    let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port))
+        .await
+        .map_err(|e| {
+            CliError::bad_input_because(format!("listening on {}:{}", args.host, args.port), e)
+        })?;
+    let addr = listener.local_addr().map_err(CliError::runner)?;
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(CliError::runner)?;
+    let job_id = format!("serve-{}", hex::encode(id));
+    let config = serve_config(&args, addr, &job_dir, &job_id, token.clone());
+    let count = servable.len();
+    // Each session's public container on a network where no other container (another
+    // session's, another job's) can reach it.
+    let backend = DockerBackend::new(client)
+        .isolate_environments(&job_id)
+        .await
+        .map_err(|e| CliError::runner_because("making the sessions' network", e))?;
+    let server = Server::new(backend, Catalog::new(servable), config);
+    announce_credential(&args, token.as_deref(), generated, addr.port());
+    if let Some(network) = server.backend().public_network() {
+        note!(
+            "sessions' containers join network {network}, on which no container can reach another"
+        );
+    }
+    note!(
+        "serving {count} task(s) on http://{addr} (OpenEnv sessions at ws://{addr}/ws, at most {} at once); episodes -> {}",
+        args.max_sessions,
+        job_dir.display()
+    );
+    serve::run(server, listener, shutdown_signal())
+        .await
+        .map_err(|e| CliError::runner_because("serving", e))?;
+    note!("stopped; every episode's container was removed");
+    Ok(CommandOutcome::Success)
+}
+
+/// The tasks of `path` that runner serve can offer, each other one named in a warning;
+/// refused when none is left.
+fn servable_tasks(path: &Path) -> Result<Vec<Task>, CliError> {
+    let dataset = Dataset::load(path).map_err(CliError::bad_input)?;
     for skipped in &dataset.skipped {
         note!("warning: not served: {skipped}");
     }
@@ -112,6 +157,11 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
             dataset.dir.display()
         )));
     }
+    Ok(servable)
+}
+
+/// `<jobs-dir>/<job-name>`, refused when it already holds anything; not made yet.
+fn new_job_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
     let job_name = args.job_name.clone().unwrap_or_else(|| {
         chrono::Local::now()
             .format("serve-%Y-%m-%d__%H-%M-%S")
@@ -124,6 +174,12 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
             job_dir.display()
         )));
     }
+    Ok(job_dir)
+}
+
+/// The engine of DOCKER_HOST, checked to jail verifiers, with the containers of runner
+/// processes that are gone removed.
+async fn connect_engine() -> Result<DockerClient, CliError> {
     let client = DockerClient::connect().await.map_err(CliError::bad_input)?;
     docker_backend::check_jail(&client)
         .await
@@ -133,80 +189,54 @@ async fn serve_async(args: ServeArgs) -> Result<CommandOutcome, CliError> {
         Ok(n) => note!("removed {n} container(s) left behind by runner processes that are gone"),
         Err(e) => note!("warning: could not reap leftover containers: {e}"),
     }
-    let (token, generated) = credential(&args)?;
-    std::fs::create_dir_all(&job_dir)
-        .map_err(|e| CliError::runner_because(format!("{}", job_dir.display()), e))?;
-    let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port))
-        .await
-        .map_err(|e| {
-            CliError::bad_input_because(format!("listening on {}:{}", args.host, args.port), e)
-        })?;
-    let addr = listener.local_addr().map_err(CliError::runner)?;
-    let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(CliError::runner)?;
-    let job_id = format!("serve-{}", hex::encode(id));
-    let access = Access::new(
-        args.host,
-        &args.allowed_hosts,
-        &args.allowed_origins,
-        token.clone(),
-    );
-    let config = ServeConfig {
+    Ok(client)
+}
+
+/// The server's settings from the flags.
+fn serve_config(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    job_dir: &Path,
+    job_id: &str,
+    token: Option<String>,
+) -> ServeConfig {
+    let access = Access::new(args.host, &args.allowed_hosts, &args.allowed_origins, token);
+    ServeConfig {
         addr,
         max_sessions: args.max_sessions,
         idle_timeout: Duration::from_secs(args.idle_timeout),
         exec_timeout: Duration::from_secs_f64(args.exec_timeout),
         max_output_bytes: args.max_output_bytes,
-        job_dir: std::path::absolute(&job_dir).unwrap_or(job_dir.clone()),
-        job_id: job_id.clone(),
+        job_dir: std::path::absolute(job_dir).unwrap_or(job_dir.to_path_buf()),
+        job_id: job_id.to_owned(),
         limits: LimitSettings::default(),
         force_build: args.force_build,
         access,
-    };
-    let count = servable.len();
-    // Each session's public container on a network where no other container (another
-    // session's, another job's) can reach it.
-    let backend = DockerBackend::new(client)
-        .isolate_environments(&job_id)
-        .await
-        .map_err(|e| CliError::runner_because("making the sessions' network", e))?;
-    let server = Server::new(backend, Catalog::new(servable), config);
-    match (&token, generated) {
+    }
+}
+
+/// Tells the user how requests carry the credential: a generated one printed whole, one
+/// from `--token-file` by its file.
+fn announce_credential(args: &ServeArgs, token: Option<&str>, generated: bool, port: u16) {
+    match (token, generated) {
         (Some(token), true) => {
             // Printed even under --quiet: without it nobody can use the server. Not through
             // `note!`, which redacts a URL's user-info.
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
-                "credential: {token}\n  every request needs it: openenv-core's client takes it in its base URL (http://runner:CREDENTIAL@HOST:{}), other clients as Authorization: Bearer CREDENTIAL",
-                addr.port()
+                "credential: {token}\n  every request needs it: openenv-core's client takes it in its base URL (http://runner:CREDENTIAL@HOST:{port}), other clients as Authorization: Bearer CREDENTIAL",
             );
         }
         (Some(_), false) => note!(
-            "every request needs the credential of {} (in the URL as http://runner:CREDENTIAL@HOST:{}, or Authorization: Bearer)",
+            "every request needs the credential of {} (in the URL as http://runner:CREDENTIAL@HOST:{port}, or Authorization: Bearer)",
             args.token_file
                 .as_deref()
                 .unwrap_or(Path::new(""))
                 .display(),
-            addr.port()
         ),
         (None, _) => {}
     }
-    if let Some(network) = server.backend().public_network() {
-        note!(
-            "sessions' containers join network {network}, on which no container can reach another"
-        );
-    }
-    note!(
-        "serving {count} task(s) on http://{addr} (OpenEnv sessions at ws://{addr}/ws, at most {} at once); episodes -> {}",
-        args.max_sessions,
-        job_dir.display()
-    );
-    serve::run(server, listener, shutdown_signal())
-        .await
-        .map_err(|e| CliError::runner_because("serving", e))?;
-    note!("stopped; every episode's container was removed");
-    Ok(CommandOutcome::Success)
 }
 
 /// The credential requests must carry, and whether it was generated here: read from

@@ -67,10 +67,28 @@ pub fn task_rows(results: &[TrialTotals]) -> Vec<TaskRow> {
 
 /// The summary as text.
 pub fn render_summary(input: &SummaryInput<'_>) -> String {
-    let results = input.results;
+    let mut out = String::from("\n");
+    write_task_table(&mut out, input.results);
+    let _ = writeln!(out);
+    write_overall(&mut out, input.results);
+    write_coverage(&mut out, input);
+    if !input.skipped.is_empty() {
+        let _ = writeln!(out, "skipped tasks ({}):", input.skipped.len());
+        for skipped in input.skipped {
+            let _ = writeln!(out, "  {}", first_line(skipped));
+        }
+    }
+    if let Some(wall) = input.wall {
+        let _ = writeln!(out, "wall time: {}", clock(wall));
+    }
+    let _ = write!(out, "job: {}", input.job_dir.display());
+    out
+}
+
+/// One line per task: its trials, mean reward and trials with an exception.
+fn write_task_table(out: &mut String, results: &[TrialTotals]) {
     let rows = task_rows(results);
     let width = rows.iter().map(|r| r.task.len()).max().unwrap_or(4).max(4);
-    let mut out = String::from("\n");
     let _ = writeln!(
         out,
         "{:<width$}  {:>6}  {:>6}  {:>10}",
@@ -83,6 +101,11 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             row.task, row.trials, row.mean, row.errors
         );
     }
+}
+
+/// The overall line (trials, exceptions, mean with its interval), pass@k and the count of
+/// each exception type.
+fn write_overall(out: &mut String, results: &[TrialTotals]) {
     let rewards: Vec<Option<f64>> = results.iter().map(|r| r.reward()).collect();
     let mut per_task: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
     for r in results {
@@ -91,7 +114,6 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     // "Exception", not "error": a timed-out trial is scored, and only the coverage line below
     // says which exceptions were agent or infrastructure errors.
     let errors = results.iter().filter(|r| r.exception.is_some()).count();
-    let _ = writeln!(out);
     let estimate = stats::summarize(
         per_task.values().map(Vec::as_slice),
         &stats::Resampling::default(),
@@ -123,6 +145,12 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     for (kind, count) in exceptions {
         let _ = writeln!(out, "  {kind}: {count}");
     }
+}
+
+/// The coverage line, the failed trials by kind and the trials not run, each with the
+/// command that runs them again.
+fn write_coverage(out: &mut String, input: &SummaryInput<'_>) {
+    let results = input.results;
     let coverage = engine::job::coverage(input.planned as u32, results);
     let _ = writeln!(
         out,
@@ -136,7 +164,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         coverage.retries
     );
     list_failed(
-        &mut out,
+        out,
         &format!(
             "infrastructure errors (no data; `runner jobs resume -p {} -f infra_error` runs them again)",
             input.job_dir.display()
@@ -145,7 +173,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         TrialOutcome::InfraError,
     );
     list_failed(
-        &mut out,
+        out,
         "agent errors (counted as 0)",
         results,
         TrialOutcome::AgentError,
@@ -163,17 +191,6 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             input.job_dir.display()
         );
     }
-    if !input.skipped.is_empty() {
-        let _ = writeln!(out, "skipped tasks ({}):", input.skipped.len());
-        for skipped in input.skipped {
-            let _ = writeln!(out, "  {}", first_line(skipped));
-        }
-    }
-    if let Some(wall) = input.wall {
-        let _ = writeln!(out, "wall time: {}", clock(wall));
-    }
-    let _ = write!(out, "job: {}", input.job_dir.display());
-    out
 }
 
 /// The summary as printed: with colour, the failure headings in red (no data) or yellow

@@ -47,6 +47,39 @@ pub struct Script {
     pub unreachable: bool,
     /// What the engine says it can hold.
     pub capacity: engine::EngineCapacity,
+    /// Every `start_environment` waits here until the gate opens (see [`StartGate`]).
+    pub start_gate: Option<StartGate>,
+}
+
+/// Holds each start until `n` starts, over every backend sharing the gate, have arrived, so
+/// a test has that many environments starting at once by event, not by a delay. Past
+/// [`StartGate::DEADLINE`] a start goes on alone: a scheduler that never sends the `n`th
+/// start then fails the test's assertions instead of hanging it.
+#[derive(Debug, Clone)]
+pub struct StartGate {
+    arrived: Arc<tokio::sync::watch::Sender<usize>>,
+    n: usize,
+}
+
+impl StartGate {
+    /// How long a start waits for the others at most; generous, as it is reached only when
+    /// the behaviour under test is broken.
+    pub const DEADLINE: Duration = Duration::from_secs(60);
+
+    /// A gate that opens once `n` starts have arrived.
+    pub fn new(n: usize) -> Self {
+        Self {
+            arrived: Arc::new(tokio::sync::watch::channel(0).0),
+            n,
+        }
+    }
+
+    async fn pass(&self) {
+        let mut arrived = self.arrived.subscribe();
+        self.arrived.send_modify(|count| *count += 1);
+        let open = arrived.wait_for(|count| *count >= self.n);
+        let _ = tokio::time::timeout(Self::DEADLINE, open).await;
+    }
 }
 
 /// A command that creates this file in the sandbox has stopped the container's PID 1.
@@ -186,14 +219,18 @@ impl Backend for FakeBackend {
         &self,
         spec: &EnvironmentSpec,
     ) -> Result<FakeEnvironment, BackendError> {
-        let (delay, fault, panics) = self.with(|s| {
+        let (delay, fault, panics, gate) = self.with(|s| {
             let panics = std::mem::take(&mut s.script.panic_on_start);
             (
                 s.script.start_delay,
                 s.script.start_faults.pop_front(),
                 panics,
+                s.script.start_gate.clone(),
             )
         });
+        if let Some(gate) = gate {
+            gate.pass().await;
+        }
         tokio::time::sleep(delay).await;
         assert!(!panics, "the fake backend was told to panic");
         if let Some(fault) = fault {

@@ -19,10 +19,12 @@ mod task_env;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use adapter::Agent;
-use engine::job::resume::{parse_selectors, resume};
-use engine::job::{AgentFingerprint, JobOutcome, JobSettings, RetryPolicy, plan_job, run_job};
-use engine::trial::watchdog;
+use adapter::{Agent, AnyAgent};
+use engine::job::resume::{RerunSelector, parse_selectors, resume};
+use engine::job::{
+    AgentFingerprint, JobOutcome, JobPlan, JobSettings, RetryPolicy, plan_job, run_job,
+};
+use engine::trial::{JobBridge, watchdog};
 use tasks::{Dataset, Multipliers};
 use tokio_util::sync::CancellationToken;
 
@@ -258,33 +260,9 @@ pub fn run(mut args: RunArgs) -> Result<CommandOutcome, CliError> {
 
 async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     let started = Instant::now();
-    let mut dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
-    if let Some(resolved) = &args.resolved {
-        registry_records::set_origins(&mut dataset, resolved);
-    }
-    choices::select_tasks(&mut dataset, &args.choices.selection)?;
-    for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
-        note!("warning: {warning}");
-    }
-    let mut retry = RetryPolicy::new(
-        args.max_retries,
-        &args.retry_include,
-        args.retry_exclude.as_deref(),
-    )
-    .map_err(|e| CliError::bad_input_because("--retry-include/--retry-exclude", e))?;
-    retry.apply_overrides(&args.override_error_policy, args.retry_exclude.is_some());
-    let selectors = parse_selectors(&args.replay.retry_failed)
-        .map_err(|e| CliError::bad_input_because("--retry-failed", e))?;
-    let agent = super::agent::choose(&super::agent::AgentChoice {
-        name: args.agent.as_deref(),
-        config: args.agent_config.as_deref(),
-        agent_env: &args.agent_env,
-        agent_kwargs: &args.agent_kwargs,
-        tell_deadline: args.tell_agent_deadline,
-        model: args.llm.model_name().as_deref(),
-        allow_container_secrets: args.allow_container_secrets,
-        require_clean_source: args.require_clean_source,
-    })?;
+    let mut dataset = load_dataset(&args)?;
+    let (retry, selectors) = retry_policy(&args)?;
+    let agent = choose_agent(&args)?;
     // Read before anything runs: a key that cannot sign must not cost a whole job.
     let signing_key = args
         .signing_key
@@ -298,27 +276,123 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
             dataset.dir.display()
         )));
     }
+    let bridge = job_bridge(&args, &agent)?;
+    // Engines the pool cannot use are refused before the job dir exists too.
+    let engine_urls = engines::engine_urls(&args.docker_hosts, &args.docker_context)?;
+    let (jobs_dir, job_name, job_dir) = job_dir(&args)?;
+    let settings = job_settings(&args, &agent, retry, bridge, job_name, &jobs_dir);
+    let host = task_env::host_vars(&args.task_env_from, args.allow_container_secrets, &job_dir)?;
+    dataset.pass_host_vars(&host);
+    let mut plan = plan(&args, &dataset, &settings)?;
+    if preview(&args, &plan, &settings).await? {
+        return Ok(CommandOutcome::Success);
+    }
+    // Once per job, on the host, before any trial: an agent's prepared files (a wheel from
+    // the package index) are fetched into runner's cache, or the job stops here.
+    agent
+        .prepare_host_files(&|line| note!("{line}"))
+        .map_err(|e| CliError::bad_input_because(format!("agent {}", agent.name()), e))?;
+    // Before the job dir is touched: an engine that does not answer, or a host that cannot
+    // isolate any trial's tests, says so once, with the fix, instead of failing every trial.
+    let engines = Engines::connect(engine_urls).await?;
+    let _lock = dir_lock::lock(&job_dir)?;
+    task_env::keep_key(&host, &job_dir)?;
+    if args.resume.is_some() {
+        continue_job(&args, &job_dir, &mut plan, &selectors)?;
+    }
+    engines.reap().await;
+    let skipped = plan.skipped.clone();
+    let pooled = matches!(engines, Engines::Pool(_));
+    let outcome = execute(&args, engines, agent, plan, &job_dir, &settings).await?;
+    if let Some(key) = &signing_key {
+        engine::job::record_manifest::sign_job(&job_dir, key).map_err(|e| {
+            CliError::runner(format!(
+                "{}: cannot sign the record manifest: {e}",
+                job_dir.display()
+            ))
+        })?;
+    }
+    finish::report_outcome(
+        &outcome,
+        &job_dir,
+        &skipped,
+        started.elapsed(),
+        args.choices.format,
+        pooled,
+    )?;
+    Ok(gate(
+        &outcome,
+        !skipped.is_empty(),
+        args.replay.min_coverage,
+        signals::received(),
+    ))
+}
+
+/// The dataset of `--path`, its origins when `-d` named it, and only the selected tasks.
+fn load_dataset(args: &RunArgs) -> Result<Dataset, CliError> {
+    let mut dataset = Dataset::load(&args.path).map_err(CliError::bad_input)?;
+    if let Some(resolved) = &args.resolved {
+        registry_records::set_origins(&mut dataset, resolved);
+    }
+    choices::select_tasks(&mut dataset, &args.choices.selection)?;
+    for warning in dataset.tasks.iter().flat_map(|t| &t.warnings) {
+        note!("warning: {warning}");
+    }
+    Ok(dataset)
+}
+
+/// Which failed attempts are retried (`-r`, `--retry-include/--retry-exclude`, the config
+/// file's error policy) and, with `--resume`, which failed trials run again.
+fn retry_policy(args: &RunArgs) -> Result<(RetryPolicy, Vec<RerunSelector>), CliError> {
+    let mut retry = RetryPolicy::new(
+        args.max_retries,
+        &args.retry_include,
+        args.retry_exclude.as_deref(),
+    )
+    .map_err(|e| CliError::bad_input_because("--retry-include/--retry-exclude", e))?;
+    retry.apply_overrides(&args.override_error_policy, args.retry_exclude.is_some());
+    let selectors = parse_selectors(&args.replay.retry_failed)
+        .map_err(|e| CliError::bad_input_because("--retry-failed", e))?;
+    Ok((retry, selectors))
+}
+
+/// The agent of `-a`/`--agent-config`, with its env, kwargs and model.
+fn choose_agent(args: &RunArgs) -> Result<AnyAgent, CliError> {
+    super::agent::choose(&super::agent::AgentChoice {
+        name: args.agent.as_deref(),
+        config: args.agent_config.as_deref(),
+        agent_env: &args.agent_env,
+        agent_kwargs: &args.agent_kwargs,
+        tell_deadline: args.tell_agent_deadline,
+        model: args.llm.model_name().as_deref(),
+        allow_container_secrets: args.allow_container_secrets,
+        require_clean_source: args.require_clean_source,
+    })
+}
+
+/// The job's LLM bridge, for an agent that calls models.
+fn job_bridge(args: &RunArgs, agent: &AnyAgent) -> Result<Option<JobBridge>, CliError> {
     // Before the job dir exists: a model without a key is refused leaving nothing behind.
     // Agents from a config file (installed or command-style, by -a or --agent-config) call
     // models; the built-in ones do not.
-    let from_config = matches!(
-        agent,
-        adapter::AnyAgent::Installed(_) | adapter::AnyAgent::Command(_)
-    );
+    let from_config = matches!(agent, AnyAgent::Installed(_) | AnyAgent::Command(_));
     let config_file = args
         .agent_config
         .as_deref()
         .or(args.agent.as_deref().map(Path::new));
-    let bridge = args.llm.job_bridge(
-        &agent,
+    args.llm.job_bridge(
+        agent,
         config_file,
         from_config,
         args.allow_container_secrets,
-    )?;
-    // Engines the pool cannot use are refused before the job dir exists too.
-    let engine_urls = engines::engine_urls(&args.docker_hosts, &args.docker_context)?;
-    let (jobs_dir, job_name, job_dir) = match &args.resume {
-        Some(dir) => resume::existing_job_dir(dir)?,
+    )
+}
+
+/// `(jobs_dir, job_name, job_dir)`: the resumed job's, or a new one's (made unless only
+/// previewed).
+fn job_dir(args: &RunArgs) -> Result<(PathBuf, String, PathBuf), CliError> {
+    match &args.resume {
+        Some(dir) => resume::existing_job_dir(dir),
         None => {
             let job_name = args.job_name.clone().unwrap_or_else(|| {
                 chrono::Local::now()
@@ -327,9 +401,20 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
             });
             let preview = args.preview.dry_run || args.preview.print_config;
             let job_dir = check_job_dir(&args.jobs_dir, &job_name, !preview)?;
-            (args.jobs_dir.clone(), job_name, job_dir)
+            Ok((args.jobs_dir.clone(), job_name, job_dir))
         }
-    };
+    }
+}
+
+/// The job's settings, as config.json and lock.json record them.
+fn job_settings(
+    args: &RunArgs,
+    agent: &AnyAgent,
+    retry: RetryPolicy,
+    bridge: Option<JobBridge>,
+    job_name: String,
+    jobs_dir: &Path,
+) -> JobSettings {
     let (invocation, working_dir) = args.recorded_invocation.clone().unwrap_or_else(|| {
         (
             invocation::redacted(std::env::args()),
@@ -343,7 +428,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     if let Some(bridge) = &bridge {
         agent_config.models = bridge.models.clone();
     }
-    let settings = JobSettings {
+    JobSettings {
         job_name,
         jobs_dir: jobs_dir.display().to_string(),
         k: args.k,
@@ -351,7 +436,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         multipliers: args.multipliers,
         force_build: args.force_build,
         agent: agent_config,
-        agent_fingerprint: AgentFingerprint::of(&agent),
+        agent_fingerprint: AgentFingerprint::of(agent),
         retry,
         override_error_policy: args.override_error_policy.clone(),
         watchdog_grace: watchdog::DEFAULT_GRACE,
@@ -371,10 +456,13 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         },
         bridge,
         agent_toolchain: args.agent_toolchain,
-    };
-    let host = task_env::host_vars(&args.task_env_from, args.allow_container_secrets, &job_dir)?;
-    dataset.pass_host_vars(&host);
-    let mut plan = plan_job(&dataset, &settings);
+    }
+}
+
+/// The job's plan with what config.json records of the choices, cut to `--shard`; refused
+/// when no task can run.
+fn plan(args: &RunArgs, dataset: &Dataset, settings: &JobSettings) -> Result<JobPlan, CliError> {
+    let mut plan = plan_job(dataset, settings);
     plan.config.task_env_from = args.task_env_from.clone();
     choices::record_selection(&mut plan.config, &args.choices.selection);
     choices::record_agent_config(&mut plan.config, args.agent_config.as_deref());
@@ -399,34 +487,50 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
             plan.trials.len()
         );
     }
+    Ok(plan)
+}
+
+/// `--print-config` or `--dry-run`: shows the job instead of running it. True when it did.
+async fn preview(args: &RunArgs, plan: &JobPlan, settings: &JobSettings) -> Result<bool, CliError> {
     if args.preview.print_config {
-        dry_run::print_config(&plan)?;
-        return Ok(CommandOutcome::Success);
+        dry_run::print_config(plan)?;
+        return Ok(true);
     }
     if args.preview.dry_run {
         let json = args.choices.format == super::view::TextFormat::Json;
         let shard = args.shard.map(|s| s.to_string());
-        dry_run::print_plan(&plan, &settings, &args.preview, shard, json).await?;
-        return Ok(CommandOutcome::Success);
+        dry_run::print_plan(plan, settings, &args.preview, shard, json).await?;
+        return Ok(true);
     }
-    // Once per job, on the host, before any trial: an agent's prepared files (a wheel from
-    // the package index) are fetched into runner's cache, or the job stops here.
-    agent
-        .prepare_host_files(&|line| note!("{line}"))
-        .map_err(|e| CliError::bad_input_because(format!("agent {}", agent.name()), e))?;
-    // Before the job dir is touched: an engine that does not answer, or a host that cannot
-    // isolate any trial's tests, says so once, with the fix, instead of failing every trial.
-    let engines = Engines::connect(engine_urls).await?;
-    let _lock = dir_lock::lock(&job_dir)?;
-    task_env::keep_key(&host, &job_dir)?;
-    if args.resume.is_some() {
-        if let Some(resolved) = &args.resolved {
-            registry_records::check_pins(&job_dir, resolved)?;
-        }
-        let report = resume(&job_dir, &mut plan, &selectors).map_err(resume::resume_error)?;
-        resume::note_resume(&report, &job_dir);
+    Ok(false)
+}
+
+/// `--resume`: the plan cut to the trials the job still needs, once the dataset is checked
+/// to be the one the job pinned.
+fn continue_job(
+    args: &RunArgs,
+    job_dir: &Path,
+    plan: &mut JobPlan,
+    selectors: &[RerunSelector],
+) -> Result<(), CliError> {
+    if let Some(resolved) = &args.resolved {
+        registry_records::check_pins(job_dir, resolved)?;
     }
-    engines.reap().await;
+    let report = resume(job_dir, plan, selectors).map_err(resume::resume_error)?;
+    resume::note_resume(&report, job_dir);
+    Ok(())
+}
+
+/// Runs the planned trials on the engines, showing progress, until they end or a signal
+/// cancels the job.
+async fn execute(
+    args: &RunArgs,
+    engines: Engines,
+    agent: AnyAgent,
+    plan: JobPlan,
+    job_dir: &Path,
+    settings: &JobSettings,
+) -> Result<JobOutcome, CliError> {
     let cancel = CancellationToken::new();
     note!(
         "job {} : {} trial(s) to run of {} planned, {} at once -> {}",
@@ -436,7 +540,6 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         settings.n_concurrent,
         job_dir.display()
     );
-    let skipped = plan.skipped.clone();
     let mut reporter = Reporter::new(
         plan.planned as u64,
         &plan.done,
@@ -449,47 +552,23 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
         cancel.clone(),
         reporter.notice(),
     );
-    let pooled = matches!(engines, Engines::Pool(_));
+    let dir = job_dir.to_path_buf();
     let outcome = match engines.backend(args.images.policy()).await? {
         JobBackend::One(backend) => {
-            let dir = job_dir.clone();
-            run_job(backend, agent, plan, dir, &settings, cancel, |e| {
+            run_job(backend, agent, plan, dir, settings, cancel, |e| {
                 reporter.event(e)
             })
             .await
         }
         JobBackend::Pool(pool) => {
-            let dir = job_dir.clone();
-            run_job(pool, agent, plan, dir, &settings, cancel, |e| {
+            run_job(pool, agent, plan, dir, settings, cancel, |e| {
                 reporter.event(e)
             })
             .await
         }
     };
     reporter.finish();
-    let outcome = outcome.map_err(CliError::runner)?;
-    if let Some(key) = &signing_key {
-        engine::job::record_manifest::sign_job(&job_dir, key).map_err(|e| {
-            CliError::runner(format!(
-                "{}: cannot sign the record manifest: {e}",
-                job_dir.display()
-            ))
-        })?;
-    }
-    finish::report_outcome(
-        &outcome,
-        &job_dir,
-        &skipped,
-        started.elapsed(),
-        args.choices.format,
-        pooled,
-    )?;
-    Ok(gate(
-        &outcome,
-        !skipped.is_empty(),
-        args.replay.min_coverage,
-        signals::received(),
-    ))
+    outcome.map_err(CliError::runner)
 }
 
 /// The exit outcome of a finished job: interrupted, tasks skipped, then the coverage gate
