@@ -109,7 +109,7 @@ pub fn check_taken(
         return Err(RecordsError::NotBound {
             trial: trials[0].to_owned(),
             problem: format!(
-                "the same session {session:?} (same steps) is the trajectory of {} trials: {}",
+                "the same session {session:?} is the trajectory of {} trials: {}",
                 trials.len(),
                 trials.join(", ")
             ),
