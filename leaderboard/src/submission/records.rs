@@ -31,8 +31,9 @@ pub struct RecordsCheck {
     pub any_recorded: bool,
 }
 
-/// Checks every job (`dirs[i]` is `jobs[i]`'s dir) against its manifest, and its signature
-/// against `trusted` (empty: only that the signature, if any, holds).
+/// Checks every job (`dirs[i]` is `jobs[i]`'s dir, or the original it was copied from: its
+/// trials are then judged there, by name) against its manifest, and its signature against
+/// `trusted` (empty: only that the signature, if any, holds).
 pub fn check(dirs: &[PathBuf], jobs: &[Job], trusted: &[VerifyingKey]) -> RecordsCheck {
     let mut out = RecordsCheck {
         violations: Vec::new(),
@@ -95,7 +96,11 @@ fn check_job(dir: &Path, job: &Job, trusted: &[VerifyingKey], out: &mut RecordsC
         }
     }
     for trial in &job.trial_dirs {
-        check_trial(trial, &manifest, &job.display, out);
+        let trial = match trial.file_name() {
+            Some(name) if trial.parent() != Some(dir) => dir.join(name),
+            _ => trial.clone(),
+        };
+        check_trial(&trial, &manifest, &job.display, out);
     }
 }
 
