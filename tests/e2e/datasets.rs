@@ -558,7 +558,14 @@ fn tasks_digest_and_check_take_a_dataset_by_name() {
     let fx = Fixture::new();
     let registry = fx.registry_url();
     let by_name = |command: &str, extra: &[&str]| {
-        let mut args = vec!["tasks", command, "-d", "tb@1.0", "--registry-url", &registry];
+        let mut args = vec![
+            "tasks",
+            command,
+            "-d",
+            "tb@1.0",
+            "--registry-url",
+            &registry,
+        ];
         args.extend_from_slice(extra);
         fx.runner(&args)
     };
@@ -593,9 +600,6 @@ fn tasks_digest_and_check_take_a_dataset_by_name() {
 
     // Neither a path nor -d: refused by clap; both: refused as conflicting.
     exited(&fx.runner(&["tasks", "digest"]), 2);
-    let (_, err) = exited(
-        &by_name("check", &[examples.to_str().unwrap()]),
-        2,
-    );
+    let (_, err) = exited(&by_name("check", &[examples.to_str().unwrap()]), 2);
     assert!(err.contains("cannot be used with"), "{err}");
 }

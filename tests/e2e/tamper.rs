@@ -164,7 +164,10 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
                 "agent/trajectory.json",
                 "verifier/reward.txt",
             ] {
-                assert!(files.contains_key(file), "{name}: {file} not hashed: {manifest:#?}");
+                assert!(
+                    files.contains_key(file),
+                    "{name}: {file} not hashed: {manifest:#?}"
+                );
             }
         }
     }

@@ -816,7 +816,10 @@ fn submission_prepare_judges_the_records_of_the_originals_scrub_redacted() {
         .output()
         .unwrap();
     let (stdout, stderr) = exited(&output, 0);
-    assert!(stdout.contains("PASS records_unchanged"), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("PASS records_unchanged"),
+        "{stdout}\n{stderr}"
+    );
     assert!(
         files_containing(&out, FAKE_KEY.as_bytes()).is_empty(),
         "the key reached the submission folder"

@@ -1143,7 +1143,10 @@ fn the_leaderboard_accuracy_counts_every_planned_trial() {
 /// Writes `job`'s record manifest as runner would have as its trials ended.
 fn record(job: &Path) {
     use tasks::records::record_manifest::ManifestLine;
-    let mut lines = vec![ManifestLine::header("job"), ManifestLine::job_files(job).unwrap()];
+    let mut lines = vec![
+        ManifestLine::header("job"),
+        ManifestLine::job_files(job).unwrap(),
+    ];
     for trial in TRIALS {
         lines.push(ManifestLine::trial(trial, &job.join(trial)).unwrap());
     }
@@ -1170,7 +1173,10 @@ fn a_scrubbed_copy_is_judged_by_its_originals_records() {
     };
     let as_copy = validate(&copy_options).unwrap();
     let changed = only_failure(&as_copy, Rule::RecordsUnchanged);
-    assert_says(&changed[0], &format!("{log} changed").replace(&format!("{}/", TRIALS[0]), ""));
+    assert_says(
+        &changed[0],
+        &format!("{log} changed").replace(&format!("{}/", TRIALS[0]), ""),
+    );
     // Judged on the original, the copy's records hold ...
     let by_original = Options {
         records_of: vec![s.job.clone()],

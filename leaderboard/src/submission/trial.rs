@@ -326,7 +326,10 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
     .and_then(|b| parse(b, &config_file, Rule::NoTrialOverrides, &mut violations));
     let result = read_result(&kept, &result_file, &display, &mut violations);
     check_overrides(
-        [(config.as_ref(), &config_file), (result.as_ref(), &result_file)],
+        [
+            (config.as_ref(), &config_file),
+            (result.as_ref(), &result_file),
+        ],
         &mut violations,
     );
     let mut facts = identify(job, dir, display, config.as_ref(), result.as_ref());

@@ -304,7 +304,10 @@ impl RecordManifest {
 
     /// The serialized form: [`Self::lines`], one per line.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.lines().iter().flat_map(ManifestLine::to_line).collect()
+        self.lines()
+            .iter()
+            .flat_map(ManifestLine::to_line)
+            .collect()
     }
 
     /// How the trial dir `trial_dir` differs from the entry of `name` (its `sidecars/` too once
@@ -347,11 +350,13 @@ impl TrialRecords {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 other => other?,
             }
-            let prefixed = compare(&recorded.files, &actual).into_iter().map(|c| match c {
-                FileChange::Changed(p) => FileChange::Changed(format!("{SIDECARS_DIR}/{p}")),
-                FileChange::Removed(p) => FileChange::Removed(format!("{SIDECARS_DIR}/{p}")),
-                FileChange::Added(p) => FileChange::Added(format!("{SIDECARS_DIR}/{p}")),
-            });
+            let prefixed = compare(&recorded.files, &actual)
+                .into_iter()
+                .map(|c| match c {
+                    FileChange::Changed(p) => FileChange::Changed(format!("{SIDECARS_DIR}/{p}")),
+                    FileChange::Removed(p) => FileChange::Removed(format!("{SIDECARS_DIR}/{p}")),
+                    FileChange::Added(p) => FileChange::Added(format!("{SIDECARS_DIR}/{p}")),
+                });
             changes.extend(prefixed);
             changes.sort();
         }

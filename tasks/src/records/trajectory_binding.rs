@@ -178,7 +178,11 @@ mod tests {
         let b = facts_of(&trajectory("task-1-9e2d", "one"));
         let other_steps = facts_of(&trajectory("task-1-5f0c", "two"));
         let copy = a.clone();
-        let repeated = repeated_sessions([("t1", &a), ("t2", &b), ("t3", &copy), ("t4", &other_steps)]);
-        assert_eq!(repeated, vec![("task-1-5f0c".to_owned(), vec!["t1", "t3", "t4"])]);
+        let repeated =
+            repeated_sessions([("t1", &a), ("t2", &b), ("t3", &copy), ("t4", &other_steps)]);
+        assert_eq!(
+            repeated,
+            vec![("task-1-5f0c".to_owned(), vec!["t1", "t3", "t4"])]
+        );
     }
 }

@@ -213,7 +213,10 @@ mod tests {
         ManifestRecorder::open(dir.path(), "job", &done);
         let m = read(dir.path());
         assert_eq!(m.trials.keys().collect::<Vec<_>>(), ["a", "b"]);
-        let changes = m.trial_changes("a", &dir.path().join("a")).unwrap().unwrap();
+        let changes = m
+            .trial_changes("a", &dir.path().join("a"))
+            .unwrap()
+            .unwrap();
         assert_eq!(changes, vec![FileChange::Changed("result.json".into())]);
         assert!(m.trial_changes("c", &dir.path().join("c")).is_none());
     }

@@ -210,9 +210,8 @@ fn skip_container_checks(
 
 /// Why a probe does not run on `task`: the probes run on single-step tasks.
 fn multi_step(task: &Task) -> Option<CheckResult> {
-    (!task.config.steps.is_empty()).then(|| {
-        CheckResult::skipped("multi-step task: the probes run on single-step tasks")
-    })
+    (!task.config.steps.is_empty())
+        .then(|| CheckResult::skipped("multi-step task: the probes run on single-step tasks"))
 }
 
 /// `nop`: the nop agent must not pass.
@@ -279,7 +278,18 @@ async fn scan_probe(
         .map(|(hash, (size, _, test))| (*size, hash.clone(), *test))
         .collect();
     let job = cx.job(task, "probe-scan");
-    Some(run_probe(cx, runner, task, "scan", &scan_and_edit(&hashes), false, &job).await)
+    Some(
+        run_probe(
+            cx,
+            runner,
+            task,
+            "scan",
+            &scan_and_edit(&hashes),
+            false,
+            &job,
+        )
+        .await,
+    )
 }
 
 fn report(
