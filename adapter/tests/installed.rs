@@ -289,8 +289,8 @@ async fn an_invalid_event_log_is_a_trajectory_error_of_the_trial() {
     std::fs::write(
         &script,
         format!(
-            "mkdir -p {state}/tasks/task-1 && echo '{{\"type\":\"tool_result\",\"call_id\":\"ghost\"}}' > {state}/tasks/task-1/events.jsonl\n\
-             exec python3 {{source_dir}}/server.py --port {{port}} --plan {plan} --state-dir {state}-real\n",
+            "mkdir -p {state}/tasks/task-1-fixed && echo '{{\"type\":\"tool_result\",\"call_id\":\"ghost\"}}' > {state}/tasks/task-1-fixed/events.jsonl\n\
+             exec python3 {{source_dir}}/server.py --port {{port}} --plan {plan} --state-dir {state}-real --instance fixed\n",
             state = world.path("state").display(),
             plan = world.path("plan.json").display()
         ),

@@ -552,3 +552,54 @@ fn datasets_list_and_download() {
     );
     assert!(err.contains("already exists"), "{err}");
 }
+
+#[test]
+fn tasks_digest_and_check_take_a_dataset_by_name() {
+    let fx = Fixture::new();
+    let registry = fx.registry_url();
+    let by_name = |command: &str, extra: &[&str]| {
+        let mut args = vec![
+            "tasks",
+            command,
+            "-d",
+            "tb@1.0",
+            "--registry-url",
+            &registry,
+        ];
+        args.extend_from_slice(extra);
+        fx.runner(&args)
+    };
+    let (out, _) = exited(&by_name("digest", &["--format", "json"]), 0);
+    let named: Value = serde_json::from_str(&out).unwrap();
+    // The same digests as the example tasks the registry's repository was made from.
+    let examples = workspace_root().join("tasks/examples");
+    for (i, (name, _)) in TASKS.iter().enumerate() {
+        let (out, _) = exited(
+            &fx.runner(&[
+                "tasks",
+                "digest",
+                examples.join(name).to_str().unwrap(),
+                "--format",
+                "json",
+            ]),
+            0,
+        );
+        let own: Value = serde_json::from_str(&out).unwrap();
+        let task = &named["tasks"][i];
+        assert!(task["name"].as_str().unwrap().ends_with(name), "{named:#}");
+        assert_eq!(task["digest"], own["tasks"][0]["digest"], "{named:#}");
+    }
+
+    let (out, _) = exited(
+        &by_name("check", &["--checks", "loads", "--format", "json"]),
+        0,
+    );
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert_eq!(report["tasks"].as_array().unwrap().len(), 2, "{report:#}");
+
+    // Neither a path nor -d: refused by clap; both: refused as conflicting.
+    exited(&fx.runner(&["tasks", "digest"]), 2);
+    let (_, err) = exited(&by_name("check", &[examples.to_str().unwrap()]), 2);
+    assert!(err.contains("cannot be used with"), "{err}");
+}

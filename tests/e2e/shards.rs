@@ -191,7 +191,7 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
             r["source"] = "tb2".into();
         });
     }
-    std::fs::remove_file(elsewhere.join("record_manifest.json")).unwrap();
+    std::fs::remove_file(elsewhere.join(tasks::records::RECORD_MANIFEST)).unwrap();
     let remerged = tmp.path().join("merged-elsewhere");
     exited(&merge(&remerged, &[&s1, &elsewhere]), 0);
     let keys = |dir: &Path| -> Vec<String> {

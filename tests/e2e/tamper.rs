@@ -1,5 +1,5 @@
 //! Records that show tampering, against the real Docker engine: every trial's files hashed into
-//! `record_manifest.json` as it ends, trajectories bound to their trials, signed manifests
+//! `record_manifest.jsonl` as it ends, trajectories bound to their trials, signed manifests
 //! (`--signing-key`, `--trusted-key`), and `runner merge` writing copies. The forged
 //! submission of issue 39 (a reward edited 0 → 1 in a shard, merged with an honest shard, one
 //! unrelated trajectory copied into every rewarded trial) is INVALID and refused by merge.
@@ -11,9 +11,7 @@ use std::process::Output;
 use serde_json::Value;
 use testkit::files::copy_dir;
 
-use crate::support::{
-    Job, edit_json, ensure_base_image, examples, exited, json_file, runner, workspace_root,
-};
+use crate::support::{Job, edit_json, ensure_base_image, examples, exited, runner, workspace_root};
 
 /// `runner run` of `agent` (flags) on hello-file, slow-oracle and nonroot-workdir, k=1.
 fn run(jobs: &Path, name: &str, agent: &[&str], extra: &[&str]) {
@@ -136,21 +134,22 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     let (s1, s2) = (jobs.join("s1"), jobs.join("s2"));
     let dataset = examples().display().to_string();
     for job in [&s1, &s2] {
-        let manifest = json_file(&job.join("record_manifest.json"));
+        let bytes = std::fs::read(job.join(tasks::records::RECORD_MANIFEST)).unwrap();
+        let manifest = tasks::records::RecordManifest::parse(&bytes).unwrap();
         for (name, _) in (Job {
             dir: job.to_path_buf(),
         })
         .trial_results()
         {
-            let files = &manifest["trials"][&name]["files"];
+            let files = &manifest.trials[&name].files;
             for file in [
                 "result.json",
                 "agent/trajectory.json",
                 "verifier/reward.txt",
             ] {
                 assert!(
-                    files[file]["sha256"].is_string(),
-                    "{name}: {file} not hashed: {manifest:#}"
+                    files.contains_key(file),
+                    "{name}: {file} not hashed: {manifest:#?}"
                 );
             }
         }
@@ -254,12 +253,14 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
 
     // A forger who rewrites the manifest's hashes to match: the copied trajectory still
     // belongs to another trial, so validation and merge still refuse it.
-    let mut manifest: tasks::records::RecordManifest =
-        serde_json::from_value(json_file(&forged.join("record_manifest.json"))).unwrap();
+    // (A later line of a trial replaces its earlier one, as a rerun's does.)
+    let manifest = forged.join(tasks::records::RECORD_MANIFEST);
+    let mut bytes = std::fs::read(&manifest).unwrap();
     for trial in [&slow, &hello] {
-        manifest.record_trial(trial, &forged.join(trial)).unwrap();
+        let line = tasks::records::record_manifest::ManifestLine::trial(trial, &forged.join(trial));
+        bytes.extend(line.unwrap().to_line());
     }
-    std::fs::write(forged.join("record_manifest.json"), manifest.to_bytes()).unwrap();
+    std::fs::write(&manifest, bytes).unwrap();
     let (report, _) = validate(&[&forged, &s2], &["--dataset", &dataset]);
     assert_eq!(report["valid"], false);
     assert_eq!(
@@ -272,7 +273,7 @@ fn a_forged_shard_is_invalid_and_refused_by_merge_naming_the_edited_records() {
     let (_, err) = exited(&output, 2);
     assert!(err.contains("is the trajectory of 3 trials"), "{err}");
     // Deleting the manifest of a runner job hides nothing.
-    std::fs::remove_file(forged.join("record_manifest.json")).unwrap();
+    std::fs::remove_file(forged.join(tasks::records::RECORD_MANIFEST)).unwrap();
     let (report, _) = validate(&[&forged], &[]);
     assert!(
         messages(&report, "records_unchanged")
@@ -377,10 +378,10 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
     );
     std::fs::write(&reward, &original).unwrap();
     // One byte of the manifest: the signature no longer holds.
-    let manifest = job.join("record_manifest.json");
+    // (An empty line: the manifest still reads the same, its bytes do not.)
+    let manifest = job.join(tasks::records::RECORD_MANIFEST);
     let mut bytes = std::fs::read(&manifest).unwrap();
-    let at = bytes.iter().position(|b| *b == b' ').unwrap();
-    bytes[at] = b'\t';
+    bytes.push(b'\n');
     std::fs::write(&manifest, &bytes).unwrap();
     let (report, _) = validate(&[&job], &["--trusted-key", &trusted]);
     assert_eq!(report["valid"], false);
@@ -390,7 +391,7 @@ fn a_signed_job_verifies_with_its_key_and_fails_after_a_one_byte_edit() {
             .any(|m| m.contains("record_manifest.sig") && m.contains("does not match")),
         "{report:#}"
     );
-    bytes[at] = b' ';
+    bytes.pop();
     std::fs::write(&manifest, &bytes).unwrap();
 
     // merge checks the part's signature and signs the merged job with its own key.

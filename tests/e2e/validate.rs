@@ -775,3 +775,53 @@ fn submission_prepare_writes_a_folder_the_leaderboard_check_passes() {
     let (_, stderr) = exited(&output, 2);
     assert!(stderr.contains("already exists"), "{stderr}");
 }
+
+/// `submission prepare` of a job whose records honestly hold a key (the task's instruction
+/// carries one, so the agent's instruction.txt and trajectory do): scrub redacts it in the
+/// copies, which the record manifest cannot vouch for, so the records rules judge the
+/// originals, and the folder is written without the key.
+#[test]
+fn submission_prepare_judges_the_records_of_the_originals_scrub_redacted() {
+    ensure_base_image();
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("hello-file");
+    copy_dir(&workspace_root().join("tasks/examples/hello-file"), &task);
+    let instruction = task.join("instruction.md");
+    let mut text = std::fs::read_to_string(&instruction).unwrap();
+    text.push_str(&format!("\n(The build key is {FAKE_KEY}; ignore it.)\n"));
+    std::fs::write(&instruction, text).unwrap();
+    let jobs = tmp.path().join("jobs");
+    runner()
+        .args(["run", "--agent-config"])
+        .arg(workspace_root().join("adapter/agents/reference/agent.toml"))
+        .args(["--k", "5", "--jobs-dir"])
+        .arg(&jobs)
+        .arg("--path")
+        .arg(&task)
+        .timeout(Duration::from_secs(900))
+        .assert()
+        .code(0);
+    let job = Job::single_in(&jobs);
+    assert!(
+        !files_containing(&job.dir, FAKE_KEY.as_bytes()).is_empty(),
+        "the key is in the run's records"
+    );
+    let out = tmp.path().join("out");
+    let output = runner()
+        .args(["submission", "prepare"])
+        .arg(&job.dir)
+        .args(["-o"])
+        .arg(&out)
+        .env("ANTHROPIC_API_KEY", FAKE_KEY)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = exited(&output, 0);
+    assert!(
+        stdout.contains("PASS records_unchanged"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        files_containing(&out, FAKE_KEY.as_bytes()).is_empty(),
+        "the key reached the submission folder"
+    );
+}

@@ -110,7 +110,7 @@ pub fn check(
             Rule::TrajectoriesBound,
             Some(format!("{}/{TRAJECTORY}", labels[0])),
             format!(
-                "the same session {session:?} (same steps) is the trajectory of {} trials: {}; each trial's trajectory is its own run",
+                "the same session {session:?} is the trajectory of {} trials: {}; session ids are unique across a submission (each trial's trajectory is its own run)",
                 labels.len(),
                 labels.join(", ")
             ),

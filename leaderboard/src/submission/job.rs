@@ -67,6 +67,43 @@ fn read_json(path: &Path) -> Result<Option<Value>, SubmissionError> {
 
 /// Loads the job dir `dir` (shown as `display`) and checks the job-level rules.
 pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
+    let config = read_config(dir)?;
+    let config_file = format!("{display}/config.json");
+    let mut violations = check_config(&config, &config_file);
+    let lock = read_lock(dir, &display, &mut violations);
+    let id = read_json(&dir.join("result.json"))
+        .ok()
+        .flatten()
+        .and_then(|r| r.get("id")?.as_str().map(str::to_owned));
+    let plan = lock.as_ref().map(super::planned::Plan::of_lock);
+    let merged_from = config
+        .get("merged_from")
+        .and_then(Value::as_array)
+        .map(|ids| strings(ids))
+        .unwrap_or_default();
+    let agents = config
+        .get("agents")
+        .and_then(Value::as_array)
+        .map(|agents| agents.iter().map(job_agent).collect())
+        .unwrap_or_default();
+    let trial_dirs = find_trials(dir, &display, &mut violations)?;
+    let images = lock
+        .map(|lock| from_lock(&lock, &display, &trial_dirs))
+        .unwrap_or_default();
+    Ok(Job {
+        display,
+        agents,
+        trial_dirs,
+        violations,
+        images,
+        id,
+        merged_from,
+        plan,
+    })
+}
+
+/// The job's config.json: a job dir has one, and it is a JSON object.
+fn read_config(dir: &Path) -> Result<Value, SubmissionError> {
     if !dir.is_dir() {
         return Err(SubmissionError::NotADirectory {
             path: dir.to_owned(),
@@ -84,12 +121,16 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
             problem: "not a JSON object".into(),
         });
     }
-    let config_file = format!("{display}/config.json");
+    Ok(config)
+}
+
+/// The job-level rules on the job config (`config_file` as shown).
+fn check_config(config: &Value, config_file: &str) -> Vec<Violation> {
     let mut violations = Vec::new();
-    for problem in overrides(&config) {
+    for problem in overrides(config) {
         violations.push(Violation::new(
             Rule::NoJobOverrides,
-            Some(config_file.clone()),
+            Some(config_file.to_owned()),
             problem,
         ));
     }
@@ -100,19 +141,34 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
     {
         violations.push(Violation::new(
             Rule::NoContainerSecrets,
-            Some(config_file.clone()),
+            Some(config_file.to_owned()),
             "allow_container_secrets is true: credentials were passed into containers, so the run is not \
              publishable; rerun without --allow-container-secrets",
         ));
     }
-    // A lock.json that cannot be read is not this rule's business; Harbor jobs may lack it.
+    let datasets_named = config
+        .get("datasets")
+        .and_then(Value::as_array)
+        .is_some_and(|d| !d.is_empty());
+    if !datasets_named {
+        violations.push(Violation::new(
+            Rule::DatasetConfig,
+            Some(config_file.to_owned()),
+            "datasets list is empty: the job config does not name the dataset it ran (Harbor's validator fails this too); run the job on the dataset, not on single tasks",
+        ));
+    }
+    violations
+}
+
+/// The job's lock.json, if readable, after checking its secrets opt-in. A lock.json that
+/// cannot be read is not this rule's business; Harbor jobs may lack it.
+fn read_lock(dir: &Path, display: &str, violations: &mut Vec<Violation>) -> Option<Value> {
     let lock_path = dir.join("lock.json");
     let lock_file = Some(format!("{display}/lock.json"));
     let max = tasks::bounded::MAX_RECORD_BYTES;
-    let mut lock = None;
     match tasks::bounded::read_capped(&lock_path, max, "job record") {
         Ok(bytes) => {
-            lock = serde_json::from_slice::<Value>(&bytes).ok();
+            let lock = serde_json::from_slice::<Value>(&bytes).ok();
             let opted_in = lock
                 .as_ref()
                 .and_then(|lock| lock.get("allow_container_secrets")?.as_bool());
@@ -124,6 +180,7 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
                      publishable; rerun without --allow-container-secrets",
                 ));
             }
+            lock
         }
         // One too large to read could hide the opt-in, so it fails the rule.
         Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
@@ -132,61 +189,41 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
                 lock_file,
                 format!("cannot be checked: {e}"),
             ));
+            None
         }
-        Err(_) => {}
+        Err(_) => None,
     }
-    let datasets_named = config
-        .get("datasets")
-        .and_then(Value::as_array)
-        .is_some_and(|d| !d.is_empty());
-    if !datasets_named {
-        violations.push(Violation::new(
-            Rule::DatasetConfig,
-            Some(config_file.clone()),
-            "datasets list is empty: the job config does not name the dataset it ran (Harbor's validator fails this too); run the job on the dataset, not on single tasks",
-        ));
-    }
-    let id = read_json(&dir.join("result.json"))
-        .ok()
-        .flatten()
-        .and_then(|r| r.get("id")?.as_str().map(str::to_owned));
-    let plan = lock.as_ref().map(super::planned::Plan::of_lock);
-    let merged_from = config
-        .get("merged_from")
-        .and_then(Value::as_array)
-        .map(|ids| {
-            ids.iter()
-                .filter_map(|id| id.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let agents = config
-        .get("agents")
-        .and_then(Value::as_array)
-        .map(|agents| {
-            agents
-                .iter()
-                .map(|a| JobAgent {
-                    name: a.get("name").and_then(Value::as_str).map(str::to_owned),
-                    model: a
-                        .get("model_name")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    models: a
-                        .get("models")
-                        .and_then(Value::as_array)
-                        .map(|models| {
-                            models
-                                .iter()
-                                .filter_map(|m| m.as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+}
 
+/// The strings of a JSON array (others left out).
+fn strings(values: &[Value]) -> Vec<String> {
+    values
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// One `agents[]` entry of the job config.
+fn job_agent(agent: &Value) -> JobAgent {
+    let text = |key: &str| agent.get(key).and_then(Value::as_str).map(str::to_owned);
+    JobAgent {
+        name: text("name"),
+        model: text("model_name"),
+        models: agent
+            .get("models")
+            .and_then(Value::as_array)
+            .map(|models| strings(models))
+            .unwrap_or_default(),
+    }
+}
+
+/// The job's trial dirs (subdirs with a config.json or result.json), sorted; every other
+/// file is scanned for keys.
+fn find_trials(
+    dir: &Path,
+    display: &str,
+    violations: &mut Vec<Violation>,
+) -> Result<Vec<PathBuf>, SubmissionError> {
     let mut trial_dirs = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| SubmissionError::io(dir, e))?;
     for entry in entries.flatten() {
@@ -199,34 +236,22 @@ pub fn load(dir: &Path, display: String) -> Result<Job, SubmissionError> {
             if path.join("config.json").is_file() || path.join("result.json").is_file() {
                 trial_dirs.push(path);
             } else {
-                scan_tree(&path, &format!("{display}/{name}"), &mut violations);
+                scan_tree(&path, &format!("{display}/{name}"), violations);
             }
         } else if kind.is_file() {
-            scan_file(&path, &format!("{display}/{name}"), &mut violations);
+            scan_file(&path, &format!("{display}/{name}"), violations);
         }
     }
     trial_dirs.sort();
-    let images = lock
-        .map(|lock| from_lock(&lock, &display, &trial_dirs))
-        .unwrap_or_default();
     if trial_dirs.is_empty() {
         violations.push(Violation::new(
             Rule::TrialResultsComplete,
-            Some(display.clone()),
+            Some(display.to_owned()),
             "the job dir has no trials (no subdirectory with a config.json or result.json), so it is not a \
              submission; pass a job dir whose trials have run",
         ));
     }
-    Ok(Job {
-        display,
-        agents,
-        trial_dirs,
-        violations,
-        images,
-        id,
-        merged_from,
-        plan,
-    })
+    Ok(trial_dirs)
 }
 
 fn scan_tree(dir: &Path, display: &str, violations: &mut Vec<Violation>) {

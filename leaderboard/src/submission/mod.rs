@@ -59,6 +59,10 @@ pub struct Options {
     pub job_names: Vec<String>,
     /// Public keys (files) one of which must have signed every job's record manifest.
     pub trusted_keys: Vec<PathBuf>,
+    /// The dirs whose records `records_unchanged` and `trusted_signature` judge, by position:
+    /// the originals of scrubbed copies (scrub rewrites a file it redacts, which the job's
+    /// manifest cannot vouch for). Empty: the job dirs themselves.
+    pub records_of: Vec<PathBuf>,
 }
 
 impl Options {
@@ -72,6 +76,7 @@ impl Options {
             require_evidence: false,
             job_names: Vec::new(),
             trusted_keys: Vec::new(),
+            records_of: Vec::new(),
         }
     }
 }
@@ -135,7 +140,12 @@ pub fn validate(options: &Options) -> Result<Report, SubmissionError> {
     violations.extend(coverage::check_min_trials(&counts, options.min_trials));
     let mut skipped = Vec::new();
     // The run's own evidence: records unchanged since each trial ended, trajectories bound.
-    let records = records::check(&options.job_dirs, &jobs, &trusted);
+    let records_of = if options.records_of.is_empty() {
+        &options.job_dirs
+    } else {
+        &options.records_of
+    };
+    let records = records::check(records_of, &jobs, &trusted);
     violations.extend(records.violations);
     if !records.any_recorded {
         skipped.push((Rule::RecordsUnchanged, records::NOT_RECORDED));

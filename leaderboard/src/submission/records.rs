@@ -1,5 +1,5 @@
 //! `records_unchanged` and `trusted_signature`: every trial's files are what runner hashed into
-//! the job's `record_manifest.json` as the trial ended (and config.json and lock.json what it
+//! the job's `record_manifest.jsonl` as the trial ended (and config.json and lock.json what it
 //! last wrote), the manifest is what its `record_manifest.sig` signed, and with
 //! `--trusted-key` the signer is a trusted key. Harbor writes no manifest: its jobs are "not
 //! recorded" (the rule is skipped when no job has one). A job runner wrote (lock.json names a
@@ -8,9 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tasks::records::record_manifest::{
-    FileChange, compare, describe_changes, digest_tree, file_digest,
-};
+use tasks::records::record_manifest::{describe_changes, file_digest};
 use tasks::records::record_signature::{ManifestSignature, RECORD_SIGNATURE, VerifyingKey, verify};
 use tasks::records::{RECORD_MANIFEST, RecordManifest, str_at};
 
@@ -20,7 +18,7 @@ use super::report::Violation;
 
 /// Why `records_unchanged` is skipped when no job keeps a manifest.
 pub const NOT_RECORDED: &str =
-    "not recorded: no job has a record_manifest.json (Harbor-written jobs keep none)";
+    "not recorded: no job has a record_manifest.jsonl (Harbor-written jobs keep none)";
 
 /// Why `trusted_signature` is skipped without `--trusted-key`.
 pub const NEEDS_TRUSTED_KEY: &str = "needs --trusted-key FILE";
@@ -33,8 +31,9 @@ pub struct RecordsCheck {
     pub any_recorded: bool,
 }
 
-/// Checks every job (`dirs[i]` is `jobs[i]`'s dir) against its manifest, and its signature
-/// against `trusted` (empty: only that the signature, if any, holds).
+/// Checks every job (`dirs[i]` is `jobs[i]`'s dir, or the original it was copied from: its
+/// trials are then judged there, by name) against its manifest, and its signature against
+/// `trusted` (empty: only that the signature, if any, holds).
 pub fn check(dirs: &[PathBuf], jobs: &[Job], trusted: &[VerifyingKey]) -> RecordsCheck {
     let mut out = RecordsCheck {
         violations: Vec::new(),
@@ -71,7 +70,7 @@ fn check_job(dir: &Path, job: &Job, trusted: &[VerifyingKey], out: &mut RecordsC
         }
     };
     out.any_recorded = true;
-    let manifest: RecordManifest = match serde_json::from_slice(&bytes) {
+    let manifest = match RecordManifest::parse(&bytes) {
         Ok(m) => m,
         Err(e) => {
             out.violations.push(violation(
@@ -90,14 +89,18 @@ fn check_job(dir: &Path, job: &Job, trusted: &[VerifyingKey], out: &mut RecordsC
                 Rule::RecordsUnchanged,
                 shown(name),
                 format!(
-                    "{} after runner last wrote it (record_manifest.json holds its sha256)",
+                    "{} after runner last wrote it (record_manifest.jsonl holds its sha256)",
                     if now.is_some() { "changed" } else { "removed" }
                 ),
             ));
         }
     }
     for trial in &job.trial_dirs {
-        check_trial(trial, &manifest, &job.display, out);
+        let trial = match trial.file_name() {
+            Some(name) if trial.parent() != Some(dir) => dir.join(name),
+            _ => trial.clone(),
+        };
+        check_trial(&trial, &manifest, &job.display, out);
     }
 }
 
@@ -115,17 +118,17 @@ fn check_trial(trial: &Path, manifest: &RecordManifest, display: &str, out: &mut
         out.violations.push(Violation::new(
             Rule::RecordsUnchanged,
             file,
-            format!("trial {name} is not in record_manifest.json: runner records every trial as it ends, so this one was added or replaced after the run (or its job ended before the next manifest write; resume it)"),
+            format!("trial {name} is not in record_manifest.jsonl: runner records every trial as it ends, so this one was added or replaced after the run (or its job ended between its result and its manifest line; resume it)"),
         ));
         return;
     };
-    let changes: Vec<FileChange> = match digest_tree(trial) {
-        Ok(actual) => compare(&entry.files, &actual),
+    let changes = match entry.changes(trial) {
+        Ok(changes) => changes,
         Err(e) => {
             out.violations.push(Violation::new(
                 Rule::RecordsUnchanged,
                 file,
-                format!("trial {name}: cannot be read to compare with record_manifest.json: {e}"),
+                format!("trial {name}: cannot be read to compare with record_manifest.jsonl: {e}"),
             ));
             return;
         }

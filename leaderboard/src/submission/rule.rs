@@ -204,7 +204,7 @@ impl Rule {
             }
             Rule::MetadataFormattedCorrectly => "metadata.yaml has every required field",
             Rule::RecordsUnchanged => {
-                "every trial's files (result, rewards, verifier output, trajectory) and the job's config.json and lock.json are what runner hashed into record_manifest.json as each trial ended, and the manifest is what record_manifest.sig signed (Harbor's jobs keep no manifest: not recorded)"
+                "every trial's files (result, rewards, verifier output, trajectory) and the job's config.json and lock.json are what runner hashed into record_manifest.jsonl as each trial ended, and the manifest is what record_manifest.sig signed (Harbor's jobs keep no manifest: not recorded)"
             }
             Rule::TrajectoriesBound => {
                 "every agent/trajectory.json is its trial's own: its agent and model are the trial's agent_info, no two trials hold the same session, and (with --dataset) its first user message holds the task's instruction"

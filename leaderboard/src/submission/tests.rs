@@ -1139,3 +1139,53 @@ fn the_leaderboard_accuracy_counts_every_planned_trial() {
     assert!((f.accuracy - 0.75).abs() < 1e-12);
     assert!((f.leaderboard_accuracy - 0.6).abs() < 1e-12);
 }
+
+/// Writes `job`'s record manifest as runner would have as its trials ended.
+fn record(job: &Path) {
+    use tasks::records::record_manifest::ManifestLine;
+    let mut lines = vec![
+        ManifestLine::header("job"),
+        ManifestLine::job_files(job).unwrap(),
+    ];
+    for trial in TRIALS {
+        lines.push(ManifestLine::trial(trial, &job.join(trial)).unwrap());
+    }
+    let bytes: Vec<u8> = lines.iter().flat_map(ManifestLine::to_line).collect();
+    std::fs::write(job.join(tasks::records::RECORD_MANIFEST), bytes).unwrap();
+}
+
+#[test]
+fn a_scrubbed_copy_is_judged_by_its_originals_records() {
+    let s = Scratch::new();
+    record(&s.job);
+    assert!(s.validate().valid, "{}", render::text(&s.validate()));
+    // The copy scrub writes: a redacted log differs from what the manifest holds.
+    let copy = s.job.parent().unwrap().join("copy");
+    copy_dir(&s.job, &copy);
+    let log = format!("{}/trial.log", TRIALS[0]);
+    std::fs::write(copy.join(&log), "key: [REDACTED]\n").unwrap();
+    let copy_options = Options {
+        job_names: vec!["job".into()],
+        ..Options {
+            job_dirs: vec![copy.clone()],
+            ..s.options()
+        }
+    };
+    let as_copy = validate(&copy_options).unwrap();
+    let changed = only_failure(&as_copy, Rule::RecordsUnchanged);
+    assert_says(
+        &changed[0],
+        &format!("{log} changed").replace(&format!("{}/", TRIALS[0]), ""),
+    );
+    // Judged on the original, the copy's records hold ...
+    let by_original = Options {
+        records_of: vec![s.job.clone()],
+        ..copy_options.clone()
+    };
+    let report = validate(&by_original).unwrap();
+    assert!(report.valid, "{}", render::text(&report));
+    // ... and an edit of the original still shows.
+    std::fs::write(s.job.join(TRIALS[1]).join("verifier/reward.txt"), "1").unwrap();
+    let edited = only_failure(&validate(&by_original).unwrap(), Rule::RecordsUnchanged);
+    assert_says(&edited[0], "verifier/reward.txt");
+}

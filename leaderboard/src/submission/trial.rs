@@ -324,17 +324,38 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         &mut violations,
     )
     .and_then(|b| parse(b, &config_file, Rule::NoTrialOverrides, &mut violations));
-    let result = match &kept.result {
-        Some(Ok(bytes)) => parse(
-            bytes,
-            &result_file,
-            Rule::TrialResultsComplete,
-            &mut violations,
-        ),
+    let result = read_result(&kept, &result_file, &display, &mut violations);
+    check_overrides(
+        [
+            (config.as_ref(), &config_file),
+            (result.as_ref(), &result_file),
+        ],
+        &mut violations,
+    );
+    let mut facts = identify(job, dir, display, config.as_ref(), result.as_ref());
+    if let Some(result) = &result {
+        judge_result(&mut facts, result, &result_file, &mut violations);
+    }
+    if facts.reward.is_some_and(|r| r > 0.0) {
+        check_rewarded_trajectory(&facts, &kept, dir, &mut violations);
+    }
+    facts.violations = violations;
+    facts
+}
+
+/// The trial's result.json parsed (`None`, after saying why, when missing or unusable).
+fn read_result(
+    kept: &Kept,
+    result_file: &str,
+    display: &str,
+    violations: &mut Vec<Violation>,
+) -> Option<Value> {
+    match &kept.result {
+        Some(Ok(bytes)) => parse(bytes, result_file, Rule::TrialResultsComplete, violations),
         Some(Err(problem)) => {
             violations.push(Violation::new(
                 Rule::TrialResultsComplete,
-                Some(result_file.clone()),
+                Some(result_file.to_owned()),
                 format!("{problem}; a trial result is a few KB, so this one cannot be trusted"),
             ));
             None
@@ -342,33 +363,41 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         None => {
             violations.push(Violation::new(
                 Rule::TrialResultsComplete,
-                Some(display.clone()),
+                Some(display.to_owned()),
                 "no result.json: the trial never finished; resume the job to complete it",
             ));
             None
         }
-    };
+    }
+}
 
-    // Anti-tampering: the trial's own config.json and the copy inside result.json both count.
-    for (value, file) in [
-        (config.as_ref(), &config_file),
-        (result.as_ref().and_then(|r| r.get("config")), &result_file),
+/// Anti-tampering: the trial's own config.json (`files[0]`) and the copy inside result.json
+/// (`files[1]`, its `config`) both count.
+fn check_overrides(files: [(Option<&Value>, &String); 2], violations: &mut Vec<Violation>) {
+    let [(config, config_file), (result, result_file)] = files;
+    for (value, file, prefix) in [
+        (config, config_file, ""),
+        (result.and_then(|r| r.get("config")), result_file, "config."),
     ] {
         let Some(value) = value else { continue };
         for problem in overrides(value) {
-            let where_ = if file == &result_file {
-                format!("config.{problem}")
-            } else {
-                problem
-            };
             violations.push(Violation::new(
                 Rule::NoTrialOverrides,
                 Some(file.clone()),
-                where_,
+                format!("{prefix}{problem}"),
             ));
         }
     }
+}
 
+/// What the records say the trial is: its names, task and job.
+fn identify(
+    job: usize,
+    dir: &Path,
+    display: String,
+    config: Option<&Value>,
+    result: Option<&Value>,
+) -> TrialFacts {
     let mut facts = TrialFacts {
         job,
         name: dir
@@ -390,118 +419,129 @@ pub fn inspect(job: usize, dir: &Path, display: String) -> TrialFacts {
         violations: Vec::new(),
     };
     facts.trial_name = result
-        .as_ref()
         .and_then(|r| str_at(r, "/trial_name"))
-        .or_else(|| config.as_ref().and_then(|c| str_at(c, "/trial_name")))
+        .or_else(|| config.and_then(|c| str_at(c, "/trial_name")))
         .unwrap_or(&facts.name)
         .to_owned();
-    let trial_config = read::trial_config(config.as_ref(), result.as_ref());
-    facts.task = read::task_name(result.as_ref(), trial_config).map(str::to_owned);
+    let trial_config = read::trial_config(config, result);
+    facts.task = read::task_name(result, trial_config).map(str::to_owned);
     facts.job_id = trial_config
         .and_then(|c| str_at(c, "/job_id"))
         .filter(|id| !id.is_empty())
         .map(str::to_owned);
     facts.task_ref = trial_config
         .and_then(|c| str_at(c, "/task/ref"))
-        .or_else(|| result.as_ref().and_then(|r| str_at(r, "/config/task/ref")))
-        .or_else(|| result.as_ref().and_then(|r| str_at(r, "/task_id/ref")))
+        .or_else(|| result.and_then(|r| str_at(r, "/config/task/ref")))
+        .or_else(|| result.and_then(|r| str_at(r, "/task_id/ref")))
         .map(str::to_owned);
+    facts
+}
 
-    if let Some(result) = &result {
-        facts.reward = reward_of(result);
-        facts.exception_type = result
-            .get("exception_info")
-            .filter(|e| !e.is_null())
-            .map(|e| {
-                e.get("exception_type")
-                    .and_then(Value::as_str)
-                    .unwrap_or(tasks::ExceptionType::UNKNOWN_NAME)
-                    .to_owned()
-            });
-        facts.agent = agent_identity(result);
-        facts.agent_version = str_at(result, "/agent_info/version").map(str::to_owned);
-        if facts.agent.is_none() {
-            violations.push(Violation::new(
-                Rule::AgentConfigMatch,
-                Some(result_file.clone()),
-                "no agent_info (with its name): the trial does not say which agent ran it, so it cannot be attributed",
-            ));
-        }
-        for problem in reward_problems(result) {
-            violations.push(Violation::new(
-                Rule::RewardsInRange,
-                Some(result_file.clone()),
-                problem,
-            ));
-        }
-        facts.models_called = result
-            .pointer("/agent_result/metadata/llm_bridge/models_called")
-            .and_then(Value::as_array)
-            .map(|models| {
-                models
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            });
-        if result.get("finished_at").is_none_or(Value::is_null) {
-            violations.push(Violation::new(
-                Rule::TrialResultsComplete,
-                Some(result_file.clone()),
-                "finished_at is missing: the trial never finished; resume the job to complete it",
-            ));
-        }
-        // Judged across trials by `evidence.rs`: whether a missing record fails depends on
-        // the verdict asked for.
-        facts.isolation = isolation_of(result);
-        facts.agent_toolchain = agent_toolchain_used(result);
-        if facts.exception_type.is_none() && !has_rewards(result) {
-            violations.push(Violation::new(
-                Rule::TrialResultsComplete,
-                Some(result_file.clone()),
-                "neither rewards (verifier_result.rewards) nor an exception (exception_info) recorded",
-            ));
-        }
+/// What result.json records: reward, exception, agent, models, isolation; and whether it is
+/// complete.
+fn judge_result(
+    facts: &mut TrialFacts,
+    result: &Value,
+    result_file: &str,
+    violations: &mut Vec<Violation>,
+) {
+    facts.reward = reward_of(result);
+    facts.exception_type = result
+        .get("exception_info")
+        .filter(|e| !e.is_null())
+        .map(|e| {
+            e.get("exception_type")
+                .and_then(Value::as_str)
+                .unwrap_or(tasks::ExceptionType::UNKNOWN_NAME)
+                .to_owned()
+        });
+    facts.agent = agent_identity(result);
+    facts.agent_version = str_at(result, "/agent_info/version").map(str::to_owned);
+    if facts.agent.is_none() {
+        violations.push(Violation::new(
+            Rule::AgentConfigMatch,
+            Some(result_file.to_owned()),
+            "no agent_info (with its name): the trial does not say which agent ran it, so it cannot be attributed",
+        ));
     }
+    for problem in reward_problems(result) {
+        violations.push(Violation::new(
+            Rule::RewardsInRange,
+            Some(result_file.to_owned()),
+            problem,
+        ));
+    }
+    facts.models_called = result
+        .pointer("/agent_result/metadata/llm_bridge/models_called")
+        .and_then(Value::as_array)
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        });
+    if result.get("finished_at").is_none_or(Value::is_null) {
+        violations.push(Violation::new(
+            Rule::TrialResultsComplete,
+            Some(result_file.to_owned()),
+            "finished_at is missing: the trial never finished; resume the job to complete it",
+        ));
+    }
+    // Judged across trials by `evidence.rs`: whether a missing record fails depends on
+    // the verdict asked for.
+    facts.isolation = isolation_of(result);
+    facts.agent_toolchain = agent_toolchain_used(result);
+    if facts.exception_type.is_none() && !has_rewards(result) {
+        violations.push(Violation::new(
+            Rule::TrialResultsComplete,
+            Some(result_file.to_owned()),
+            "neither rewards (verifier_result.rewards) nor an exception (exception_info) recorded",
+        ));
+    }
+}
 
-    if facts.reward.is_some_and(|r| r > 0.0) {
-        let trajectory_file = format!("{}/agent/trajectory.json", facts.display);
-        match &kept.trajectory {
-            Some(Err(problem)) => violations.push(Violation::new(
-                Rule::PassingTrialTrajectories,
-                Some(trajectory_file),
-                problem.clone(),
-            )),
-            None => violations.push(Violation::new(
-                Rule::PassingTrialTrajectories,
-                Some(trajectory_file),
-                format!(
-                    "reward {} but no agent/trajectory.json; rewarded trials must ship their ATIF trajectory",
-                    facts.reward.unwrap_or_default()
-                ),
-            )),
-            Some(Ok(bytes)) => {
-                let errors = tasks::atif::validate_bytes(bytes, &dir.join("agent"));
-                for error in errors.iter().take(MAX_ATIF_ERRORS) {
-                    violations.push(Violation::new(
-                        Rule::PassingTrialTrajectories,
-                        Some(trajectory_file.clone()),
-                        format!("invalid ATIF: {error}"),
-                    ));
-                }
-                if errors.len() > MAX_ATIF_ERRORS {
-                    violations.push(Violation::new(
-                        Rule::PassingTrialTrajectories,
-                        Some(trajectory_file),
-                        format!(
-                            "… and {} more ATIF errors (run `runner validate-trajectory` on it)",
-                            errors.len() - MAX_ATIF_ERRORS
-                        ),
-                    ));
-                }
+/// A rewarded trial ships a valid ATIF trajectory.
+fn check_rewarded_trajectory(
+    facts: &TrialFacts,
+    kept: &Kept,
+    dir: &Path,
+    violations: &mut Vec<Violation>,
+) {
+    let trajectory_file = format!("{}/agent/trajectory.json", facts.display);
+    match &kept.trajectory {
+        Some(Err(problem)) => violations.push(Violation::new(
+            Rule::PassingTrialTrajectories,
+            Some(trajectory_file),
+            problem.clone(),
+        )),
+        None => violations.push(Violation::new(
+            Rule::PassingTrialTrajectories,
+            Some(trajectory_file),
+            format!(
+                "reward {} but no agent/trajectory.json; rewarded trials must ship their ATIF trajectory",
+                facts.reward.unwrap_or_default()
+            ),
+        )),
+        Some(Ok(bytes)) => {
+            let errors = tasks::atif::validate_bytes(bytes, &dir.join("agent"));
+            for error in errors.iter().take(MAX_ATIF_ERRORS) {
+                violations.push(Violation::new(
+                    Rule::PassingTrialTrajectories,
+                    Some(trajectory_file.clone()),
+                    format!("invalid ATIF: {error}"),
+                ));
+            }
+            if errors.len() > MAX_ATIF_ERRORS {
+                violations.push(Violation::new(
+                    Rule::PassingTrialTrajectories,
+                    Some(trajectory_file),
+                    format!(
+                        "… and {} more ATIF errors (run `runner validate-trajectory` on it)",
+                        errors.len() - MAX_ATIF_ERRORS
+                    ),
+                ));
             }
         }
     }
-    facts.violations = violations;
-    facts
 }

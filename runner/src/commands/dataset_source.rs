@@ -9,6 +9,35 @@ use registry::{Cache, DatasetName, RegistrySource, ResolvedDataset};
 use crate::exit::CliError;
 use crate::note;
 
+/// Which registry (Harbor's flags): for `-d`, `runner datasets` and
+/// `validate-submission --dataset NAME@VERSION`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct RegistryArgs {
+    /// The JSON registry (registry.json) to read datasets by name from, by URL (http(s)://
+    /// or file://). Default: Harbor's public registry.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "RUNNER_REGISTRY_URL",
+        conflicts_with = "registry_path"
+    )]
+    pub registry_url: Option<String>,
+    /// The JSON registry (registry.json) to read datasets by name from, as a file.
+    #[arg(long, value_name = "FILE", env = "RUNNER_REGISTRY_PATH")]
+    pub registry_path: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// The registry these flags name (Harbor's public one when neither is given).
+    pub fn source(&self) -> RegistrySource {
+        match (&self.registry_url, &self.registry_path) {
+            (_, Some(path)) => RegistrySource::Path(path.clone()),
+            (Some(url), None) => RegistrySource::Url(url.clone()),
+            (None, None) => RegistrySource::default(),
+        }
+    }
+}
+
 /// The flags that name a dataset in a registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct DatasetSourceArgs {
@@ -24,30 +53,12 @@ pub struct DatasetSourceArgs {
         conflicts_with = "path"
     )]
     pub dataset: Option<String>,
-    /// The JSON registry (registry.json) to read -d's dataset from, by URL (http(s):// or
-    /// file://). Default: Harbor's public registry.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "RUNNER_REGISTRY_URL",
-        conflicts_with = "registry_path"
-    )]
-    pub registry_url: Option<String>,
-    /// The JSON registry (registry.json) to read -d's dataset from, as a file.
-    #[arg(long, value_name = "FILE", env = "RUNNER_REGISTRY_PATH")]
-    pub registry_path: Option<PathBuf>,
+    /// The registry -d reads.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 impl DatasetSourceArgs {
-    /// The registry these flags name.
-    pub fn registry(&self) -> RegistrySource {
-        match (&self.registry_url, &self.registry_path) {
-            (_, Some(path)) => RegistrySource::Path(path.clone()),
-            (Some(url), None) => RegistrySource::Url(url.clone()),
-            (None, None) => RegistrySource::default(),
-        }
-    }
-
     /// Resolves `-d`, if given: every task verified or fetched, the dataset directory made.
     /// Every failure is bad input (exit 2), before anything runs.
     pub fn resolve(&self) -> Result<Option<ResolvedDataset>, CliError> {
@@ -55,7 +66,18 @@ impl DatasetSourceArgs {
             return Ok(None);
         };
         let wanted = DatasetName::parse(text).map_err(CliError::bad_input)?;
-        resolve(&self.registry(), &wanted).map(Some)
+        resolve(&self.registry.source(), &wanted).map(Some)
+    }
+
+    /// The dataset directory a command reads: `-d`'s, resolved, or else `path` (clap requires
+    /// one of them).
+    pub fn dir_or(&self, path: Option<PathBuf>) -> Result<PathBuf, CliError> {
+        match self.resolve()? {
+            Some(resolved) => Ok(resolved.dir),
+            None => path.ok_or_else(|| {
+                CliError::bad_input("give a task or dataset directory, or -d NAME[@VERSION]")
+            }),
+        }
     }
 }
 

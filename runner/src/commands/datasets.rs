@@ -6,38 +6,10 @@ use std::path::PathBuf;
 use registry::{Cache, DatasetName, RegistrySource};
 use serde_json::json;
 
+use super::dataset_source::RegistryArgs;
 use super::view::TextFormat;
 use crate::exit::{CliError, CommandOutcome, Family};
 use crate::note;
-
-/// Which registry (Harbor's flags).
-#[derive(Debug, Clone, clap::Args)]
-pub struct RegistryArgs {
-    /// The JSON registry (registry.json) by URL (http(s):// or file://). Default: Harbor's
-    /// public registry.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "RUNNER_REGISTRY_URL",
-        conflicts_with = "registry_path"
-    )]
-    pub registry_url: Option<String>,
-    /// The JSON registry (registry.json) as a file.
-    #[arg(long, value_name = "FILE", env = "RUNNER_REGISTRY_PATH")]
-    pub registry_path: Option<PathBuf>,
-}
-
-impl RegistryArgs {
-    /// The registry these flags name (Harbor's public one when neither is given).
-    pub fn source(&self) -> RegistrySource {
-        super::dataset_source::DatasetSourceArgs {
-            dataset: None,
-            registry_url: self.registry_url.clone(),
-            registry_path: self.registry_path.clone(),
-        }
-        .registry()
-    }
-}
 
 /// `runner datasets` subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -67,7 +67,7 @@ fn print(report: &MergeReport) {
     }
     for part in &report.unrecorded {
         note!(
-            "{}: no record_manifest.json (a job of an earlier runner): its trials are merged but not recorded",
+            "{}: no record_manifest.jsonl (a job of an earlier runner): its trials are merged but not recorded",
             part.display()
         );
     }

@@ -53,7 +53,7 @@ pub struct ValidateSubmissionArgs {
     pub dataset: Option<PathBuf>,
     /// The registry of a --dataset given by name.
     #[command(flatten)]
-    pub registry: super::datasets::RegistryArgs,
+    pub registry: super::dataset_source::RegistryArgs,
     /// The submission's metadata.yaml (agent_url, agent_display_name, agent_org_display_name, models).
     #[arg(long, value_name = "FILE")]
     pub metadata: Option<PathBuf>,

@@ -19,23 +19,7 @@ pub fn dir_names(tasks: &[ResolvedTask]) -> Vec<String> {
     tasks
         .iter()
         .map(|t| {
-            let base: String = t
-                .name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let base = base.trim_start_matches('.').to_owned();
-            let mut name = if base.is_empty() {
-                "task".to_owned()
-            } else {
-                base
-            };
+            let mut name = safe_name(&t.name, "task");
             let mut n = 2;
             while !seen.insert(name.clone()) {
                 name = format!("{}-{n}", name.trim_end_matches(char::is_numeric));
@@ -44,6 +28,34 @@ pub fn dir_names(tasks: &[ResolvedTask]) -> Vec<String> {
             name
         })
         .collect()
+}
+
+/// `text` as one safe file name: every character but ASCII letters, digits, `-`, `_` and `.`
+/// made `_`, no leading dot; `fallback` when nothing is left.
+fn safe_name(text: &str, fallback: &str) -> String {
+    let safe: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = safe.trim_start_matches('.');
+    if safe.is_empty() {
+        fallback.to_owned()
+    } else {
+        safe.to_owned()
+    }
+}
+
+/// Writes the `dataset.toml` naming the dataset `name` into `dir`.
+fn write_manifest(dir: &Path, name: &str) -> Result<(), RegistryError> {
+    let manifest = dir.join("dataset.toml");
+    let toml = format!("[dataset]\nname = {}\n", serde_json::Value::from(name));
+    std::fs::write(&manifest, toml).map_err(RegistryError::io(&manifest))
 }
 
 /// The view of dataset `name@version` made of `tasks`.
@@ -63,21 +75,7 @@ pub fn make(
     // The view's own name is the dataset's: Harbor's trials record a registry dataset's name
     // as their `source` (and so in their eval key), and a dataset directory's `source` is its
     // name.
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let safe = if safe.trim_matches('.').is_empty() {
-        "dataset".to_owned()
-    } else {
-        safe
-    };
+    let safe = safe_name(name, "dataset");
     let views = cache.views();
     let outer = views.join(&key);
     let view = outer.join(&safe);
@@ -89,9 +87,7 @@ pub fn make(
     let staged_outer = stage.path().join("view");
     let staged = staged_outer.join(&safe);
     std::fs::create_dir_all(&staged).map_err(RegistryError::io(&staged))?;
-    let manifest = staged.join("dataset.toml");
-    let toml = format!("[dataset]\nname = {}\n", serde_json::Value::from(name));
-    std::fs::write(&manifest, toml).map_err(RegistryError::io(&manifest))?;
+    write_manifest(&staged, name)?;
     for (dir_name, task) in names.iter().zip(tasks) {
         let link = staged.join(dir_name);
         std::os::unix::fs::symlink(&task.dir, &link).map_err(RegistryError::io(&link))?;
@@ -149,9 +145,7 @@ pub fn download(name: &str, tasks: &[ResolvedTask], out: &Path) -> Result<(), Re
         .map_err(RegistryError::io(&parent))?;
     let staged = stage.path().join("dataset");
     std::fs::create_dir(&staged).map_err(RegistryError::io(&staged))?;
-    let manifest = staged.join("dataset.toml");
-    let toml = format!("[dataset]\nname = {}\n", serde_json::Value::from(name));
-    std::fs::write(&manifest, toml).map_err(RegistryError::io(&manifest))?;
+    write_manifest(&staged, name)?;
     for (dir_name, task) in dir_names(tasks).iter().zip(tasks) {
         let to = staged.join(dir_name);
         crate::copy::copy_tree(&task.dir, &to).map_err(RegistryError::io(&to))?;

@@ -1,4 +1,4 @@
-//! `record_manifest.sig`: an ed25519 signature over the exact bytes of `record_manifest.json`
+//! `record_manifest.sig`: an ed25519 signature over the exact bytes of `record_manifest.jsonl`
 //! (`runner run --signing-key FILE`), checked by `validate-submission --trusted-key FILE`, so
 //! an operator can accept only runs made on machines whose keys it holds. Keys are the PEM
 //! files OpenSSL writes (`openssl genpkey -algorithm ed25519`, PKCS#8; the public half with
@@ -50,7 +50,7 @@ pub enum SignatureProblem {
     Malformed(String),
     /// The bytes are not what was signed.
     #[error(
-        "the signature does not match record_manifest.json: the manifest changed after it was signed"
+        "the signature does not match record_manifest.jsonl: the manifest changed after it was signed"
     )]
     Mismatch,
     /// Valid, but by a key the operator does not trust.

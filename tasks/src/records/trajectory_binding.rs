@@ -1,18 +1,14 @@
 //! Whether a trial's `agent/trajectory.json` belongs to it: its agent and model are the ones
 //! the trial's `agent_info` names, its first user message holds the task's instruction, and no
-//! other trial of the submission carries the same session. Read as JSON values, so any ATIF
-//! version (and Harbor's writers) are judged alike.
-//!
-//! "The same session" is the same `session_id` with the same steps: an agent whose session ids
-//! are a per-container counter (`task-1` in every fresh container) gives honest trials equal
-//! ids but never equal steps (their timestamps and outputs differ), while a trajectory copied
-//! into other trials keeps both.
+//! other trial of the submission carries the same `session_id` (ATIF's id of one agent run:
+//! two trials cannot have been one run). Read as JSON values, so any ATIF version (and
+//! Harbor's writers) are judged alike. An agent whose session ids are a per-container counter
+//! fails this: the reference agent's task ids, its session ids, carry a random part per start.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::{read, str_at};
 
@@ -30,8 +26,6 @@ pub struct TrajectoryFacts {
     pub model: Option<String>,
     /// The text of the first step whose source is `user`.
     pub first_user_message: Option<String>,
-    /// Hex sha256 of the `steps` array as JSON.
-    pub steps_sha256: String,
 }
 
 /// The trajectory of the trial dir `trial_dir`: `None` when it has none, `Err` when it is not
@@ -51,7 +45,7 @@ pub fn read_trajectory(trial_dir: &Path) -> Option<Result<TrajectoryFacts, Strin
 
 /// The facts of a trajectory read as JSON.
 pub fn facts_of(value: &Value) -> TrajectoryFacts {
-    let steps = value.get("steps").cloned().unwrap_or(Value::Null);
+    let steps = value.get("steps").unwrap_or(&Value::Null);
     let first_user_message = steps.as_array().and_then(|steps| {
         let step = steps
             .iter()
@@ -65,7 +59,6 @@ pub fn facts_of(value: &Value) -> TrajectoryFacts {
         agent: str_at(value, "/agent/name").map(str::to_owned),
         model: str_at(value, "/agent/model_name").map(str::to_owned),
         first_user_message,
-        steps_sha256: hex::encode(Sha256::digest(steps.to_string().as_bytes())),
     }
 }
 
@@ -135,24 +128,20 @@ fn same_model(a: &str, b: &str) -> bool {
     a == b || (!(a.contains('/') && b.contains('/')) && bare(a) == bare(b))
 }
 
-/// Sessions found in more than one trial: each session id with the trials (labels) holding
-/// it with the same steps.
+/// Sessions found in more than one trial: each session id with the trials (labels) holding it.
 pub fn repeated_sessions<'a>(
     trials: impl IntoIterator<Item = (&'a str, &'a TrajectoryFacts)>,
 ) -> Vec<(String, Vec<&'a str>)> {
-    let mut by_session: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    let mut by_session: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (label, facts) in trials {
         if let Some(id) = &facts.session_id {
-            by_session
-                .entry((id, &facts.steps_sha256))
-                .or_default()
-                .push(label);
+            by_session.entry(id).or_default().push(label);
         }
     }
     by_session
         .into_iter()
         .filter(|(_, labels)| labels.len() > 1)
-        .map(|((id, _), labels)| (id.to_owned(), labels))
+        .map(|(id, labels)| (id.to_owned(), labels))
         .collect()
 }
 
@@ -184,11 +173,16 @@ mod tests {
     }
 
     #[test]
-    fn a_copied_session_repeats_and_a_shared_counter_id_does_not() {
-        let a = facts_of(&trajectory("task-1", "one"));
-        let b = facts_of(&trajectory("task-1", "two"));
+    fn a_session_id_in_two_trials_repeats_whatever_their_steps() {
+        let a = facts_of(&trajectory("task-1-5f0c", "one"));
+        let b = facts_of(&trajectory("task-1-9e2d", "one"));
+        let other_steps = facts_of(&trajectory("task-1-5f0c", "two"));
         let copy = a.clone();
-        let repeated = repeated_sessions([("t1", &a), ("t2", &b), ("t3", &copy)]);
-        assert_eq!(repeated, vec![("task-1".to_owned(), vec!["t1", "t3"])]);
+        let repeated =
+            repeated_sessions([("t1", &a), ("t2", &b), ("t3", &copy), ("t4", &other_steps)]);
+        assert_eq!(
+            repeated,
+            vec![("task-1-5f0c".to_owned(), vec!["t1", "t3", "t4"])]
+        );
     }
 }

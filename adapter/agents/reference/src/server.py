@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -185,7 +186,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(400, {"error": f"body is not JSON: {e}"})
             with self.server.lock:
                 self.server.counter += 1
-                task = Task(f"task-{self.server.counter}", request, self.server.state_dir)
+                task_id = f"task-{self.server.counter}-{self.server.instance}"
+                task = Task(task_id, request, self.server.state_dir)
                 self.server.tasks[task.id] = task
             if self.server.mode == "model":
                 target = lambda: model.run_model_task(task, self.server.max_turns, run_command, finish)
@@ -210,6 +212,11 @@ def main():
     parser.add_argument("--mode", choices=["plan", "model"],
                         default=os.environ.get("REFERENCE_AGENT_MODE", "plan"))
     parser.add_argument("--max-turns", type=int, default=8)
+    # Task ids are the trajectories' session ids, which must be unique across a submission:
+    # each trial starts its own server, so a random instance id per start qualifies them by
+    # trial (a bare counter gave `task-1` in every container).
+    parser.add_argument("--instance", default=secrets.token_hex(8),
+                        help="the suffix of every task id (default: random per start)")
     parser.add_argument("--version", action="store_true")
     args = parser.parse_args()
     if args.version:
@@ -221,7 +228,7 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.plan, server.state_dir, server.tasks = plan, args.state_dir, {}
-    server.lock, server.counter = threading.Lock(), 0
+    server.lock, server.counter, server.instance = threading.Lock(), 0, args.instance
     server.mode, server.max_turns = args.mode, args.max_turns
     what = f"plan {args.plan}" if args.mode == "plan" else f"model mode, {args.max_turns} turns"
     log(f"reference agent {VERSION} listening on 127.0.0.1:{args.port}, {what}")

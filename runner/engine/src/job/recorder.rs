@@ -42,7 +42,7 @@ pub struct JobRecorder {
     log: JobLog,
     /// Trials a resume found complete (their lock entries keep the image they ran in).
     done_before: std::collections::HashSet<String>,
-    /// record_manifest.json: each trial's files hashed as it ends.
+    /// record_manifest.jsonl: each trial's files hashed as it ends.
     manifest: ManifestRecorder,
 }
 
@@ -175,7 +175,11 @@ impl JobRecorder {
     pub fn finish(&mut self) -> std::io::Result<()> {
         self.result.finished_at = Some(Utc::now());
         self.running = 0;
-        self.write_result()
+        // Every trial's teardown is done by now (the job's end waits for them): its
+        // sidecars' logs are complete.
+        let sidecars = self.manifest.teardowns_done();
+        self.write_result()?;
+        sidecars
     }
 
     /// Ends the record at `at` (a merged job's last part's end; none while a part runs).
@@ -214,8 +218,7 @@ impl JobRecorder {
     pub fn write_lock(&mut self) -> std::io::Result<()> {
         let lock = tasks::records::HarborLock(&self.lock);
         write_json_atomic(&self.dir.join("lock.json"), &lock)?;
-        self.manifest.job_files_written()?;
-        self.manifest.flush()
+        self.manifest.job_files_written()
     }
 
     /// The record manifest (a merge sets its trials' entries from the parts').
@@ -257,8 +260,7 @@ impl JobRecorder {
         self.result.coverage = Some(coverage);
         self.result.stats = stats;
         self.result.updated_at = Utc::now();
-        write_json_atomic(&self.dir.join("result.json"), &self.result)?;
-        self.manifest.flush()
+        write_json_atomic(&self.dir.join("result.json"), &self.result)
     }
 }
 

@@ -183,8 +183,8 @@ fn apply(args: &mut RunArgs, s: FileSettings) {
     }
     if free("path") && free("dataset") && s.dataset.is_some() {
         args.source.dataset = s.dataset;
-        fill!("registry_url", s.registry_url.map(Some) => args.source.registry_url);
-        fill!("registry_path", s.registry_path.map(Some) => args.source.registry_path);
+        fill!("registry_url", s.registry_url.map(Some) => args.source.registry.registry_url);
+        fill!("registry_path", s.registry_path.map(Some) => args.source.registry.registry_path);
     }
     fill!("job_name", s.job_name.map(Some) => args.job_name);
     fill!("jobs_dir", s.jobs_dir => args.jobs_dir);

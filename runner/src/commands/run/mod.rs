@@ -183,7 +183,7 @@ pub struct RunArgs {
     /// timeouts. Each part is a job dir of its own; `runner merge` joins them.
     #[arg(long, value_name = "I/N", env = "RUNNER_SHARD", value_parser = parse_shard)]
     pub shard: Option<engine::job::Shard>,
-    /// Sign the job's record manifest (record_manifest.json: every trial's files, hashed as
+    /// Sign the job's record manifest (record_manifest.jsonl: every trial's files, hashed as
     /// the trial ended) with this ed25519 private key (PEM, PKCS#8, as `openssl genpkey
     /// -algorithm ed25519` writes it), so `validate-submission --trusted-key` can tell the run
     /// was made on a machine holding it.

@@ -156,7 +156,7 @@ fn replay(
         if let Some(config) = &mut args.choices.config {
             resolve(config);
         }
-        if let Some(registry) = &mut args.source.registry_path {
+        if let Some(registry) = &mut args.source.registry.registry_path {
             resolve(registry);
         }
     }

@@ -95,8 +95,9 @@ pub fn prepare(args: PrepareArgs) -> Result<CommandOutcome, CliError> {
     let names = job_names(&args.job_dirs)?;
     // Bad input (a path that is not a job dir, a dataset that does not load) shows before
     // anything is copied; the verdict is the copies', which is what the leaderboard receives
-    // (a key an agent printed into its log fails the originals, not the scrubbed copies).
-    let original = validate(&args, args.job_dirs.clone(), Vec::new())?;
+    // (a key an agent printed into its log fails the originals, not the scrubbed copies),
+    // except the records rules: those judge the originals, as runner hashed them.
+    let original = validate(&args, args.job_dirs.clone(), Vec::new(), Vec::new())?;
     let agent = original
         .agent
         .clone()
@@ -136,7 +137,7 @@ pub fn prepare(args: PrepareArgs) -> Result<CommandOutcome, CliError> {
         }
         copies.push(output);
     }
-    let report = validate(&args, copies, names.clone())?;
+    let report = validate(&args, copies, names.clone(), args.job_dirs.clone())?;
     say!("{}", render::text(&report).trim_end());
     if !report.valid && !args.force {
         note!(
@@ -192,16 +193,20 @@ fn job_names(dirs: &[PathBuf]) -> Result<Vec<String>, CliError> {
     Ok(names)
 }
 
+/// Validates `job_dirs` shown as `job_names`; the records rules judge `records_of` (the
+/// originals of scrubbed copies: scrub rewrites what it redacts, which no manifest vouches for).
 fn validate(
     args: &PrepareArgs,
     job_dirs: Vec<PathBuf>,
     job_names: Vec<String>,
+    records_of: Vec<PathBuf>,
 ) -> Result<Report, CliError> {
     let options = Options {
         dataset: args.dataset.clone(),
         min_trials: args.min_trials,
         require_evidence: args.require_evidence,
         job_names,
+        records_of,
         ..Options::new(job_dirs)
     };
     submission::validate(&options).map_err(|e| CliError::bad_input_because("submission prepare", e))

@@ -6,6 +6,7 @@ mod init;
 
 use std::path::PathBuf;
 
+use super::dataset_source::DatasetSourceArgs;
 use super::view::TextFormat;
 use crate::exit::{CliError, CommandOutcome, Family};
 
@@ -16,8 +17,12 @@ pub enum TasksCommand {
     /// with a published manifest.
     #[command(after_help = crate::exit::help_text(Family::Tasks))]
     Digest {
-        /// A task directory or a dataset directory.
-        path: PathBuf,
+        /// A task directory or a dataset directory (or -d NAME[@VERSION]).
+        #[arg(required_unless_present = "dataset")]
+        path: Option<PathBuf>,
+        /// -d/--dataset NAME[@VERSION] with --registry-url/--registry-path: a dataset by name.
+        #[command(flatten)]
+        source: DatasetSourceArgs,
         /// Compare the dataset at PATH with this published manifest (Harbor's dataset.toml with
         /// each task's name and digest): every task listed, at its digest, and no other.
         /// Exit 1 names each difference.
@@ -50,14 +55,16 @@ pub fn run(command: TasksCommand) -> Result<CommandOutcome, CliError> {
     match command {
         TasksCommand::Digest {
             path,
-            check: Some(manifest),
+            source,
+            check,
             format,
-        } => digest::check(&manifest, &path, format),
-        TasksCommand::Digest {
-            path,
-            check: None,
-            format,
-        } => digest::digest(&path, format),
+        } => {
+            let path = source.dir_or(path)?;
+            match check {
+                Some(manifest) => digest::check(&manifest, &path, format),
+                None => digest::digest(&path, format),
+            }
+        }
         TasksCommand::Check(args) => check::run(args),
         TasksCommand::Init { name, dir } => init::init(&name, &dir),
     }

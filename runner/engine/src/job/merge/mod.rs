@@ -254,7 +254,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
     if let Some(usage) = llm_usage(&parts) {
         recorder.set_llm_usage(usage);
     }
-    recorder.manifest_mut().set_trials(entries);
+    recorder
+        .manifest_mut()
+        .set_trials(entries)
+        .map_err(io(&out.join(tasks::records::RECORD_MANIFEST)))?;
     recorder.write_lock().map_err(io(&out.join("lock.json")))?;
     recorder
         .finish_at(latest(&parts))

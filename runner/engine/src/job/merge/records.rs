@@ -15,7 +15,6 @@ use tasks::records::trajectory_binding::{
 use tasks::records::{RECORD_MANIFEST, RecordManifest};
 
 use super::parts::Part;
-use crate::job::record_manifest::trial_changes;
 
 /// A part's records that do not hold.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +58,7 @@ pub fn part_manifest(part: &Part) -> Result<Option<RecordManifest>, RecordsError
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(bad(format!("cannot read {RECORD_MANIFEST}: {e}"))),
     };
-    let manifest: RecordManifest = serde_json::from_slice(&bytes)
+    let manifest = RecordManifest::parse(&bytes)
         .map_err(|e| bad(format!("{RECORD_MANIFEST} is malformed: {e}")))?;
     match std::fs::read(part.dir.join(RECORD_SIGNATURE)) {
         Ok(sig) => {
@@ -85,7 +84,7 @@ pub fn check_taken(
     for (name, part) in taken {
         let copy = &parts[*part].trials[*name];
         if let Some(manifest) = &manifests[*part]
-            && let Some(changes) = trial_changes(manifest, name, &copy.dir)
+            && let Some(changes) = manifest.trial_changes(name, &copy.dir)
         {
             let changes = changes.map_err(|e| RecordsError::Manifest {
                 dir: parts[*part].dir.clone(),
@@ -110,7 +109,7 @@ pub fn check_taken(
         return Err(RecordsError::NotBound {
             trial: trials[0].to_owned(),
             problem: format!(
-                "the same session {session:?} (same steps) is the trajectory of {} trials: {}",
+                "the same session {session:?} is the trajectory of {} trials: {}",
                 trials.len(),
                 trials.join(", ")
             ),

@@ -63,64 +63,19 @@ pub fn malformed(err: &TaskError) -> TaskReport {
 /// Every selected check of `task`.
 pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
     let findings = lint_task(task);
-    let selected = |c: CheckName| cx.selected.contains(&c);
-    let mut checks = BTreeMap::new();
-    for check in CheckName::ALL {
-        if !selected(check) {
-            checks.insert(check, CheckResult::skipped("not selected (--checks)"));
-        }
-    }
-    if selected(CheckName::Loads) {
-        let mut messages = from_findings(&findings, Area::Loads);
-        messages.extend(task.unsupported.iter().map(|f| {
-            Message::new(
-                Status::Warn,
-                format!("loads, but this runner cannot run it: {f}"),
-            )
-        }));
-        checks.insert(CheckName::Loads, CheckResult::of(messages));
-    }
-    if selected(CheckName::Reproducible) {
-        checks.insert(
-            CheckName::Reproducible,
-            CheckResult::of(from_findings(&findings, Area::Reproducible)),
-        );
-    }
+    let mut checks = static_checks(cx, task, &findings);
     let static_leaks = from_findings(&findings, Area::Leaks);
     let runner = match &cx.runner {
         Some(runner) if task.unsupported.is_empty() => runner,
         _ => {
-            let why = if task.unsupported.is_empty() {
-                "no container checks selected"
-            } else {
-                "the task cannot run here (see loads)"
-            };
-            for check in [
-                CheckName::Oracle,
-                CheckName::Nop,
-                CheckName::Broken,
-                CheckName::Hacks,
-            ] {
-                checks
-                    .entry(check)
-                    .or_insert_with(|| CheckResult::skipped(why));
-            }
-            if selected(CheckName::Leaks) {
-                let mut messages = static_leaks;
-                messages.push(Message::new(
-                    Status::Skip,
-                    format!("the agent's environment was not scanned: {why}"),
-                ));
-                checks.insert(CheckName::Leaks, CheckResult::of(messages));
-            }
+            skip_container_checks(cx, task, &mut checks, static_leaks);
             return report(task, checks, Vec::new());
         }
     };
-    let job = |what: &str| format!("{:03}-{}-{what}", cx.index, task.short_name());
     let mut oracle_seconds = Vec::new();
-    if selected(CheckName::Oracle) {
+    if cx.selected(CheckName::Oracle) {
         let result = match runner
-            .trials(&task.dir, "oracle", cx.repeat, &job("oracle"))
+            .trials(&task.dir, "oracle", cx.repeat, &cx.job(task, "oracle"))
             .await
         {
             Ok(trials) => {
@@ -132,86 +87,14 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         };
         checks.insert(CheckName::Oracle, result);
     }
-    let single_step = task.config.steps.is_empty();
-    let nop = async {
-        if !selected(CheckName::Nop) {
-            return None;
-        }
-        Some(
-            match runner.trials(&task.dir, "nop", 1, &job("nop")).await {
-                Ok(trials) => judge_nop(&trials),
-                Err(err) => trials_failed(&err),
-            },
-        )
-    };
-    let broken = async {
-        if !selected(CheckName::Broken) {
-            return None;
-        }
-        if !single_step {
-            return Some(CheckResult::skipped(
-                "multi-step task: the probes run on single-step tasks",
-            ));
-        }
-        let outcome = run_probe(
-            cx,
-            runner,
-            task,
-            "broken",
-            &broken_answers(),
-            true,
-            &job("probe-broken"),
-        )
-        .await;
-        Some(judge_broken(outcome))
-    };
-    let hacks = async {
-        if !selected(CheckName::Hacks) {
-            return None;
-        }
-        if !single_step {
-            return Some(CheckResult::skipped(
-                "multi-step task: the probes run on single-step tasks",
-            ));
-        }
-        let runs = probes().into_iter().map(|probe| async move {
-            let outcome = run_probe(
-                cx,
-                runner,
-                task,
-                probe.name,
-                &probe.script,
-                false,
-                &job(&format!("probe-{}", probe.name)),
-            )
-            .await;
-            judge_probe(probe.name, probe.what, outcome)
-        });
-        Some(CheckResult::of(futures_util::future::join_all(runs).await))
-    };
+    // The oracle built the image: the rest run at once.
     let wanted = wanted_files(task);
-    let scan = async {
-        if !single_step || !(selected(CheckName::Leaks) || selected(CheckName::Hacks)) {
-            return None;
-        }
-        let hashes: Vec<(u64, String, bool)> = wanted
-            .iter()
-            .map(|(hash, (size, _, test))| (*size, hash.clone(), *test))
-            .collect();
-        Some(
-            run_probe(
-                cx,
-                runner,
-                task,
-                "scan",
-                &scan_and_edit(&hashes),
-                false,
-                &job("probe-scan"),
-            )
-            .await,
-        )
-    };
-    let (nop, broken, hacks, scan) = tokio::join!(nop, broken, hacks, scan);
+    let (nop, broken, hacks, scan) = tokio::join!(
+        nop_check(cx, runner, task),
+        broken_check(cx, runner, task),
+        hacks_check(cx, runner, task),
+        scan_probe(cx, runner, task, &wanted),
+    );
     if let Some(nop) = nop {
         checks.insert(CheckName::Nop, nop);
     }
@@ -230,7 +113,7 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         }
         checks.insert(CheckName::Hacks, hacks);
     }
-    if selected(CheckName::Leaks) {
+    if cx.selected(CheckName::Leaks) {
         let mut messages = static_leaks;
         match &scan {
             Some(Ok(trial)) => messages.extend(judge_leaks(trial, &wanted)),
@@ -246,6 +129,167 @@ pub async fn check_task(cx: &Context, task: &Task) -> TaskReport {
         checks.insert(CheckName::Leaks, CheckResult::of(messages));
     }
     report(task, checks, oracle_seconds)
+}
+
+impl Context {
+    /// Whether `check` was selected.
+    fn selected(&self, check: CheckName) -> bool {
+        self.selected.contains(&check)
+    }
+
+    /// The job name of one of `task`'s runs (`what`).
+    fn job(&self, task: &Task, what: &str) -> String {
+        format!("{:03}-{}-{what}", self.index, task.short_name())
+    }
+}
+
+/// The checks that need no container (`loads`, `reproducible`), and every unselected one
+/// marked skipped.
+fn static_checks(
+    cx: &Context,
+    task: &Task,
+    findings: &[Finding],
+) -> BTreeMap<CheckName, CheckResult> {
+    let mut checks = BTreeMap::new();
+    for check in CheckName::ALL {
+        if !cx.selected(check) {
+            checks.insert(check, CheckResult::skipped("not selected (--checks)"));
+        }
+    }
+    if cx.selected(CheckName::Loads) {
+        let mut messages = from_findings(findings, Area::Loads);
+        messages.extend(task.unsupported.iter().map(|f| {
+            Message::new(
+                Status::Warn,
+                format!("loads, but this runner cannot run it: {f}"),
+            )
+        }));
+        checks.insert(CheckName::Loads, CheckResult::of(messages));
+    }
+    if cx.selected(CheckName::Reproducible) {
+        checks.insert(
+            CheckName::Reproducible,
+            CheckResult::of(from_findings(findings, Area::Reproducible)),
+        );
+    }
+    checks
+}
+
+/// No container runs (none selected, or the task cannot run here): the container checks are
+/// skipped, and `leaks` holds only what the static rules found.
+fn skip_container_checks(
+    cx: &Context,
+    task: &Task,
+    checks: &mut BTreeMap<CheckName, CheckResult>,
+    static_leaks: Vec<Message>,
+) {
+    let why = if task.unsupported.is_empty() {
+        "no container checks selected"
+    } else {
+        "the task cannot run here (see loads)"
+    };
+    for check in [
+        CheckName::Oracle,
+        CheckName::Nop,
+        CheckName::Broken,
+        CheckName::Hacks,
+    ] {
+        checks
+            .entry(check)
+            .or_insert_with(|| CheckResult::skipped(why));
+    }
+    if cx.selected(CheckName::Leaks) {
+        let mut messages = static_leaks;
+        messages.push(Message::new(
+            Status::Skip,
+            format!("the agent's environment was not scanned: {why}"),
+        ));
+        checks.insert(CheckName::Leaks, CheckResult::of(messages));
+    }
+}
+
+/// Why a probe does not run on `task`: the probes run on single-step tasks.
+fn multi_step(task: &Task) -> Option<CheckResult> {
+    (!task.config.steps.is_empty())
+        .then(|| CheckResult::skipped("multi-step task: the probes run on single-step tasks"))
+}
+
+/// `nop`: the nop agent must not pass.
+async fn nop_check(cx: &Context, runner: &Runner, task: &Task) -> Option<CheckResult> {
+    if !cx.selected(CheckName::Nop) {
+        return None;
+    }
+    Some(
+        match runner
+            .trials(&task.dir, "nop", 1, &cx.job(task, "nop"))
+            .await
+        {
+            Ok(trials) => judge_nop(&trials),
+            Err(err) => trials_failed(&err),
+        },
+    )
+}
+
+/// `broken`: wrong answers must fail.
+async fn broken_check(cx: &Context, runner: &Runner, task: &Task) -> Option<CheckResult> {
+    if !cx.selected(CheckName::Broken) {
+        return None;
+    }
+    if let Some(skipped) = multi_step(task) {
+        return Some(skipped);
+    }
+    let job = cx.job(task, "probe-broken");
+    let outcome = run_probe(cx, runner, task, "broken", &broken_answers(), true, &job).await;
+    Some(judge_broken(outcome))
+}
+
+/// `hacks`: every probe's shortcut must fail.
+async fn hacks_check(cx: &Context, runner: &Runner, task: &Task) -> Option<CheckResult> {
+    if !cx.selected(CheckName::Hacks) {
+        return None;
+    }
+    if let Some(skipped) = multi_step(task) {
+        return Some(skipped);
+    }
+    let runs = probes().into_iter().map(|probe| async move {
+        let job = cx.job(task, &format!("probe-{}", probe.name));
+        let outcome = run_probe(cx, runner, task, probe.name, &probe.script, false, &job).await;
+        judge_probe(probe.name, probe.what, outcome)
+    });
+    Some(CheckResult::of(futures_util::future::join_all(runs).await))
+}
+
+/// The scan of the agent's environment for the `wanted` files (answers, tests), which also
+/// tries to edit the tests (`leaks` and `hacks`); `None` when neither is selected or the task
+/// has steps.
+async fn scan_probe(
+    cx: &Context,
+    runner: &Runner,
+    task: &Task,
+    wanted: &std::collections::HashMap<String, (u64, PathBuf, bool)>,
+) -> Option<ProbeOutcome> {
+    if multi_step(task).is_some()
+        || !(cx.selected(CheckName::Leaks) || cx.selected(CheckName::Hacks))
+    {
+        return None;
+    }
+    let hashes: Vec<(u64, String, bool)> = wanted
+        .iter()
+        .map(|(hash, (size, _, test))| (*size, hash.clone(), *test))
+        .collect();
+    let job = cx.job(task, "probe-scan");
+    Some(
+        run_probe(
+            cx,
+            runner,
+            task,
+            "scan",
+            &scan_and_edit(&hashes),
+            false,
+            &job,
+        )
+        .await,
+    )
 }
 
 fn report(

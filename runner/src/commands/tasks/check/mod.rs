@@ -39,8 +39,12 @@ pub enum CheckFormat {
 #[derive(Debug, clap::Args)]
 #[command(after_help = crate::exit::help_text(Family::Check))]
 pub struct CheckArgs {
-    /// A task directory or a dataset directory.
-    pub path: PathBuf,
+    /// A task directory or a dataset directory (or -d NAME[@VERSION]).
+    #[arg(required_unless_present = "dataset")]
+    pub path: Option<PathBuf>,
+    /// -d/--dataset NAME[@VERSION] with --registry-url/--registry-path: a dataset by name.
+    #[command(flatten)]
+    pub source: crate::commands::dataset_source::DatasetSourceArgs,
     /// Oracle trials per task: a task that scores 1 only sometimes is flaky.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
@@ -60,11 +64,13 @@ pub struct CheckArgs {
 
 /// Runs `runner tasks check`.
 pub fn run(args: CheckArgs) -> Result<CommandOutcome, CliError> {
-    crate::commands::block_on(run_async(args))
+    // A dataset by name becomes its verified local directory before the runtime starts.
+    let path = args.source.dir_or(args.path.clone())?;
+    crate::commands::block_on(run_async(args, path))
 }
 
-async fn run_async(args: CheckArgs) -> Result<CommandOutcome, CliError> {
-    let dataset = Dataset::read(&args.path).map_err(CliError::bad_input)?;
+async fn run_async(args: CheckArgs, path: PathBuf) -> Result<CommandOutcome, CliError> {
+    let dataset = Dataset::read(&path).map_err(CliError::bad_input)?;
     if dataset.tasks.is_empty() && dataset.skipped.is_empty() {
         return Err(CliError::bad_input(super::digest::no_task_message(
             &dataset,
