@@ -17,6 +17,7 @@ mod error_policy;
 mod images;
 mod installed;
 mod integrity;
+mod job_records;
 mod oracle_run;
 mod outputs;
 mod pool;

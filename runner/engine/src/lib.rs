@@ -9,14 +9,17 @@
 //! engine itself.
 
 pub mod backend;
+pub mod context;
 pub mod error_overrides;
 pub mod event_text;
 pub mod events;
 pub mod failure;
+pub mod image_cache;
 pub mod images;
 pub mod job;
 pub mod limits;
 pub mod model_bridge;
+pub mod pause;
 pub mod pool;
 pub mod timeouts;
 pub mod trial;

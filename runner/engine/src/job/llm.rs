@@ -2,7 +2,7 @@
 
 use tasks::records::JobLlmUsage;
 
-use crate::trial::JobBridge;
+use crate::context::JobBridge;
 
 /// Why no more trials may start, once the job budget is spent.
 pub(super) fn budget_stop(bridge: Option<&JobBridge>) -> Option<String> {

@@ -7,8 +7,8 @@ mod identity;
 pub mod llm;
 mod log;
 pub mod merge;
-mod pause;
 mod plan;
+mod prefetch;
 pub mod record_manifest;
 mod recorder;
 pub mod resume;
@@ -20,8 +20,7 @@ mod trial_attempts;
 pub use attempts::{ATTEMPTS_DIR, kept_attempts};
 pub use identity::{AgentFingerprint, json_differences};
 pub use log::{JOB_LOG, JobLog};
-pub use pause::PauseMonitor;
-pub use plan::{JobPlan, JobSettings, PlannedTrial, lock_entry, plan_job};
+pub use plan::{JobPlan, JobSettings, PlannedTrial, plan_job};
 pub use recorder::{JobRecorder, coverage};
 pub use retry_policy::RetryPolicy;
 pub use shard::{Shard, ShardError, TaskWeight, assign, select_shard};
@@ -39,8 +38,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
+use crate::context::JobContext;
 use crate::events::{Event, EventSender, TimedEvent};
-use crate::trial::{JobContext, image::image_cache};
+use crate::image_cache::image_cache;
+use crate::pause::PauseMonitor;
 
 /// How a job ended.
 #[derive(Debug)]
@@ -141,18 +142,7 @@ pub async fn run_job<B: Backend>(
         bridge: settings.bridge.clone(),
     });
     if plan.resumed {
-        // Whatever a killed run of this job left (its trials keep their names, so a leftover
-        // container would block the re-run's start) goes first: this process holds the job
-        // now, so nothing of it can still be in use.
-        match ctx.backend.remove_job(&ctx.job_id).await {
-            Ok(0) => {}
-            Ok(n) => log.line(&format!(
-                "removed {n} container(s) an earlier run of this job left behind"
-            )),
-            Err(e) => log.line(&format!(
-                "warning: could not remove what an earlier run of this job left: {e}"
-            )),
-        }
+        remove_leftovers(&ctx, &log).await;
     }
     let ticker_stop = CancellationToken::new();
     let ticker = {
@@ -165,98 +155,21 @@ pub async fn run_job<B: Backend>(
     };
     // The scheduler owns the only handle on the context, so when it and its trials are done
     // every event sender is gone and the collecting loop below ends.
-    let scheduler = {
-        let n_concurrent = settings.n_concurrent.max(1) as usize;
-        let cancel = cancel.clone();
-        let policy = Arc::new(settings.retry.clone());
-        async move {
-            let semaphore = Arc::new(Semaphore::new(n_concurrent));
-            let mut running = JoinSet::new();
-            let mut overheads = Vec::new();
-            // Pulls later tasks' prebuilt images while early trials run; aborted when dropped.
-            let _prefetch = crate::images::prefetch_images(&ctx, &tasks);
-            drop(tasks);
-            let mut budget_stop = None;
-            let mut not_started = plan.trials.len() as u32;
-            for trial in plan.trials {
-                // Acquired before spawning, so trials start in plan order (attempt by attempt,
-                // as in Harbor), not in the order the runtime polls them.
-                let permit = tokio::select! {
-                    permit = semaphore.clone().acquire_owned() => permit.expect("never closed"),
-                    _ = cancel.cancelled() => break,
-                };
-                // A spent job budget starts nothing more: the rest stay not run, never 0.
-                budget_stop = llm::budget_stop(ctx.bridge.as_ref());
-                if budget_stop.is_some() {
-                    break;
-                }
-                not_started -= 1;
-                // Finished trials are reaped as the job goes: a finished task keeps its
-                // (large) future's allocation until joined, which made memory grow by ~10 KB
-                // per trial until the last one was spawned.
-                while let Some(joined) = running.try_join_next() {
-                    if let Ok(overhead) = joined {
-                        overheads.push(overhead);
-                    }
-                }
-                let ctx = ctx.clone();
-                let policy = policy.clone();
-                // The whole plan is made as the trial starts (see `PlannedTrial`).
-                let trial = trial.to_plan(&ctx.job_id);
-                running.spawn(async move {
-                    trial_attempts::run_with_retries(ctx, trial, &policy, permit).await
-                });
-            }
-            while let Some(joined) = running.join_next().await {
-                if let Ok(overhead) = joined {
-                    overheads.push(overhead);
-                }
-            }
-            // Backstop: anything a cancelled start left behind goes now, not at the next run.
-            let swept = ctx.backend.remove_job(&ctx.job_id).await.unwrap_or(0);
-            let engine_images = ctx.backend.images_by_engine();
-            ticker_stop.cancel();
-            let llm = ctx.bridge.as_ref().map(|bridge| {
-                let not_run = if budget_stop.is_some() {
-                    not_started
-                } else {
-                    0
-                };
-                llm::job_usage(bridge, budget_stop, not_run)
-            });
-            (overheads, swept, llm, engine_images)
-        }
+    let scheduler = async {
+        let ended = schedule(ctx, plan.trials, tasks, settings, &cancel).await;
+        ticker_stop.cancel();
+        ended
     };
     drop(events);
-    let collect = async {
-        let mut failure = None;
-        let mut tick = tokio::time::interval(recorder::RESULT_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let recorded = tokio::select! {
-                event = receiver.recv() => match event {
-                    Some(event) => {
-                        on_event(&event);
-                        recorder.record(&event)
-                    }
-                    None => break,
-                },
-                _ = tick.tick() => recorder.flush(),
-            };
-            if let Err(e) = recorded
-                && failure.is_none()
-            {
-                failure = Some(e);
-            }
-        }
-        failure
-    };
-    let ((overheads, swept, llm, engine_images), record_failure) = tokio::join!(scheduler, collect);
-    if !engine_images.is_empty() {
-        recorder.record_engine_images(engine_images).map_err(io)?;
+    let collect = collect_events(&mut receiver, &mut recorder, &mut on_event);
+    let (ended, record_failure) = tokio::join!(scheduler, collect);
+    if !ended.engine_images.is_empty() {
+        recorder
+            .record_engine_images(ended.engine_images)
+            .map_err(io)?;
     }
     let _ = ticker.await;
-    if let Some(usage) = &llm {
+    if let Some(usage) = &ended.llm {
         log.line(&llm::usage_line(usage));
         if let Some(stop) = llm::budget_stop_sentence(usage) {
             log.line(&stop);
@@ -265,9 +178,159 @@ pub async fn run_job<B: Backend>(
     }
     recorder.finish().map_err(io)?;
     let coverage = recorder.coverage();
+    log_end(&log, &coverage, cancel.is_cancelled(), ended.swept);
+    if let Some(e) = record_failure {
+        log.line(&format!("error: {}", io(e)));
+        return Err(JobError {
+            dir: job_dir.clone(),
+            source: std::io::Error::other("a record could not be written; see job.log"),
+        });
+    }
+    Ok(JobOutcome {
+        results: recorder.into_finished(),
+        planned,
+        coverage,
+        interrupted: cancel.is_cancelled(),
+        median_overhead: median(ended.overheads),
+        swept: ended.swept,
+        llm: ended.llm,
+    })
+}
+
+/// Removes whatever a killed run of this job left (its trials keep their names, so a leftover
+/// container would block the re-run's start): this process holds the job now, so nothing of
+/// it can still be in use.
+async fn remove_leftovers<B: Backend>(ctx: &JobContext<B>, log: &JobLog) {
+    match ctx.backend.remove_job(&ctx.job_id).await {
+        Ok(0) => {}
+        Ok(n) => log.line(&format!(
+            "removed {n} container(s) an earlier run of this job left behind"
+        )),
+        Err(e) => log.line(&format!(
+            "warning: could not remove what an earlier run of this job left: {e}"
+        )),
+    }
+}
+
+/// What the scheduler learnt by the time its last trial ended.
+struct Scheduled {
+    /// Each finished trial's overhead.
+    overheads: Vec<Duration>,
+    /// Objects the end-of-job sweep removed.
+    swept: usize,
+    /// The LLM bridge's totals and budget stop.
+    llm: Option<tasks::records::JobLlmUsage>,
+    /// The images each engine of the pool ran, for lock.json (`Backend::images_by_engine`).
+    engine_images: Vec<(String, String, String)>,
+}
+
+/// Starts `trials` in plan order, at most `n_concurrent` at once, each through its retries,
+/// while the prebuilt images of later `tasks` are pulled; stops starting trials on `cancel`
+/// or a spent LLM budget; waits for the started ones, then sweeps what is left of the job.
+async fn schedule<B: Backend>(
+    ctx: Arc<JobContext<B>>,
+    trials: Vec<PlannedTrial>,
+    tasks: Vec<Arc<tasks::Task>>,
+    settings: &JobSettings,
+    cancel: &CancellationToken,
+) -> Scheduled {
+    let semaphore = Arc::new(Semaphore::new(settings.n_concurrent.max(1) as usize));
+    let policy = Arc::new(settings.retry.clone());
+    let mut running = JoinSet::new();
+    let mut overheads = Vec::new();
+    // Pulls later tasks' prebuilt images while early trials run; aborted when dropped.
+    let _prefetch = prefetch::prefetch_images(&ctx, &tasks);
+    drop(tasks);
+    let mut budget_stop = None;
+    let mut not_started = trials.len() as u32;
+    for trial in trials {
+        // Acquired before spawning, so trials start in plan order (attempt by attempt,
+        // as in Harbor), not in the order the runtime polls them.
+        let permit = tokio::select! {
+            permit = semaphore.clone().acquire_owned() => permit.expect("never closed"),
+            _ = cancel.cancelled() => break,
+        };
+        // A spent job budget starts nothing more: the rest stay not run, never 0.
+        budget_stop = llm::budget_stop(ctx.bridge.as_ref());
+        if budget_stop.is_some() {
+            break;
+        }
+        not_started -= 1;
+        // Finished trials are reaped as the job goes: a finished task keeps its (large)
+        // future's allocation until joined, which made memory grow by ~10 KB per trial until
+        // the last one was spawned.
+        while let Some(joined) = running.try_join_next() {
+            if let Ok(overhead) = joined {
+                overheads.push(overhead);
+            }
+        }
+        let ctx = ctx.clone();
+        let policy = policy.clone();
+        // The whole plan is made as the trial starts (see `PlannedTrial`).
+        let trial = trial.to_plan(&ctx.job_id);
+        running.spawn(async move {
+            trial_attempts::run_with_retries(ctx, trial, &policy, permit).await
+        });
+    }
+    while let Some(joined) = running.join_next().await {
+        if let Ok(overhead) = joined {
+            overheads.push(overhead);
+        }
+    }
+    // Backstop: anything a cancelled start left behind goes now, not at the next run.
+    let swept = ctx.backend.remove_job(&ctx.job_id).await.unwrap_or(0);
+    let engine_images = ctx.backend.images_by_engine();
+    let llm = ctx.bridge.as_ref().map(|bridge| {
+        let not_run = if budget_stop.is_some() {
+            not_started
+        } else {
+            0
+        };
+        llm::job_usage(bridge, budget_stop, not_run)
+    });
+    Scheduled {
+        overheads,
+        swept,
+        llm,
+        engine_images,
+    }
+}
+
+/// Passes every event to `on_event` and the recorder until every sender is gone, flushing the
+/// recorder's pending result.json on a tick; the first record that could not be written.
+async fn collect_events(
+    receiver: &mut mpsc::UnboundedReceiver<TimedEvent>,
+    recorder: &mut JobRecorder,
+    on_event: &mut impl FnMut(&TimedEvent),
+) -> Option<std::io::Error> {
+    let mut failure = None;
+    let mut tick = tokio::time::interval(recorder::RESULT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let recorded = tokio::select! {
+            event = receiver.recv() => match event {
+                Some(event) => {
+                    on_event(&event);
+                    recorder.record(&event)
+                }
+                None => break,
+            },
+            _ = tick.tick() => recorder.flush(),
+        };
+        if let Err(e) = recorded
+            && failure.is_none()
+        {
+            failure = Some(e);
+        }
+    }
+    failure
+}
+
+/// The job log's last line before its summary: how the job ended and its coverage.
+fn log_end(log: &JobLog, coverage: &Coverage, interrupted: bool, swept: usize) {
     log.line(&format!(
         "job {}: {} of {} planned trials scored, {} agent errors, {} infra errors, {} not run{}",
-        if cancel.is_cancelled() {
+        if interrupted {
             "interrupted"
         } else {
             "finished"
@@ -283,23 +346,6 @@ pub async fn run_job<B: Backend>(
             String::new()
         }
     ));
-    if let Some(e) = record_failure {
-        log.line(&format!("error: {}", io(e)));
-        return Err(JobError {
-            dir: job_dir.clone(),
-            source: std::io::Error::other("a record could not be written; see job.log"),
-        });
-    }
-    let median_overhead = median(overheads);
-    Ok(JobOutcome {
-        results: recorder.into_finished(),
-        planned,
-        coverage,
-        interrupted: cancel.is_cancelled(),
-        median_overhead,
-        swept,
-        llm,
-    })
 }
 
 /// The job log's first lines: what runs, how, and (on a resume) what was already there.

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tasks::records::{
-    AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTask, LockTrial,
-    RunnerInfo, TrialConfig, TrialIdentity, TrialTotals, VerifierConfig,
+    AgentConfig, DatasetRef, EnvironmentConfig, JobConfig, JobLock, LockTrial, RunnerInfo,
+    TrialConfig, TrialIdentity, TrialTotals, VerifierConfig,
 };
 use tasks::{Dataset, Multipliers, Task, TaskId};
 
 use super::identity::{AgentFingerprint, trial_identity};
 use super::retry_policy::RetryPolicy;
-use crate::trial::{TrialPlan, trial_name};
+use crate::trial::{TrialPlan, lock_entry, trial_name};
 
 /// Everything the user chose for a job.
 #[derive(Debug, Clone)]
@@ -57,29 +57,10 @@ pub struct JobSettings {
     /// Limits every trial runs under (pids, caps on downloads and trial.log).
     pub limits: crate::limits::LimitSettings,
     /// The LLM bridge trials call models through (`-m` / `--llm-config`), if any.
-    pub bridge: Option<crate::trial::JobBridge>,
+    pub bridge: Option<crate::context::JobBridge>,
     /// Run the tests with the programs and startup hooks the agent left instead of the
     /// image's own (`--agent-toolchain`; recorded as `verifier.agent_toolchain`).
     pub agent_toolchain: bool,
-}
-
-/// The lock entry of a trial of `task` with `config` (Harbor 0.26's `TrialLock`, plus the
-/// trial's name): the job's lock.json holds one per trial, and each trial writes its own as
-/// `<trial>/lock.json`, as 0.26 does.
-pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
-    let mut lock_task = LockTask {
-        name: task.name.clone(),
-        version: task.config.task.as_ref().and_then(|t| t.version.clone()),
-        kind: "local".into(),
-        digest: task.digest.clone(),
-        source: config.task.source.clone(),
-        path: Some(task.dir.display().to_string()),
-        ..LockTask::default()
-    };
-    if let Some(origin) = &task.origin {
-        origin.lock_into(&mut lock_task);
-    }
-    LockTrial::new(config, lock_task, crate::trial::trial_verifier_mode(task))
 }
 
 /// A planned job.
@@ -197,8 +178,28 @@ impl JobPlan {
 /// Plans `settings` over the tasks of `dataset`.
 pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
     let job_id = uuid::Uuid::new_v4().to_string();
-    let dataset_digest = dataset.digest();
-    let config = JobConfig {
+    let config = job_config(dataset, settings);
+    let (runnable, mut skipped) = runnable_tasks(dataset);
+    skipped.splice(0..0, dataset.skipped.iter().map(|e| e.to_string()));
+    let tasks = task_plans(runnable, dataset, settings, &config);
+    let (trials, lock_trials) = name_trials(&tasks, settings);
+    let lock = job_lock(dataset, settings, &config, lock_trials);
+    JobPlan {
+        job_id,
+        config,
+        lock,
+        planned: trials.len(),
+        trials,
+        done: Vec::new(),
+        started_at: None,
+        resumed: false,
+        skipped,
+    }
+}
+
+/// The job's config.json.
+fn job_config(dataset: &Dataset, settings: &JobSettings) -> JobConfig {
+    JobConfig {
         job_name: settings.job_name.clone(),
         jobs_dir: settings.jobs_dir.clone(),
         n_attempts: settings.k,
@@ -239,9 +240,17 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         n_shards: None,
         task_env_from: Vec::new(),
         merged_from: Vec::new(),
-    };
-    let mut skipped: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
-    let mut runnable: Vec<(Arc<Task>, BTreeMap<String, String>, String)> = Vec::new();
+    }
+}
+
+/// A task whose `[environment].env` resolved: the task, its env, and the keyed digest of the
+/// values drawn from the host.
+type Runnable = (Arc<Task>, BTreeMap<String, String>, String);
+
+/// The dataset's tasks whose `[environment].env` resolves, and why the others are skipped.
+fn runnable_tasks(dataset: &Dataset) -> (Vec<Runnable>, Vec<String>) {
+    let mut skipped = Vec::new();
+    let mut runnable = Vec::new();
     for task in &dataset.tasks {
         match task.resolve_env_traced(&task.config.environment.env) {
             Ok(resolved) => {
@@ -255,6 +264,17 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             )),
         }
     }
+    (runnable, skipped)
+}
+
+/// Each runnable task's shared part of its trials' plans (config, identity at index 0) and
+/// the lock entry its trials' entries are renamed clones of.
+fn task_plans(
+    runnable: Vec<Runnable>,
+    dataset: &Dataset,
+    settings: &JobSettings,
+    config: &JobConfig,
+) -> Vec<(Arc<TaskPlan>, LockTrial)> {
     // Harbor records the dataset as the trial's source (its directory's name); an ad-hoc
     // single task has none.
     let source = dataset.trial_source();
@@ -262,7 +282,7 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         .join(&settings.job_name)
         .display()
         .to_string();
-    let mut tasks: Vec<(Arc<TaskPlan>, LockTrial)> = Vec::new();
+    let mut tasks = Vec::new();
     for (task, env, env_digest) in runnable {
         let config = TrialConfig {
             task: TaskId::of(&task).task_ref(source.clone()),
@@ -296,11 +316,20 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         };
         tasks.push((Arc::new(plan), lock_trial));
     }
+    tasks
+}
+
+/// The planned trials, `k` of each task in Harbor's order (attempt by attempt), named from
+/// their identities, with their lock entries.
+fn name_trials(
+    tasks: &[(Arc<TaskPlan>, LockTrial)],
+    settings: &JobSettings,
+) -> (Vec<PlannedTrial>, Vec<LockTrial>) {
     let mut trials = Vec::new();
     let mut lock_trials = Vec::new();
     let mut names = HashSet::new();
     for index in 0..settings.k {
-        for (task, lock_trial) in &tasks {
+        for (task, lock_trial) in tasks {
             // The identity's other fields are the task's; the key covers the index.
             let identity = trial_identity(
                 &task.task,
@@ -330,12 +359,22 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
             });
         }
     }
+    (trials, lock_trials)
+}
+
+/// The job's lock.json (image ids filled in as images are ready).
+fn job_lock(
+    dataset: &Dataset,
+    settings: &JobSettings,
+    config: &JobConfig,
+    trials: Vec<LockTrial>,
+) -> JobLock {
     let runner = RunnerInfo {
         version: tasks::RUNNER_VERSION.to_owned(),
         git_commit_hash: settings.runner_commit.clone(),
         is_editable: false,
     };
-    let lock = JobLock {
+    JobLock {
         engine_images: Default::default(),
         schema_version: tasks::records::JOB_LOCK_SCHEMA,
         created_at: Utc::now(),
@@ -345,20 +384,9 @@ pub fn plan_job(dataset: &Dataset, settings: &JobSettings) -> JobPlan {
         working_dir: settings.working_dir.clone(),
         n_concurrent_trials: settings.n_concurrent,
         retry: config.retry.clone(),
-        trials: lock_trials,
-        dataset_digest: Some(dataset_digest),
+        trials,
+        dataset_digest: Some(dataset.digest()),
         images: BTreeMap::new(),
         allow_container_secrets: settings.allow_container_secrets,
-    };
-    JobPlan {
-        job_id,
-        config,
-        lock,
-        planned: trials.len(),
-        trials,
-        done: Vec::new(),
-        started_at: None,
-        resumed: false,
-        skipped,
     }
 }

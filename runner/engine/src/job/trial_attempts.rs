@@ -12,8 +12,9 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::attempts::{ATTEMPTS_DIR, retire};
 use super::retry_policy::{RetryPolicy, jitter};
 use crate::backend::Backend;
+use crate::context::JobContext;
 use crate::events::Event;
-use crate::trial::{JobContext, TrialPlan, run_trial, write_result};
+use crate::trial::{TrialPlan, run_trial, write_result};
 
 /// Runs `plan` until an attempt is final; returns the runner's overhead over all attempts.
 /// `slot` is the trial's place among the job's concurrent environments: held through its

@@ -177,7 +177,7 @@ impl<B: Backend> Trial<B> {
         // exits, which the agent says in the container's own shell (`end_turn_command`) and
         // on the host as soon as its run ends; the pause below covers an agent that says
         // neither. So no process the agent leaves behind reaches the provider afterwards.
-        let bridge = self.bridge.as_ref();
+        let bridge = self.bridge.grant.as_ref();
         let end_turn_shell = bridge.map(|b| b.end_turn_command()).unwrap_or_default();
         let pause = || {
             if let Some(bridge) = bridge {

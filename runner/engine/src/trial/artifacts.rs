@@ -499,6 +499,17 @@ pub async fn upload_artifacts<S: Sandbox>(
     Ok(uploaded)
 }
 
+/// What a single-step trial's artifact collection leaves for the end of the trial.
+#[derive(Default)]
+pub(super) struct TrialArtifacts {
+    /// The manifest collected with [`Convention::Deferred`], whose convention entry is settled
+    /// once `/logs/artifacts` is downloaded at the end (empty otherwise).
+    pub(super) deferred: Vec<ManifestEntry>,
+    /// True when the verification brought `/logs/artifacts` back after the tests (the end of
+    /// trial download is then done).
+    pub(super) collected: bool,
+}
+
 impl<B: Backend> Trial<B> {
     /// After the agent phase of a single-step task: its artifacts into `<trial>/artifacts/`
     /// (`/logs/artifacts` too when a separate verifier needs it uploaded from there; else its
@@ -516,7 +527,7 @@ impl<B: Backend> Trial<B> {
             .collect_artifacts_into(&[], &[], &dir, convention)
             .await?;
         if convention == Convention::Deferred {
-            self.manifest = entries;
+            self.artifacts.deferred = entries;
         }
         Ok(())
     }

@@ -29,7 +29,8 @@ use std::time::Duration;
 use tasks::records::{ExceptionInfo, TrialResult};
 use tasks::{Blame, ExceptionType, ExecRequest, Sandbox};
 
-use crate::backend::{Environment, ServiceState};
+use super::Trial;
+use crate::backend::{Backend, Environment, ServiceState};
 
 /// How long the questions may take together; past it the error stays as it was.
 pub(super) const DIAGNOSIS_TIMEOUT: Duration = Duration::from_secs(60);
@@ -194,6 +195,40 @@ fn replaced(old: &ExceptionInfo, kind: ExceptionType, why: &str) -> ExceptionInf
         occurred_at: old.occurred_at,
         policy: None,
         policy_override: None,
+    }
+}
+
+impl<B: Backend> Trial<B> {
+    /// When the trial ended with an infrastructure error of the runner's plumbing after the
+    /// agent had the container, asks the environment whether the state left inside caused it,
+    /// and if so records the agent's failure instead (see this module). Skipped when the
+    /// run is interrupted; bounded by [`DIAGNOSIS_TIMEOUT`].
+    pub(super) async fn attribute(&mut self) {
+        let questioned = self
+            .result
+            .exception_info
+            .as_ref()
+            .is_some_and(|info| may_be_the_agents(&info.exception_type));
+        let Some(environment) = self.environment.as_ref().filter(|_| questioned) else {
+            return;
+        };
+        if !self.agent_had_container {
+            return;
+        }
+        let diagnosis = tokio::select! {
+            biased;
+            _ = self.ctx.cancel.cancelled() => None,
+            found = tokio::time::timeout(
+                DIAGNOSIS_TIMEOUT,
+                diagnose(environment, self.limits.storage_mb),
+            ) => found.ok().flatten(),
+        };
+        if let Some((kind, why)) = diagnosis {
+            self.log.line(&format!(
+                "the failure was the agent's: {kind}: {why}; never retried"
+            ));
+            replace_exception(&mut self.result, &self.dir, kind, &why);
+        }
     }
 }
 

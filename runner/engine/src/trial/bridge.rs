@@ -3,31 +3,25 @@
 //! the in-container relay is started once the environment is ready, and the grant is closed
 //! when the agent phase ends, its metered usage written into `agent_result`.
 
-use std::sync::Arc;
-
 use tasks::ExceptionType;
 
 use super::Trial;
 use super::relay::{self, RELAY_WAIT_MS};
 use crate::backend::{Backend, BindMount, EnvironmentSpec};
 use crate::failure::TrialFailure;
-use crate::model_bridge::ModelBridge;
+use crate::model_bridge::BridgedTrial;
 
 /// Where the relay's own complaints go inside the container (read back if it fails).
 const RELAY_LOG: &str = "/tmp/runner-llm-bridge-relay.log";
 /// The relay's pid inside the container, so closing can stop exactly that process.
 const RELAY_PID: &str = "/tmp/runner-llm-bridge-relay.pid";
 
-/// What a job gives its trials when models are called through the bridge.
-#[derive(Debug, Clone)]
-pub struct JobBridge {
-    /// The job's bridge (holds the upstream keys and each trial's budget; shared by every
-    /// trial). The `runner` binary hands in runner/llm-bridge's.
-    pub bridge: Arc<dyn ModelBridge>,
-    /// The models every trial may call (`-m`, or the agent config's model).
-    pub models: Vec<String>,
-    /// `--allow-container-secrets`: the secret check of the agent's env is skipped.
-    pub allow_container_secrets: bool,
+/// The trial's share of the job's LLM bridge: its grant (from before the container is made
+/// until the agent phase ends) and the relay's pid in the container while it runs.
+#[derive(Default)]
+pub(super) struct TrialBridge {
+    pub(super) grant: Option<Box<dyn BridgedTrial>>,
+    relay_pid: Option<u32>,
 }
 
 fn bridge_failure(message: impl Into<String>) -> TrialFailure {
@@ -44,7 +38,7 @@ impl<B: Backend> Trial<B> {
         let Some(job) = self.ctx.bridge.clone() else {
             return Ok(spec);
         };
-        let trial = match &self.bridge {
+        let trial = match &self.bridge.grant {
             Some(trial) => trial,
             None => {
                 let name = self.name().to_owned();
@@ -62,7 +56,7 @@ impl<B: Backend> Trial<B> {
                     job.models.join(", "),
                     trial.socket_path().display()
                 ));
-                self.bridge.insert(trial)
+                self.bridge.grant.insert(trial)
             }
         };
         spec.main.mounts.push(BindMount {
@@ -82,7 +76,7 @@ impl<B: Backend> Trial<B> {
     /// Starts the relay in the running container, as root and detached, and waits until it
     /// listens. Does nothing without a bridge.
     pub(super) async fn start_bridge_relay(&mut self) -> Result<(), TrialFailure> {
-        let Some(trial) = &self.bridge else {
+        let Some(trial) = &self.bridge.grant else {
             return Ok(());
         };
         let sandbox = self.sandbox()?;
@@ -91,7 +85,7 @@ impl<B: Backend> Trial<B> {
         let pid = relay::start_relay(&sandbox, &serve, &wait, RELAY_LOG, RELAY_PID)
             .await
             .map_err(|e| bridge_failure(format!("LLM bridge: {e}")))?;
-        self.bridge_relay_pid = Some(pid);
+        self.bridge.relay_pid = Some(pid);
         self.log.line(&format!(
             "LLM bridge: relay listening on 127.0.0.1:{} in the container",
             trial.relay_port()
@@ -104,7 +98,7 @@ impl<B: Backend> Trial<B> {
     /// bridge while tests run. Best effort: closing revokes the token either way. Does nothing
     /// without a bridge.
     pub(super) async fn stop_bridge_relay(&mut self) {
-        let Some(pid) = self.bridge_relay_pid.take() else {
+        let Some(pid) = self.bridge.relay_pid.take() else {
             return;
         };
         let Ok(sandbox) = self.sandbox() else {
@@ -120,11 +114,11 @@ impl<B: Backend> Trial<B> {
     /// metered totals into `agent_result` (the bridge's counts replace what the agent said of
     /// itself). Safe to call twice; does nothing without a bridge.
     pub(super) async fn close_bridge(&mut self) {
-        if self.bridge.is_none() {
+        if self.bridge.grant.is_none() {
             return;
         }
         self.stop_bridge_relay().await;
-        let Some(trial) = self.bridge.take() else {
+        let Some(trial) = self.bridge.grant.take() else {
             return;
         };
         match trial.close().await {

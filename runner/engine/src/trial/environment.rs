@@ -2,12 +2,11 @@
 //! directories, the task's `environment/` files for prebuilt images, and the healthcheck.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use adapter::Agent;
 use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
 
-use super::image::image_for;
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
 use crate::backend::{Backend, BindMount, Environment, EnvironmentSpec, ServiceSpec};
@@ -25,13 +24,15 @@ impl<B: Backend> Trial<B> {
         self.enter(Phase::Image);
         let waited = Instant::now();
         let task = self.plan.task.clone();
-        let image = image_for(
-            &self.ctx,
-            &task,
-            self.timeouts.environment_build,
-            &self.observer.output,
-        )
-        .await?;
+        let image = self
+            .ctx
+            .image_job()
+            .image_for(
+                &task,
+                self.timeouts.environment_build,
+                &self.observer.output,
+            )
+            .await?;
         self.image_wait = waited.elapsed();
         self.enter(Phase::Environment);
         let deadline = self.timeouts.environment_build;
@@ -165,4 +166,32 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
         .upload_dir(&env_dir, &workdir)
         .await
         .map_err(|e| fail(format!("uploading environment/ to {workdir}: {e}")))
+}
+
+/// The longest teardown may take; past it the job's sweep (by label) removes what is left.
+const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl<B: Backend> Trial<B> {
+    /// Removes the environment, whatever state the trial ended in. The removal is bounded by
+    /// the watchdog's grace: a removal that hangs is left to the job's sweep and the reaper.
+    pub(super) async fn teardown(&mut self) {
+        self.enter(Phase::Teardown);
+        if let Some(environment) = self.environment.take() {
+            let what = environment.describe();
+            match tokio::time::timeout(TEARDOWN_TIMEOUT, environment.remove()).await {
+                Ok(Ok(())) => self.log.line(&format!("removal of {what} requested")),
+                Ok(Err(e)) => self.log.line(&format!(
+                    "removing {what} failed: {e}; the job's sweep or the next run reaps it"
+                )),
+                Err(_) => {
+                    let text = format!(
+                        "removing {what} took longer than {} s; the job's sweep or the next run reaps it",
+                        TEARDOWN_TIMEOUT.as_secs()
+                    );
+                    self.warn(&text);
+                }
+            }
+        }
+        self.log_phase_end(self.clock.leave());
+    }
 }

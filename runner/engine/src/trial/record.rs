@@ -1,12 +1,14 @@
 //! A trial's result record: the initial record, its exception, its phase timings, and what a
-//! pause of the runner means for it.
+//! pause of the runner means for it; and its lock entry (`lock_entry`).
 
 use std::path::Path;
 
 use adapter::{Agent, AnyAgent};
 use chrono::Utc;
-use tasks::records::{AgentInfo, ExceptionInfo, ModelInfo, PhaseTiming, TrialResult};
-use tasks::{ExceptionFamily, ExceptionType, TaskId};
+use tasks::records::{
+    AgentInfo, ExceptionInfo, LockTask, LockTrial, ModelInfo, PhaseTiming, TrialConfig, TrialResult,
+};
+use tasks::{ExceptionFamily, ExceptionType, Task, TaskId};
 
 use super::TrialPlan;
 use crate::failure::TrialFailure;
@@ -170,6 +172,25 @@ pub(super) fn finish_timing(slot: &mut Option<PhaseTiming>) {
     if let Some(timing) = slot {
         timing.finish();
     }
+}
+
+/// The lock entry of a trial of `task` with `config` (Harbor 0.26's `TrialLock`, plus the
+/// trial's name): the job's lock.json holds one per trial, and each trial writes its own as
+/// `<trial>/lock.json`, as 0.26 does.
+pub fn lock_entry(task: &Task, config: &TrialConfig) -> LockTrial {
+    let mut lock_task = LockTask {
+        name: task.name.clone(),
+        version: task.config.task.as_ref().and_then(|t| t.version.clone()),
+        kind: "local".into(),
+        digest: task.digest.clone(),
+        source: config.task.source.clone(),
+        path: Some(task.dir.display().to_string()),
+        ..LockTask::default()
+    };
+    if let Some(origin) = &task.origin {
+        origin.lock_into(&mut lock_task);
+    }
+    LockTrial::new(config, lock_task, super::trial_verifier_mode(task))
 }
 
 #[cfg(test)]

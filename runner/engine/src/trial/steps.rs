@@ -144,13 +144,40 @@ impl<B: Backend> Trial<B> {
             return if infrastructure { Err(failure) } else { Ok(()) };
         }
 
+        let network = NetworkPlan::of_step(&task.config, step);
+        self.step_agent(task, index, &step_dir, &network, agent_user)
+            .await?;
+
+        let artifacts = step_dir.join("artifacts");
+        self.collect_artifacts_into(
+            &step.verifier.collect,
+            &step.artifacts,
+            &artifacts,
+            Convention::Download,
+        )
+        .await?;
+
+        self.step_verification(task, index, &step_dir, &network)
+            .await
+    }
+
+    /// The step's agent run under the step's agent network (Harbor's `_phase_network_policy`:
+    /// each phase under its own mode, the baseline restored after it; the switch costs none of
+    /// the phase's deadline). An agent failure after which the step is still verified is
+    /// recorded in the step; one that ends the trial is returned.
+    async fn step_agent(
+        &mut self,
+        task: &Task,
+        index: usize,
+        step_dir: &std::path::Path,
+        network: &NetworkPlan,
+        agent_user: Option<String>,
+    ) -> Result<(), TrialFailure> {
+        let step = &task.config.steps[index];
         if index > 0 {
             // Stopped for the previous step's verification.
             self.start_bridge_relay().await?;
         }
-        // Harbor's `_phase_network_policy`: each phase under its own mode, the baseline
-        // restored after it; the switch costs none of the phase's deadline.
-        let network = NetworkPlan::of_step(&task.config, step);
         self.switch_network("agent run", network.agent_baseline, network.agent_phase)
             .await?;
         self.egress_step(Some(index));
@@ -161,7 +188,7 @@ impl<B: Backend> Trial<B> {
             step: Some(step.name.clone()),
             timeout: self.timeouts.agent,
             user: agent_user,
-            records_dir: step_dir.clone(),
+            records_dir: step_dir.to_path_buf(),
             command_ended: None,
         };
         let ran = self.agent_turn(turn).await;
@@ -191,26 +218,31 @@ impl<B: Backend> Trial<B> {
                 step.name, failure.kind
             ));
         }
+        Ok(())
+    }
 
-        let artifacts = step_dir.join("artifacts");
-        self.collect_artifacts_into(
-            &step.verifier.collect,
-            &step.artifacts,
-            &artifacts,
-            Convention::Download,
-        )
-        .await?;
-
+    /// The step's verification, in the agent's container or a separate verifier's; its
+    /// rewards or its failure recorded in the step. Only a failed network switch ends the
+    /// trial.
+    async fn step_verification(
+        &mut self,
+        task: &Task,
+        index: usize,
+        step_dir: &std::path::Path,
+        network: &NetworkPlan,
+    ) -> Result<(), TrialFailure> {
+        let step = &task.config.steps[index];
         self.stop_bridge_relay().await;
         self.enter(Phase::Verifier);
         self.current_step().verifier = Some(PhaseTiming::start());
         let timeout = self.timeouts.verifier;
         let verified = if is_separate(task, Some(step)) {
-            self.verify_separately(Some((index, &step_dir)), &artifacts, timeout)
+            let artifacts = step_dir.join("artifacts");
+            self.verify_separately(Some((index, step_dir)), &artifacts, timeout)
                 .await
         } else {
             let shared = self
-                .verify_shared_step(index, &step_dir, &network, timeout)
+                .verify_shared_step(index, step_dir, network, timeout)
                 .await;
             match shared {
                 Ok(verified) => verified,

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use tasks::{ExceptionType, Sandbox};
 
+use super::Trial;
 use super::log::TrialLog;
+use crate::backend::{Backend, Environment};
 use crate::failure::TrialFailure;
 
 /// A watch over one environment, or none (no limit, or the driver enforces it).
@@ -112,6 +114,20 @@ impl<S: Sandbox> StorageWatch<S> {
                 None
             }
         }
+    }
+}
+
+impl<B: Backend> Trial<B> {
+    /// A watch of `storage_mb` when the environment does not enforce it itself.
+    pub(super) fn storage_watch(&self) -> StorageWatch<<B::Environment as Environment>::Sandbox> {
+        use tasks::records::StorageEnforcement;
+        let watched = self.limits.storage_enforcement == StorageEnforcement::Watched;
+        StorageWatch::new(
+            self.sandbox().ok().filter(|_| watched),
+            self.limits.storage_mb,
+            self.ctx.limits.storage_check_interval,
+            self.log.clone(),
+        )
     }
 }
 

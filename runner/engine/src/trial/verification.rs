@@ -128,7 +128,7 @@ impl<B: Backend> Trial<B> {
             self.log
                 .line(&format!("verifier output not kept whole: {refused}"));
         }
-        self.artifacts_collected = notes.then_downloaded;
+        self.artifacts.collected = notes.then_downloaded;
         self.result.verifier_isolation = notes.isolation;
         // A multi-step trial verifies once per step: what any step found stays recorded (a
         // later step does not see what runner already pinned over as the agent's again).
@@ -142,13 +142,13 @@ impl<B: Backend> Trial<B> {
     /// Downloads `/logs/artifacts` into the trial's `artifacts/` (unless the verification
     /// brought it back already) and settles its entry in the manifest the agent phase wrote.
     pub(super) async fn collection(&mut self) {
-        if !self.artifacts_collected {
+        if !self.artifacts.collected {
             self.collect("/logs/artifacts", "artifacts").await;
         }
-        if !self.manifest.is_empty() {
+        if !self.artifacts.deferred.is_empty() {
             let log = |line: &str| self.log.line(line);
             super::artifacts::settle_convention(
-                &mut self.manifest,
+                &mut self.artifacts.deferred,
                 &self.dir.join("artifacts"),
                 &log,
             );

@@ -143,102 +143,33 @@ impl MergeReport {
 
 /// Merges the job dirs `inputs` into the new job dir `out`.
 pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> {
-    if inputs.is_empty() {
-        return Err(MergeError::NoJobs);
-    }
-    let parts = inputs
-        .iter()
-        .map(|d| Part::read(d))
-        .collect::<Result<Vec<_>, _>>()?;
-    for part in &parts[1..] {
-        let differences = check::plan_differences(&parts[0], part);
-        if !differences.is_empty() {
-            return Err(MergeError::Differs {
-                a: parts[0].dir.clone(),
-                b: part.dir.clone(),
-                differences,
-            });
-        }
-    }
+    let parts = read_parts(inputs)?;
     // The plan: every part's lock entries, each trial once (its entry from the part its
     // copy is taken from, which names the image it ran on there).
     let planned_names: BTreeSet<&str> = parts
         .iter()
         .flat_map(|p| p.lock.trials.iter().map(|t| t.trial_name.as_str()))
         .collect();
-    let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut choices = Vec::new();
-    for name in &planned_names {
-        if let Some((part, why)) = choose(&parts, name)? {
-            taken.insert(name, part);
-            choices.extend(why);
-        }
-    }
+    let (taken, choices) = take_trials(&parts, &planned_names)?;
     // Before anything is written: a part whose records changed after its run is refused.
     let manifests = parts
         .iter()
         .map(records::part_manifest)
         .collect::<Result<Vec<_>, _>>()?;
     let entries = records::check_taken(&parts, &manifests, &taken)?;
-    let strays: Vec<String> = parts
-        .iter()
-        .flat_map(|p| {
-            p.trials
-                .keys()
-                .filter(|n| !planned_names.contains(n.as_str()))
-                .map(|n| format!("{}/{n}", p.dir.display()))
-        })
-        .collect();
-    // The merged job inside a part would become a trial dir of that part.
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
-    if let Some(part) = parts
-        .iter()
-        .find(|p| absolute(out).starts_with(absolute(&p.dir)))
-    {
-        return Err(MergeError::OutInside {
-            out: out.to_owned(),
-            part: part.dir.clone(),
-        });
-    }
+    let strays = strays(&parts, &planned_names);
+    refuse_out_inside(&parts, out)?;
     prepare_out(out)?;
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| MergeError::Io { path, source }
-    };
-    let mut files = 0;
-    for (name, part) in &taken {
-        let from = &parts[*part].trials[*name].dir;
-        files += tree::copy_tree(from, &out.join(name)).map_err(io(&out.join(name)))?;
-    }
-    tasks::atomic::sync_dir(out).map_err(io(out))?;
+    let files = copy_taken(&parts, &taken, out)?;
 
     let order = plan_order(&parts, &planned_names);
     let lock = merged_lock(&parts, &order, &taken);
-    let mut config = parts[0].config.clone();
-    config.shard = None;
-    config.n_shards = None;
-    config.merged_from = part_ids(&parts, &taken);
-    config.job_name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    config.jobs_dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| ".".to_owned(), |p| p.display().to_string());
+    let config = merged_config(&parts, &taken, out);
     tasks::atomic::write_json_atomic(&out.join("config.json"), &config)
         .map_err(io(&out.join("config.json")))?;
 
     let (totals, recounted_sources) = totals::merged_totals(&parts, &order, &taken);
-    let missing_trials: Vec<String> = order
-        .iter()
-        .filter(|n| {
-            taken
-                .get(n.as_str())
-                .is_none_or(|p| parts[*p].trials[n.as_str()].result.is_none())
-        })
-        .cloned()
-        .collect();
+    let missing_trials = missing_trials(&parts, &order, &taken);
     let (n_shards, missing_shards) = shards(&parts);
     let log = JobLog::open(out);
     let job_id = job_id(&parts);
@@ -283,6 +214,129 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeReport, MergeError> 
     };
     write_log(&log, &parts, &report, &taken);
     Ok(report)
+}
+
+/// A file system failure at `path`, as a merge error.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MergeError {
+    let path = path.to_owned();
+    move |source| MergeError::Io { path, source }
+}
+
+/// The parts, read; refused unless each planned what the first did.
+fn read_parts(inputs: &[PathBuf]) -> Result<Vec<Part>, MergeError> {
+    if inputs.is_empty() {
+        return Err(MergeError::NoJobs);
+    }
+    let parts = inputs
+        .iter()
+        .map(|d| Part::read(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    for part in &parts[1..] {
+        let differences = check::plan_differences(&parts[0], part);
+        if !differences.is_empty() {
+            return Err(MergeError::Differs {
+                a: parts[0].dir.clone(),
+                b: part.dir.clone(),
+                differences,
+            });
+        }
+    }
+    Ok(parts)
+}
+
+/// Which part each planned trial is taken from (none for a trial no part has), and why, where
+/// another part also had it.
+fn take_trials<'a>(
+    parts: &[Part],
+    planned_names: &BTreeSet<&'a str>,
+) -> Result<(BTreeMap<&'a str, usize>, Vec<String>), MergeError> {
+    let mut taken = BTreeMap::new();
+    let mut choices = Vec::new();
+    for name in planned_names {
+        if let Some((part, why)) = choose(parts, name)? {
+            taken.insert(*name, part);
+            choices.extend(why);
+        }
+    }
+    Ok((taken, choices))
+}
+
+/// The parts' trial dirs that no part's plan names (left out of the merge).
+fn strays(parts: &[Part], planned_names: &BTreeSet<&str>) -> Vec<String> {
+    parts
+        .iter()
+        .flat_map(|p| {
+            p.trials
+                .keys()
+                .filter(|n| !planned_names.contains(n.as_str()))
+                .map(|n| format!("{}/{n}", p.dir.display()))
+        })
+        .collect()
+}
+
+/// Refuses an `out` inside a part: the merged job would become a trial dir of that part.
+fn refuse_out_inside(parts: &[Part], out: &Path) -> Result<(), MergeError> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    match parts
+        .iter()
+        .find(|p| absolute(out).starts_with(absolute(&p.dir)))
+    {
+        Some(part) => Err(MergeError::OutInside {
+            out: out.to_owned(),
+            part: part.dir.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Copies each taken trial's dir into `out`, then syncs `out`; the number of files copied.
+fn copy_taken(
+    parts: &[Part],
+    taken: &BTreeMap<&str, usize>,
+    out: &Path,
+) -> Result<u64, MergeError> {
+    let mut files = 0;
+    for (name, part) in taken {
+        let from = &parts[*part].trials[*name].dir;
+        files += tree::copy_tree(from, &out.join(name)).map_err(io(&out.join(name)))?;
+    }
+    tasks::atomic::sync_dir(out).map_err(io(out))?;
+    Ok(files)
+}
+
+/// The merged job's config.json: the first part's, unsharded, naming the parts it came from
+/// and `out` as its job name and jobs dir.
+fn merged_config(
+    parts: &[Part],
+    taken: &BTreeMap<&str, usize>,
+    out: &Path,
+) -> tasks::records::JobConfig {
+    let mut config = parts[0].config.clone();
+    config.shard = None;
+    config.n_shards = None;
+    config.merged_from = part_ids(parts, taken);
+    config.job_name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    config.jobs_dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| ".".to_owned(), |p| p.display().to_string());
+    config
+}
+
+/// Planned trials with no result in the part they are taken from (or in none).
+fn missing_trials(parts: &[Part], order: &[String], taken: &BTreeMap<&str, usize>) -> Vec<String> {
+    order
+        .iter()
+        .filter(|n| {
+            taken
+                .get(n.as_str())
+                .is_none_or(|p| parts[*p].trials[n.as_str()].result.is_none())
+        })
+        .cloned()
+        .collect()
 }
 
 /// The part `name` is taken from (and why, when another part also had it), or none when no
