@@ -383,31 +383,41 @@ fn a_dataset_by_name_runs_fetched_then_offline_and_an_edited_cache_is_refused_th
 fn a_leaderboard_config_with_a_registry_dataset_plans_every_task_times_n_attempts() {
     ensure_base_image();
     let fx = Fixture::new();
-    // The shape of Harbor's leaderboard configs (configs/leaderboard/*.yaml), its registry
-    // pointed at the local one and its agent the oracle.
+    // A Harbor leaderboard config (configs/leaderboard/*.yaml) as written, Claude Code and
+    // its model included, with only its registry pointed at the local one. A plan needs the
+    // provider's key to be there (a run without it would be refused), never its value in a
+    // container: the fake one here is never sent anywhere.
     let config = fx.tmp.path().join("leaderboard.yaml");
     std::fs::write(
         &config,
         format!(
-            "job_name: oracle__tb\njobs_dir: jobs\nn_attempts: 3\ntimeout_multiplier: 1.0\n\
+            "job_name: claude-code__tb\njobs_dir: jobs\nn_attempts: 3\ntimeout_multiplier: 1.0\n\
              environment:\n  type: docker\n  force_build: false\n  delete: true\n\
-             agents:\n  - name: oracle\n\
+             agents:\n  - name: claude-code\n    model_name: anthropic/claude-opus-4-5\n\
              datasets:\n  - registry:\n      name: harbor\n      url: {}\n    name: tb\n    version: \"1.0\"\n",
             fx.registry_url()
         ),
     )
     .unwrap();
-    let out = fx.runner(&[
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--dry-run",
-        "--format",
-        "json",
-    ]);
+    let out = runner()
+        .env("RUNNER_CACHE_DIR", fx.cache())
+        .env("ANTHROPIC_API_KEY", "sk-ant-e2e-plan-only-0000000000000000")
+        .args([
+            "run",
+            "-c",
+            config.to_str().unwrap(),
+            "--dry-run",
+            "--format",
+            "json",
+        ])
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap();
     let (stdout, stderr) = exited(&out, 0);
     let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(plan["trials"], 6, "{stdout}");
+    assert_eq!(plan["agent"], "claude-code", "{stdout}");
+    assert_eq!(plan["model"], "anthropic/claude-opus-4-5", "{stdout}");
     let tasks: Vec<&str> = plan["tasks"]
         .as_array()
         .unwrap()
@@ -415,6 +425,8 @@ fn a_leaderboard_config_with_a_registry_dataset_plans_every_task_times_n_attempt
         .map(|t| t["task"].as_str().unwrap())
         .collect();
     assert_eq!(tasks.len(), 2, "{stdout}");
+    // A plan fetches nothing: the agent's wheel is prepared only when trials are to run.
+    assert!(!fx.cache().join("agents").exists(), "{stderr}");
     assert!(stderr.contains("dataset tb@1.0: 2 task(s)"), "{stderr}");
 }
 
