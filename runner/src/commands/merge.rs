@@ -27,14 +27,19 @@ pub struct MergeArgs {
     pub signing_key: Option<PathBuf>,
 }
 
+/// The key of `--signing-key` (`runner run`'s and `runner merge`'s), read before any work: a
+/// key that cannot sign must not cost a whole job.
+pub(crate) fn read_signing_key(
+    flag: Option<&std::path::Path>,
+) -> Result<Option<tasks::records::record_signature::SigningKey>, CliError> {
+    flag.map(tasks::records::record_signature::read_signing_key)
+        .transpose()
+        .map_err(|e| CliError::bad_input_because("--signing-key", e))
+}
+
 /// Runs `runner merge`.
 pub fn merge(args: MergeArgs) -> Result<CommandOutcome, CliError> {
-    let signing_key = args
-        .signing_key
-        .as_deref()
-        .map(tasks::records::record_signature::read_signing_key)
-        .transpose()
-        .map_err(|e| CliError::bad_input_because("--signing-key", e))?;
+    let signing_key = read_signing_key(args.signing_key.as_deref())?;
     let report = merge_jobs(&args.jobs, &args.out).map_err(|e| {
         if e.is_bad_input() {
             CliError::bad_input(e)

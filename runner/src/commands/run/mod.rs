@@ -263,13 +263,7 @@ async fn run_async(args: RunArgs) -> Result<CommandOutcome, CliError> {
     let mut dataset = load_dataset(&args)?;
     let (retry, selectors) = retry_policy(&args)?;
     let agent = choose_agent(&args)?;
-    // Read before anything runs: a key that cannot sign must not cost a whole job.
-    let signing_key = args
-        .signing_key
-        .as_deref()
-        .map(tasks::records::record_signature::read_signing_key)
-        .transpose()
-        .map_err(|e| CliError::bad_input_because("--signing-key", e))?;
+    let signing_key = super::merge::read_signing_key(args.signing_key.as_deref())?;
     if dataset.tasks.is_empty() {
         return Err(CliError::bad_input(format!(
             "{} has no runnable task",
