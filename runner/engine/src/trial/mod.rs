@@ -13,7 +13,7 @@ mod attribution;
 mod bridge;
 mod collection;
 pub mod egress;
-mod environment;
+pub(crate) mod environment;
 mod healthcheck;
 mod log;
 mod naming;
@@ -30,7 +30,6 @@ pub mod watchdog;
 // The job's bridge, where `runner run` and the engine's tests name it.
 pub use crate::context::JobBridge;
 pub use collection::PhasedCollection;
-pub use environment::first_tests;
 pub use log::TrialLog;
 pub use naming::trial_name;
 pub use record::lock_entry;
