@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine::trial::{NetworkPlan, TrialLog};
-use engine::phases::{AgentEnvironment, upload_environment_dir};
+use engine::phases::{AgentEnvironment, NetworkPlan, TrialLog, access, upload_environment_dir};
 use engine::{Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink};
 use serde_json::{Map, Value, json};
-use tasks::config::NetworkMode;
 use tasks::records::{StepResult as StepRecord, StorageEnforcement, VerifierResult};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
 
@@ -86,14 +84,6 @@ pub struct Ending {
     pub verifier_environment_mode: Option<String>,
     /// The verified steps of a multi-step task, as a trial records them.
     pub step_results: Option<Vec<StepRecord>>,
-}
-
-/// The network of a mode.
-fn access(mode: NetworkMode) -> NetworkAccess {
-    match mode {
-        NetworkMode::Public => NetworkAccess::Public,
-        NetworkMode::NoNetwork | NetworkMode::Allowlist => NetworkAccess::None,
-    }
 }
 
 /// The network plan of the step the policy works on (`step` `None`: the task's), Harbor's
