@@ -20,6 +20,7 @@ pub mod job;
 pub mod limits;
 pub mod model_bridge;
 pub mod pause;
+pub mod phases;
 pub mod pool;
 pub mod timeouts;
 pub mod trial;

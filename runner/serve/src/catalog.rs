@@ -68,7 +68,7 @@ impl Catalog {
 /// verified in the agent's container or in a separate environment) but those with a network
 /// allowlist in any phase of any step (their egress proxy is a trial's).
 pub fn unservable(task: &Task) -> Option<String> {
-    let allowlist = engine::trial::egress::task_uses_allowlist(&task.config);
+    let allowlist = engine::phases::task_uses_allowlist(&task.config);
     allowlist.then(|| {
         format!(
             "task {} has a network allowlist; runner serve does not run the egress proxy it needs",

@@ -1,15 +1,20 @@
 //! The environment phase: the shared image, then this trial's environment, its `/logs`
 //! directories, the task's `environment/` files for prebuilt images, and the healthcheck.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use adapter::Agent;
-use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
+use tasks::records::TrialLimits;
+use tasks::{ExceptionType, ExecRequest, Sandbox, SandboxError, Task};
 
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
-use crate::backend::{Backend, BindMount, Environment, EnvironmentSpec, ServiceSpec};
+use crate::backend::{
+    Backend, BindMount, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, ServiceSpec,
+};
 use crate::events::{Event, Phase};
 use crate::failure::TrialFailure;
 
@@ -79,47 +84,91 @@ impl<B: Backend> Trial<B> {
     }
 
     pub(super) fn environment_spec(&self, image: &str) -> EnvironmentSpec {
-        let env_config = &self.plan.task.config.environment;
         let plan = self.network_plan();
-        let network = super::phase_network::access(plan.agent_baseline);
-        EnvironmentSpec {
+        AgentEnvironment {
             job_id: self.ctx.job_id.clone(),
-            trial_name: self.name().to_owned(),
-            task_name: self.plan.task.name.clone(),
+            session: self.name().to_owned(),
+            task: &self.plan.task,
+            image,
+            env: self.plan.env.clone(),
+            limits: self.limits.clone(),
+            network: super::phase_network::access(plan.agent_baseline),
+            // The agent's prepared files (fetched once on the host), read-only.
+            mounts: self
+                .ctx
+                .agent
+                .host_mounts()
+                .into_iter()
+                .map(|m| BindMount {
+                    host: m.host,
+                    container: m.container,
+                    read_only: true,
+                    tests_egress: false,
+                })
+                .collect(),
+            observer: self.observer.clone(),
+            dir: self.dir.clone(),
+        }
+        .spec()
+    }
+}
+
+/// What the agent's environment of one session is made from: a trial's, or a `runner serve`
+/// episode's (which starts one as a trial does, on the network and with the mounts it needs).
+pub struct AgentEnvironment<'a> {
+    /// The job (or server) the environment belongs to.
+    pub job_id: String,
+    /// The trial's (or episode's) name, which labels its containers.
+    pub session: String,
+    /// The task.
+    pub task: &'a Arc<Task>,
+    /// The image id or reference the main service runs.
+    pub image: &'a str,
+    /// The task's `[environment].env`, resolved.
+    pub env: BTreeMap<String, String>,
+    /// The resolved limits.
+    pub limits: TrialLimits,
+    /// The network the main service starts on.
+    pub network: NetworkAccess,
+    /// Host files bound read-only into the main service.
+    pub mounts: Vec<BindMount>,
+    /// Where commands' output goes.
+    pub observer: ExecObserver,
+    /// The session's directory on the host.
+    pub dir: PathBuf,
+}
+
+impl AgentEnvironment<'_> {
+    /// The environment's spec: the task's resources and workdir, the `/logs` directories made
+    /// as the service starts, switchable when any phase of the task changes its network, and
+    /// the first tests the backend may place early.
+    pub fn spec(self) -> EnvironmentSpec {
+        let task = self.task;
+        let env_config = &task.config.environment;
+        EnvironmentSpec {
+            job_id: self.job_id,
+            trial_name: self.session,
+            task_name: task.name.clone(),
             main: ServiceSpec {
                 name: "main".into(),
-                image: image.to_owned(),
+                image: self.image.to_owned(),
                 cpus: env_config.cpus,
                 memory_mb: Some(self.limits.memory_mb),
-                network,
+                network: self.network,
                 workdir: env_config.workdir.clone(),
-                env: self.plan.env.clone(),
-                // The agent's prepared files (fetched once on the host), read-only.
-                mounts: self
-                    .ctx
-                    .agent
-                    .host_mounts()
-                    .into_iter()
-                    .map(|m| BindMount {
-                        host: m.host,
-                        container: m.container,
-                        read_only: true,
-                        tests_egress: false,
-                    })
-                    .collect(),
+                env: self.env,
+                mounts: self.mounts,
                 // Made by the backend as it starts the service (no exec on the trial's path).
                 writable_dirs: LOG_DIRS.iter().map(|d| d.to_string()).collect(),
             },
             sidecars: Vec::new(),
-            observer: self.observer.clone(),
-            limits: self.limits.clone(),
-            network_switchable: super::phase_network::NetworkPlan::task_switches(
-                &self.plan.task.config,
-            ),
-            compose_task: Some(self.plan.task.clone()),
-            trial_dir: self.dir.clone(),
+            observer: self.observer,
+            limits: self.limits,
+            network_switchable: super::phase_network::NetworkPlan::task_switches(&task.config),
+            compose_task: Some(task.clone()),
+            trial_dir: self.dir,
             gpus: env_config.gpus.unwrap_or(0),
-            first_tests: first_tests(&self.plan.task),
+            first_tests: first_tests(task),
         }
     }
 }
@@ -128,7 +177,7 @@ impl<B: Backend> Trial<B> {
 /// the start ([`EnvironmentSpec::first_tests`]): a single-step task's `tests/`, when it is
 /// verified in the agent's environment (not one of its own) and holds no `.harborignore` (whose
 /// selection is staged at verification, and must not be placed unfiltered before it).
-pub fn first_tests(task: &Task) -> Option<PathBuf> {
+pub(crate) fn first_tests(task: &Task) -> Option<PathBuf> {
     let tests = task.tests_dir();
     let as_is = !tasks::file_filter::holds_ignore_file(&task.dir, &tests).unwrap_or(true);
     (!task.is_multi_step() && !super::separate_verifier::is_separate(task, None) && as_is)
@@ -140,16 +189,7 @@ pub fn first_tests(task: &Task) -> Option<PathBuf> {
 /// The `/logs` directories already exist: the backend made them as it started the service.
 async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
     let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
-    let env_dir = task.environment_dir();
-    let has_files = std::fs::read_dir(&env_dir)
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false);
-    // Harbor's should_upload_environment_dir: not when a build spec (Dockerfile, or a compose
-    // file, whose build contexts are its own) is on disk.
-    if env_dir.join("Dockerfile").is_file()
-        || env_dir.join("docker-compose.yaml").exists()
-        || !has_files
-    {
+    if !uploads_environment_dir(task) {
         return Ok(());
     }
     let workdir = match &task.config.environment.workdir {
@@ -162,10 +202,35 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
             pwd.stdout.trim().to_owned()
         }
     };
-    sandbox
-        .upload_dir(&env_dir, &workdir)
+    upload_environment_dir(sandbox, task, &workdir)
         .await
         .map_err(|e| fail(format!("uploading environment/ to {workdir}: {e}")))
+}
+
+/// Harbor's `should_upload_environment_dir`: `environment/` holds files and no build spec
+/// (Dockerfile, or a compose file, whose build contexts are its own) is on disk.
+fn uploads_environment_dir(task: &Task) -> bool {
+    let env_dir = task.environment_dir();
+    let has_files = std::fs::read_dir(&env_dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    has_files
+        && !env_dir.join("Dockerfile").is_file()
+        && !env_dir.join("docker-compose.yaml").exists()
+}
+
+/// Uploads the task's `environment/` into `workdir` when Harbor would (a prebuilt image with
+/// no build spec: see [`uploads_environment_dir`]); nothing otherwise. A trial's environment
+/// phase and a `runner serve` episode's start both ready their container with it.
+pub async fn upload_environment_dir<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    workdir: &str,
+) -> Result<(), SandboxError> {
+    if !uploads_environment_dir(task) {
+        return Ok(());
+    }
+    sandbox.upload_dir(&task.environment_dir(), workdir).await
 }
 
 /// The longest teardown may take; past it the job's sweep (by label) removes what is left.

@@ -11,36 +11,28 @@ mod agent;
 pub mod artifacts;
 mod attribution;
 mod bridge;
-mod collection;
-pub mod egress;
-mod environment;
+pub(crate) mod collection;
+pub(crate) mod egress;
+pub(crate) mod environment;
 mod healthcheck;
-mod log;
+pub(crate) mod log;
 mod naming;
-mod phase_network;
+pub(crate) mod phase_network;
 mod record;
 mod relay;
-mod separate_verifier;
+pub(crate) mod separate_verifier;
 mod state;
-mod steps;
+pub(crate) mod steps;
 mod storage;
 mod verification;
 pub mod watchdog;
 
 // The job's bridge, where `runner run` and the engine's tests name it.
 pub use crate::context::JobBridge;
-pub use collection::PhasedCollection;
-pub use environment::first_tests;
-pub use log::TrialLog;
 pub use naming::trial_name;
 pub use record::lock_entry;
-// The seams `runner serve` verifies and prepares steps through, as a trial does.
-pub use phase_network::NetworkPlan;
-pub use separate_verifier::{
-    SeparateVerifierSetup, is_separate, separate_verifier_setup, trial_verifier_mode,
-};
+pub use separate_verifier::trial_verifier_mode;
 pub use state::Trial;
-pub use steps::{open_step_record, prepare_step};
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

@@ -30,7 +30,7 @@ const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// True when the verifier of `task` (`step` `None`) or of its step `step` runs in its own
-/// environment (public for `runner serve`, which starts its episodes as trials start).
+/// environment (also `runner serve`'s, through [`crate::phases`]).
 pub fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
     verifier_environment(&task.config, step).is_some()
 }
@@ -72,8 +72,8 @@ fn verifier_image(task: &Task, venv: &EnvironmentSection, step: Option<&str>) ->
 }
 
 /// A separate verifier's container as a trial starts it: its image, its spec, and the
-/// networks it starts on and verifies under. Public so that `runner serve`'s `evaluate`
-/// verifies such a task (or step) exactly as a trial does, without a [`Trial`].
+/// networks it starts on and verifies under; `runner serve`'s `evaluate` makes its separate
+/// verifier with it too (through [`crate::phases`]).
 #[derive(Clone)]
 pub struct SeparateVerifierSetup {
     /// What its image is made from (the verifier environment's `docker_image`, else a build

@@ -431,7 +431,7 @@ pub fn open_step_record(
 /// directories emptied, the step's `workdir/` uploaded into the working directory, its
 /// `setup.sh` run there (as the step's agent `user`), then the step's healthcheck, each
 /// bounded by `limit`. A failed `setup.sh` or healthcheck is the agent's `StepSetupError`.
-/// Public so that `runner serve` prepares each step of an episode as a trial does.
+/// `runner serve` prepares each step of an episode with it (through [`crate::phases`]).
 pub async fn prepare_step<S: Sandbox>(
     sandbox: &S,
     task: &Task,

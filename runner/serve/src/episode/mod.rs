@@ -6,12 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine::trial::{NetworkPlan, TrialLog};
-use engine::{
-    Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink, ServiceSpec,
-};
+use engine::phases::{AgentEnvironment, NetworkPlan, TrialLog, access, upload_environment_dir};
+use engine::{Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink};
 use serde_json::{Map, Value, json};
-use tasks::config::NetworkMode;
 use tasks::records::{StepResult as StepRecord, StorageEnforcement, VerifierResult};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
 
@@ -28,8 +25,6 @@ mod steps;
 mod storage;
 mod verify;
 
-/// The `/logs` directories a trial's container has from its start.
-const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
 /// How long the sweep of the policy's processes may take.
 const SWEEP_TIMEOUT: Duration = Duration::from_secs(30);
 /// `write_file` content goes into the container in pieces of this many bytes (base64 in a
@@ -91,14 +86,6 @@ pub struct Ending {
     pub step_results: Option<Vec<StepRecord>>,
 }
 
-/// The network of a mode.
-fn access(mode: NetworkMode) -> NetworkAccess {
-    match mode {
-        NetworkMode::Public => NetworkAccess::Public,
-        NetworkMode::NoNetwork | NetworkMode::Allowlist => NetworkAccess::None,
-    }
-}
-
 /// The network plan of the step the policy works on (`step` `None`: the task's), Harbor's
 /// plan as the engine resolves it for a trial.
 fn network_plan(task: &Task, step: Option<usize>) -> NetworkPlan {
@@ -154,32 +141,20 @@ impl<B: Backend> Episode<B> {
         } else {
             plan.agent_phase
         });
-        // As a trial's: the tests the backend may place in the jail early.
-        let first_tests = engine::trial::first_tests(&task);
-        let spec = EnvironmentSpec {
+        // Made as a trial's agent environment is, with no agent mounts: the policy is outside.
+        let spec = AgentEnvironment {
             job_id: config.job_id.clone(),
-            trial_name: name,
-            task_name: task.name.clone(),
-            main: ServiceSpec {
-                name: "main".into(),
-                image: image.to_owned(),
-                cpus: env_config.cpus,
-                memory_mb: Some(limits.memory_mb),
-                network: agent_net,
-                workdir: env_config.workdir.clone(),
-                env,
-                mounts: Vec::new(),
-                writable_dirs: LOG_DIRS.iter().map(|d| d.to_string()).collect(),
-            },
-            sidecars: Vec::new(),
-            observer: ExecObserver::new(sink),
+            session: name,
+            task: &task,
+            image,
+            env,
             limits,
-            network_switchable: NetworkPlan::task_switches(&task.config),
-            compose_task: Some(task.clone()),
-            trial_dir: dir.clone(),
-            gpus: env_config.gpus.unwrap_or(0),
-            first_tests,
-        };
+            network: agent_net,
+            mounts: Vec::new(),
+            observer: ExecObserver::new(sink),
+            dir: dir.clone(),
+        }
+        .spec();
         std::fs::create_dir_all(&dir).map_err(|source| ServeError::Record {
             path: dir.clone(),
             source,
@@ -261,20 +236,12 @@ impl<B: Backend> Episode<B> {
                 self.workdir = "/".into();
             }
         }
-        let env_dir = self.task.environment_dir();
-        let has_files = std::fs::read_dir(&env_dir).is_ok_and(|mut d| d.next().is_some());
-        if has_files
-            && !env_dir.join("Dockerfile").is_file()
-            && !env_dir.join("docker-compose.yaml").exists()
-        {
-            self.sandbox
-                .upload_dir(&env_dir, &self.workdir)
-                .await
-                .map_err(|source| PrepareError::Upload {
-                    workdir: self.workdir.clone(),
-                    source,
-                })?;
-        }
+        upload_environment_dir(&self.sandbox, &self.task, &self.workdir)
+            .await
+            .map_err(|source| PrepareError::Upload {
+                workdir: self.workdir.clone(),
+                source,
+            })?;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! Multi-step tasks (`[[steps]]`) served as a trial runs them (the engine's
 //! `trial/steps.rs`, after Harbor's `MultiStepTrial`): one container for every step; each
-//! step is prepared as in a trial ([`engine::trial::prepare_step`]: the log directories
+//! step is prepared as in a trial ([`engine::phases::prepare_step`]: the log directories
 //! emptied, its `workdir/` uploaded, its `setup.sh`, its healthcheck) and its instruction is
 //! the observation's; `evaluate` verifies the current step only. When the trial's rules go on
 //! ([`tasks::steps_rewards::stop_after_step`]: the step has a verifier result that meets its
@@ -52,7 +52,7 @@ impl<B: Backend> Episode<B> {
         let step = &task.config.steps[index];
         self.step = index;
         let step_dir = self.verification_dir();
-        let user = engine::trial::open_step_record(
+        let user = engine::phases::open_step_record(
             &task,
             index,
             &step_dir,
@@ -66,7 +66,7 @@ impl<B: Backend> Episode<B> {
             .map_err(|e| environment_error(e.to_string()))?;
         let limit: Duration =
             PhaseTimeouts::resolve(&task.config, &Multipliers::default()).agent_setup;
-        engine::trial::prepare_step(
+        engine::phases::prepare_step(
             &self.sandbox,
             &task,
             step,

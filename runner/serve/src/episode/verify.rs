@@ -2,20 +2,20 @@
 //! then the task's tests (a multi-step task's: the current step's). In the agent's container
 //! they run in the verifier jail under the verifier's network. A verifier with an environment
 //! of its own (`[verifier] environment_mode = "separate"`) gets a fresh container made as a
-//! trial's is ([`engine::trial::separate_verifier_setup`]): it runs its image's own `/tests`,
+//! trial's is ([`engine::phases::separate_verifier_setup`]): it runs its image's own `/tests`,
 //! receives only the declared artifacts collected from the episode's container (and
 //! `/logs/artifacts`), and is removed after. Before the tests, the task's (and the step's)
 //! `[[verifier.collect]]` hooks run and its artifacts, a sidecar's included, are collected
-//! exactly as a trial's are ([`engine::trial::PhasedCollection`]).
+//! exactly as a trial's are ([`engine::phases::PhasedCollection`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use engine::phases::{PhasedCollection, SeparateVerifierSetup};
 use engine::trial::artifacts::{
     ArtifactSpec, CONVENTION_DIR, Collection, Convention, upload_artifacts,
 };
-use engine::trial::{PhasedCollection, SeparateVerifierSetup};
 use engine::{Backend, Environment, OutputSink, TrialFailure};
 use tasks::records::VerifierResult;
 use tasks::{ExceptionType, ExecRequest, Sandbox};
@@ -88,7 +88,7 @@ impl<B: Backend> Episode<B> {
     /// else `shared`.
     pub(super) fn verifier_mode(&self) -> &'static str {
         let step = self.current_step().map(|i| &self.task.config.steps[i]);
-        if engine::trial::is_separate(&self.task, step) {
+        if engine::phases::is_separate(&self.task, step) {
             "separate"
         } else {
             "shared"
@@ -127,7 +127,7 @@ impl<B: Backend> Episode<B> {
             None => task.config.verifier.timeout_sec,
         };
         let timeout = Duration::from_secs_f64(timeout_sec.max(1.0));
-        let setup = engine::trial::separate_verifier_setup(
+        let setup = engine::phases::separate_verifier_setup(
             &task,
             step,
             self.spec.clone(),
