@@ -19,13 +19,28 @@ const TASKS: [&str; 5] = [
 ];
 
 /// Files whose text is not shown (only their name): the live view's `.jsonl` streams, whose
-/// lines depend on the moment.
+/// lines depend on the moment. The record manifest is shown (see [`manifest_lines`]).
 fn shows_text(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let text_like = [".json", ".txt", ".md", ".toml", ".sh", ".py", ".log"]
         .iter()
         .any(|ext| name.ends_with(ext));
-    text_like && !name.ends_with(".jsonl")
+    rel == tasks::records::RECORD_MANIFEST || (text_like && !name.ends_with(".jsonl"))
+}
+
+/// The record manifest's lines, each pretty-printed and filtered as the other records are, then
+/// sorted: what each line holds is the record; the order of a trial's line and a lock write's
+/// `job_files` line is the moment's.
+fn manifest_lines(text: &str, filter: impl Fn(&str) -> String) -> String {
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            filter(&serde_json::to_string_pretty(&value).unwrap())
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n")
 }
 
 /// The runner's own lines of a log: command output (indented, the image build's and the
@@ -63,7 +78,8 @@ fn files_under(dir: &Path) -> Vec<String> {
 
 /// Filters applied after [`crate::snapshot::filters`], for what records hold: log clocks'
 /// milliseconds, container names (the job id's first 8 characters), the build's commit, the
-/// tests' epoch times and durations, and the sizes of the files whose text has times in it.
+/// tests' epoch times and durations, and the sizes of the files whose text has times in it (or
+/// the checkout's path, as the job's config.json and lock.json have, or how an image came).
 fn record_filters() -> Vec<(String, String)> {
     [
         (r"\[CLOCK\]\.[0-9]+", "[CLOCK]"),
@@ -73,10 +89,10 @@ fn record_filters() -> Vec<(String, String)> {
         (r#""(start|stop)": [0-9]{13}"#, r#""$1": [EPOCH_MS]"#),
         (r#""duration": [0-9]+"#, r#""duration": [MS]"#),
         // Whether an image was built, pulled or reused depends on the engine's cache.
-        (r#"(?m)\) (built|pulled|reused)$"#, ") [PREPARED]"),
+        (r#"(?m)\) (built|pulled|reused)( in \[TIME\])?$"#, ") [PREPARED]"),
         (r#""origin": "(built|pulled|reused)""#, r#""origin": "[PREPARED]""#),
         (
-            r#"("(?:[^"]*/)?(?:trial\.log|job\.log|result\.json|test-stdout\.txt|ctrf\.json)": \{\s*"sha256": "\[HEX\]",\s*"size": )[0-9]+"#,
+            r#"("(?:[^"]*/)?(?:trial\.log|job\.log|result\.json|test-stdout\.txt|ctrf\.json|config\.json|lock\.json)": \{\s*"sha256": "\[HEX\]",\s*"size": )[0-9]+"#,
             "${1}[SIZE]",
         ),
     ]
@@ -131,6 +147,8 @@ fn a_jobs_records_stay_as_they_are() {
                 let text = String::from_utf8_lossy(&bytes);
                 if rel.ends_with("trial.log") || rel == "job.log" {
                     runner_lines(&filter(&text), rel == "job.log")
+                } else if rel == tasks::records::RECORD_MANIFEST {
+                    manifest_lines(&text, filter)
                 } else {
                     filter(&text)
                 }
