@@ -123,6 +123,16 @@ impl Cache {
     }
 }
 
+/// `c` if a file name may hold it as it is (ASCII letters, digits, `-`, `_`, `.`), else `_`:
+/// the one character rule of the cache's keys and the dataset views' names.
+pub(crate) fn file_name_char(c: char) -> char {
+    if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+        c
+    } else {
+        '_'
+    }
+}
+
 /// A file-name-safe, collision-free key for `text`: its readable part, then 12 hex digits of
 /// its sha256.
 pub fn key(text: &str, readable: usize) -> String {
@@ -132,13 +142,7 @@ pub fn key(text: &str, readable: usize) -> String {
         .trim_start_matches("git://")
         .trim_start_matches("file://")
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(file_name_char)
         .collect();
     clean = clean
         .trim_matches(['_', '.'])

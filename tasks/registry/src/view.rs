@@ -33,16 +33,7 @@ pub fn dir_names(tasks: &[ResolvedTask]) -> Vec<String> {
 /// `text` as one safe file name: every character but ASCII letters, digits, `-`, `_` and `.`
 /// made `_`, no leading dot; `fallback` when nothing is left.
 fn safe_name(text: &str, fallback: &str) -> String {
-    let safe: String = text
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe: String = text.chars().map(crate::cache::file_name_char).collect();
     let safe = safe.trim_start_matches('.');
     if safe.is_empty() {
         fallback.to_owned()
