@@ -79,10 +79,9 @@ def strip(line, state):
     return "".join(out)
 
 
-def functions(path):
+def functions(text):
     """Yield (name, first line, length) for each function outside test modules."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().split("\n")
+    lines = text.split("\n")
     state = {}
     depth = 0
     open_fns = []  # (name, start line, depth before its body)
@@ -129,26 +128,33 @@ def is_test_file(rel):
     )
 
 
-def test_modules(root):
+def rust_files(root):
+    """Every `.rs` file below `root` (build output left out) with its text, read once."""
+    files = {}
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in ("target", ".git", "node_modules"))
+        for name in sorted(names):
+            if name.endswith(".rs"):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    files[path] = f.read()
+    return files
+
+
+def test_modules(files):
     """Files declared as `#[cfg(test)] mod name;` (whole test modules in a file of their own)."""
     found = set()
     decl = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[path\s*=\s*\"([^\"]+)\"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = [d for d in subdirs if d not in ("target", ".git", "node_modules")]
-        for name in files:
-            if not name.endswith(".rs"):
-                continue
-            path = os.path.join(directory, name)
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            # `mod x;` in a/mod.rs, lib.rs or main.rs names a/x.rs; in a/b.rs it names a/b/x.rs.
-            base = directory if name in ("mod.rs", "lib.rs", "main.rs") else os.path.join(directory, name[:-3])
-            for m in decl.finditer(text):
-                if m.group(1):
-                    found.add(os.path.normpath(os.path.join(directory, m.group(1))))
-                else:
-                    found.add(os.path.join(base, m.group(2) + ".rs"))
-                    found.add(os.path.join(base, m.group(2), "mod.rs"))
+    for path, text in files.items():
+        directory, name = os.path.split(path)
+        # `mod x;` in a/mod.rs, lib.rs or main.rs names a/x.rs; in a/b.rs it names a/b/x.rs.
+        base = directory if name in ("mod.rs", "lib.rs", "main.rs") else os.path.join(directory, name[:-3])
+        for m in decl.finditer(text):
+            if m.group(1):
+                found.add(os.path.normpath(os.path.join(directory, m.group(1))))
+            else:
+                found.add(os.path.join(base, m.group(2) + ".rs"))
+                found.add(os.path.join(base, m.group(2), "mod.rs"))
     return found
 
 
@@ -158,19 +164,15 @@ def main():
     parser.add_argument("--top", type=int, default=10, help="how many to print (default 10)")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = rust_files(root)
+    tests = test_modules(files)
     found = []
-    tests = test_modules(root)
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if d not in ("target", ".git", "node_modules"))
-        for name in sorted(files):
-            if not name.endswith(".rs"):
-                continue
-            path = os.path.join(directory, name)
-            rel = os.path.relpath(path, root)
-            if is_test_file(rel) or path in tests:
-                continue
-            for fn, start, length in functions(path):
-                found.append((length, f"{rel}:{start}", fn))
+    for path, text in files.items():
+        rel = os.path.relpath(path, root)
+        if is_test_file(rel) or path in tests:
+            continue
+        for fn, start, length in functions(text):
+            found.append((length, f"{rel}:{start}", fn))
     found.sort(key=lambda f: (-f[0], f[1]))
     for length, where, fn in found[: args.top]:
         print(f"{length:5}  {fn}  {where}")
