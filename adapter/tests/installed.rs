@@ -28,6 +28,16 @@ fn assert_agent_error(err: &AgentError, kind: AgentErrorKind, text: &str) {
     assert!(err.message.contains(text), "{}", err.message);
 }
 
+/// The trajectory's first step that made a tool call.
+fn first_call_step(trajectory: &Value) -> &Value {
+    trajectory["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s.get("tool_calls").is_some())
+        .expect("a step with a tool call")
+}
+
 fn read_json(path: std::path::PathBuf) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
@@ -91,12 +101,7 @@ async fn runs_a_task_to_completion_with_all_records() {
     assert!(tasks::atif::validate_value(&trajectory).is_empty());
     assert_eq!(trajectory["agent"]["name"], agent.name());
     assert_eq!(trajectory["steps"][0]["message"], world.task.instruction);
-    let call_step = trajectory["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s.get("tool_calls").is_some())
-        .unwrap();
+    let call_step = first_call_step(&trajectory);
     assert_eq!(
         call_step["observation"]["results"][0]["content"],
         "Hello, world!\n[exit code: 0]"
@@ -150,12 +155,7 @@ async fn cancels_at_the_deadline_and_kills_the_running_command() {
     // Ordered by the agent's own events, not by waiting: it reports `cancelled` only after the
     // command's process tree has exited and its result is logged, so SIGKILL ended the
     // command (exit code -9) and nothing of it is left to write finished.txt.
-    let call_step = trajectory["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s.get("tool_calls").is_some())
-        .unwrap();
+    let call_step = first_call_step(&trajectory);
     assert_eq!(
         call_step["observation"]["results"][0]["content"], "[exit code: -9]",
         "the command was killed, not left to finish: {call_step}"
