@@ -35,3 +35,6 @@ pub use images::{ImageRequest, ImageSource, image_source};
 pub use limits::LimitSettings;
 pub use model_bridge::{BridgedTrial, ModelBridge, ModelBridgeError, TrialBudget};
 pub use timeouts::PhaseTimeouts;
+/// A row of an `artifacts/manifest.json` (a trial's or a step's), as the job directory's
+/// readers parse it.
+pub use trial::artifacts::ManifestEntry;

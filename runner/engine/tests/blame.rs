@@ -4,15 +4,15 @@
 //! unusable, a step's setup sabotaged): `agent_error`, no reward, one attempt, even with
 //! retries on. The same failure from the engine, in a healthy container, stays an
 //! infrastructure error and is retried. The fake models the agent's doings with marker files
-//! (`testkit::backend::{STOPPED_MARKER, BROKEN_SHELL_MARKER}`). Item 4: an artifact's destination
-//! never reaches outside `artifacts/`.
+//! (`testkit::backend::{STOPPED_MARKER, BROKEN_SHELL_MARKER}`). Item 4 (an artifact's destination
+//! never reaches outside `artifacts/`) is tested with the collection, in the engine's
+//! `trial/artifacts_tests.rs`.
 
 use std::path::Path;
 use std::time::Duration;
 
 use adapter::AnyAgent;
 use engine::job::RetryPolicy;
-use engine::trial::artifacts::{self, ArtifactSpec};
 use tasks::records::TrialResult;
 use tasks::{Dataset, ExceptionType, TrialOutcome};
 use testkit::backend::{BROKEN_SHELL_MARKER, STOPPED_MARKER};
@@ -197,53 +197,4 @@ async fn an_engine_failure_in_a_healthy_container_stays_infrastructure_and_is_re
     let kept = std::fs::read_to_string(ran.trial_dir.join("attempts/1/result.json")).unwrap();
     assert!(kept.contains("\"EnvironmentError\""), "{kept}");
     assert!(kept.contains("infra_error"), "{kept}");
-}
-
-fn artifact(source: &str, destination: Option<&str>) -> ArtifactSpec {
-    ArtifactSpec {
-        source: source.into(),
-        destination: destination.map(Into::into),
-        exclude: Vec::new(),
-        service: None,
-    }
-}
-
-#[tokio::test]
-async fn a_file_sent_to_the_artifacts_dir_itself_stays_inside_it_under_its_name() {
-    let sandbox = testkit::FakeSandbox::new();
-    let workspace = sandbox.path("/workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    std::fs::write(workspace.join("out.txt"), "made").unwrap();
-    let trial = tempfile::tempdir().unwrap();
-    let artifacts = trial.path().join("artifacts");
-    let specs = [
-        artifact("/workspace/out.txt", Some(".")),
-        artifact("/workspace/out.txt", Some("/")),
-        artifact("/workspace/out.txt", Some("sub/renamed.txt")),
-    ];
-    let pass = artifacts::Collection {
-        artifacts_dir: &artifacts,
-        convention: artifacts::Convention::Download,
-        copy_cap: 1 << 20,
-        log: &|_| {},
-    };
-    let entries = artifacts::collect_entries(&sandbox, &specs, &pass).await;
-    let statuses: Vec<_> = entries.iter().map(|e| e.status.as_str()).collect();
-    assert_eq!(statuses, ["ok", "ok", "ok"], "{entries:?}");
-    assert_eq!(entries[0].destination, "artifacts/out.txt");
-    assert_eq!(entries[1].destination, "artifacts/out.txt");
-    assert_eq!(
-        std::fs::read_to_string(artifacts.join("out.txt")).unwrap(),
-        "made"
-    );
-    assert_eq!(
-        std::fs::read_to_string(artifacts.join("sub/renamed.txt")).unwrap(),
-        "made"
-    );
-    // Nothing beside artifacts/ in the trial directory.
-    let beside: Vec<_> = std::fs::read_dir(trial.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(beside, ["artifacts"]);
 }

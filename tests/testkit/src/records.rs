@@ -117,7 +117,7 @@ pub fn on_disk(
 pub fn artifact_manifest(artifacts_dir: &std::path::Path) -> Vec<[String; 4]> {
     let path = artifacts_dir.join("manifest.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let entries: Vec<engine::trial::artifacts::ManifestEntry> =
+    let entries: Vec<engine::ManifestEntry> =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     entries
         .into_iter()

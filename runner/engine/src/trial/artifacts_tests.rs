@@ -81,3 +81,43 @@ fn the_manifest_is_harbors_list_of_entries() {
         }])
     );
 }
+
+#[tokio::test]
+async fn a_file_sent_to_the_artifacts_dir_itself_stays_inside_it_under_its_name() {
+    let sandbox = testkit::FakeSandbox::new();
+    let workspace = sandbox.path("/workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("out.txt"), "made").unwrap();
+    let trial = tempfile::tempdir().unwrap();
+    let artifacts = trial.path().join("artifacts");
+    let specs = [
+        spec("/workspace/out.txt", Some(".")),
+        spec("/workspace/out.txt", Some("/")),
+        spec("/workspace/out.txt", Some("sub/renamed.txt")),
+    ];
+    let pass = Collection {
+        artifacts_dir: &artifacts,
+        convention: Convention::Download,
+        copy_cap: 1 << 20,
+        log: &|_| {},
+    };
+    let entries = collect_entries(&sandbox, &specs, &pass).await;
+    let statuses: Vec<_> = entries.iter().map(|e| e.status.as_str()).collect();
+    assert_eq!(statuses, ["ok", "ok", "ok"], "{entries:?}");
+    assert_eq!(entries[0].destination, "artifacts/out.txt");
+    assert_eq!(entries[1].destination, "artifacts/out.txt");
+    assert_eq!(
+        std::fs::read_to_string(artifacts.join("out.txt")).unwrap(),
+        "made"
+    );
+    assert_eq!(
+        std::fs::read_to_string(artifacts.join("sub/renamed.txt")).unwrap(),
+        "made"
+    );
+    // Nothing beside artifacts/ in the trial directory.
+    let beside: Vec<_> = std::fs::read_dir(trial.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(beside, ["artifacts"]);
+}

@@ -8,7 +8,7 @@
 //! feature keeps its state in a struct of its own that `Trial` holds (see `state.rs`).
 
 mod agent;
-pub mod artifacts;
+pub(crate) mod artifacts;
 mod attribution;
 mod bridge;
 pub(crate) mod collection;
@@ -24,7 +24,7 @@ pub(crate) mod separate_verifier;
 mod state;
 pub(crate) mod steps;
 mod storage;
-mod verification;
+pub(crate) mod verification;
 pub mod watchdog;
 
 // The job's bridge, where `runner run` and the engine's tests name it.

@@ -10,19 +10,28 @@
 //! `network_mode` when that differs (an allowlist through the trial's egress proxy, with a
 //! relay of its own: see [`super::egress`]). One container per verification (per step), removed after.
 
+use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tasks::config::{EnvironmentSection, StepConfig};
 use tasks::records::VerifierResult;
-use tasks::{ExceptionType, Task};
+use tasks::{ExceptionType, Sandbox, Task};
+use verifiers::{VerifierOutcome, VerifyNotes};
 
 use super::Trial;
-use super::artifacts::{CONVENTION_DIR, normalized, upload_artifacts};
+use super::artifacts::{ArtifactSpec, CONVENTION_DIR, normalized, upload_artifacts};
+use super::log::TrialLog;
 use super::phase_network::{self, NetworkPlan, access, verifier_environment};
-use crate::backend::{Backend, Environment, EnvironmentSpec, VerifierImage};
+use crate::backend::{
+    Backend, Environment, EnvironmentSpec, IMAGE_PROGRESS_STREAM, OutputSink, VerifierImage,
+};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
+
+/// The sandbox of `B`'s environments.
+type SandboxOf<B> = <<B as Backend>::Environment as Environment>::Sandbox;
 
 /// The longest uploading the artifacts may take.
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -147,10 +156,162 @@ pub fn separate_verifier_setup(
     }))
 }
 
+/// Where one separate verification takes its inputs and puts its outputs.
+pub struct SeparatePlace<'a> {
+    /// The step verified (`None`: the task).
+    pub step: Option<usize>,
+    /// The trial's, the step's or the episode's directory: the outputs go to `verifier/`.
+    pub out_dir: &'a Path,
+    /// Where the artifacts were collected on the host.
+    pub artifacts_dir: &'a Path,
+    /// The artifacts to upload.
+    pub specs: &'a [ArtifactSpec],
+    /// The tests' time limit.
+    pub timeout: Duration,
+    /// The container's start's limit (a build, maybe): the task's build timeout, not the
+    /// tests'.
+    pub start_limit: Duration,
+}
+
+/// What a caller of [`run_separately`] does around the separate verification's own order;
+/// every method but [`Self::tests_ran`] does nothing unless the caller says otherwise. A trial
+/// moves its watchdog between phases, bounds the artifacts' upload and starts its egress
+/// relay in the container; `runner serve` only keeps the notes.
+pub trait SeparateVerifierHooks<S: Sandbox>: Send {
+    /// Before the container starts.
+    fn starting(&mut self) {}
+
+    /// Once its start ended in time, whether it started or not.
+    fn started(&mut self) {}
+
+    /// The longest the artifacts' upload may take (`None`: as long as it takes).
+    fn upload_limit(&self) -> Option<Duration> {
+        None
+    }
+
+    /// In the container, its network set, just before the tests.
+    fn before_tests(
+        &mut self,
+        verifier: &S,
+    ) -> impl Future<Output = Result<(), TrialFailure>> + Send {
+        let _ = verifier;
+        async { Ok(()) }
+    }
+
+    /// After the tests ran (whatever their outcome), with what the verification noted.
+    fn tests_ran(&mut self, notes: VerifyNotes);
+}
+
+/// One separate verification, as a trial's and `runner serve`'s episode's run: the container
+/// of `setup` started on `backend` (its image's build output to `output`) within
+/// `place.start_limit`, the artifacts collected in `place.artifacts_dir` uploaded, the
+/// verification's network set, the image's own tests run within `place.timeout` (outputs
+/// into `place.out_dir`), and the container removed, on every path.
+pub async fn run_separately<B: Backend, H: SeparateVerifierHooks<SandboxOf<B>>>(
+    backend: &B,
+    task: &Task,
+    setup: &SeparateVerifierSetup,
+    place: SeparatePlace<'_>,
+    log: &TrialLog,
+    output: &OutputSink,
+    hooks: &mut H,
+) -> Result<VerifierOutcome, TrialFailure> {
+    // Starting it (a build, maybe) is watched as an environment start, not against the
+    // verifier's deadline.
+    hooks.starting();
+    let started = tokio::time::timeout(
+        place.start_limit,
+        backend.start_verifier_environment(task, &setup.image, &setup.spec, output),
+    )
+    .await
+    .map_err(|_| {
+        TrialFailure::new(
+            ExceptionType::EnvironmentStartTimeoutError,
+            format!(
+                "Verifier environment start timed out after {} seconds",
+                place.start_limit.as_secs_f64()
+            ),
+        )
+    })?;
+    hooks.started();
+    let environment = started?;
+    log.line(&format!(
+        "started the separate verifier environment: {}",
+        environment.describe()
+    ));
+    let verified = verify_in(&environment, task, setup, place, log, hooks).await;
+    let what = environment.describe();
+    match tokio::time::timeout(REMOVE_TIMEOUT, environment.remove()).await {
+        Ok(Ok(())) => log.line(&format!("removed {what}")),
+        Ok(Err(e)) => log.line(&format!(
+            "removing {what} failed: {e}; the job's sweep reaps it"
+        )),
+        Err(_) => log.line(&format!(
+            "removing {what} took too long; the job's sweep reaps it"
+        )),
+    }
+    verified
+}
+
+/// In the separate verifier's container: the artifacts uploaded, the verification's network
+/// set, then the image's own tests run.
+async fn verify_in<E: Environment, H: SeparateVerifierHooks<E::Sandbox>>(
+    environment: &E,
+    task: &Task,
+    setup: &SeparateVerifierSetup,
+    place: SeparatePlace<'_>,
+    log: &TrialLog,
+    hooks: &mut H,
+) -> Result<VerifierOutcome, TrialFailure> {
+    let verifier = environment.main();
+    let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentError, message);
+    // Its `/logs` directories were made as it started (`ServiceSpec::writable_dirs`).
+    let upload = upload_artifacts(verifier, place.specs, place.artifacts_dir, CONVENTION_DIR);
+    let uploaded = match hooks.upload_limit() {
+        None => upload.await,
+        Some(limit) => tokio::time::timeout(limit, upload).await.map_err(|_| {
+            fail(format!(
+                "uploading the artifacts to the verifier took longer than {} s",
+                limit.as_secs()
+            ))
+        })?,
+    };
+    let uploaded =
+        uploaded.map_err(|e| fail(format!("uploading the artifacts to the verifier: {e}")))?;
+    for source in uploaded {
+        log.line(&format!("artifact {source}: uploaded to the verifier"));
+    }
+    if setup.phase != setup.baseline {
+        phase_network::switch(environment, "verifier", setup.phase).await?;
+        log.line(&format!(
+            "network for the verifier: {} (its environment's baseline {})",
+            setup.phase.as_str(),
+            setup.baseline.as_str()
+        ));
+    }
+    hooks.before_tests(verifier).await?;
+    let deadline = Instant::now()
+        .checked_add(place.timeout)
+        .unwrap_or_else(Instant::now);
+    let mut notes = VerifyNotes::default();
+    // The image owns /tests, as in Harbor: nothing of the task's tests is uploaded.
+    let verified = verifiers::verify_with_image_tests(
+        verifier,
+        task,
+        place.step,
+        place.out_dir,
+        deadline,
+        &mut notes,
+    )
+    .await;
+    hooks.tests_ran(notes);
+    Ok(verified?)
+}
+
 impl<B: Backend> Trial<B> {
     /// Verifies the task (`step` `None`) or step `index` (outputs into `<step_dir>/verifier/`)
-    /// in a verifier environment of its own: starts it, uploads the artifacts collected in
-    /// `artifacts_dir`, verifies within `timeout` and removes it, on every path.
+    /// in a verifier environment of its own ([`run_separately`]), with the artifacts collected
+    /// in `artifacts_dir`, within `timeout`.
     pub(super) async fn verify_separately(
         &mut self,
         step: Option<(usize, &Path)>,
@@ -158,157 +319,85 @@ impl<B: Backend> Trial<B> {
         timeout: Duration,
     ) -> Result<VerifierResult, TrialFailure> {
         let task = self.plan.task.clone();
-        let setup = separate_verifier_setup(
-            &task,
-            step.map(|(index, _)| index),
-            self.environment_spec(""),
-            self.name(),
-        )?;
-        let Some(SeparateVerifierSetup {
-            image,
-            mut spec,
-            baseline,
-            phase,
-        }) = setup
-        else {
+        let index = step.map(|(index, _)| index);
+        let setup = separate_verifier_setup(&task, index, self.environment_spec(""), self.name())?;
+        let Some(mut setup) = setup else {
             return Err(TrialFailure::new(
                 ExceptionType::RunnerError,
                 "a separate verification of a shared verifier",
             ));
         };
         // An allowlist's way out: the trial's proxy, through a relay of this container's own.
-        let egress_port = self.with_separate_verifier_egress(&mut spec);
+        let egress_port = self.with_separate_verifier_egress(&mut setup.spec);
 
         // Progress lines are for the live view; trial.log keeps the build's own output.
-        let output = self.observer.output.clone();
-        let log: crate::backend::OutputSink =
-            std::sync::Arc::new(move |stream: &str, bytes: &[u8]| {
-                if stream != crate::backend::IMAGE_PROGRESS_STREAM {
-                    output(stream, bytes);
-                }
-            });
-        // Starting it (a build, maybe) is watched as an environment start, not against the
-        // verifier's deadline.
-        self.enter(Phase::Environment);
-        let started = tokio::time::timeout(
-            self.timeouts.environment_build,
-            self.ctx
-                .backend
-                .start_verifier_environment(&task, &image, &spec, &log),
-        )
-        .await
-        .map_err(|_| {
-            TrialFailure::new(
-                ExceptionType::EnvironmentStartTimeoutError,
-                format!(
-                    "Verifier environment start timed out after {} seconds",
-                    self.timeouts.environment_build.as_secs_f64()
-                ),
-            )
-        })?;
-        self.enter(Phase::Verifier);
-        let environment = started?;
-        self.log.line(&format!(
-            "started the separate verifier environment: {}",
-            environment.describe()
-        ));
-        let place = VerifierPlace {
-            step,
+        let progress = self.observer.output.clone();
+        let output: OutputSink = Arc::new(move |stream: &str, bytes: &[u8]| {
+            if stream != IMAGE_PROGRESS_STREAM {
+                progress(stream, bytes);
+            }
+        });
+        let step_artifacts = index.map_or(&[][..], |index| &task.config.steps[index].artifacts);
+        let specs = normalized(&task.config.artifacts, step_artifacts);
+        let out_dir = step.map_or_else(|| self.dir.clone(), |(_, dir)| dir.to_path_buf());
+        let place = SeparatePlace {
+            step: index,
+            out_dir: &out_dir,
             artifacts_dir,
+            specs: &specs,
             timeout,
-            baseline,
-            phase,
+            start_limit: self.timeouts.environment_build,
+        };
+        let ctx = self.ctx.clone();
+        let log = self.log.clone();
+        let mut hooks = TrialSide {
+            trial: self,
             egress_port,
         };
-        let verified = self.verify_in(&environment, place).await;
-        let what = environment.describe();
-        match tokio::time::timeout(REMOVE_TIMEOUT, environment.remove()).await {
-            Ok(Ok(())) => self.log.line(&format!("removed {what}")),
-            Ok(Err(e)) => self.log.line(&format!(
-                "removing {what} failed: {e}; the job's sweep reaps it"
-            )),
-            Err(_) => self.log.line(&format!(
-                "removing {what} took too long; the job's sweep reaps it"
-            )),
-        }
-        verified
-    }
-
-    async fn verify_in(
-        &mut self,
-        environment: &B::Environment,
-        place: VerifierPlace<'_>,
-    ) -> Result<VerifierResult, TrialFailure> {
-        let verifier = environment.main().clone();
-        let task = self.plan.task.clone();
-        let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentError, message);
-        // Its `/logs` directories were made as it started (`ServiceSpec::writable_dirs`).
-        let step_artifacts = place
-            .step
-            .map_or(&[][..], |(index, _)| &task.config.steps[index].artifacts);
-        let specs = normalized(&task.config.artifacts, step_artifacts);
-        let uploaded = tokio::time::timeout(
-            COPY_TIMEOUT,
-            upload_artifacts(&verifier, &specs, place.artifacts_dir, CONVENTION_DIR),
+        let outcome = run_separately(
+            &ctx.backend,
+            &task,
+            &setup,
+            place,
+            &log,
+            &output,
+            &mut hooks,
         )
-        .await;
-        match uploaded {
-            Ok(Ok(uploaded)) => {
-                for source in uploaded {
-                    self.log
-                        .line(&format!("artifact {source}: uploaded to the verifier"));
-                }
-            }
-            Ok(Err(e)) => {
-                return Err(fail(format!(
-                    "uploading the artifacts to the verifier: {e}"
-                )));
-            }
-            Err(_) => {
-                return Err(fail(format!(
-                    "uploading the artifacts to the verifier took longer than {} s",
-                    COPY_TIMEOUT.as_secs()
-                )));
-            }
-        }
-        if place.phase != place.baseline {
-            phase_network::switch(environment, "verifier", place.phase).await?;
-            self.log.line(&format!(
-                "network for the verifier: {} (its environment's baseline {})",
-                place.phase.as_str(),
-                place.baseline.as_str()
-            ));
-        }
-        if let Some(port) = place.egress_port {
-            self.egress_separate_verifier(&verifier, port).await?;
-        }
-        let deadline = Instant::now()
-            .checked_add(place.timeout)
-            .unwrap_or_else(Instant::now);
-        let mut notes = verifiers::VerifyNotes::default();
-        // The image owns /tests, as in Harbor: nothing of the task's tests is uploaded.
-        let (step, out_dir) = match place.step {
-            None => (None, self.dir.as_path()),
-            Some((index, dir)) => (Some(index), dir),
-        };
-        let verified = verifiers::verify_with_image_tests(
-            &verifier, &task, step, out_dir, deadline, &mut notes,
-        )
-        .await;
-        self.record_notes(notes);
-        Ok(verified?.result)
+        .await?;
+        Ok(outcome.result)
     }
 }
 
-/// Where and how one separate verification runs.
-struct VerifierPlace<'a> {
-    step: Option<(usize, &'a Path)>,
-    artifacts_dir: &'a Path,
-    timeout: Duration,
-    baseline: tasks::NetworkMode,
-    phase: tasks::NetworkMode,
+/// What a trial does around a separate verification.
+struct TrialSide<'t, B: Backend> {
+    trial: &'t mut Trial<B>,
     /// The port of the egress relay to start in the container, for a task with an allowlist.
     egress_port: Option<u16>,
+}
+
+impl<B: Backend> SeparateVerifierHooks<SandboxOf<B>> for TrialSide<'_, B> {
+    fn starting(&mut self) {
+        self.trial.enter(Phase::Environment);
+    }
+
+    fn started(&mut self) {
+        self.trial.enter(Phase::Verifier);
+    }
+
+    fn upload_limit(&self) -> Option<Duration> {
+        Some(COPY_TIMEOUT)
+    }
+
+    async fn before_tests(&mut self, verifier: &SandboxOf<B>) -> Result<(), TrialFailure> {
+        if let Some(port) = self.egress_port {
+            self.trial.egress_separate_verifier(verifier, port).await?;
+        }
+        Ok(())
+    }
+
+    fn tests_ran(&mut self, notes: VerifyNotes) {
+        self.trial.record_notes(notes);
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@
 //! trial's `exception_info`, so outcomes, retries and the exit code see it. A failure Harbor
 //! still verifies after (agent timeout, non-zero exit) stays in the step only, as in Harbor.
 
+use std::future::Future;
+use std::path::Path;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -28,7 +30,7 @@ use super::healthcheck;
 use super::log::TrialLog;
 use super::phase_network::NetworkPlan;
 use super::separate_verifier::is_separate;
-use crate::backend::Backend;
+use crate::backend::{Backend, Environment};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 use crate::timeouts::PhaseTimeouts;
@@ -123,26 +125,36 @@ impl<B: Backend> Trial<B> {
     async fn step(&mut self, task: &Task, index: usize) -> Result<(), TrialFailure> {
         let step = &task.config.steps[index];
         let step_dir = self.dir.join("steps").join(&step.name);
-        let agent_user = open_step_record(
+        let setup_limit = self.timeouts.agent_setup;
+        let log = self.log.clone();
+        let mut side = TrialStep { trial: self, index };
+        let subdirs = ["agent", "verifier", "artifacts"];
+        let started = start_step(
+            &mut side,
             task,
             index,
             &step_dir,
-            &["agent", "verifier", "artifacts"],
-            &self.log,
+            &subdirs,
+            setup_limit,
+            &log,
         );
-
-        if let Err(failure) = self.prepare_step(task, step, agent_user.as_deref()).await {
-            self.log.line(&format!(
-                "step {:?}: {}: {}",
-                step.name, failure.kind, failure.message
-            ));
-            let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure;
-            record_step_failure(self.current_step(), &failure);
-            // A broken sandbox ends the trial as it would a single-step one (and is questioned
-            // as one: see `attribution`); a failed setup.sh or healthcheck ends it through the
-            // gate (no rewards), as in Harbor, as the agent's `StepSetupError`.
-            return if infrastructure { Err(failure) } else { Ok(()) };
-        }
+        let agent_user = match started.await {
+            Ok(user) => user,
+            Err(StepStartFailure::Setup(failure)) => {
+                self.log.line(&format!(
+                    "step {:?}: {}: {}",
+                    step.name, failure.kind, failure.message
+                ));
+                let infrastructure = failure.kind.blame() == tasks::Blame::Infrastructure;
+                record_step_failure(self.current_step(), &failure);
+                // A broken sandbox ends the trial as it would a single-step one (and is
+                // questioned as one: see `attribution`); a failed setup.sh or healthcheck ends
+                // it through the gate (no rewards), as in Harbor, as the agent's
+                // `StepSetupError`.
+                return if infrastructure { Err(failure) } else { Ok(()) };
+            }
+            Err(StepStartFailure::Runner(failure)) => return Err(failure),
+        };
 
         let network = NetworkPlan::of_step(&task.config, step);
         self.step_agent(task, index, &step_dir, &network, agent_user)
@@ -162,8 +174,8 @@ impl<B: Backend> Trial<B> {
     }
 
     /// The step's agent run under the step's agent network (Harbor's `_phase_network_policy`:
-    /// each phase under its own mode, the baseline restored after it; the switch costs none of
-    /// the phase's deadline). An agent failure after which the step is still verified is
+    /// each phase under its own mode, the baseline restored after it; the switch, made as the
+    /// step started, costs none of the phase's deadline). An agent failure after which the step is still verified is
     /// recorded in the step; one that ends the trial is returned.
     async fn step_agent(
         &mut self,
@@ -174,12 +186,7 @@ impl<B: Backend> Trial<B> {
         agent_user: Option<String>,
     ) -> Result<(), TrialFailure> {
         let step = &task.config.steps[index];
-        if index > 0 {
-            // Stopped for the previous step's verification.
-            self.start_bridge_relay().await?;
-        }
-        self.switch_network("agent run", network.agent_baseline, network.agent_phase)
-            .await?;
+        // The container is on the step's agent network already ([`start_step`]).
         self.egress_step(Some(index));
         self.egress_phase(EgressPhase::Agent).await?;
         self.current_step().agent_execution = Some(PhaseTiming::start());
@@ -296,27 +303,6 @@ impl<B: Backend> Trial<B> {
         Ok(verified)
     }
 
-    /// Harbor's `_prepare_step` in the trial's container (see [`prepare_step`]), bounded by
-    /// the agent setup deadline.
-    async fn prepare_step(
-        &mut self,
-        task: &Task,
-        step: &StepConfig,
-        user: Option<&str>,
-    ) -> Result<(), TrialFailure> {
-        self.enter(Phase::AgentSetup);
-        let sandbox = self.sandbox()?;
-        prepare_step(
-            &sandbox,
-            task,
-            step,
-            user,
-            self.timeouts.agent_setup,
-            &self.log,
-        )
-        .await
-    }
-
     /// After the last step: the rewards aggregated, the trial's agent and verifier timings
     /// spanning the steps', and the container's log directories emptied so the trial-level
     /// collection that follows does not copy the last step's files twice.
@@ -396,11 +382,115 @@ impl<B: Backend> Trial<B> {
     }
 }
 
+/// What the one who runs a step does around [`start_step`]'s order: a trial, or an episode
+/// of `runner serve`.
+pub trait StepStart: Send {
+    /// The container the step's setup runs in.
+    type Sandbox: Sandbox;
+
+    /// Before the step's setup: the container on the step's baseline network (`network`'s
+    /// `agent_baseline`).
+    fn to_setup_network(
+        &mut self,
+        network: &NetworkPlan,
+    ) -> impl Future<Output = Result<(), TrialFailure>> + Send;
+
+    /// The container, as the step's setup begins; its failure is the setup's.
+    fn setup_sandbox(&mut self) -> Result<Self::Sandbox, TrialFailure>;
+
+    /// After the step's setup: the container on the step's agent network (`network`'s
+    /// `agent_phase`), ready for the step's agent.
+    fn to_agent_network(
+        &mut self,
+        network: &NetworkPlan,
+    ) -> impl Future<Output = Result<(), TrialFailure>> + Send;
+}
+
+/// Why a step could not start.
+#[derive(Debug)]
+pub enum StepStartFailure {
+    /// Its setup ([`prepare_step`]) failed: the step's own failure.
+    Setup(TrialFailure),
+    /// What the runner does around the setup (a network switch) failed.
+    Runner(TrialFailure),
+}
+
+impl StepStartFailure {
+    /// The failure, whichever it was.
+    pub fn into_failure(self) -> TrialFailure {
+        match self {
+            Self::Setup(failure) | Self::Runner(failure) => failure,
+        }
+    }
+}
+
+/// A step's start, as a trial and an episode of `runner serve` start each step of a
+/// multi-step task: the step's record opened in `step_dir` (with `subdirs`:
+/// [`open_step_record`]), the container moved to the step's baseline network, the step's
+/// setup ([`prepare_step`], each part within `setup_limit`), then the container moved to the
+/// step's agent network. Returns the user the step's agent runs as.
+pub async fn start_step<D: StepStart>(
+    driver: &mut D,
+    task: &Task,
+    index: usize,
+    step_dir: &Path,
+    subdirs: &[&str],
+    setup_limit: Duration,
+    log: &TrialLog,
+) -> Result<Option<String>, StepStartFailure> {
+    let step = &task.config.steps[index];
+    let user = open_step_record(task, index, step_dir, subdirs, log);
+    let network = NetworkPlan::of_step(&task.config, step);
+    driver
+        .to_setup_network(&network)
+        .await
+        .map_err(StepStartFailure::Runner)?;
+    let sandbox = driver.setup_sandbox().map_err(StepStartFailure::Setup)?;
+    prepare_step(&sandbox, task, step, user.as_deref(), setup_limit, log)
+        .await
+        .map_err(StepStartFailure::Setup)?;
+    driver
+        .to_agent_network(&network)
+        .await
+        .map_err(StepStartFailure::Runner)?;
+    Ok(user)
+}
+
+/// What a trial does around a step's start.
+struct TrialStep<'t, B: Backend> {
+    trial: &'t mut Trial<B>,
+    index: usize,
+}
+
+impl<B: Backend> StepStart for TrialStep<'_, B> {
+    type Sandbox = <B::Environment as Environment>::Sandbox;
+
+    async fn to_setup_network(&mut self, _: &NetworkPlan) -> Result<(), TrialFailure> {
+        // The container is on the step's baseline already: the phases before restored it.
+        Ok(())
+    }
+
+    fn setup_sandbox(&mut self) -> Result<Self::Sandbox, TrialFailure> {
+        self.trial.enter(Phase::AgentSetup);
+        self.trial.sandbox()
+    }
+
+    async fn to_agent_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+        if self.index > 0 {
+            // Stopped for the previous step's verification.
+            self.trial.start_bridge_relay().await?;
+        }
+        self.trial
+            .switch_network("agent run", network.agent_baseline, network.agent_phase)
+            .await
+    }
+}
+
 /// Opens step `index`'s record in `step_dir`: its `subdirs`, and the instruction its agent
 /// gets, kept beside (not inside) the agent's downloaded logs so the agent cannot rewrite it
 /// (`runner view` shows it per step; a write that fails is logged, not fatal). Returns the
 /// user the step's agent runs as: the step's `[steps.agent] user`, else the task's.
-pub fn open_step_record(
+fn open_step_record(
     task: &Task,
     index: usize,
     step_dir: &std::path::Path,
@@ -431,8 +521,7 @@ pub fn open_step_record(
 /// directories emptied, the step's `workdir/` uploaded into the working directory, its
 /// `setup.sh` run there (as the step's agent `user`), then the step's healthcheck, each
 /// bounded by `limit`. A failed `setup.sh` or healthcheck is the agent's `StepSetupError`.
-/// `runner serve` prepares each step of an episode with it (through [`crate::phases`]).
-pub async fn prepare_step<S: Sandbox>(
+async fn prepare_step<S: Sandbox>(
     sandbox: &S,
     task: &Task,
     step: &StepConfig,

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tasks::Sandbox;
 use tasks::records::VerifierResult;
+use tasks::{Sandbox, Task};
 
 use super::Trial;
 use super::record::{finish_timing, start_timing};
@@ -51,27 +51,24 @@ impl<B: Backend> Trial<B> {
         timeout: Duration,
     ) -> Result<VerifierResult, TrialFailure> {
         let sandbox = self.sandbox()?;
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .unwrap_or_else(Instant::now);
         let mut notes = verifiers::VerifyNotes {
             agent_toolchain: self.plan.config.verifier.agent_toolchain,
             ..verifiers::VerifyNotes::default()
         };
-        let task = &self.plan.task;
-        let verified = match step {
+        let out_dir = match step {
             None => {
                 // The end-of-trial download of /logs/artifacts rides along with the results.
                 notes.then_download = Some((
                     super::artifacts::CONVENTION_DIR.to_owned(),
                     self.dir.join("artifacts"),
                 ));
-                verifiers::verify(&sandbox, task, &self.dir, deadline, &mut notes).await
+                self.dir.as_path()
             }
-            Some((index, dir)) => {
-                verifiers::verify_step(&sandbox, task, index, dir, deadline, &mut notes).await
-            }
+            Some((_, dir)) => dir,
         };
+        let index = step.map(|(index, _)| index);
+        let task = &self.plan.task;
+        let verified = run_tests(&sandbox, task, index, out_dir, timeout, &mut notes).await;
         self.record_notes(notes);
         Ok(verified?.result)
     }
@@ -173,6 +170,27 @@ impl<B: Backend> Trial<B> {
                 COLLECT_TIMEOUT.as_secs()
             )),
         }
+    }
+}
+
+/// The tests of `task` (`step` `None`) or of its step `step`, in the agent's container
+/// `sandbox` within `timeout`, their outputs into `out_dir`'s `verifier/` (a trial's or an
+/// episode's directory, or a step's): the shared verification of a trial and of an episode
+/// of `runner serve`, which switch the container's network to the verifier's before it.
+pub async fn run_tests<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    step: Option<usize>,
+    out_dir: &Path,
+    timeout: Duration,
+    notes: &mut verifiers::VerifyNotes,
+) -> Result<verifiers::VerifierOutcome, verifiers::VerifierError> {
+    let deadline = Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(Instant::now);
+    match step {
+        None => verifiers::verify(sandbox, task, out_dir, deadline, notes).await,
+        Some(index) => verifiers::verify_step(sandbox, task, index, out_dir, deadline, notes).await,
     }
 }
 

@@ -1,6 +1,6 @@
 //! Multi-step tasks (`[[steps]]`) served as a trial runs them (the engine's
 //! `trial/steps.rs`, after Harbor's `MultiStepTrial`): one container for every step; each
-//! step is prepared as in a trial ([`engine::phases::prepare_step`]: the log directories
+//! step is started as in a trial ([`engine::phases::start_step`]: the log directories
 //! emptied, its `workdir/` uploaded, its `setup.sh`, its healthcheck) and its instruction is
 //! the observation's; `evaluate` verifies the current step only. When the trial's rules go on
 //! ([`tasks::steps_rewards::stop_after_step`]: the step has a verifier result that meets its
@@ -13,9 +13,8 @@
 //! The record is a trial's with steps: `steps/<name>/` (`instruction.md`, `verifier/`,
 //! `artifacts/`) and `step_results` in `result.json`.
 
-use std::time::Duration;
-
 use chrono::Utc;
+use engine::phases::{NetworkPlan, StepStart, StepStartFailure, start_step};
 use engine::{Backend, PhaseTimeouts, TrialFailure};
 use serde_json::{Map, json};
 use tasks::records::ExceptionInfo;
@@ -24,7 +23,7 @@ use tasks::{ExceptionType, Multipliers};
 
 use super::verify::{GradeFailure, Graded};
 use super::{
-    Ending, Episode, StepRecord, access, grade_details, headline_reward, network_plan,
+    Ending, Episode, SandboxOf, StepRecord, access, grade_details, headline_reward,
     read_test_output,
 };
 use crate::protocol::{Observation, StepResult};
@@ -44,52 +43,24 @@ impl<B: Backend> Episode<B> {
         metadata
     }
 
-    /// Prepares step `index` for the policy as a trial prepares it for its agent: under the
-    /// step's baseline network, the engine's step preparation within the task's agent setup
-    /// deadline; then the step's agent user and agent network.
+    /// Starts step `index` for the policy as a trial starts it for its agent
+    /// ([`engine::phases::start_step`]): under the step's baseline network, the step's setup
+    /// within the task's agent setup deadline; then the step's agent user and agent network.
     pub(super) async fn begin_step(&mut self, index: usize) -> Result<(), TrialFailure> {
         let task = self.task.clone();
-        let step = &task.config.steps[index];
         self.step = index;
         let step_dir = self.verification_dir();
-        let user = engine::phases::open_step_record(
-            &task,
-            index,
-            &step_dir,
-            &["verifier", "artifacts"],
-            &self.log,
-        );
-        let plan = network_plan(&task, Some(index));
-        let environment_error = |m: String| TrialFailure::new(ExceptionType::EnvironmentError, m);
-        self.set_network(access(plan.agent_baseline), "step's setup")
-            .await
-            .map_err(|e| environment_error(e.to_string()))?;
-        let limit: Duration =
-            PhaseTimeouts::resolve(&task.config, &Multipliers::default()).agent_setup;
-        engine::phases::prepare_step(
-            &self.sandbox,
-            &task,
-            step,
-            user.as_deref(),
-            limit,
-            &self.log,
-        )
-        .await?;
-        // What the step's setup.sh left running (a service) is the task's, not the
-        // policy's: later sweeps spare it.
-        self.own_pids = self
-            .list_own_processes()
-            .await
-            .map_err(|e| environment_error(e.to_string()))?;
-        self.set_network(access(plan.agent_phase), "step's policy")
-            .await
-            .map_err(|e| environment_error(e.to_string()))?;
-        self.user = user;
+        let limit = PhaseTimeouts::resolve(&task.config, &Multipliers::default()).agent_setup;
+        let log = self.log.clone();
+        let subdirs = ["verifier", "artifacts"];
+        let mut side = EpisodeStep(self);
+        let started = start_step(&mut side, &task, index, &step_dir, &subdirs, limit, &log);
+        self.user = started.await.map_err(StepStartFailure::into_failure)?;
         self.log.line(&format!(
             "step {}/{}: {} prepared",
             index + 1,
             task.config.steps.len(),
-            step.name
+            task.config.steps[index].name
         ));
         Ok(())
     }
@@ -197,4 +168,35 @@ fn exception(kind: ExceptionType, message: String) -> ExceptionInfo {
         policy: None,
         policy_override: None,
     }
+}
+
+/// What an episode does around a step's start.
+struct EpisodeStep<'e, B: Backend>(&'e mut Episode<B>);
+
+impl<B: Backend> StepStart for EpisodeStep<'_, B> {
+    type Sandbox = SandboxOf<B>;
+
+    async fn to_setup_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+        let baseline = access(network.agent_baseline);
+        let switched = self.0.set_network(baseline, "step's setup").await;
+        switched.map_err(|e| environment_error(e.to_string()))
+    }
+
+    fn setup_sandbox(&mut self) -> Result<Self::Sandbox, TrialFailure> {
+        Ok(self.0.sandbox.clone())
+    }
+
+    async fn to_agent_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+        // What the step's setup.sh left running (a service) is the task's, not the
+        // policy's: later sweeps spare it.
+        let own = self.0.list_own_processes().await;
+        self.0.own_pids = own.map_err(|e| environment_error(e.to_string()))?;
+        let agent = access(network.agent_phase);
+        let switched = self.0.set_network(agent, "step's policy").await;
+        switched.map_err(|e| environment_error(e.to_string()))
+    }
+}
+
+fn environment_error(message: String) -> TrialFailure {
+    TrialFailure::new(ExceptionType::EnvironmentError, message)
 }

@@ -1,32 +1,28 @@
 //! One verification of an episode, as a trial verifies: every process of the policy killed,
 //! then the task's tests (a multi-step task's: the current step's). In the agent's container
-//! they run in the verifier jail under the verifier's network. A verifier with an environment
-//! of its own (`[verifier] environment_mode = "separate"`) gets a fresh container made as a
-//! trial's is ([`engine::phases::separate_verifier_setup`]): it runs its image's own `/tests`,
-//! receives only the declared artifacts collected from the episode's container (and
-//! `/logs/artifacts`), and is removed after. Before the tests, the task's (and the step's)
-//! `[[verifier.collect]]` hooks run and its artifacts, a sidecar's included, are collected
-//! exactly as a trial's are ([`engine::phases::PhasedCollection`]).
+//! they run in the verifier jail under the verifier's network ([`engine::phases::run_tests`]).
+//! A verifier with an environment of its own (`[verifier] environment_mode = "separate"`) gets
+//! a fresh container made, run and removed as a trial's is
+//! ([`engine::phases::run_separately`]): it runs its image's own `/tests` and receives only
+//! the declared artifacts collected from the episode's container (and `/logs/artifacts`).
+//! Before the tests, the task's (and the step's) `[[verifier.collect]]` hooks run and its
+//! artifacts, a sidecar's included, are collected exactly as a trial's are
+//! ([`engine::phases::PhasedCollection`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use engine::phases::{PhasedCollection, SeparateVerifierSetup};
-use engine::trial::artifacts::{
-    ArtifactSpec, CONVENTION_DIR, Collection, Convention, upload_artifacts,
+use engine::phases::{
+    Collection, Convention, PhasedCollection, SeparatePlace, SeparateVerifierHooks,
 };
-use engine::{Backend, Environment, OutputSink, TrialFailure};
+use engine::{Backend, OutputSink, TrialFailure};
 use tasks::records::VerifierResult;
 use tasks::{ExceptionType, ExecRequest, Sandbox};
-use verifiers::{VerifierError, VerifierOutcome, VerifyNotes};
+use verifiers::{VerifierError, VerifyNotes};
 
 use super::{Episode, access, network_plan};
 use crate::scripts;
-
-/// The longest removing a separate verifier's container may take (the server's sweep of
-/// its job's containers at shutdown is the backstop).
-const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A verification that ran to a result.
 pub(super) struct Graded {
@@ -64,18 +60,15 @@ impl From<VerifierError> for GradeFailure {
     }
 }
 
-/// Where one separate verification takes its inputs and puts its outputs.
-struct SeparatePlace<'a> {
-    /// The step verified (`None`: the task).
-    step: Option<usize>,
-    /// The episode's (or the step's) directory: the verifier's outputs go to `verifier/`.
-    out_dir: &'a Path,
-    /// Where the artifacts were collected on the host.
-    artifacts_dir: &'a Path,
-    /// The artifacts to upload.
-    specs: &'a [ArtifactSpec],
-    /// The tests' time limit.
-    timeout: Duration,
+/// What an episode does around a verification's order: it keeps the notes (a trial's phase
+/// changes, upload bound and egress relay are not an episode's).
+#[derive(Default)]
+struct Noted(VerifyNotes);
+
+impl<S: Sandbox> SeparateVerifierHooks<S> for Noted {
+    fn tests_ran(&mut self, notes: VerifyNotes) {
+        self.0 = notes;
+    }
 }
 
 impl<B: Backend> Episode<B> {
@@ -164,7 +157,7 @@ impl<B: Backend> Episode<B> {
             })?;
             collection.run(environment).await?;
         }
-        let mut notes = VerifyNotes::default();
+        let mut noted = Noted::default();
         let outcome = match setup {
             Some(setup) => {
                 let place = SeparatePlace {
@@ -173,9 +166,17 @@ impl<B: Backend> Episode<B> {
                     artifacts_dir: &artifacts_dir,
                     specs: &specs,
                     timeout,
+                    start_limit: Duration::from_secs_f64(
+                        task.config.environment.build_timeout_sec.max(1.0),
+                    ),
                 };
-                self.verify_separately(backend, setup, place, &mut notes)
-                    .await?
+                // Its image's build output goes nowhere, as the episode image's does.
+                let quiet: OutputSink = Arc::new(|_, _| {});
+                let log = &self.log;
+                engine::phases::run_separately(
+                    backend, &task, &setup, place, log, &quiet, &mut noted,
+                )
+                .await?
             }
             None => {
                 let phase = network_plan(&task, step).verifier_phase;
@@ -184,121 +185,20 @@ impl<B: Backend> Episode<B> {
                     .map_err(|e| {
                         GradeFailure::new(e.to_string(), Some(ExceptionType::EnvironmentError))
                     })?;
-                let deadline = Instant::now() + timeout;
-                match step {
-                    None => {
-                        verifiers::verify(&self.sandbox, &task, &out_dir, deadline, &mut notes)
-                            .await?
-                    }
-                    Some(index) => {
-                        verifiers::verify_step(
-                            &self.sandbox,
-                            &task,
-                            index,
-                            &out_dir,
-                            deadline,
-                            &mut notes,
-                        )
-                        .await?
-                    }
-                }
+                engine::phases::run_tests(
+                    &self.sandbox,
+                    &task,
+                    step,
+                    &out_dir,
+                    timeout,
+                    &mut noted.0,
+                )
+                .await?
             }
         };
         Ok(Graded {
             result: outcome.result,
-            leftovers: notes.leftover_processes.len(),
+            leftovers: noted.0.leftover_processes.len(),
         })
-    }
-
-    /// Starts the separate verifier's container (its start bounded by the task's build
-    /// timeout, not the tests'), verifies in it and removes it, on every path.
-    async fn verify_separately(
-        &self,
-        backend: &B,
-        setup: SeparateVerifierSetup,
-        place: SeparatePlace<'_>,
-        notes: &mut VerifyNotes,
-    ) -> Result<VerifierOutcome, GradeFailure> {
-        let task = &self.task;
-        // Its image's build output goes nowhere, as the episode image's does.
-        let quiet: OutputSink = Arc::new(|_, _| {});
-        let limit = Duration::from_secs_f64(task.config.environment.build_timeout_sec.max(1.0));
-        let environment = tokio::time::timeout(
-            limit,
-            backend.start_verifier_environment(task, &setup.image, &setup.spec, &quiet),
-        )
-        .await
-        .map_err(|_| {
-            GradeFailure::new(
-                format!(
-                    "the separate verifier environment did not start within {} s",
-                    limit.as_secs()
-                ),
-                Some(ExceptionType::EnvironmentStartTimeoutError),
-            )
-        })?
-        .map_err(|e| {
-            GradeFailure::new(
-                format!("starting the separate verifier environment: {e}"),
-                Some(ExceptionType::EnvironmentStartError),
-            )
-        })?;
-        let what = environment.describe();
-        self.log.line(&format!(
-            "started the separate verifier environment: {what}"
-        ));
-        let verified = self.verify_in(&environment, &setup, place, notes).await;
-        match tokio::time::timeout(REMOVE_TIMEOUT, environment.remove()).await {
-            Ok(Ok(())) => self.log.line(&format!("removed {what}")),
-            Ok(Err(e)) => self.log.line(&format!("removing {what} failed: {e}")),
-            Err(_) => self.log.line(&format!("removing {what} took too long")),
-        }
-        verified
-    }
-
-    /// In the separate verifier's container: the artifacts uploaded, the verification's
-    /// network set, then the image's own tests run.
-    async fn verify_in(
-        &self,
-        environment: &B::Environment,
-        setup: &SeparateVerifierSetup,
-        place: SeparatePlace<'_>,
-        notes: &mut VerifyNotes,
-    ) -> Result<VerifierOutcome, GradeFailure> {
-        let verifier = environment.main();
-        let uploaded = upload_artifacts(verifier, place.specs, place.artifacts_dir, CONVENTION_DIR)
-            .await
-            .map_err(|e| {
-                GradeFailure::new(
-                    format!("uploading the artifacts to the verifier: {e}"),
-                    Some(ExceptionType::EnvironmentError),
-                )
-            })?;
-        for source in uploaded {
-            self.log
-                .line(&format!("artifact {source}: uploaded to the verifier"));
-        }
-        if setup.phase != setup.baseline {
-            environment
-                .set_network(access(setup.phase))
-                .await
-                .map_err(|e| {
-                    GradeFailure::new(
-                        format!("switching the separate verifier's network: {e}"),
-                        Some(ExceptionType::EnvironmentError),
-                    )
-                })?;
-        }
-        let deadline = Instant::now() + place.timeout;
-        let outcome = verifiers::verify_with_image_tests(
-            verifier,
-            &self.task,
-            place.step,
-            place.out_dir,
-            deadline,
-            notes,
-        )
-        .await?;
-        Ok(outcome)
     }
 }
