@@ -16,5 +16,5 @@ pub use crate::trial::separate_verifier::{
     SeparatePlace, SeparateVerifierHooks, SeparateVerifierSetup, is_separate, run_separately,
     separate_verifier_setup,
 };
-pub use crate::trial::steps::{StepStart, StepStartFailure, start_step};
+pub use crate::trial::steps::{StepStart, StepStartFailure, record_step_failure, start_step};
 pub use crate::trial::verification::run_tests;

@@ -140,10 +140,7 @@ pub(super) fn phase_policy(
     step: Option<&StepConfig>,
     phase: EgressPhase,
 ) -> Result<Policy, PhasePolicyError> {
-    let plan = match step {
-        Some(step) => NetworkPlan::of_step(config, step),
-        None => NetworkPlan::of(config),
-    };
+    let plan = NetworkPlan::resolve(config, step);
     // The sections that may decide the phase, the step's first: (mode, hosts, name).
     let mut sections: Vec<PhaseSection> = Vec::new();
     let mode = match phase {

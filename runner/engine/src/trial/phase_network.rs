@@ -44,7 +44,9 @@ impl NetworkPlan {
         Self::resolve(config, Some(step))
     }
 
-    fn resolve(config: &TaskConfig, step: Option<&StepConfig>) -> NetworkPlan {
+    /// The plan of the task (`step` `None`: [`Self::of`]) or of one of its steps
+    /// ([`Self::of_step`]).
+    pub fn resolve(config: &TaskConfig, step: Option<&StepConfig>) -> NetworkPlan {
         let agent_baseline = config.environment.effective_network();
         let verifier_baseline =
             verifier_environment(config, step).map(EnvironmentSection::effective_network);

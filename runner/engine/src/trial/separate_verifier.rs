@@ -112,10 +112,7 @@ pub fn separate_verifier_setup(
     let Some(venv) = verifier_environment(&task.config, step_config) else {
         return Ok(None);
     };
-    let network = match step_config {
-        Some(step) => NetworkPlan::of_step(&task.config, step),
-        None => NetworkPlan::of(&task.config),
-    };
+    let network = NetworkPlan::resolve(&task.config, step_config);
     let baseline = network.verifier_baseline.unwrap_or(network.agent_baseline);
     let mut spec = agent_spec;
     // Harbor's session id: `<trial>__verifier__<key>`, the key being the step's name.

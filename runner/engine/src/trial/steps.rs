@@ -608,8 +608,9 @@ async fn prepare_step<S: Sandbox>(
     Ok(())
 }
 
-/// Records `failure` as the step's exception, keeping the first.
-fn record_step_failure(step: &mut StepResult, failure: &TrialFailure) {
+/// Records `failure` as the step's exception, keeping the first (a trial's step, or an
+/// episode's).
+pub fn record_step_failure(step: &mut StepResult, failure: &TrialFailure) {
     if step.exception_info.is_some() {
         return;
     }
@@ -675,6 +676,105 @@ mod tests {
         let spanned = span(all.iter()).unwrap();
         assert_eq!((spanned.started_at, spanned.finished_at), (at(1), at(9)));
         assert_eq!(span([None, None].iter()), None);
+    }
+
+    /// Starts steps as a trial or an episode would, recording the order of its hooks.
+    struct Recorder {
+        sandbox: std::sync::Arc<testkit::FakeSandbox>,
+        calls: Vec<String>,
+        refuse_network: bool,
+    }
+
+    impl StepStart for Recorder {
+        type Sandbox = std::sync::Arc<testkit::FakeSandbox>;
+
+        async fn to_setup_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+            self.calls
+                .push(format!("network {}", network.agent_baseline.as_str()));
+            if self.refuse_network {
+                return Err(TrialFailure::new(
+                    ExceptionType::EnvironmentError,
+                    "no switch",
+                ));
+            }
+            Ok(())
+        }
+
+        fn setup_sandbox(&mut self) -> Result<Self::Sandbox, TrialFailure> {
+            self.calls.push("setup".into());
+            Ok(self.sandbox.clone())
+        }
+
+        async fn to_agent_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+            self.calls
+                .push(format!("network {}", network.agent_phase.as_str()));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_step_starts_in_one_order_and_a_failed_setup_is_the_steps_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| testkit::files::write(dir.path(), rel, text);
+        write(
+            "task.toml",
+            "[environment]\nnetwork_mode = \"no-network\"\n\
+             [[steps]]\nname = \"a\"\n[steps.agent]\nnetwork_mode = \"public\"\nuser = \"agent\"\n\
+             [[steps]]\nname = \"b\"\n",
+        );
+        write("environment/Dockerfile", "FROM scratch\n");
+        write("tests/test.sh", "exit 0\n");
+        write("steps/a/instruction.md", "Do a.\n");
+        write("steps/b/instruction.md", "Do b.\n");
+        write("steps/b/workdir/setup.sh", "exit 3\n");
+        let task = Task::load(dir.path()).unwrap();
+        let records = tempfile::tempdir().unwrap();
+        let log = TrialLog::open(&records.path().join("trial.log"), 1 << 20);
+        let limit = Duration::from_secs(60);
+        let mut recorder = Recorder {
+            sandbox: std::sync::Arc::new(testkit::FakeSandbox::new()),
+            calls: Vec::new(),
+            refuse_network: false,
+        };
+
+        let step_a = records.path().join("steps/a");
+        let started = start_step(&mut recorder, &task, 0, &step_a, &["verifier"], limit, &log);
+        assert_eq!(started.await.unwrap().as_deref(), Some("agent"));
+        assert_eq!(
+            recorder.calls,
+            ["network no-network", "setup", "network public"]
+        );
+        let instruction = std::fs::read_to_string(step_a.join(STEP_INSTRUCTION)).unwrap();
+        assert!(instruction.contains("Do a."), "{instruction}");
+        assert!(step_a.join("verifier").is_dir());
+
+        recorder.calls.clear();
+        let step_b = records.path().join("steps/b");
+        let failed = start_step(&mut recorder, &task, 1, &step_b, &[], limit, &log).await;
+        match failed {
+            Err(StepStartFailure::Setup(failure)) => {
+                assert_eq!(failure.kind, ExceptionType::StepSetupError, "{failure:?}");
+            }
+            other => panic!("not the step's setup failure: {other:?}"),
+        }
+        assert_eq!(
+            recorder.calls,
+            ["network no-network", "setup"],
+            "no agent network after a failed setup"
+        );
+
+        recorder.calls.clear();
+        recorder.refuse_network = true;
+        let refused = start_step(&mut recorder, &task, 0, &step_a, &[], limit, &log).await;
+        assert!(
+            matches!(refused, Err(StepStartFailure::Runner(_))),
+            "{refused:?}"
+        );
+        assert_eq!(
+            recorder.calls,
+            ["network no-network"],
+            "no setup off its network"
+        );
     }
 
     #[test]

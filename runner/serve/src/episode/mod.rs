@@ -86,15 +86,6 @@ pub struct Ending {
     pub step_results: Option<Vec<StepRecord>>,
 }
 
-/// The network plan of the step the policy works on (`step` `None`: the task's), Harbor's
-/// plan as the engine resolves it for a trial.
-fn network_plan(task: &Task, step: Option<usize>) -> NetworkPlan {
-    match step {
-        Some(index) => NetworkPlan::of_step(&task.config, &task.config.steps[index]),
-        None => NetworkPlan::of(&task.config),
-    }
-}
-
 /// What names an episode: its container's trial name, its record's directory, its id.
 #[derive(Debug, Clone)]
 pub struct EpisodeNames {
@@ -132,10 +123,9 @@ impl<B: Backend> Episode<B> {
                 message: e.to_string(),
             })?;
         let limits = config.limits.resolve(&task.config);
-        let first_step = task.is_multi_step().then_some(0);
         // A multi-step task's container starts on its baseline, as a trial's: each step is
         // prepared under it, then switched to the step's agent network (`begin_step`).
-        let plan = network_plan(&task, first_step);
+        let plan = NetworkPlan::resolve(&task.config, task.config.steps.first());
         let agent_net = access(if task.is_multi_step() {
             plan.agent_baseline
         } else {

@@ -13,11 +13,9 @@
 //! The record is a trial's with steps: `steps/<name>/` (`instruction.md`, `verifier/`,
 //! `artifacts/`) and `step_results` in `result.json`.
 
-use chrono::Utc;
-use engine::phases::{NetworkPlan, StepStart, StepStartFailure, start_step};
+use engine::phases::{NetworkPlan, StepStart, StepStartFailure, record_step_failure, start_step};
 use engine::{Backend, PhaseTimeouts, TrialFailure};
 use serde_json::{Map, json};
-use tasks::records::ExceptionInfo;
 use tasks::steps_rewards::{aggregate, stop_after_step};
 use tasks::{ExceptionType, Multipliers};
 
@@ -94,7 +92,7 @@ impl<B: Backend> Episode<B> {
                     step.name, failure.message
                 ));
                 let kind = failure.kind.unwrap_or(ExceptionType::EnvironmentError);
-                record.exception_info = Some(exception(kind, failure.message));
+                record_step_failure(&mut record, &TrialFailure::new(kind, failure.message));
             }
         }
         let step_reward = headline_reward(record.rewards());
@@ -117,7 +115,10 @@ impl<B: Backend> Episode<B> {
                     // rewards; it stops the steps and leaves no trial reward.
                     let message = format!("step {:?}: {}", next.name, failure.message);
                     let mut failed = StepRecord::new(&next.name);
-                    failed.exception_info = Some(exception(failure.kind.clone(), message.clone()));
+                    record_step_failure(
+                        &mut failed,
+                        &TrialFailure::new(failure.kind.clone(), message.clone()),
+                    );
                     self.step_results.push(failed);
                     details.insert("stopped".into(), json!(message));
                     obs = obs.failed(message.clone());
@@ -155,18 +156,6 @@ impl<B: Backend> Episode<B> {
         ending.step_results = Some(self.step_results.clone());
         self.remove().await;
         (self.result(obs, Some(reward), true), Some(ending))
-    }
-}
-
-/// A step's exception record.
-fn exception(kind: ExceptionType, message: String) -> ExceptionInfo {
-    ExceptionInfo {
-        exception_type: kind.clone(),
-        exception_traceback: format!("{kind}: {message}\n"),
-        exception_message: message,
-        occurred_at: Utc::now(),
-        policy: None,
-        policy_override: None,
     }
 }
 

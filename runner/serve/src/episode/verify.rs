@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine::phases::{
-    Collection, Convention, PhasedCollection, SeparatePlace, SeparateVerifierHooks,
+    Collection, Convention, NetworkPlan, PhasedCollection, SeparatePlace, SeparateVerifierHooks,
 };
 use engine::{Backend, OutputSink, TrialFailure};
 use tasks::records::VerifierResult;
 use tasks::{ExceptionType, ExecRequest, Sandbox};
 use verifiers::{VerifierError, VerifyNotes};
 
-use super::{Episode, access, network_plan};
+use super::{Episode, access};
 use crate::scripts;
 
 /// A verification that ran to a result.
@@ -179,7 +179,7 @@ impl<B: Backend> Episode<B> {
                 .await?
             }
             None => {
-                let phase = network_plan(&task, step).verifier_phase;
+                let phase = NetworkPlan::resolve(&task.config, step_config).verifier_phase;
                 self.set_network(access(phase), "verifier")
                     .await
                     .map_err(|e| {
