@@ -9,6 +9,9 @@
 //! and its network is its own: the verifier environment's baseline, switched to the phase's
 //! `network_mode` when that differs (an allowlist through the trial's egress proxy, with a
 //! relay of its own: see [`super::egress`]). One container per verification (per step), removed after.
+//! That order is [`run_separately`], a trial's and a `runner serve` episode's alike; what only
+//! a trial does around it (its watchdog's phases, the upload's bound, the egress relay) is
+//! its [`SeparateVerifierHooks`].
 
 use std::future::Future;
 use std::path::Path;

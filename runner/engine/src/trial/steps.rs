@@ -175,8 +175,8 @@ impl<B: Backend> Trial<B> {
 
     /// The step's agent run under the step's agent network (Harbor's `_phase_network_policy`:
     /// each phase under its own mode, the baseline restored after it; the switch, made as the
-    /// step started, costs none of the phase's deadline). An agent failure after which the step is still verified is
-    /// recorded in the step; one that ends the trial is returned.
+    /// step started, costs none of the phase's deadline). An agent failure after which the
+    /// step is still verified is recorded in the step; one that ends the trial is returned.
     async fn step_agent(
         &mut self,
         task: &Task,
