@@ -13,8 +13,8 @@ pub use crate::trial::environment::{AgentEnvironment, upload_environment_dir};
 pub use crate::trial::log::TrialLog;
 pub use crate::trial::phase_network::{NetworkPlan, access};
 pub use crate::trial::separate_verifier::{
-    SeparatePlace, SeparateVerifierHooks, SeparateVerifierSetup, is_separate, run_separately,
-    separate_verifier_setup,
+    SeparatePlace, SeparateVerifierHooks, SeparateVerifierSetup, run_separately,
+    separate_verifier_setup, trial_verifier_mode,
 };
 pub use crate::trial::steps::{StepStart, StepStartFailure, record_step_failure, start_step};
 pub use crate::trial::verification::run_tests;

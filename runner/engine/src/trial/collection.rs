@@ -75,12 +75,6 @@ impl<'a> PhasedCollection<'a> {
         }
     }
 
-    /// True when there is a hook to run or an artifact of a sidecar: a collection that can
-    /// change what a verifier sees even when it shares the agent's container.
-    pub fn has_hooks_or_sidecars(&self) -> bool {
-        !self.hooks.is_empty() || self.specs.iter().any(|s| s.sidecar().is_some())
-    }
-
     /// Runs the hooks and collects the artifacts of `environment` with their manifest.
     /// Returns the manifest's entries; fails only when the main service cannot be thawed
     /// after the sidecar pass.

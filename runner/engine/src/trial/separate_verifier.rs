@@ -42,7 +42,7 @@ const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// True when the verifier of `task` (`step` `None`) or of its step `step` runs in its own
-/// environment (also `runner serve`'s, through [`crate::phases`]).
+/// environment.
 pub fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
     verifier_environment(&task.config, step).is_some()
 }
@@ -50,7 +50,7 @@ pub fn is_separate(task: &Task, step: Option<&StepConfig>) -> bool {
 /// Harbor 0.26's trial-level verifier mode of `task` (`verifier_environment_mode` of its result,
 /// `verifier.environment_mode` of its lock entry): `separate` or `shared` for a single-step
 /// task, resolved from the task whether or not verification then runs; `None` for a multi-step
-/// task, whose steps each resolve their own.
+/// task, whose steps each resolve their own. A `runner serve` episode records it too.
 pub fn trial_verifier_mode(task: &Task) -> Option<&'static str> {
     task.config.steps.is_empty().then(|| {
         if is_separate(task, None) {

@@ -415,15 +415,6 @@ pub enum StepStartFailure {
     Runner(TrialFailure),
 }
 
-impl StepStartFailure {
-    /// The failure, whichever it was.
-    pub fn into_failure(self) -> TrialFailure {
-        match self {
-            Self::Setup(failure) | Self::Runner(failure) => failure,
-        }
-    }
-}
-
 /// A step's start, as a trial and an episode of `runner serve` start each step of a
 /// multi-step task: the step's record opened in `step_dir` (with `subdirs`:
 /// [`open_step_record`]), the container moved to the step's baseline network, the step's

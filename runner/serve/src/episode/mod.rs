@@ -410,8 +410,10 @@ impl<B: Backend> Episode<B> {
             return self.step_evaluated(graded, obs).await;
         }
         let mut obs = obs;
+        // Where a single-step task verifies, as a trial records it.
+        let mode = engine::phases::trial_verifier_mode(&self.task);
         let mut ending = Ending {
-            verifier_environment_mode: Some(self.verifier_mode().into()),
+            verifier_environment_mode: mode.map(str::to_owned),
             ..Ending::default()
         };
         match graded {

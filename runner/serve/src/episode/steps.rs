@@ -53,7 +53,10 @@ impl<B: Backend> Episode<B> {
         let subdirs = ["verifier", "artifacts"];
         let mut side = EpisodeStep(self);
         let started = start_step(&mut side, &task, index, &step_dir, &subdirs, limit, &log);
-        self.user = started.await.map_err(StepStartFailure::into_failure)?;
+        self.user = started.await.map_err(|failed| match failed {
+            // An episode ends either way: the next step cannot be the policy's.
+            StepStartFailure::Setup(failure) | StepStartFailure::Runner(failure) => failure,
+        })?;
         self.log.line(&format!(
             "step {}/{}: {} prepared",
             index + 1,

@@ -77,17 +77,6 @@ impl<B: Backend> Episode<B> {
         self.task.is_multi_step().then_some(self.step)
     }
 
-    /// `separate` when the current verification runs in a verifier environment of its own,
-    /// else `shared`.
-    pub(super) fn verifier_mode(&self) -> &'static str {
-        let step = self.current_step().map(|i| &self.task.config.steps[i]);
-        if engine::phases::is_separate(&self.task, step) {
-            "separate"
-        } else {
-            "shared"
-        }
-    }
-
     /// Where the current verification's outputs go: the episode's directory, or a step's
     /// `steps/<name>/` (as a trial's).
     pub(super) fn verification_dir(&self) -> PathBuf {
@@ -148,7 +137,9 @@ impl<B: Backend> Episode<B> {
         // step leaves before the next one empties /logs/artifacts, and what the hooks write
         // for a shared verifier to read. A shared single-step verification with neither hooks
         // nor sidecar artifacts reads the container as it is and needs no copy.
-        if setup.is_some() || step.is_some() || collection.has_hooks_or_sidecars() {
+        let hooks_or_sidecars =
+            !collection.hooks.is_empty() || collection.specs.iter().any(|s| s.sidecar().is_some());
+        if setup.is_some() || step.is_some() || hooks_or_sidecars {
             let environment = self.environment.as_ref().ok_or_else(|| {
                 GradeFailure::new(
                     "the episode's environment is gone",
