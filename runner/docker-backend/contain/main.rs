@@ -77,6 +77,7 @@ mod copy;
 mod egress;
 mod hooks;
 mod launch;
+mod logdirs;
 mod mounts;
 mod order;
 mod pins;
@@ -104,7 +105,7 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("wait") {
-        std::process::exit(order::wait_and_verify());
+        std::process::exit(order::wait_and_verify(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("probe") {
         std::process::exit(probe());

@@ -1,10 +1,13 @@
 //! `contain wait`: the jail is started early (while the agent runs) and waits here, doing
-//! nothing, until the runner sends the verification order on stdin. The order is the argument
+//! nothing, until the runner sends the verification order on stdin. Asked to (`--make-dir`),
+//! it first makes the trial's `/logs` directories and answers with one byte on stdout
+//! (`logdirs.rs`), before any process of the trial runs. The order is the argument
 //! list of `contain verify` plus `--env K=V` pairs, each field ended by a NUL byte and the
 //! whole order by an empty field. End of input before that (the runner went away, or decided
 //! not to verify in this jail) means: do nothing at all.
 
 use super::*;
+use std::io::Write;
 
 /// The most bytes an order may hold (arguments and the verifier's environment).
 const MAX_ORDER_BYTES: usize = 1 << 20;
@@ -63,7 +66,27 @@ fn find_end(bytes: &[u8]) -> Option<usize> {
 
 /// Waits for the order, carries it out as `contain verify` would, and sends the results
 /// back over stdout (`stream.rs`), the helper's exit code with them as `out/exit`.
-pub(crate) fn wait_and_verify() -> i32 {
+pub(crate) fn wait_and_verify(args: &[String]) -> i32 {
+    let dirs = match logdirs::parse(args) {
+        Ok(dirs) => dirs,
+        Err(message) => {
+            eprintln!("contain wait: {message}");
+            return 64;
+        }
+    };
+    if !dirs.is_empty() {
+        let answer = match logdirs::make_in_trial(&dirs) {
+            Ok(()) => logdirs::MADE,
+            Err(why) => {
+                eprintln!("contain: making the trial's {}: {why}", dirs.join(" "));
+                logdirs::NOT_MADE
+            }
+        };
+        let mut stdout = io::stdout().lock();
+        if stdout.write_all(&[answer]).and_then(|()| stdout.flush()).is_err() {
+            return 3;
+        }
+    }
     let order = match read_order(io::stdin().lock()) {
         Ok(None) => return 0,
         Ok(Some(order)) => order,

@@ -255,6 +255,7 @@ fn main_jail_spec(
             .iter()
             .find(|m| m.tests_egress)
             .map(|m| (m.host.clone(), m.container.clone())),
+        make_dirs: Vec::new(),
     }
 }
 
@@ -265,7 +266,7 @@ async fn start_with_jail(
     client: &DockerClient,
     container: &TrialContainer,
     container_spec: &ContainerSpec,
-    jail_spec: JailSpec,
+    mut jail_spec: JailSpec,
 ) -> Result<Arc<JailSlot>, DockerError> {
     // A main container that runs a command of its own (a compose `command` or
     // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
@@ -284,11 +285,18 @@ async fn start_with_jail(
     // for the trial's): on this engine that takes its create and upload off the path of
     // a quick agent's verification. A failed trial start drops `started`, and the jail's
     // preparation then removes what it made.
+    // Otherwise the jail makes them as it starts: an upload into the trial container now
+    // would hold the container the jail's start must look at (`contain/logdirs.rs`).
+    if !dirs_first {
+        jail_spec.make_dirs = dirs.clone();
+    }
     let (started, trial_running) = tokio::sync::oneshot::channel();
+    let (answer, dirs_answer) = tokio::sync::oneshot::channel();
     let jail = Arc::new(JailSlot::preparing(tokio::spawn(prepare_jail(
         client.clone(),
         jail_spec,
         trial_running,
+        answer,
     ))));
     if dirs_first {
         // A failure drops `started`: the jail's preparation removes what it made.
@@ -296,7 +304,13 @@ async fn start_with_jail(
     }
     container.start_created(client).await?;
     let _ = started.send(());
-    if !dirs_first && let Err(e) = container.make_writable_dirs(client, dirs).await {
+    // Without the jail's answer (no helper, a jail that failed to start, or directories it
+    // could not make) they are uploaded, as before.
+    let made_by_jail = !dirs_first && dirs_answer.await.unwrap_or(false);
+    if !dirs_first
+        && !made_by_jail
+        && let Err(e) = container.make_writable_dirs(client, dirs).await
+    {
         // The trial container is gone; so must be the jail that joined it.
         if let Some(unused) = jail.unused().await {
             let _ = remove_container(client, &unused).await;
@@ -316,6 +330,7 @@ async fn prepare_jail(
     client: DockerClient,
     mut spec: JailSpec,
     trial_running: tokio::sync::oneshot::Receiver<()>,
+    dirs_answer: tokio::sync::oneshot::Sender<bool>,
 ) -> Prepared {
     let defaults = match image::defaults::of(&client, &spec.image).await {
         Ok(defaults) => defaults,
@@ -342,6 +357,7 @@ async fn prepare_jail(
             .await
             .map_err(WarmJailError::Start)
     };
+    let _ = dirs_answer.send(warm.as_ref().is_ok_and(|jail| jail.dirs_made));
     Prepared {
         spec: Some(spec),
         warm,

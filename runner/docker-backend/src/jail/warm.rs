@@ -51,6 +51,8 @@ pub(crate) struct WarmJail {
     /// verification whether the jail still runs without an inspection (a round trip on the
     /// trial's path), and it is already waiting when the tests end.
     exit: Option<JoinHandle<Result<i64, DockerError>>>,
+    /// The helper made the trial's `/logs` directories as it started (`JailSpec::make_dirs`).
+    pub dirs_made: bool,
 }
 
 impl Drop for WarmJail {
@@ -160,7 +162,7 @@ pub(crate) async fn prestart(
     let name = jail_name(spec);
     let body = ContainerCreateBody {
         image: Some(spec.image.clone()),
-        entrypoint: Some(vec![HELPER_PATH.to_owned(), "wait".to_owned()]),
+        entrypoint: Some(wait_command(&spec.make_dirs)),
         cmd: Some(Vec::new()),
         env: Some(spec.env.clone()),
         user: Some("0".into()),
@@ -219,19 +221,70 @@ pub(crate) async fn prestart(
             let (client, id) = (client.clone(), id.clone());
             async move { crate::jail::wait_exit(&client, &id).await }
         });
-        Ok::<_, DockerError>((attached.input, attached.output, exit))
+        let mut output = attached.output;
+        let dirs_made = match spec.make_dirs.is_empty() {
+            true => false,
+            false => read_dirs_answer(&mut output, &name).await?,
+        };
+        Ok::<_, DockerError>((attached.input, output, exit, dirs_made))
     };
     match started.await {
-        Ok((input, output, exit)) => Ok(WarmJail {
+        Ok((input, output, exit, dirs_made)) => Ok(WarmJail {
             id,
             input,
             output,
             exit: Some(exit),
+            dirs_made,
         }),
         Err(e) => {
             let _ = remove_container(client, &id).await;
             Err(e)
         }
+    }
+}
+
+/// The helper's command: `contain wait`, asked to make the trial's `make_dirs` first when
+/// there are any (`contain/logdirs.rs`).
+fn wait_command(make_dirs: &[String]) -> Vec<String> {
+    let mut command = vec![HELPER_PATH.to_owned(), "wait".to_owned()];
+    for dir in make_dirs {
+        command.extend(["--make-dir".to_owned(), dir.clone()]);
+    }
+    command
+}
+
+/// The longest the helper may take to answer whether it made the trial's directories (a few
+/// system calls; the bound only keeps a stuck engine from holding the trial).
+const DIRS_ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads the helper's one-byte answer to `--make-dir` from its stdout: true when it made the
+/// directories, false when it could not (its reason is on its stderr, and the runner uploads
+/// them instead). An answer that is not one of the two bytes, or none, is an error: the jail
+/// is then removed and the verification makes a fresh one.
+async fn read_dirs_answer(
+    output: &mut Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>,
+    name: &str,
+) -> Result<bool, DockerError> {
+    let answer = async {
+        while let Some(frame) = output.next().await {
+            match frame {
+                Ok(LogOutput::StdOut { message }) => return Ok(message.to_vec()),
+                Ok(_) => continue,
+                Err(e) => return Err(DockerError::api(format!("reading {name}"), e)),
+            }
+        }
+        Ok(Vec::new())
+    };
+    let bytes = tokio::time::timeout(DIRS_ANSWER_TIMEOUT, answer)
+        .await
+        .map_err(|_| DockerError::Jail(format!("{name} did not answer within 60 s")))??;
+    match bytes.as_slice() {
+        b"D" => Ok(true),
+        b"F" => Ok(false),
+        other => Err(DockerError::Jail(format!(
+            "{name} answered {:?} to --make-dir",
+            String::from_utf8_lossy(other)
+        ))),
     }
 }
 
