@@ -1,10 +1,12 @@
-//! `contain wait`: the jail is started early (while the agent runs) and waits here, doing
-//! nothing, until the runner sends the verification order on stdin. Asked to (`--make-dir`),
-//! it first makes the trial's `/logs` directories and answers with one byte on stdout
-//! (`logdirs.rs`), before any process of the trial runs. The order is the argument
-//! list of `contain verify` plus `--env K=V` pairs, each field ended by a NUL byte and the
-//! whole order by an empty field. End of input before that (the runner went away, or decided
-//! not to verify in this jail) means: do nothing at all.
+//! `contain wait`: the jail is started early (while the agent runs) and waits here for the
+//! runner's verification order on stdin. Before it reads the order it does two things, and
+//! nothing else: asked to (`--make-dir`), it makes the trial's `/logs` directories, before any
+//! process of the trial runs, and answers with one byte on stdout (`logdirs.rs`); then, in its
+//! own root only, it copies the image's programs the tests will be pinned to
+//! (`pins::precopy`). The order is the argument list of `contain verify` plus `--env K=V`
+//! pairs, each field ended by a NUL byte and the whole order by an empty field. End of input
+//! before that (the runner went away, or decided not to verify in this jail) means: do
+//! nothing more.
 
 use super::*;
 use std::io::Write;
@@ -83,10 +85,17 @@ pub(crate) fn wait_and_verify(args: &[String]) -> i32 {
             }
         };
         let mut stdout = io::stdout().lock();
-        if stdout.write_all(&[answer]).and_then(|()| stdout.flush()).is_err() {
+        if stdout
+            .write_all(&[answer])
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
             return 3;
         }
     }
+    // The image's programs copied while the agent runs, from the jail's own root only.
+    let search = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
+    let ahead = pins::precopy(&toolchain::image_sources(&search));
     let order = match read_order(io::stdin().lock()) {
         Ok(None) => return 0,
         Ok(Some(order)) => order,
@@ -109,7 +118,7 @@ pub(crate) fn wait_and_verify(args: &[String]) -> i32 {
         unsafe { std::env::set_var(key, value) };
     }
     let code = match Options::parse(&order.args) {
-        Ok(options) => verify_into(&options, &out),
+        Ok(options) => verify_into(&options, &out, ahead),
         Err(message) => {
             eprintln!("contain: {message}");
             64

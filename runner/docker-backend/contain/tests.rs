@@ -132,7 +132,13 @@ fn wait_takes_the_directories_to_make_and_refuses_anything_else() {
     let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
     assert_eq!(logdirs::parse(&[]).unwrap(), Vec::<String>::new());
     assert_eq!(
-        logdirs::parse(&args(&["--make-dir", "/logs/agent", "--make-dir", "/logs/x y"])).unwrap(),
+        logdirs::parse(&args(&[
+            "--make-dir",
+            "/logs/agent",
+            "--make-dir",
+            "/logs/x y"
+        ]))
+        .unwrap(),
         ["/logs/agent", "/logs/x y"]
     );
     assert!(logdirs::parse(&args(&["--make-dir"])).is_err());
