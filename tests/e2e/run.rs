@@ -424,6 +424,32 @@ fn an_image_entrypoint_finds_the_logs_directories_at_the_containers_start() {
     assert_eq!(reward(result), Some(1.0), "{result:#}\n{log}");
 }
 
+/// The trial's `/logs` directories are made by the verifier jail as it starts (an upload into
+/// the trial container beside that start held the container the start must look at): the
+/// agent finds them as the upload made them, directories of mode 0777 owned by root, even
+/// where the image has a file in their place or a directory of another mode.
+#[test]
+fn the_verifier_jail_makes_the_logs_directories_as_an_upload_did() {
+    let (_jobs, job, code) = run_job("tests/fixtures/tasks/logs-dirs", "oracle", 1);
+    let (name, result) = job.trial_results().swap_remove(0);
+    let log = job.trial_file(&name, "trial.log");
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains(
+            "/logs/agent, /logs/verifier, /logs/artifacts made by the verifier jail as it started"
+        ),
+        "{log}"
+    );
+    let modes = job.trial_file(&name, "agent/modes.txt");
+    for dir in ["/logs/agent", "/logs/verifier", "/logs/artifacts"] {
+        assert!(
+            modes.contains(&format!("{dir} directory 777 0 0\n")),
+            "{dir}: {modes}"
+        );
+    }
+    assert_eq!(reward(&result), Some(1.0), "{result:#}\n{log}");
+}
+
 #[test]
 fn an_agent_that_kills_every_jail_it_sees_fails_as_the_agent() {
     // The early jail dies while it waits, so the runner makes a fresh one at verification; the

@@ -77,6 +77,7 @@ mod copy;
 mod egress;
 mod hooks;
 mod launch;
+mod logdirs;
 mod mounts;
 mod order;
 mod pins;
@@ -104,7 +105,7 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("wait") {
-        std::process::exit(order::wait_and_verify());
+        std::process::exit(order::wait_and_verify(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("probe") {
         std::process::exit(probe());
@@ -229,7 +230,7 @@ impl Status {
 
 fn verify(options: &Options) -> i32 {
     match open_dir_fd("/.runner/out") {
-        Ok(out_dir) => verify_into(options, &out_dir),
+        Ok(out_dir) => verify_into(options, &out_dir, None),
         Err(e) => {
             eprintln!("contain: /.runner/out: {e}");
             3
@@ -237,10 +238,11 @@ fn verify(options: &Options) -> i32 {
     }
 }
 
-/// `contain verify` with its results going to the open `/.runner/out`; returns the exit code.
-fn verify_into(options: &Options, out_dir: &DirFd) -> i32 {
+/// `contain verify` with its results going to the open `/.runner/out` (the image's programs
+/// taken from `ahead` where they were copied before the order); returns the exit code.
+fn verify_into(options: &Options, out_dir: &DirFd, ahead: Option<pins::Precopied>) -> i32 {
     let mut status = Status { lines: Vec::new() };
-    let code = match run(options, out_dir, &mut status) {
+    let code = match run(options, out_dir, &mut status, ahead) {
         Ok(()) => 0,
         Err(Failure::Unavailable(why)) => {
             status.push("unavailable", &why);
@@ -286,8 +288,13 @@ fn open_dir_fd(path: &str) -> io::Result<DirFd> {
     Ok(DirFd { _file: file, path })
 }
 
-fn run(options: &Options, out: &DirFd, status: &mut Status) -> Result<(), Failure> {
-    let own = from_own_root(options, status)?;
+fn run(
+    options: &Options,
+    out: &DirFd,
+    status: &mut Status,
+    ahead: Option<pins::Precopied>,
+) -> Result<(), Failure> {
+    let own = from_own_root(options, status, ahead)?;
     join_namespaces(1).map_err(|e| unavailable("joining the trial's namespaces", e))?;
     anchor_all().map_err(Failure::Unavailable)?;
     let image_top = match own.pinning {
@@ -357,7 +364,11 @@ struct OwnRoot {
 
 /// Reads and prepares, still in the jail's own root, what the tests must take from the image,
 /// and starts the tests' relay there (the only mount namespace where its socket is).
-fn from_own_root(options: &Options, status: &mut Status) -> Result<OwnRoot, Failure> {
+fn from_own_root(
+    options: &Options,
+    status: &mut Status,
+    ahead: Option<pins::Precopied>,
+) -> Result<OwnRoot, Failure> {
     let tests_src = open_dir_fd("/.runner/tests").map_err(|e| unavailable("/.runner/tests", e))?;
     let agent_caps = bounding_set_of(1).unwrap_or(DOCKER_DEFAULT_CAPS);
     if agent_caps & (1 << CAP_WAKE_ALARM) != 0 {
@@ -374,7 +385,7 @@ fn from_own_root(options: &Options, status: &mut Status) -> Result<OwnRoot, Fail
     let image_group = read_capped("/etc/group").unwrap_or_default();
     let pinning = match options.agent_toolchain {
         true => None,
-        false => Some((pins::prepare(&plan)?, rootview::image_links())),
+        false => Some((pins::prepare(&plan, ahead)?, rootview::image_links())),
     };
     // Started before joining: the relay stays in the jail's own mount namespace, the only
     // one where its socket is.

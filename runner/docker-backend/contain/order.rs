@@ -1,10 +1,15 @@
-//! `contain wait`: the jail is started early (while the agent runs) and waits here, doing
-//! nothing, until the runner sends the verification order on stdin. The order is the argument
-//! list of `contain verify` plus `--env K=V` pairs, each field ended by a NUL byte and the
-//! whole order by an empty field. End of input before that (the runner went away, or decided
-//! not to verify in this jail) means: do nothing at all.
+//! `contain wait`: the jail is started early (while the agent runs) and waits here for the
+//! runner's verification order on stdin. Before it reads the order it does two things, and
+//! nothing else: asked to (`--make-dir`), it makes the trial's `/logs` directories, before any
+//! process of the trial runs, and answers with one byte on stdout (`logdirs.rs`); then, in its
+//! own root only, it copies the image's programs the tests will be pinned to
+//! (`pins::precopy`). The order is the argument list of `contain verify` plus `--env K=V`
+//! pairs, each field ended by a NUL byte and the whole order by an empty field. End of input
+//! before that (the runner went away, or decided not to verify in this jail) means: do
+//! nothing more.
 
 use super::*;
+use std::io::Write;
 
 /// The most bytes an order may hold (arguments and the verifier's environment).
 const MAX_ORDER_BYTES: usize = 1 << 20;
@@ -63,7 +68,34 @@ fn find_end(bytes: &[u8]) -> Option<usize> {
 
 /// Waits for the order, carries it out as `contain verify` would, and sends the results
 /// back over stdout (`stream.rs`), the helper's exit code with them as `out/exit`.
-pub(crate) fn wait_and_verify() -> i32 {
+pub(crate) fn wait_and_verify(args: &[String]) -> i32 {
+    let dirs = match logdirs::parse(args) {
+        Ok(dirs) => dirs,
+        Err(message) => {
+            eprintln!("contain wait: {message}");
+            return 64;
+        }
+    };
+    if !dirs.is_empty() {
+        let answer = match logdirs::make_in_trial(&dirs) {
+            Ok(()) => logdirs::MADE,
+            Err(why) => {
+                eprintln!("contain: making the trial's {}: {why}", dirs.join(" "));
+                logdirs::NOT_MADE
+            }
+        };
+        let mut stdout = io::stdout().lock();
+        if stdout
+            .write_all(&[answer])
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return 3;
+        }
+    }
+    // The image's programs copied while the agent runs, from the jail's own root only.
+    let search = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
+    let ahead = pins::precopy(&toolchain::image_sources(&search));
     let order = match read_order(io::stdin().lock()) {
         Ok(None) => return 0,
         Ok(Some(order)) => order,
@@ -86,7 +118,7 @@ pub(crate) fn wait_and_verify() -> i32 {
         unsafe { std::env::set_var(key, value) };
     }
     let code = match Options::parse(&order.args) {
-        Ok(options) => verify_into(&options, &out),
+        Ok(options) => verify_into(&options, &out, ahead),
         Err(message) => {
             eprintln!("contain: {message}");
             64

@@ -128,6 +128,24 @@ fn tempfile_dir(name: &str) -> PathBuf {
 }
 
 #[test]
+fn wait_takes_the_directories_to_make_and_refuses_anything_else() {
+    let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    assert_eq!(logdirs::parse(&[]).unwrap(), Vec::<String>::new());
+    assert_eq!(
+        logdirs::parse(&args(&[
+            "--make-dir",
+            "/logs/agent",
+            "--make-dir",
+            "/logs/x y"
+        ]))
+        .unwrap(),
+        ["/logs/agent", "/logs/x y"]
+    );
+    assert!(logdirs::parse(&args(&["--make-dir"])).is_err());
+    assert!(logdirs::parse(&args(&["--other", "x"])).is_err());
+}
+
+#[test]
 fn an_order_is_read_whole_and_a_cut_one_means_nothing_to_do() {
     let order = order::read_order(
         &b"verify\0--command\0true\0--env\0A=b=c\0--timeout\x002.5\0\0trailing"[..],

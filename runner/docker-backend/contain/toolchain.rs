@@ -277,8 +277,11 @@ pub(crate) fn path_dirs(search: &str) -> Vec<String> {
     dirs
 }
 
-fn plan_tools(search: &str, plan: &mut Plan) {
-    let dirs = path_dirs(search);
+/// The image's programs the tests get (`search` resolved in the jail's own root, which is the
+/// image as built): for each, the index of its `PATH` directory (`path_dirs`), its name and
+/// its path. Only the image is read.
+fn image_tools(dirs: &[String]) -> Vec<(usize, String, String)> {
+    let mut tools = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     for (k, dir) in dirs.iter().enumerate() {
         let Ok(entries) = fs::read_dir(dir) else {
@@ -294,54 +297,78 @@ fn plan_tools(search: &str, plan: &mut Plan) {
             if !Path::new(&source).is_file() {
                 continue; // a dangling link in the image: nothing to pin
             }
-            for (j, earlier) in dirs[..=k].iter().enumerate() {
-                let target = format!("{earlier}/{name}");
-                if j == k {
-                    note_change(&target, &source, plan);
-                } else if fs::symlink_metadata(in_trial(&target)).is_ok() {
-                    plan.changes.push(format!(
-                        "{target}: added by the agent, earlier on PATH than the image's {source}"
-                    ));
-                }
-                plan.pins.push(Pin {
-                    target,
-                    source: Source::Image(source.clone()),
-                });
+            seen.push(name.clone());
+            tools.push((k, name, source));
+        }
+    }
+    tools
+}
+
+/// The image's pinned libraries ([`is_pinned_library`]), each at its real path: a merged-/usr
+/// image has /lib -> usr/lib, so each real directory is read once (the links above it are the
+/// image's, see `rootview.rs`). Only the image is read.
+fn image_libraries() -> Vec<String> {
+    let mut done: Vec<PathBuf> = Vec::new();
+    let mut paths = Vec::new();
+    for dir in LIBRARY_DIRS {
+        let Ok(real) = fs::canonicalize(dir) else {
+            continue;
+        };
+        if done.contains(&real) {
+            continue;
+        }
+        if let Ok(entries) = fs::read_dir(&real) {
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|name| is_pinned_library(name))
+                .collect();
+            names.sort();
+            let dir = real.display().to_string();
+            paths.extend(
+                names
+                    .into_iter()
+                    .map(|name| format!("{dir}/{name}"))
+                    .filter(|path| Path::new(path).is_file()),
+            );
+        }
+        done.push(real);
+    }
+    paths
+}
+
+/// The image files the plan for `search` pins (its programs and libraries), as far as the
+/// image alone tells: what `contain wait` copies while the agent runs (`pins::precopy`).
+pub(crate) fn image_sources(search: &str) -> Vec<String> {
+    let mut sources: Vec<String> = image_tools(&path_dirs(search))
+        .into_iter()
+        .map(|(_, _, source)| source)
+        .collect();
+    sources.extend(image_libraries());
+    sources
+}
+
+fn plan_tools(search: &str, plan: &mut Plan) {
+    let dirs = path_dirs(search);
+    for (k, name, source) in image_tools(&dirs) {
+        for (j, earlier) in dirs[..=k].iter().enumerate() {
+            let target = format!("{earlier}/{name}");
+            if j == k {
+                note_change(&target, &source, plan);
+            } else if fs::symlink_metadata(in_trial(&target)).is_ok() {
+                plan.changes.push(format!(
+                    "{target}: added by the agent, earlier on PATH than the image's {source}"
+                ));
             }
-            seen.push(name);
+            plan.pins.push(Pin {
+                target,
+                source: Source::Image(source.clone()),
+            });
         }
     }
 }
 
 fn plan_libraries(plan: &mut Plan) {
-    // A merged-/usr image has /lib -> usr/lib: each real directory is pinned once, at its
-    // real path (the links above it are the image's, see `rootview.rs`).
-    let mut done: Vec<PathBuf> = Vec::new();
-    for dir in LIBRARY_DIRS {
-        let Ok(real) = fs::canonicalize(dir) else {
-            continue;
-        };
-        if !done.contains(&real) {
-            pin_libraries_in(&real.display().to_string(), plan);
-            done.push(real);
-        }
-    }
-}
-
-fn pin_libraries_in(dir: &str, plan: &mut Plan) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| is_pinned_library(name))
-        .collect();
-    names.sort();
-    for name in names {
-        let path = format!("{dir}/{name}");
-        if !Path::new(&path).is_file() {
-            continue;
-        }
+    for path in image_libraries() {
         note_change(&path, &path, plan);
         plan.pins.push(Pin {
             target: path.clone(),

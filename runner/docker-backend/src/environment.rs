@@ -128,9 +128,14 @@ impl DockerEnvironment {
             (Some(_), false) => StorageEnforcement::Watched,
         };
         let jail_spec = main_jail_spec(spec, owner, &container, &container_spec);
-        let jail = start_with_jail(client, &container, &container_spec, jail_spec)
+        let (jail, made_by_jail) = start_with_jail(client, &container, &container_spec, jail_spec)
             .await
             .map_err(start_error)?;
+        if made_by_jail {
+            let dirs = container_spec.extra.writable_dirs.join(", ");
+            let line = format!("{dirs} made by the verifier jail as it started\n");
+            (spec.observer.output)("runner", line.as_bytes());
+        }
         let limits = &spec.limits;
         let sandbox = DockerSandbox::new(
             client.clone(),
@@ -255,40 +260,49 @@ fn main_jail_spec(
             .iter()
             .find(|m| m.tests_egress)
             .map(|m| (m.host.clone(), m.container.clone())),
+        make_dirs: Vec::new(),
     }
 }
 
 /// Starts the created trial `container` and its writable directories, with the verifier jail
-/// of `jail_spec` prepared in the background meanwhile. On failure the trial container is
+/// of `jail_spec` prepared in the background meanwhile; true when that jail made the
+/// directories (else they were uploaded). On failure the trial container is
 /// removed, and so is whatever of the jail was made.
 async fn start_with_jail(
     client: &DockerClient,
     container: &TrialContainer,
     container_spec: &ContainerSpec,
-    jail_spec: JailSpec,
-) -> Result<Arc<JailSlot>, DockerError> {
+    mut jail_spec: JailSpec,
+) -> Result<(Arc<JailSlot>, bool), DockerError> {
     // A main container that runs a command of its own (a compose `command` or
     // `entrypoint`, or its image's `ENTRYPOINT`) may write to `/logs` the moment it
     // starts, as it can under Harbor, whose `/logs` directories are mounts: they go in
-    // before its start. Otherwise no process of the trial runs until the agent phase, so
-    // they go in beside the jail's start, off the trial's path. (The image's defaults are
-    // inspected once per image and process; asked before the jail's preparation, which
-    // reads them too, so that finds them cached.)
+    // before its start. Otherwise no process of the trial runs until the agent phase, and
+    // the verifier jail makes them as it starts: an upload into the trial container then
+    // would hold the container the jail's start must look at (`contain/logdirs.rs`). (The
+    // image's defaults are inspected once per image and process; asked before the jail's
+    // preparation, which reads them too, so that finds them cached.)
     let dirs = &container_spec.extra.writable_dirs;
     let dirs_first = container_spec.extra.cmd.is_some()
         || container_spec.extra.entrypoint.is_some()
         || image::defaults::of(client, &container_spec.image)
             .await
             .is_ok_and(|d| d.entrypoint);
+    let ask_jail = !dirs_first && !dirs.is_empty();
+    if ask_jail {
+        jail_spec.make_dirs = dirs.clone();
+    }
     // The jail is made while the trial container starts (only its own start must wait
     // for the trial's): on this engine that takes its create and upload off the path of
     // a quick agent's verification. A failed trial start drops `started`, and the jail's
     // preparation then removes what it made.
     let (started, trial_running) = tokio::sync::oneshot::channel();
+    let (answer, dirs_answer) = tokio::sync::oneshot::channel();
     let jail = Arc::new(JailSlot::preparing(tokio::spawn(prepare_jail(
         client.clone(),
         jail_spec,
         trial_running,
+        answer,
     ))));
     if dirs_first {
         // A failure drops `started`: the jail's preparation removes what it made.
@@ -296,14 +310,20 @@ async fn start_with_jail(
     }
     container.start_created(client).await?;
     let _ = started.send(());
-    if !dirs_first && let Err(e) = container.make_writable_dirs(client, dirs).await {
+    // Without the jail's answer (no helper, a jail that failed to start, or directories it
+    // could not make) they are uploaded, as before.
+    let made_by_jail = ask_jail && dirs_answer.await.unwrap_or(false);
+    if !dirs_first
+        && !made_by_jail
+        && let Err(e) = container.make_writable_dirs(client, dirs).await
+    {
         // The trial container is gone; so must be the jail that joined it.
         if let Some(unused) = jail.unused().await {
             let _ = remove_container(client, &unused).await;
         }
         return Err(e);
     }
-    Ok(jail)
+    Ok((jail, made_by_jail))
 }
 
 /// Completes the jail's spec with what the trial container has from its image (its default
@@ -316,6 +336,7 @@ async fn prepare_jail(
     client: DockerClient,
     mut spec: JailSpec,
     trial_running: tokio::sync::oneshot::Receiver<()>,
+    dirs_answer: tokio::sync::oneshot::Sender<bool>,
 ) -> Prepared {
     let defaults = match image::defaults::of(&client, &spec.image).await {
         Ok(defaults) => defaults,
@@ -338,7 +359,7 @@ async fn prepare_jail(
     let warm = if HELPER.is_empty() {
         Err(WarmJailError::NoHelper)
     } else {
-        prestart(&client, &spec, trial_running)
+        prestart(&client, &spec, trial_running, dirs_answer)
             .await
             .map_err(WarmJailError::Start)
     };

@@ -75,6 +75,9 @@ pub(crate) struct JailSpec {
     /// read-only into the jail only, where the helper starts the tests' relay from it
     /// (`contain/egress.rs`). `None` without a network allowlist in the task.
     pub tests_egress: Option<(PathBuf, String)>,
+    /// Directories of the trial the early jail makes as it starts (`contain/logdirs.rs`),
+    /// when no process of the trial runs before the agent phase; empty: none.
+    pub make_dirs: Vec<String>,
 }
 
 /// Runs the tests of `request` isolated; see the module docs. `warm` is the jail started

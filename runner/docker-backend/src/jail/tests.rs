@@ -38,6 +38,7 @@ fn the_jail_joins_the_trial_and_gets_only_the_capabilities_it_needs() {
         limits: limits_host_config(Some(1.0), Some(512), Some(512), Some(64)),
         early_tests: None,
         tests_egress: None,
+        make_dirs: Vec::new(),
     };
     let request = IsolatedVerifyRequest {
         tests_dir: "/t".into(),

@@ -3,16 +3,20 @@
 //! container start (the costliest step of the engine, about half a second here).
 //!
 //! Why this keeps the jail's guarantees (ARCHITECTURE.md, "Containment"): until the order
-//! arrives the helper runs `contain wait`, which reads stdin and does nothing else: it has not
-//! joined the trial's mount namespace, anchored or mounted anything, or seen the tests (they
-//! are uploaded into the jail's own root, which no process of the trial can reach, only when
-//! verification starts). The waiting helper shares the trial's PID namespace, so the agent can
+//! arrives the helper runs `contain wait`. Before any process of the trial runs, it may make
+//! the trial's `/logs` directories (`contain/logdirs.rs`: it joins the trial's mount namespace
+//! for that and leaves it again); then it copies the image's programs the tests are pinned to
+//! from its own root into its own tmpfs (`pins::precopy`), and reads stdin. While the agent
+//! runs it is in the trial's mount namespace not at all, has anchored nothing there, and its
+//! tests (a single-step task's go in with the helper, a step's with the order) are in the
+//! jail's own root, which no process of the trial can reach. The waiting helper shares the
+//! trial's PID namespace, so the agent can
 //! see it and signal it, but not reach its root, memory or environment: `/proc/<pid>/root`,
 //! `mem` and `environ` need ptrace access, which the kernel grants only to a process whose
 //! capabilities are a superset of the target's, and the helper holds `CAP_SYS_ADMIN`, which
 //! no trial process has. An agent that kills it gains nothing: a jail that is not running at
 //! verification is removed and a fresh one is made the old way, after the agent phase. If
-//! the runner goes away, stdin ends and the helper exits having done nothing.
+//! the runner goes away, stdin ends and the helper exits having done nothing more.
 //!
 //! The results come back over the same attachment: the helper writes them to its stdout as a
 //! tar (`contain/stream.rs`), which the runner unpacks as it arrives, so no archive call to the
@@ -148,19 +152,27 @@ pub(crate) fn encode_order(args: &[String], env: &BTreeMap<String, String>) -> V
     bytes
 }
 
+/// Tests packed to at most this many bytes go into the jail's root with the helper, before its
+/// start; bigger ones after it, so the start (and the `/logs` directories the environment
+/// phase waits for) never waits for a big upload.
+const TESTS_BEFORE_START_BYTES: usize = 1 << 20;
+
 /// Creates the jail of `spec`, puts the helper into its fresh root, attaches to its stdin and
 /// starts it once `trial_running` fires (it joins the trial container's namespaces, so it
-/// cannot start before that container does). On failure, or when the trial container never
-/// starts (`trial_running` dropped), nothing of it is left.
+/// cannot start before that container does). With `spec.make_dirs`, the helper's answer
+/// (true: it made them) goes to `dirs_answer` as soon as it arrives; dropped unsent, it means
+/// no. On failure, or when the trial container never starts (`trial_running` dropped),
+/// nothing of it is left.
 pub(crate) async fn prestart(
     client: &DockerClient,
     spec: &JailSpec,
     trial_running: tokio::sync::oneshot::Receiver<()>,
+    dirs_answer: tokio::sync::oneshot::Sender<bool>,
 ) -> Result<WarmJail, DockerError> {
     let name = jail_name(spec);
     let body = ContainerCreateBody {
         image: Some(spec.image.clone()),
-        entrypoint: Some(vec![HELPER_PATH.to_owned(), "wait".to_owned()]),
+        entrypoint: Some(wait_command(&spec.make_dirs)),
         cmd: Some(Vec::new()),
         env: Some(spec.env.clone()),
         user: Some("0".into()),
@@ -194,7 +206,11 @@ pub(crate) async fn prestart(
             Some(tests) => Some(pack_off_thread(tests, archive::pack_tests).await?),
             None => None,
         };
-        let parts = jail_root_parts(tests)?;
+        let (tests_now, tests_later) = match tests {
+            Some(tests) if tests.len() > TESTS_BEFORE_START_BYTES => (None, Some(tests)),
+            tests => (tests, None),
+        };
+        let parts = jail_root_parts(tests_now)?;
         archive::upload_parts(client, &id, parts, "the verifier helper").await?;
         let attach = AttachContainerOptionsBuilder::default()
             .stdin(true)
@@ -219,7 +235,14 @@ pub(crate) async fn prestart(
             let (client, id) = (client.clone(), id.clone());
             async move { crate::jail::wait_exit(&client, &id).await }
         });
-        Ok::<_, DockerError>((attached.input, attached.output, exit))
+        let mut output = attached.output;
+        if !spec.make_dirs.is_empty() {
+            let _ = dirs_answer.send(read_dirs_answer(&mut output, &name).await?);
+        }
+        if let Some(tests) = tests_later {
+            archive::upload(client, &id, tests, "the tests").await?;
+        }
+        Ok::<_, DockerError>((attached.input, output, exit))
     };
     match started.await {
         Ok((input, output, exit)) => Ok(WarmJail {
@@ -232,6 +255,51 @@ pub(crate) async fn prestart(
             let _ = remove_container(client, &id).await;
             Err(e)
         }
+    }
+}
+
+/// The helper's command: `contain wait`, asked to make the trial's `make_dirs` first when
+/// there are any (`contain/logdirs.rs`).
+fn wait_command(make_dirs: &[String]) -> Vec<String> {
+    let mut command = vec![HELPER_PATH.to_owned(), "wait".to_owned()];
+    for dir in make_dirs {
+        command.extend(["--make-dir".to_owned(), dir.clone()]);
+    }
+    command
+}
+
+/// The longest the helper may take to answer whether it made the trial's directories (a few
+/// system calls; the bound only keeps a stuck engine from holding the trial).
+const DIRS_ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads the helper's one-byte answer to `--make-dir` from its stdout: true when it made the
+/// directories, false when it could not (its reason is on its stderr, and the runner uploads
+/// them instead). An answer that is not one of the two bytes, or none, is an error: the jail
+/// is then removed and the verification makes a fresh one.
+async fn read_dirs_answer(
+    output: &mut Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>,
+    name: &str,
+) -> Result<bool, DockerError> {
+    let answer = async {
+        while let Some(frame) = output.next().await {
+            match frame {
+                Ok(LogOutput::StdOut { message }) => return Ok(message.to_vec()),
+                Ok(_) => continue,
+                Err(e) => return Err(DockerError::api(format!("reading {name}"), e)),
+            }
+        }
+        Ok(Vec::new())
+    };
+    let bytes = tokio::time::timeout(DIRS_ANSWER_TIMEOUT, answer)
+        .await
+        .map_err(|_| DockerError::Jail(format!("{name} did not answer within 60 s")))??;
+    match bytes.as_slice() {
+        b"D" => Ok(true),
+        b"F" => Ok(false),
+        other => Err(DockerError::Jail(format!(
+            "{name} answered {:?} to --make-dir",
+            String::from_utf8_lossy(other)
+        ))),
     }
 }
 
