@@ -450,6 +450,49 @@ fn the_verifier_jail_makes_the_logs_directories_as_an_upload_did() {
     assert_eq!(reward(&result), Some(1.0), "{result:#}\n{log}");
 }
 
+/// A single-step task's tests bigger than 1 MiB packed go into the waiting jail after its
+/// start, not with its helper before it (so neither the start nor the `/logs` directories
+/// wait for them): the tests still run whole, from the jail's own root.
+#[test]
+fn tests_too_big_to_go_in_before_the_jails_start_go_in_after_it_whole() {
+    let task = tempfile::tempdir().unwrap();
+    testkit::files::copy_dir(
+        &workspace_root().join("tests/fixtures/tasks/logs-dirs"),
+        task.path(),
+    );
+    // 3 MiB that no compression makes small, and a test that scores 1 only when all of it is
+    // in /tests.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let data: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let big = task.path().join("tests/big.bin");
+    std::fs::write(&big, &data).unwrap();
+    let summed = std::process::Command::new("sha256sum")
+        .arg(&big)
+        .output()
+        .unwrap();
+    let digest = String::from_utf8(summed.stdout).unwrap()[..64].to_owned();
+    std::fs::write(
+        task.path().join("tests/test.sh"),
+        format!(
+            "#!/bin/bash\nif [ \"$(sha256sum /tests/big.bin | cut -d' ' -f1)\" = {digest} ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+        ),
+    )
+    .unwrap();
+    let (_jobs, job, code) = run_job(task.path().to_str().unwrap(), "oracle", 1);
+    let (name, result) = job.trial_results().swap_remove(0);
+    let log = job.trial_file(&name, "trial.log");
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("verifier jail started early"), "{log}");
+    assert_eq!(reward(&result), Some(1.0), "{result:#}\n{log}");
+}
+
 #[test]
 fn an_agent_that_kills_every_jail_it_sees_fails_as_the_agent() {
     // The early jail dies while it waits, so the runner makes a fresh one at verification; the
