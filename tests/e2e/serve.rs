@@ -445,6 +445,31 @@ fn an_episode_runs_the_collect_hooks_and_collects_a_sidecars_artifacts_as_a_tria
     served.stop();
 }
 
+/// An episode's container is readied as a trial's: the task's healthcheck runs before the
+/// first action (this task's tests give 1 only when it ran, and its oracle's file is there).
+#[test]
+fn an_episode_runs_the_tasks_healthcheck_before_the_policy_as_a_trial_does() {
+    let dataset = tempfile::tempdir().expect("a temp dir");
+    testkit::files::copy_dir(
+        &workspace_root().join("tests/fixtures/tasks/quick"),
+        &dataset.path().join("quick"),
+    );
+    let served = Served::start(dataset.path(), &[]);
+    served.drive(
+        "oracle",
+        &[dataset.path().to_str().expect("UTF-8"), "fixtures/quick"],
+    );
+    served.assert_no_container_left();
+    let episodes = served.episodes();
+    let [(name, result)] = &episodes[..] else {
+        panic!("one episode: {episodes:#?}");
+    };
+    assert_eq!(reward(result), Some(1.0), "{name}: {result:#}");
+    let log = std::fs::read_to_string(served.job().join(name).join("trial.log")).unwrap();
+    assert!(log.contains("healthcheck passed"), "{log}");
+    served.stop();
+}
+
 /// Issue 39: a web page cannot drive the server. A foreign `Host` (DNS rebinding) or a
 /// browser's `Origin` is refused on every route and on the WebSocket handshake, by hand-made
 /// requests and by the `websockets` library; the names and origin given with

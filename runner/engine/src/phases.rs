@@ -10,6 +10,7 @@ pub use crate::trial::artifacts::{ArtifactSpec, Collection, Convention};
 pub use crate::trial::collection::PhasedCollection;
 pub use crate::trial::egress::task_uses_allowlist;
 pub use crate::trial::environment::{AgentEnvironment, upload_environment_dir};
+pub use crate::trial::healthcheck::run as run_healthcheck;
 pub use crate::trial::log::TrialLog;
 pub use crate::trial::phase_network::{NetworkPlan, access};
 pub use crate::trial::separate_verifier::{

@@ -1,4 +1,5 @@
-//! The task healthcheck, run after the environment starts and before agent setup.
+//! The task healthcheck, run after the environment starts and before agent setup (and, through
+//! [`crate::phases::run_healthcheck`], before an episode's first action).
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,7 @@ use crate::failure::TrialFailure;
 
 /// Docker HEALTHCHECK semantics: failures in the start period do not count; then `retries`
 /// consecutive failures make the environment unhealthy. The caller bounds the whole wait.
-pub(super) async fn run<S: Sandbox>(
+pub async fn run<S: Sandbox>(
     sandbox: &S,
     check: &Healthcheck,
     log: &TrialLog,

@@ -14,7 +14,7 @@ mod bridge;
 pub(crate) mod collection;
 pub(crate) mod egress;
 pub(crate) mod environment;
-mod healthcheck;
+pub(crate) mod healthcheck;
 pub(crate) mod log;
 mod naming;
 pub(crate) mod phase_network;

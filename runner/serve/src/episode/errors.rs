@@ -19,6 +19,9 @@ pub(super) enum PrepareError {
         #[source]
         source: SandboxError,
     },
+    /// The task's `[environment.healthcheck]` did not pass.
+    #[error("the task's healthcheck: {0}")]
+    Healthcheck(String),
 }
 
 /// The container could not be moved to the network a phase needs.

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine::phases::{AgentEnvironment, NetworkPlan, TrialLog, access, upload_environment_dir};
+use engine::phases::{
+    AgentEnvironment, NetworkPlan, TrialLog, access, run_healthcheck, upload_environment_dir,
+};
 use engine::{Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink};
 use serde_json::{Map, Value, json};
 use tasks::records::{StepResult as StepRecord, StorageEnforcement, VerifierResult};
@@ -208,10 +210,10 @@ impl<B: Backend> Episode<B> {
         Ok(episode)
     }
 
-    /// The workdir, and the task's `environment/` files when it runs a prebuilt image with
-    /// no Dockerfile (Harbor uploads them there, as a trial does).
+    /// The workdir, the task's `environment/` files when it runs a prebuilt image with no
+    /// Dockerfile (Harbor uploads them there, as a trial does), then the task's healthcheck,
+    /// as a trial's before its agent; what runs then is the task's own (sweeps spare it).
     async fn prepare(&mut self) -> Result<(), PrepareError> {
-        self.own_pids = self.list_own_processes().await?;
         if self.workdir.is_empty() {
             let pwd = self
                 .sandbox
@@ -232,6 +234,23 @@ impl<B: Backend> Episode<B> {
                 workdir: self.workdir.clone(),
                 source,
             })?;
+        let environment = &self.task.config.environment;
+        if let Some(check) = &environment.healthcheck {
+            // Bounded as a trial's start, healthcheck included, is.
+            let limit = Duration::from_secs_f64(environment.build_timeout_sec.max(1.0));
+            let checked = run_healthcheck(&self.sandbox, check, &self.log);
+            match tokio::time::timeout(limit, checked).await {
+                Ok(Ok(())) => {}
+                Ok(Err(failure)) => return Err(PrepareError::Healthcheck(failure.message)),
+                Err(_) => {
+                    return Err(PrepareError::Healthcheck(format!(
+                        "not healthy within {} s",
+                        limit.as_secs()
+                    )));
+                }
+            }
+        }
+        self.own_pids = self.list_own_processes().await?;
         Ok(())
     }
 
