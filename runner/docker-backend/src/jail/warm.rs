@@ -292,7 +292,12 @@ async fn read_dirs_answer(
     };
     let bytes = tokio::time::timeout(DIRS_ANSWER_TIMEOUT, answer)
         .await
-        .map_err(|_| DockerError::Jail(format!("{name} did not answer within 60 s")))??;
+        .map_err(|_| {
+            DockerError::Jail(format!(
+                "{name} did not answer within {} s",
+                DIRS_ANSWER_TIMEOUT.as_secs()
+            ))
+        })??;
     match bytes.as_slice() {
         b"D" => Ok(true),
         b"F" => Ok(false),
