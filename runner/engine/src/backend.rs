@@ -406,6 +406,9 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// The sandbox of `B`'s environments (what a trial's or an episode's commands run in).
+pub type SandboxOf<B> = <<B as Backend>::Environment as Environment>::Sandbox;
+
 /// One trial's running environment.
 pub trait Environment: Send + Sync + 'static {
     /// The sandbox agents and verifiers drive.

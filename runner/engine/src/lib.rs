@@ -28,7 +28,7 @@ pub mod trial;
 pub use backend::{
     Backend, BackendError, BackendErrorKind, BindMount, EngineCapacity, Environment,
     EnvironmentSpec, ExecObserver, IMAGE_PROGRESS_STREAM, ImageInfo, ImageOrigin, NetworkAccess,
-    OutputSink, ServiceSpec, ServiceState, VerifierImage,
+    OutputSink, SandboxOf, ServiceSpec, ServiceState, VerifierImage,
 };
 pub use failure::TrialFailure;
 pub use images::{ImageRequest, ImageSource, image_source};

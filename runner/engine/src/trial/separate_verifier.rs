@@ -28,13 +28,11 @@ use super::artifacts::{ArtifactSpec, CONVENTION_DIR, normalized, upload_artifact
 use super::log::TrialLog;
 use super::phase_network::{self, NetworkPlan, access, verifier_environment};
 use crate::backend::{
-    Backend, Environment, EnvironmentSpec, IMAGE_PROGRESS_STREAM, OutputSink, VerifierImage,
+    Backend, Environment, EnvironmentSpec, IMAGE_PROGRESS_STREAM, OutputSink, SandboxOf,
+    VerifierImage,
 };
 use crate::events::Phase;
 use crate::failure::TrialFailure;
-
-/// The sandbox of `B`'s environments.
-type SandboxOf<B> = <<B as Backend>::Environment as Environment>::Sandbox;
 
 /// The longest uploading the artifacts may take.
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);

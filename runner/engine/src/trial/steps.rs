@@ -30,7 +30,7 @@ use super::healthcheck;
 use super::log::TrialLog;
 use super::phase_network::NetworkPlan;
 use super::separate_verifier::is_separate;
-use crate::backend::{Backend, Environment};
+use crate::backend::{Backend, SandboxOf};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 use crate::timeouts::PhaseTimeouts;
@@ -454,7 +454,7 @@ struct TrialStep<'t, B: Backend> {
 }
 
 impl<B: Backend> StepStart for TrialStep<'_, B> {
-    type Sandbox = <B::Environment as Environment>::Sandbox;
+    type Sandbox = SandboxOf<B>;
 
     async fn to_setup_network(&mut self, _: &NetworkPlan) -> Result<(), TrialFailure> {
         // The container is on the step's baseline already: the phases before restored it.

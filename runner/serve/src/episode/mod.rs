@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use engine::phases::{
     AgentEnvironment, NetworkPlan, TrialLog, access, run_healthcheck, upload_environment_dir,
 };
-use engine::{Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink};
+use engine::{
+    Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink, SandboxOf,
+};
 use serde_json::{Map, Value, json};
 use tasks::records::{StepResult as StepRecord, StorageEnforcement, VerifierResult};
 use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
@@ -32,8 +34,6 @@ const SWEEP_TIMEOUT: Duration = Duration::from_secs(30);
 /// `write_file` content goes into the container in pieces of this many bytes (base64 in a
 /// command line; one argument may hold 128 KiB).
 const WRITE_CHUNK: usize = 60 * 1024;
-
-type SandboxOf<B> = <<B as Backend>::Environment as Environment>::Sandbox;
 
 /// A background process the policy started (`exec` with `block = false`).
 #[derive(Debug, Clone, Copy)]

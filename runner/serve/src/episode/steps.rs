@@ -14,15 +14,14 @@
 //! `artifacts/`) and `step_results` in `result.json`.
 
 use engine::phases::{NetworkPlan, StepStart, StepStartFailure, record_step_failure, start_step};
-use engine::{Backend, PhaseTimeouts, TrialFailure};
+use engine::{Backend, PhaseTimeouts, SandboxOf, TrialFailure};
 use serde_json::{Map, json};
 use tasks::steps_rewards::{aggregate, stop_after_step};
 use tasks::{ExceptionType, Multipliers};
 
 use super::verify::{GradeFailure, Graded};
 use super::{
-    Ending, Episode, SandboxOf, StepRecord, access, grade_details, headline_reward,
-    read_test_output,
+    Ending, Episode, StepRecord, access, grade_details, headline_reward, read_test_output,
 };
 use crate::protocol::{Observation, StepResult};
 
