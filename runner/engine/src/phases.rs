@@ -1,5 +1,6 @@
 //! The trial's phases as `runner serve` drives them: an episode is a session of one task's
-//! container as a trial's is, so it starts and readies that container, starts each step
+//! container as a trial's is, so it starts and readies that container
+//! ([`ready_environment`]), moves it between networks ([`switch_network`]), starts each step
 //! ([`start_step`]), collects, and verifies in the container ([`run_tests`]) or in a separate
 //! verifier's ([`run_separately`]) through the functions the trial's sequence (`trial/mod.rs`)
 //! calls itself; what only one of them does around those orders is a hook ([`StepStart`],
@@ -9,10 +10,9 @@
 pub use crate::trial::artifacts::{ArtifactSpec, Collection, Convention};
 pub use crate::trial::collection::PhasedCollection;
 pub use crate::trial::egress::task_uses_allowlist;
-pub use crate::trial::environment::{AgentEnvironment, upload_environment_dir};
-pub use crate::trial::healthcheck::run as run_healthcheck;
+pub use crate::trial::environment::{AgentEnvironment, ready_environment};
 pub use crate::trial::log::TrialLog;
-pub use crate::trial::phase_network::{NetworkPlan, access};
+pub use crate::trial::phase_network::{NetworkPlan, access, switch_network};
 pub use crate::trial::separate_verifier::{
     SeparatePlace, SeparateVerifierHooks, SeparateVerifierSetup, run_separately,
     separate_verifier_setup, trial_verifier_mode,

@@ -12,6 +12,7 @@
 //! Generic over the backend, like the engine: `runner` wires it to Docker.
 
 pub mod access;
+pub mod actions;
 pub mod catalog;
 pub mod config;
 pub mod episode;

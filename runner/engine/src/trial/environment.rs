@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use adapter::Agent;
 use tasks::records::TrialLimits;
-use tasks::{ExceptionType, ExecRequest, Sandbox, SandboxError, Task};
+use tasks::{ExceptionType, ExecRequest, Sandbox, Task};
 
+use super::log::TrialLog;
 use super::record::{finish_timing, start_timing};
 use super::{Trial, healthcheck};
 use crate::backend::{
@@ -63,11 +64,8 @@ impl<B: Backend> Trial<B> {
             // Stored before anything else can fail, so teardown always finds it.
             self.environment = Some(environment);
             self.record_storage_enforcement(enforcement);
-            prepare(&sandbox, &task).await?;
-            if let Some(check) = &task.config.environment.healthcheck {
-                healthcheck::run(&sandbox, check, &self.log).await?;
-            }
-            Ok::<(), TrialFailure>(())
+            let workdir = task.config.environment.workdir.as_deref();
+            ready_environment(&sandbox, &task, workdir, &self.log).await
         })
         .await;
         finish_timing(&mut self.result.environment_setup);
@@ -184,16 +182,38 @@ pub(crate) fn first_tests(task: &Task) -> Option<PathBuf> {
         .then_some(tests)
 }
 
+/// Readies a started agent environment for its agent, as a trial's environment phase and a
+/// `runner serve` episode's start both do: the task's `environment/` uploaded into `workdir`
+/// (`None`: the container's own) when Harbor would ([`uploads_environment_dir`]), then the
+/// task's healthcheck. The caller bounds it. An upload's failure is an
+/// `EnvironmentStartError`; the healthcheck's are its own ([`healthcheck::run`]).
+pub async fn ready_environment<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    workdir: Option<&str>,
+    log: &TrialLog,
+) -> Result<(), TrialFailure> {
+    prepare(sandbox, task, workdir).await?;
+    if let Some(check) = &task.config.environment.healthcheck {
+        healthcheck::run(sandbox, check, log).await?;
+    }
+    Ok(())
+}
+
 /// When the task runs a prebuilt `docker_image` without a Dockerfile, copies `environment/`
 /// into the workdir (Harbor uploads it there because no build step could have copied it in).
 /// The `/logs` directories already exist: the backend made them as it started the service.
-async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailure> {
+async fn prepare<S: Sandbox>(
+    sandbox: &S,
+    task: &Task,
+    workdir: Option<&str>,
+) -> Result<(), TrialFailure> {
     let fail = |message: String| TrialFailure::new(ExceptionType::EnvironmentStartError, message);
     if !uploads_environment_dir(task) {
         return Ok(());
     }
-    let workdir = match &task.config.environment.workdir {
-        Some(dir) => dir.clone(),
+    let workdir = match workdir {
+        Some(dir) => dir.to_owned(),
         None => {
             let pwd = sandbox
                 .exec(ExecRequest::new("pwd").bookkeeping())
@@ -202,7 +222,8 @@ async fn prepare<S: Sandbox>(sandbox: &S, task: &Task) -> Result<(), TrialFailur
             pwd.stdout.trim().to_owned()
         }
     };
-    upload_environment_dir(sandbox, task, &workdir)
+    sandbox
+        .upload_dir(&task.environment_dir(), &workdir)
         .await
         .map_err(|e| fail(format!("uploading environment/ to {workdir}: {e}")))
 }
@@ -217,20 +238,6 @@ fn uploads_environment_dir(task: &Task) -> bool {
     has_files
         && !env_dir.join("Dockerfile").is_file()
         && !env_dir.join("docker-compose.yaml").exists()
-}
-
-/// Uploads the task's `environment/` into `workdir` when Harbor would (a prebuilt image with
-/// no build spec: see [`uploads_environment_dir`]); nothing otherwise. A trial's environment
-/// phase and a `runner serve` episode's start both ready their container with it.
-pub async fn upload_environment_dir<S: Sandbox>(
-    sandbox: &S,
-    task: &Task,
-    workdir: &str,
-) -> Result<(), SandboxError> {
-    if !uploads_environment_dir(task) {
-        return Ok(());
-    }
-    sandbox.upload_dir(&task.environment_dir(), workdir).await
 }
 
 /// The longest teardown may take; past it the job's sweep (by label) removes what is left.

@@ -1,5 +1,5 @@
 //! The task healthcheck, run after the environment starts and before agent setup (and, through
-//! [`crate::phases::run_healthcheck`], before an episode's first action).
+//! [`crate::phases::ready_environment`], before an episode's first action).
 
 use std::time::{Duration, Instant};
 

@@ -12,6 +12,7 @@ use tasks::config::{
 };
 
 use super::Trial;
+use super::log::TrialLog;
 use crate::backend::{Backend, Environment, NetworkAccess};
 use crate::failure::TrialFailure;
 
@@ -145,20 +146,33 @@ impl<B: Backend> Trial<B> {
         from: NetworkMode,
         to: NetworkMode,
     ) -> Result<(), TrialFailure> {
-        if from == to {
-            return Ok(());
-        }
         let Some(environment) = self.environment.as_ref() else {
             return Ok(());
         };
-        switch(environment, phase, to).await?;
-        self.log.line(&format!(
-            "network {} -> {} for the {phase}",
-            from.as_str(),
-            to.as_str()
-        ));
-        Ok(())
+        switch_network(environment, &self.log, phase, from, to).await
     }
+}
+
+/// Switches `environment` from `from` to `to` for `phase` (nothing when they are equal),
+/// logged in `log`: a trial's agent environment between its phases, and a `runner serve`
+/// episode's between the policy's, a step's setup and the verifier's.
+pub async fn switch_network<E: Environment>(
+    environment: &E,
+    log: &TrialLog,
+    phase: &str,
+    from: NetworkMode,
+    to: NetworkMode,
+) -> Result<(), TrialFailure> {
+    if from == to {
+        return Ok(());
+    }
+    switch(environment, phase, to).await?;
+    log.line(&format!(
+        "network {} -> {} for the {phase}",
+        from.as_str(),
+        to.as_str()
+    ));
+    Ok(())
 }
 
 /// Sets `environment`'s network to `to` for `phase`.

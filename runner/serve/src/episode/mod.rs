@@ -6,59 +6,35 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine::phases::{
-    AgentEnvironment, NetworkPlan, TrialLog, access, run_healthcheck, upload_environment_dir,
-};
-use engine::{
-    Backend, Environment, EnvironmentSpec, ExecObserver, NetworkAccess, OutputSink, SandboxOf,
-};
+use engine::phases::{AgentEnvironment, NetworkPlan, TrialLog, ready_environment, switch_network};
+use engine::{Backend, Environment, EnvironmentSpec, ExecObserver, OutputSink, SandboxOf};
 use serde_json::{Map, Value, json};
 use tasks::records::{StepResult as StepRecord, StorageEnforcement, VerifierResult};
-use tasks::{ExecOutput, ExecRequest, Sandbox, SandboxError, Task};
+use tasks::{ExceptionType, NetworkMode, Task};
 
+use crate::actions::{Broken, Policy};
 use crate::config::ServeConfig;
 use crate::error::ServeError;
 use crate::output::cut;
 use crate::protocol::{Action, ActionKind, EpisodeState, Observation, StepResult};
-use crate::scripts;
-use errors::{NetworkSwitchError, PrepareError};
 
-mod actions;
-mod errors;
 mod steps;
 mod storage;
 mod verify;
-
-/// How long the sweep of the policy's processes may take.
-const SWEEP_TIMEOUT: Duration = Duration::from_secs(30);
-/// `write_file` content goes into the container in pieces of this many bytes (base64 in a
-/// command line; one argument may hold 128 KiB).
-const WRITE_CHUNK: usize = 60 * 1024;
-
-/// A background process the policy started (`exec` with `block = false`).
-#[derive(Debug, Clone, Copy)]
-struct Background {
-    pgid: u32,
-    offset: u64,
-}
 
 /// One running episode.
 pub struct Episode<B: Backend> {
     task: Arc<Task>,
     environment: Option<B::Environment>,
-    sandbox: SandboxOf<B>,
-    user: Option<String>,
-    workdir: String,
+    /// The policy's side of the container: its user, workdir and processes.
+    policy: Policy<SandboxOf<B>>,
     dir: PathBuf,
     state: EpisodeState,
-    background: BTreeMap<String, Background>,
-    /// The container's own processes (its keep-alive), which sweeps spare.
-    own_pids: Vec<u32>,
     config: Arc<ServeConfig>,
     /// The agent environment's spec, from which a separate verifier's container is made.
     spec: EnvironmentSpec,
     /// The network the container is on now (the policy's, or the verifier's while it runs).
-    network: NetworkAccess,
+    network: NetworkMode,
     /// The step the policy works on (always 0 for a single-step task).
     step: usize,
     /// The results of the steps verified so far (a multi-step task's).
@@ -128,11 +104,11 @@ impl<B: Backend> Episode<B> {
         // A multi-step task's container starts on its baseline, as a trial's: each step is
         // prepared under it, then switched to the step's agent network (`begin_step`).
         let plan = NetworkPlan::resolve(&task.config, task.config.steps.first());
-        let agent_net = access(if task.is_multi_step() {
+        let agent_net = if task.is_multi_step() {
             plan.agent_baseline
         } else {
             plan.agent_phase
-        });
+        };
         // Made as a trial's agent environment is, with no agent mounts: the policy is outside.
         let spec = AgentEnvironment {
             job_id: config.job_id.clone(),
@@ -141,7 +117,7 @@ impl<B: Backend> Episode<B> {
             image,
             env,
             limits,
-            network: agent_net,
+            network: engine::phases::access(agent_net),
             mounts: Vec::new(),
             observer: ExecObserver::new(sink),
             dir: dir.clone(),
@@ -160,9 +136,10 @@ impl<B: Backend> Episode<B> {
         let watched = environment.storage_enforcement() == StorageEnforcement::Watched;
         let storage_mb = spec.limits.storage_mb.filter(|_| watched);
         let log = TrialLog::open(&dir.join("trial.log"), spec.limits.trial_log_cap_bytes);
+        let user = task.config.agent.user.as_ref().map(|u| u.as_exec_user());
+        let workdir = env_config.workdir.clone().unwrap_or_default();
         let mut episode = Episode {
-            user: task.config.agent.user.as_ref().map(|u| u.as_exec_user()),
-            workdir: env_config.workdir.clone().unwrap_or_default(),
+            policy: Policy::new(sandbox, user, workdir, &config),
             state: EpisodeState {
                 episode_id: Some(episode_id),
                 task_id: task.name.clone(),
@@ -172,10 +149,7 @@ impl<B: Backend> Episode<B> {
             },
             task,
             environment: Some(environment),
-            sandbox,
             dir,
-            background: BTreeMap::new(),
-            own_pids: Vec::new(),
             config,
             spec,
             network: agent_net,
@@ -187,7 +161,7 @@ impl<B: Backend> Episode<B> {
         };
         if let Err(e) = episode.prepare().await {
             episode.remove().await;
-            return Err(ServeError::Environment(e.to_string()));
+            return Err(ServeError::Environment(e));
         }
         if episode.task.is_multi_step()
             && let Err(failure) = episode.begin_step(0).await
@@ -200,72 +174,48 @@ impl<B: Backend> Episode<B> {
         }
         if let Some(limit_mb) = storage_mb {
             episode.storage = Some(storage::StorageWatch::start(
-                SandboxOf::<B>::clone(&episode.sandbox),
+                SandboxOf::<B>::clone(episode.policy.sandbox()),
                 limit_mb,
                 episode.config.limits.storage_check_interval,
-                episode.own_pids.clone(),
+                episode.policy.own_pids().to_vec(),
                 storage_looks,
             ));
         }
         Ok(episode)
     }
 
-    /// The workdir, the task's `environment/` files when it runs a prebuilt image with no
-    /// Dockerfile (Harbor uploads them there, as a trial does), then the task's healthcheck,
-    /// as a trial's before its agent; what runs then is the task's own (sweeps spare it).
-    async fn prepare(&mut self) -> Result<(), PrepareError> {
-        if self.workdir.is_empty() {
-            let pwd = self
-                .sandbox
-                .exec(
-                    ExecRequest::new("pwd")
-                        .maybe_user(self.user.as_deref())
-                        .bookkeeping(),
-                )
-                .await?;
-            self.workdir = pwd.stdout.trim().to_owned();
-            if self.workdir.is_empty() {
-                self.workdir = "/".into();
-            }
-        }
-        upload_environment_dir(&self.sandbox, &self.task, &self.workdir)
+    /// The policy's workdir, then the container readied as a trial's is
+    /// ([`engine::phases::ready_environment`]: the task's `environment/` files when it runs a
+    /// prebuilt image with no Dockerfile, then its healthcheck) within the task's build
+    /// timeout; what runs then is the task's own (sweeps spare it). The error is the client's
+    /// text.
+    async fn prepare(&mut self) -> Result<(), String> {
+        let workdir = self
+            .policy
+            .find_workdir()
             .await
-            .map_err(|source| PrepareError::Upload {
-                workdir: self.workdir.clone(),
-                source,
-            })?;
-        let environment = &self.task.config.environment;
-        if let Some(check) = &environment.healthcheck {
-            // Bounded as a trial's start, healthcheck included, is.
-            let limit = Duration::from_secs_f64(environment.build_timeout_sec.max(1.0));
-            let checked = run_healthcheck(&self.sandbox, check, &self.log);
-            match tokio::time::timeout(limit, checked).await {
-                Ok(Ok(())) => {}
-                Ok(Err(failure)) => return Err(PrepareError::Healthcheck(failure.message)),
-                Err(_) => {
-                    return Err(PrepareError::Healthcheck(format!(
-                        "not healthy within {} s",
-                        limit.as_secs()
-                    )));
-                }
+            .map_err(|e| e.to_string())?;
+        let workdir = workdir.to_owned();
+        let limit =
+            Duration::from_secs_f64(self.task.config.environment.build_timeout_sec.max(1.0));
+        let sandbox = self.policy.sandbox();
+        let ready = ready_environment(sandbox, &self.task, Some(&workdir), &self.log);
+        match tokio::time::timeout(limit, ready).await {
+            Ok(Ok(())) => {}
+            // The upload's failure names itself; any other is the healthcheck's.
+            Ok(Err(failure)) if failure.kind == ExceptionType::EnvironmentStartError => {
+                return Err(failure.message);
+            }
+            Ok(Err(failure)) => return Err(format!("the task's healthcheck: {}", failure.message)),
+            Err(_) => {
+                return Err(format!(
+                    "the environment/ upload and the task's healthcheck took longer than {} s",
+                    limit.as_secs()
+                ));
             }
         }
-        self.own_pids = self.list_own_processes().await?;
-        Ok(())
-    }
-
-    /// The container's processes now (but PID 1 and the listing's own): the ones sweeps
-    /// spare.
-    async fn list_own_processes(&self) -> Result<Vec<u32>, SandboxError> {
-        let listing = self
-            .sandbox
-            .exec(ExecRequest::runner_own(scripts::list_processes()).timeout(SWEEP_TIMEOUT))
-            .await?;
-        Ok(listing
-            .stdout
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect())
+        let spared = self.policy.spare_running_processes().await;
+        spared.map_err(|e| e.to_string())
     }
 
     /// The episode's directory.
@@ -344,19 +294,6 @@ impl<B: Backend> Episode<B> {
             return (self.result(obs, None, false), None);
         };
         let outcome = match kind {
-            ActionKind::Exec if action.block => self.exec(action, obs).await,
-            ActionKind::Exec => self.bg_start(action, obs).await,
-            ActionKind::Write => self.bg_write(action, obs).await,
-            ActionKind::View => self.bg_view(action, obs, 0.0).await,
-            ActionKind::Wait => {
-                let seconds = action
-                    .wait_seconds
-                    .unwrap_or(0.0)
-                    .clamp(0.0, self.config.exec_timeout.as_secs_f64());
-                self.bg_view(action, obs, seconds).await
-            }
-            ActionKind::Kill => self.bg_kill(action, obs).await,
-            ActionKind::WriteFile => self.write_file(action, obs).await,
             ActionKind::Evaluate => return self.evaluate(obs, backend).await,
             ActionKind::Close => {
                 let mut obs = obs;
@@ -368,6 +305,7 @@ impl<B: Backend> Episode<B> {
                 };
                 return (self.result(obs, None, true), Some(ending));
             }
+            policy => self.policy.act(policy, action, obs).await,
         };
         if let Some(message) = self.storage.as_ref().and_then(|w| w.exceeded()) {
             let obs = self
@@ -407,16 +345,6 @@ impl<B: Backend> Episode<B> {
             reward,
             done,
         }
-    }
-
-    async fn run(&self, request: ExecRequest) -> Result<ExecOutput, Broken> {
-        self.sandbox.exec(request).await.map_err(Broken::from)
-    }
-
-    fn as_policy(&self, command: String) -> ExecRequest {
-        ExecRequest::new(command)
-            .maybe_user(self.user.as_deref())
-            .timeout(self.config.exec_timeout)
     }
 
     /// Kills every process of the policy and runs the verifier of the task (or of the
@@ -459,25 +387,17 @@ impl<B: Backend> Episode<B> {
         (self.result(obs, ending.reward, true), Some(ending))
     }
 
-    /// Moves the container to `target` (nothing when it is there already).
+    /// Moves the container to `target` for `phase` as a trial moves its own
+    /// ([`engine::phases::switch_network`]; nothing when it is there already).
     async fn set_network(
         &mut self,
-        target: NetworkAccess,
-        why: &str,
-    ) -> Result<(), NetworkSwitchError> {
-        if self.network == target {
-            return Ok(());
-        }
+        target: NetworkMode,
+        phase: &str,
+    ) -> Result<(), engine::TrialFailure> {
         let Some(environment) = &self.environment else {
             return Ok(());
         };
-        environment
-            .set_network(target)
-            .await
-            .map_err(|source| NetworkSwitchError {
-                why: why.to_owned(),
-                source,
-            })?;
+        switch_network(environment, &self.log, phase, self.network, target).await?;
         self.network = target;
         Ok(())
     }
@@ -529,16 +449,6 @@ fn read_test_output(dir: &Path, max: usize) -> crate::output::Cut {
     let bytes = std::fs::read(path).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     cut(&text, max, text.len(), false)
-}
-
-/// The container stopped answering.
-#[derive(Debug)]
-struct Broken(String);
-
-impl From<SandboxError> for Broken {
-    fn from(e: SandboxError) -> Self {
-        Broken(e.to_string())
-    }
 }
 
 #[cfg(test)]

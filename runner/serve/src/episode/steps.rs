@@ -20,9 +20,7 @@ use tasks::steps_rewards::{aggregate, stop_after_step};
 use tasks::{ExceptionType, Multipliers};
 
 use super::verify::{GradeFailure, Graded};
-use super::{
-    Ending, Episode, StepRecord, access, grade_details, headline_reward, read_test_output,
-};
+use super::{Ending, Episode, StepRecord, grade_details, headline_reward, read_test_output};
 use crate::protocol::{Observation, StepResult};
 
 impl<B: Backend> Episode<B> {
@@ -52,10 +50,11 @@ impl<B: Backend> Episode<B> {
         let subdirs = ["verifier", "artifacts"];
         let mut side = EpisodeStep(self);
         let started = start_step(&mut side, &task, index, &step_dir, &subdirs, limit, &log);
-        self.user = started.await.map_err(|failed| match failed {
+        let user = started.await.map_err(|failed| match failed {
             // An episode ends either way: the next step cannot be the policy's.
             StepStartFailure::Setup(failure) | StepStartFailure::Runner(failure) => failure,
         })?;
+        self.policy.set_user(user);
         self.log.line(&format!(
             "step {}/{}: {} prepared",
             index + 1,
@@ -168,26 +167,22 @@ impl<B: Backend> StepStart for EpisodeStep<'_, B> {
     type Sandbox = SandboxOf<B>;
 
     async fn to_setup_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
-        let baseline = access(network.agent_baseline);
-        let switched = self.0.set_network(baseline, "step's setup").await;
-        switched.map_err(|e| environment_error(e.to_string()))
+        self.0
+            .set_network(network.agent_baseline, "step's setup")
+            .await
     }
 
     fn setup_sandbox(&mut self) -> Result<Self::Sandbox, TrialFailure> {
-        Ok(self.0.sandbox.clone())
+        Ok(self.0.policy.sandbox().clone())
     }
 
     async fn to_agent_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
         // What the step's setup.sh left running (a service) is the task's, not the
         // policy's: later sweeps spare it.
-        let own = self.0.list_own_processes().await;
-        self.0.own_pids = own.map_err(|e| environment_error(e.to_string()))?;
-        let agent = access(network.agent_phase);
-        let switched = self.0.set_network(agent, "step's policy").await;
-        switched.map_err(|e| environment_error(e.to_string()))
+        let spared = self.0.policy.spare_running_processes().await;
+        spared.map_err(|e| TrialFailure::new(ExceptionType::EnvironmentError, e.to_string()))?;
+        self.0
+            .set_network(network.agent_phase, "step's policy")
+            .await
     }
-}
-
-fn environment_error(message: String) -> TrialFailure {
-    TrialFailure::new(ExceptionType::EnvironmentError, message)
 }

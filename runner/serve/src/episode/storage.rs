@@ -56,7 +56,7 @@ impl StorageWatch {
                     *slot = Some(message);
                 }
                 let sweep = ExecRequest::runner_own(scripts::kill_policy_processes(&[], &own_pids))
-                    .timeout(super::SWEEP_TIMEOUT);
+                    .timeout(crate::actions::SWEEP_TIMEOUT);
                 let _ = sandbox.exec(sweep).await;
                 return;
             }

@@ -18,11 +18,10 @@ use engine::phases::{
 };
 use engine::{Backend, OutputSink, TrialFailure};
 use tasks::records::VerifierResult;
-use tasks::{ExceptionType, ExecRequest, Sandbox};
+use tasks::{ExceptionType, Sandbox};
 use verifiers::{VerifierError, VerifyNotes};
 
-use super::{Episode, access};
-use crate::scripts;
+use super::Episode;
 
 /// A verification that ran to a result.
 pub(super) struct Graded {
@@ -92,13 +91,8 @@ impl<B: Backend> Episode<B> {
     /// Kills every process of the policy, then verifies the task (or the current step)
     /// where a trial would.
     pub(super) async fn grade(&mut self, backend: &B) -> Result<Graded, GradeFailure> {
-        for (_, bg) in std::mem::take(&mut self.background) {
-            let _ = self
-                .sandbox
-                .exec(ExecRequest::runner_own(scripts::bg_kill(bg.pgid)))
-                .await;
-        }
-        self.sweep()
+        self.policy
+            .stop_all()
             .await
             .map_err(|broken| GradeFailure::new(broken.0, None))?;
         let task = self.task.clone();
@@ -171,13 +165,9 @@ impl<B: Backend> Episode<B> {
             }
             None => {
                 let phase = NetworkPlan::resolve(&task.config, step_config).verifier_phase;
-                self.set_network(access(phase), "verifier")
-                    .await
-                    .map_err(|e| {
-                        GradeFailure::new(e.to_string(), Some(ExceptionType::EnvironmentError))
-                    })?;
+                self.set_network(phase, "verifier").await?;
                 engine::phases::run_tests(
-                    &self.sandbox,
+                    self.policy.sandbox(),
                     &task,
                     step,
                     &out_dir,
