@@ -5,6 +5,8 @@
 # Harbor's records cannot meet).
 #
 #   scripts/harbor-compat.sh JOB_DIR      JOB_DIR: a job written by `runner run` (any agent)
+#   scripts/harbor-compat.sh --prepare    only make the two Harbor venvs (CI does it while the
+#                                         workspace compiles; pip mostly waits on the network)
 #
 # Needs Python >= 3.12 (Harbor's requirement) and the Python package registry; the venv is
 # cached under .cache/harbor-compat/. Exit 0 when both directions pass, 1 otherwise, 3 when no
@@ -14,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 job="${1:?usage: scripts/harbor-compat.sh JOB_DIR}"
 harbor_version=0.13.1
+harbor_026=0.26.0
 
 python=""
 for candidate in python3.13 python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python; do
@@ -50,6 +53,11 @@ harbor_venv() {
     echo "$venv"
 }
 
+if [[ "$job" == --prepare ]]; then
+    harbor_venv "$harbor_version" >/dev/null
+    harbor_venv "$harbor_026" >/dev/null
+    exit 0
+fi
 venv=$(harbor_venv "$harbor_version")
 
 cargo build --quiet -p runner
@@ -62,7 +70,6 @@ echo "== Harbor $harbor_version reads the job runner wrote"
 
 # Harbor 0.26 too: its models read every record (lock.json, schema 3, included), every field
 # they define is in runner's records, and each trial's task_checksum is Harbor's own.
-harbor_026=0.26.0
 venv_026=$(harbor_venv "$harbor_026")
 echo "== Harbor $harbor_026 reads the job runner wrote"
 "$venv_026/bin/python" scripts/harbor-compat/harbor_026_read.py "$job"
