@@ -320,39 +320,55 @@ fn shards_are_disjoint_jobs_that_merge_resume_as_themselves_and_refuse_other_pla
     assert!(json_file(&rerun.join(trial).join("result.json"))["exception_info"].is_null());
 }
 
+/// The dataset of the shards' submission test: three examples, one per shard.
+const ONE_PER_SHARD: [&str; 3] = ["hello-file", "multi-reward", "nonroot-workdir"];
+
 /// The leaderboard's view of shards, with the reference installed agent (oracle trials have no
 /// trajectory, which submissions need): `validate-submission` passes on the merged job and on
-/// the three shards given together, and fails naming the missing tasks on two.
+/// the three shards given together, and fails naming the missing tasks on two. The dataset is
+/// three of the examples ([`crate::support::examples_subset`]), one task per shard: the rules
+/// over shards are what is checked, and any dataset shows them (the whole examples pass
+/// `validate-submission` at k=5 in `resume.rs`, with this agent, and in `bridge.rs`).
 #[test]
 fn validate_submission_takes_the_merged_job_or_all_shards_and_names_the_tasks_two_leave_out() {
     ensure_base_image();
     let tmp = tempfile::tempdir().unwrap();
     let jobs = tmp.path().join("jobs");
-    let examples = workspace_root().join("tasks/examples");
+    let examples = crate::support::examples_subset(tmp.path(), &ONE_PER_SHARD);
     let agent = workspace_root().join("adapter/agents/reference/agent.toml");
-    let mut shards = Vec::new();
-    for i in 1..=3 {
-        let output = runner()
-            .arg("run")
-            .arg("-p")
-            .arg(&examples)
-            .arg("--agent-config")
-            .arg(&agent)
-            .args([
-                "-k",
-                "5",
-                "--progress",
-                "none",
-                "--shard",
-                &format!("{i}/3"),
-            ])
-            .args(["--job-name", &format!("shard-{i}"), "--jobs-dir"])
-            .arg(&jobs)
-            .output()
-            .unwrap();
-        exited(&output, 0);
-        shards.push(jobs.join(format!("shard-{i}")));
-    }
+    // The three shards run at once, as three processes (each its own job dir), as a cluster
+    // would run them; each must exit 0.
+    let shards: Vec<PathBuf> = (1..=3).map(|i| jobs.join(format!("shard-{i}"))).collect();
+    std::thread::scope(|scope| {
+        let running: Vec<_> = (1..=3)
+            .map(|i| {
+                let (examples, agent, jobs) = (&examples, &agent, &jobs);
+                scope.spawn(move || {
+                    runner()
+                        .arg("run")
+                        .arg("-p")
+                        .arg(examples)
+                        .arg("--agent-config")
+                        .arg(agent)
+                        .args([
+                            "-k",
+                            "5",
+                            "--progress",
+                            "none",
+                            "--shard",
+                            &format!("{i}/3"),
+                        ])
+                        .args(["--job-name", &format!("shard-{i}"), "--jobs-dir"])
+                        .arg(jobs)
+                        .output()
+                        .unwrap()
+                })
+            })
+            .collect();
+        for shard in running {
+            exited(&shard.join().unwrap(), 0);
+        }
+    });
     let merged = tmp.path().join("merged");
     let parts: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
     let output = merge(&merged, &parts);
@@ -370,7 +386,7 @@ fn validate_submission_takes_the_merged_job_or_all_shards_and_names_the_tasks_tw
     assert!(out.contains("Result: VALID"), "{out}");
     let (out, _) = exited(&validate(&shards), 0);
     assert!(out.contains("Result: VALID"), "{out}");
-    assert!(out.contains("3 job dir(s), 50 trials, 10 tasks"), "{out}");
+    assert!(out.contains("3 job dir(s), 15 trials, 3 tasks"), "{out}");
     // Two shards: the third's tasks are named as missing.
     let (out, _) = exited(&validate(&shards[..2]), 1);
     let third: Vec<String> = json_file(&shards[2].join("lock.json"))["trials"]

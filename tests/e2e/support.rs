@@ -463,6 +463,23 @@ pub fn examples() -> PathBuf {
     workspace_root().join("tasks/examples")
 }
 
+/// A dataset of some of the examples, `tasks`, copied under `root` as `root/examples` with
+/// the examples' dataset.toml: the same directory name (so the same source and eval key) and
+/// the same task contents and digests, for a test whose promise needs fewer tasks than all.
+pub fn examples_subset(root: &Path, tasks: &[&str]) -> PathBuf {
+    let dataset = root.join("examples");
+    std::fs::create_dir_all(&dataset).unwrap();
+    std::fs::copy(
+        examples().join("dataset.toml"),
+        dataset.join("dataset.toml"),
+    )
+    .unwrap();
+    for task in tasks {
+        testkit::files::copy_dir(&examples().join(task), &dataset.join(task));
+    }
+    dataset
+}
+
 /// The JSON file at `path`; panics naming it when it cannot be read.
 pub fn json_file(path: &Path) -> serde_json::Value {
     serde_json::from_slice(
