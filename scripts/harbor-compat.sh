@@ -31,9 +31,7 @@ if [[ -z "$python" ]]; then
     exit 3
 fi
 
-# A venv with harbor==$1 under .cache/harbor-compat/, made once; its path on stdout. No .pyc
-# files at install (--no-compile): the check imports a few of its modules once, and CI makes
-# the venvs beside the build, where compiling all of them took CPU from it.
+# A venv with harbor==$1 under .cache/harbor-compat/, made once; its path on stdout.
 harbor_venv() {
     local venv=".cache/harbor-compat/harbor-$1"
     if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import harbor' 2>/dev/null; then
@@ -42,7 +40,7 @@ harbor_venv() {
         for attempt in 1 2; do
             rm -rf "$venv"
             if "$python" -m venv "$venv" >&2 \
-                && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile "harbor==$1" >&2; then
+                && "$venv/bin/pip" install --quiet --disable-pip-version-check "harbor==$1" >&2; then
                 break
             fi
             rm -rf "$venv"
