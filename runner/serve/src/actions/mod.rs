@@ -19,7 +19,15 @@ mod exec;
 mod write_file;
 
 /// How long the sweep of the policy's processes may take.
-pub const SWEEP_TIMEOUT: Duration = Duration::from_secs(30);
+const SWEEP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The sweep ([`scripts::kill_policy_processes`]): kills every process in the container but
+/// PID 1, the process groups `keep` (the policy's background processes) and the processes
+/// `own` (the container's own); prints how many it killed. The policy's sweeps and the
+/// storage watch's last one are this request.
+pub fn sweep_request(keep: &[u32], own: &[u32]) -> ExecRequest {
+    ExecRequest::runner_own(scripts::kill_policy_processes(keep, own)).timeout(SWEEP_TIMEOUT)
+}
 
 /// A background process the policy started (`exec` with `block = false`).
 #[derive(Debug, Clone, Copy)]
@@ -161,9 +169,7 @@ impl<S: Sandbox> Policy<S> {
     /// Kills every process the policy left, but its background processes; returns how many.
     async fn sweep(&self) -> Result<u64, Broken> {
         let keep: Vec<u32> = self.background.values().map(|b| b.pgid).collect();
-        let request =
-            ExecRequest::runner_own(scripts::kill_policy_processes(&keep, &self.own_pids))
-                .timeout(SWEEP_TIMEOUT);
+        let request = sweep_request(&keep, &self.own_pids);
         let mut last = String::new();
         // A fork bomb can leave the container without a free pid for a moment.
         for attempt in 0..5u64 {

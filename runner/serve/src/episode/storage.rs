@@ -10,10 +10,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tasks::{ExecRequest, Sandbox};
+use tasks::Sandbox;
 use tokio::sync::Semaphore;
-
-use crate::scripts;
 
 /// A running watch; dropping it stops the watch.
 pub(super) struct StorageWatch {
@@ -55,8 +53,7 @@ impl StorageWatch {
                 if let Ok(mut slot) = flag.lock() {
                     *slot = Some(message);
                 }
-                let sweep = ExecRequest::runner_own(scripts::kill_policy_processes(&[], &own_pids))
-                    .timeout(crate::actions::SWEEP_TIMEOUT);
+                let sweep = crate::actions::sweep_request(&[], &own_pids);
                 let _ = sandbox.exec(sweep).await;
                 return;
             }
