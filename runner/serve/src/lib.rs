@@ -24,6 +24,8 @@ pub mod record;
 pub mod schema;
 pub mod scripts;
 pub mod server;
+pub mod session;
+pub mod storage_watch;
 
 pub use access::Access;
 pub use catalog::Catalog;

@@ -7,21 +7,40 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::Utc;
-use engine::{Backend, OutputSink};
+use engine::OutputSink;
 use serde_json::{Map, Value};
 use tasks::atif::{
     Agent, Content, Observation as AtifObservation, ObservationResult, Step, StepSource, ToolCall,
     Trajectory,
 };
-use tasks::records::{AgentInfo, ExceptionInfo, TrialResult};
+use tasks::records::{
+    AgentInfo, ExceptionInfo, StepResult as StepRecord, TrialResult, VerifierResult,
+};
 use tasks::{ExceptionType, Task};
 
-use crate::episode::{Ending, Episode};
 use crate::error::ServeError;
-use crate::protocol::{Action, StepResult};
+use crate::protocol::{Action, EpisodeState, StepResult};
 
 /// The name episodes record as their agent.
 pub const POLICY_NAME: &str = "openenv-policy";
+
+/// What an episode learnt once it ended, for its record.
+#[derive(Debug, Clone, Default)]
+pub struct Ending {
+    /// The verifier's result, when evaluate ran it.
+    pub verifier: Option<VerifierResult>,
+    /// The reward evaluate gave.
+    pub reward: Option<f64>,
+    /// Why it ended without a reward (an error, the idle timeout, a close).
+    pub error: Option<String>,
+    /// The exception type of that error, when it was the verifier's.
+    pub error_type: Option<tasks::ExceptionType>,
+    /// Where the (last) verification ran: `shared` or `separate`; `None` for a multi-step
+    /// task, whose steps each verify where their own verifier does (as in a trial record).
+    pub verifier_environment_mode: Option<String>,
+    /// The verified steps of a multi-step task, as a trial records them.
+    pub step_results: Option<Vec<StepRecord>>,
+}
 
 /// The record of one episode, written as it ends.
 pub struct Recorder {
@@ -127,7 +146,7 @@ impl Recorder {
     }
 
     /// Writes the record of the ended episode (once).
-    pub fn finish<B: Backend>(&mut self, episode: &Episode<B>, ending: &Ending) {
+    pub fn finish(&mut self, state: &EpisodeState, ending: &Ending) {
         if self.finished {
             return;
         }
@@ -153,7 +172,7 @@ impl Recorder {
         }
         self.result.complete_harbor_fields();
         let mut extra = Map::new();
-        extra.insert("steps".into(), episode.state().step_count.into());
+        extra.insert("steps".into(), state.step_count.into());
         self.trajectory.extra = Some(extra);
         let trajectory = self.dir.join("agent").join("trajectory.json");
         if let Err(e) = tasks::atomic::write_json_atomic(&trajectory, &self.trajectory.to_value()) {

@@ -28,6 +28,7 @@ use crate::protocol::{
     parse_action, parse_ws_request, ws_error, ws_observation, ws_state,
 };
 use crate::record::Recorder;
+use crate::session::Session;
 
 /// Disk measurements (engine inspects with sizes) the episodes may run at once.
 const STORAGE_LOOKS: usize = 2;
@@ -124,7 +125,7 @@ impl<B: Backend> Server<B> {
     async fn start_episode(
         &self,
         params: &ResetParams,
-    ) -> Result<(Episode<B>, Recorder), ServeError> {
+    ) -> Result<(Session<B>, Recorder), ServeError> {
         let task = self.catalog.pick(params.task(), params.seed)?;
         if let Some(reason) = unservable(&task) {
             return Err(ServeError::Unservable(reason));
@@ -135,11 +136,7 @@ impl<B: Backend> Server<B> {
         let dir = self.config.job_dir.join(&name);
         let episode_id = params.episode_id.clone().unwrap_or_else(|| name.clone());
         let recorder = Recorder::open(&dir, &task, &episode_id, number)?;
-        let names = EpisodeNames {
-            name,
-            dir,
-            episode_id,
-        };
+        let names = EpisodeNames { name, dir };
         let episode = Episode::start(
             &self.backend,
             task,
@@ -150,7 +147,7 @@ impl<B: Backend> Server<B> {
             self.storage_looks.clone(),
         )
         .await?;
-        Ok((episode, recorder))
+        Ok((Session::new(episode, episode_id), recorder))
     }
 }
 
@@ -316,7 +313,7 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
         return;
     };
     server.live.fetch_add(1, Ordering::Relaxed);
-    let mut current: Option<(Episode<B>, Recorder)> = None;
+    let mut current: Option<(Session<B>, Recorder)> = None;
     let idle = server.config.idle_timeout;
     // Messages that arrived while an action ran (a client that does not wait for replies).
     let mut pending: VecDeque<Message> = VecDeque::new();
@@ -387,7 +384,7 @@ async fn session<B: Backend>(server: Arc<Server<B>>, mut socket: WebSocket) {
 /// The reply to one request of a session (not `close`, which ends it).
 async fn answer<B: Backend>(
     server: &Server<B>,
-    current: &mut Option<(Episode<B>, Recorder)>,
+    current: &mut Option<(Session<B>, Recorder)>,
     request: WsRequest,
 ) -> Value {
     match request {
@@ -401,10 +398,10 @@ async fn answer<B: Backend>(
         WsRequest::Reset(params) => {
             end(current, Some("reset before evaluate".into())).await;
             match server.start_episode(&params).await {
-                Ok((episode, mut recorder)) => {
-                    let first = episode.first_observation();
+                Ok((session, mut recorder)) => {
+                    let first = session.first_observation();
                     recorder.observed(None, &first);
-                    *current = Some((episode, recorder));
+                    *current = Some((session, recorder));
                     ws_observation(&first)
                 }
                 Err(e) => ws_error(ErrorCode::ExecutionError, &e.to_string()),
@@ -416,11 +413,11 @@ async fn answer<B: Backend>(
                 ErrorCode::ExecutionError,
                 "TB2 environment not initialized. Call reset() first.",
             ),
-            (Ok(action), Some((episode, recorder))) => {
-                let (result, ending) = episode.step(&action, server.backend()).await;
+            (Ok(action), Some((session, recorder))) => {
+                let (result, ending) = session.step(&action, server.backend()).await;
                 recorder.observed(Some(&action), &result);
                 if let Some(ending) = ending {
-                    recorder.finish(episode, &ending);
+                    recorder.finish(session.state(), &ending);
                 }
                 ws_observation(&result)
             }
@@ -429,15 +426,15 @@ async fn answer<B: Backend>(
 }
 
 /// Ends the session's episode, if one runs: container removed, record finished.
-async fn end<B: Backend>(current: &mut Option<(Episode<B>, Recorder)>, why: Option<String>) {
-    if let Some((mut episode, mut recorder)) = current.take()
-        && episode.is_live()
+async fn end<B: Backend>(current: &mut Option<(Session<B>, Recorder)>, why: Option<String>) {
+    if let Some((mut session, mut recorder)) = current.take()
+        && session.episode().is_live()
     {
-        episode.remove().await;
-        let ending = crate::episode::Ending {
+        session.remove().await;
+        let ending = crate::record::Ending {
             error: why,
             ..Default::default()
         };
-        recorder.finish(&episode, &ending);
+        recorder.finish(session.state(), &ending);
     }
 }

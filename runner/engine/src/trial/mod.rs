@@ -25,6 +25,7 @@ mod state;
 pub(crate) mod steps;
 mod storage;
 pub(crate) mod verification;
+pub(crate) mod verify_order;
 pub mod watchdog;
 
 // The job's bridge, where `runner run` and the engine's tests name it.
@@ -148,7 +149,7 @@ impl<B: Backend> Trial<B> {
             self.close_bridge().await;
             // Collection of the artifacts (`artifacts.rs`, `collection.rs`).
             self.collect_artifacts().await?;
-            // Verification (`verification.rs`, `separate_verifier.rs`).
+            // Verification (`verification.rs`; its order `verify_order.rs`, `separate_verifier.rs`).
             watch.guard(self.verification()).await?;
         }
         // The end of trial collection: `/logs/artifacts` (`verification.rs`).

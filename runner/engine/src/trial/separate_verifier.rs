@@ -15,27 +15,20 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tasks::config::{EnvironmentSection, StepConfig};
-use tasks::records::VerifierResult;
 use tasks::{ExceptionType, Sandbox, Task};
 use verifiers::{VerifierOutcome, VerifyNotes};
 
-use super::Trial;
-use super::artifacts::{ArtifactSpec, CONVENTION_DIR, normalized, upload_artifacts};
+use super::artifacts::{ArtifactSpec, CONVENTION_DIR, upload_artifacts};
 use super::log::TrialLog;
 use super::phase_network::{self, NetworkPlan, access, verifier_environment};
-use crate::backend::{
-    Backend, Environment, EnvironmentSpec, IMAGE_PROGRESS_STREAM, OutputSink, SandboxOf,
-    VerifierImage,
-};
-use crate::events::Phase;
+use crate::backend::{Backend, Environment, EnvironmentSpec, OutputSink, SandboxOf, VerifierImage};
 use crate::failure::TrialFailure;
 
 /// The longest uploading the artifacts may take.
-const COPY_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest removing the verifier's container may take (the job's sweep is the backstop).
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -85,7 +78,7 @@ fn verifier_image(task: &Task, venv: &EnvironmentSection, step: Option<&str>) ->
 /// networks it starts on and verifies under; `runner serve`'s `evaluate` makes its separate
 /// verifier with it too (through [`crate::phases`]).
 #[derive(Clone)]
-pub struct SeparateVerifierSetup {
+pub(super) struct SeparateVerifierSetup {
     /// What its image is made from (the verifier environment's `docker_image`, else a build
     /// of the step's or the task's tests directory).
     pub image: VerifierImage,
@@ -103,7 +96,7 @@ pub struct SeparateVerifierSetup {
 /// environment's spec `agent_spec` (its job, trial dir, limits and observer carry over) for
 /// the trial or episode named `session`; `None` when that verification runs in the agent's
 /// container. Fails when the verifier environment's own `env` cannot be resolved.
-pub fn separate_verifier_setup(
+pub(super) fn separate_verifier_setup(
     task: &Task,
     step: Option<usize>,
     agent_spec: EnvironmentSpec,
@@ -155,7 +148,7 @@ pub fn separate_verifier_setup(
 }
 
 /// Where one separate verification takes its inputs and puts its outputs.
-pub struct SeparatePlace<'a> {
+pub(super) struct SeparatePlace<'a> {
     /// The step verified (`None`: the task).
     pub step: Option<usize>,
     /// The trial's, the step's or the episode's directory: the outputs go to `verifier/`.
@@ -205,7 +198,7 @@ pub trait SeparateVerifierHooks<S: Sandbox>: Send {
 /// `place.start_limit`, the artifacts collected in `place.artifacts_dir` uploaded, the
 /// verification's network set, the image's own tests run within `place.timeout` (outputs
 /// into `place.out_dir`), and the container removed, on every path.
-pub async fn run_separately<B: Backend, H: SeparateVerifierHooks<SandboxOf<B>>>(
+pub(super) async fn run_separately<B: Backend, H: SeparateVerifierHooks<SandboxOf<B>>>(
     backend: &B,
     task: &Task,
     setup: &SeparateVerifierSetup,
@@ -304,98 +297,6 @@ async fn verify_in<E: Environment, H: SeparateVerifierHooks<E::Sandbox>>(
     .await;
     hooks.tests_ran(notes);
     Ok(verified?)
-}
-
-impl<B: Backend> Trial<B> {
-    /// Verifies the task (`step` `None`) or step `index` (outputs into `<step_dir>/verifier/`)
-    /// in a verifier environment of its own ([`run_separately`]), with the artifacts collected
-    /// in `artifacts_dir`, within `timeout`.
-    pub(super) async fn verify_separately(
-        &mut self,
-        step: Option<(usize, &Path)>,
-        artifacts_dir: &Path,
-        timeout: Duration,
-    ) -> Result<VerifierResult, TrialFailure> {
-        let task = self.plan.task.clone();
-        let index = step.map(|(index, _)| index);
-        let setup = separate_verifier_setup(&task, index, self.environment_spec(""), self.name())?;
-        let Some(mut setup) = setup else {
-            return Err(TrialFailure::new(
-                ExceptionType::RunnerError,
-                "a separate verification of a shared verifier",
-            ));
-        };
-        // An allowlist's way out: the trial's proxy, through a relay of this container's own.
-        let egress_port = self.with_separate_verifier_egress(&mut setup.spec);
-
-        // Progress lines are for the live view; trial.log keeps the build's own output.
-        let progress = self.observer.output.clone();
-        let output: OutputSink = Arc::new(move |stream: &str, bytes: &[u8]| {
-            if stream != IMAGE_PROGRESS_STREAM {
-                progress(stream, bytes);
-            }
-        });
-        let step_artifacts = index.map_or(&[][..], |index| &task.config.steps[index].artifacts);
-        let specs = normalized(&task.config.artifacts, step_artifacts);
-        let out_dir = step.map_or_else(|| self.dir.clone(), |(_, dir)| dir.to_path_buf());
-        let place = SeparatePlace {
-            step: index,
-            out_dir: &out_dir,
-            artifacts_dir,
-            specs: &specs,
-            timeout,
-            start_limit: self.timeouts.environment_build,
-        };
-        let ctx = self.ctx.clone();
-        let log = self.log.clone();
-        let mut hooks = TrialSide {
-            trial: self,
-            egress_port,
-        };
-        let outcome = run_separately(
-            &ctx.backend,
-            &task,
-            &setup,
-            place,
-            &log,
-            &output,
-            &mut hooks,
-        )
-        .await?;
-        Ok(outcome.result)
-    }
-}
-
-/// What a trial does around a separate verification.
-struct TrialSide<'t, B: Backend> {
-    trial: &'t mut Trial<B>,
-    /// The port of the egress relay to start in the container, for a task with an allowlist.
-    egress_port: Option<u16>,
-}
-
-impl<B: Backend> SeparateVerifierHooks<SandboxOf<B>> for TrialSide<'_, B> {
-    fn starting(&mut self) {
-        self.trial.enter(Phase::Environment);
-    }
-
-    fn started(&mut self) {
-        self.trial.enter(Phase::Verifier);
-    }
-
-    fn upload_limit(&self) -> Option<Duration> {
-        Some(COPY_TIMEOUT)
-    }
-
-    async fn before_tests(&mut self, verifier: &SandboxOf<B>) -> Result<(), TrialFailure> {
-        if let Some(port) = self.egress_port {
-            self.trial.egress_separate_verifier(verifier, port).await?;
-        }
-        Ok(())
-    }
-
-    fn tests_ran(&mut self, notes: VerifyNotes) {
-        self.trial.record_notes(notes);
-    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tasks::config::StepConfig;
-use tasks::records::{ExceptionInfo, PhaseTiming, StepResult, VerifierResult};
+use tasks::records::{ExceptionInfo, PhaseTiming, StepResult};
 use tasks::steps_rewards::{aggregate, stop_after_step};
 use tasks::{ExceptionType, ExecRequest, Sandbox, Task, TimedPhase, shell_quote};
 
@@ -29,7 +29,6 @@ use super::egress::EgressPhase;
 use super::healthcheck;
 use super::log::TrialLog;
 use super::phase_network::NetworkPlan;
-use super::separate_verifier::is_separate;
 use crate::backend::{Backend, SandboxOf};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
@@ -169,8 +168,7 @@ impl<B: Backend> Trial<B> {
         )
         .await?;
 
-        self.step_verification(task, index, &step_dir, &network)
-            .await
+        self.step_verification(task, index, &step_dir).await
     }
 
     /// The step's agent run under the step's agent network (Harbor's `_phase_network_policy`:
@@ -228,41 +226,23 @@ impl<B: Backend> Trial<B> {
         Ok(())
     }
 
-    /// The step's verification, in the agent's container or a separate verifier's; its
-    /// rewards or its failure recorded in the step. Only a failed network switch ends the
-    /// trial.
+    /// The step's verification, in the agent's container or a separate verifier's (the
+    /// engine's one order: [`Trial::verify`]); its rewards or its failure recorded in the
+    /// step. Only a failed network switch ends the trial (recorded in the step too).
     async fn step_verification(
         &mut self,
         task: &Task,
         index: usize,
         step_dir: &std::path::Path,
-        network: &NetworkPlan,
     ) -> Result<(), TrialFailure> {
         let step = &task.config.steps[index];
         self.stop_bridge_relay().await;
         self.enter(Phase::Verifier);
         self.current_step().verifier = Some(PhaseTiming::start());
-        let timeout = self.timeouts.verifier;
-        let verified = if is_separate(task, Some(step)) {
-            let artifacts = step_dir.join("artifacts");
-            self.verify_separately(Some((index, step_dir)), &artifacts, timeout)
-                .await
-        } else {
-            let shared = self
-                .verify_shared_step(index, step_dir, network, timeout)
-                .await;
-            match shared {
-                Ok(verified) => verified,
-                Err(failure) => {
-                    finish(&mut self.current_step().verifier);
-                    record_step_failure(self.current_step(), &failure);
-                    return Err(failure);
-                }
-            }
-        };
+        let verified = self.verify(Some(index), step_dir).await;
         finish(&mut self.current_step().verifier);
         match verified {
-            Ok(result) => {
+            Ok(Ok(result)) => {
                 let reward = result.rewards.as_ref().map(|r| format!("{r:?}"));
                 self.log.line(&format!(
                     "step {:?}: rewards {}",
@@ -271,36 +251,19 @@ impl<B: Backend> Trial<B> {
                 ));
                 self.current_step().verifier_result = Some(result);
             }
-            Err(failure) => {
+            Ok(Err(failure)) => {
                 self.log.line(&format!(
                     "step {:?}: verification failed: {}: {}",
                     step.name, failure.kind, failure.message
                 ));
                 record_step_failure(self.current_step(), &failure);
             }
+            Err(failure) => {
+                record_step_failure(self.current_step(), &failure);
+                return Err(failure);
+            }
         }
         Ok(())
-    }
-
-    /// Verifies step `index` in the agent's container under the step's verifier network,
-    /// the baseline restored after it. The outer error is a network switch that failed: it
-    /// ends the trial (no phase may run under the wrong policy); the inner result is the
-    /// verification's.
-    async fn verify_shared_step(
-        &mut self,
-        index: usize,
-        step_dir: &std::path::Path,
-        network: &NetworkPlan,
-        timeout: Duration,
-    ) -> Result<Result<VerifierResult, TrialFailure>, TrialFailure> {
-        self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
-            .await?;
-        self.egress_phase(EgressPhase::Verifier).await?;
-        let verified = self.verify_tests(Some((index, step_dir)), timeout).await;
-        self.switch_network("next step", network.verifier_phase, network.agent_baseline)
-            .await?;
-        self.egress_policy(EgressPhase::Setup)?;
-        Ok(verified)
     }
 
     /// After the last step: the rewards aggregated, the trial's agent and verifier timings

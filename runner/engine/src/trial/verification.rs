@@ -1,14 +1,20 @@
 //! Verification (delegated to the `verifiers` crate) and collection of what the trial left.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
+use tasks::Sandbox;
 use tasks::records::VerifierResult;
-use tasks::{Sandbox, Task};
+use verifiers::VerifyNotes;
 
 use super::Trial;
+use super::egress::EgressPhase;
+use super::phase_network::NetworkPlan;
 use super::record::{finish_timing, start_timing};
-use crate::backend::Backend;
+use super::separate_verifier::{COPY_TIMEOUT, SeparateVerifierHooks};
+use super::verify_order::{VerifyDriver, VerifyPlace, verify};
+use crate::backend::{Backend, EnvironmentSpec, IMAGE_PROGRESS_STREAM, OutputSink, SandboxOf};
 use crate::events::Phase;
 use crate::failure::TrialFailure;
 
@@ -21,61 +27,44 @@ impl<B: Backend> Trial<B> {
     /// learnt (exit code, named checks).
     pub(super) async fn verification(&mut self) -> Result<(), TrialFailure> {
         self.enter(Phase::Verifier);
-        let separate = super::separate_verifier::is_separate(&self.plan.task, None);
-        let network = self.network_plan();
-        if !separate {
-            self.switch_network("verifier", network.agent_baseline, network.verifier_phase)
-                .await?;
-            self.egress_phase(super::egress::EgressPhase::Verifier)
-                .await?;
-        }
         start_timing(&mut self.result.verifier);
-        let timeout = self.timeouts.verifier;
-        let verified = if separate {
-            let artifacts = self.dir.join("artifacts");
-            self.verify_separately(None, &artifacts, timeout).await
-        } else {
-            self.verify_tests(None, timeout).await
-        };
+        let dir = self.dir.clone();
+        let verified = self.verify(None, &dir).await;
         finish_timing(&mut self.result.verifier);
-        self.result.verifier_result = Some(verified?);
+        self.result.verifier_result = Some(verified??);
         Ok(())
     }
 
-    /// Runs the tests of the task (`step` `None`) or of step `index` of a multi-step task
-    /// (its outputs into `<step_dir>/verifier/`) within `timeout`, recording the isolation
-    /// notes; returns the verifier's result.
-    pub(super) async fn verify_tests(
+    /// Verifies the task (`step` `None`) or step `step` (its outputs into `out_dir`, with the
+    /// artifacts collected in `out_dir/artifacts`) where its config says, in the engine's one
+    /// order ([`verify`]) within the phase's deadline. The outer error is a network switch or
+    /// egress change that failed: it ends the trial; the inner result is the verification's.
+    pub(super) async fn verify(
         &mut self,
-        step: Option<(usize, &Path)>,
-        timeout: Duration,
-    ) -> Result<VerifierResult, TrialFailure> {
-        let sandbox = self.sandbox()?;
-        let mut notes = verifiers::VerifyNotes {
-            agent_toolchain: self.plan.config.verifier.agent_toolchain,
-            ..verifiers::VerifyNotes::default()
+        step: Option<usize>,
+        out_dir: &Path,
+    ) -> Result<Result<VerifierResult, TrialFailure>, TrialFailure> {
+        let task = self.plan.task.clone();
+        let artifacts_dir = out_dir.join("artifacts");
+        let place = VerifyPlace {
+            step,
+            out_dir,
+            artifacts_dir: &artifacts_dir,
+            timeout: self.timeouts.verifier,
+            start_limit: self.timeouts.environment_build,
         };
-        let out_dir = match step {
-            None => {
-                // The end-of-trial download of /logs/artifacts rides along with the results.
-                notes.then_download = Some((
-                    super::artifacts::CONVENTION_DIR.to_owned(),
-                    self.dir.join("artifacts"),
-                ));
-                self.dir.as_path()
-            }
-            Some((_, dir)) => dir,
+        let (ctx, log) = (self.ctx.clone(), self.log.clone());
+        let mut driver = TrialVerify {
+            trial: self,
+            step,
+            egress_port: None,
         };
-        let index = step.map(|(index, _)| index);
-        let task = &self.plan.task;
-        let verified = run_tests(&sandbox, task, index, out_dir, timeout, &mut notes).await;
-        self.record_notes(notes);
-        Ok(verified?.result)
+        verify(&ctx.backend, &mut driver, &task, place, &log).await
     }
 
     /// Records how the verifier was isolated and what the agent left running, in the result
     /// and in `trial.log`.
-    pub(super) fn record_notes(&mut self, mut notes: verifiers::VerifyNotes) {
+    fn record_notes(&mut self, mut notes: VerifyNotes) {
         // The egress relay of the verifier's phase is the runner's, not the agent's.
         let relays = self.egress_relay_pids();
         notes
@@ -173,24 +162,99 @@ impl<B: Backend> Trial<B> {
     }
 }
 
-/// The tests of `task` (`step` `None`) or of its step `step`, in the agent's container
-/// `sandbox` within `timeout`, their outputs into `out_dir`'s `verifier/` (a trial's or an
-/// episode's directory, or a step's): the shared verification of a trial and of an episode
-/// of `runner serve`, which switch the container's network to the verifier's before it.
-pub async fn run_tests<S: Sandbox>(
-    sandbox: &S,
-    task: &Task,
+/// What a trial does around a verification ([`VerifyDriver`]): its watchdog's phases, the
+/// agent container's network and egress moved for a shared one, a separate verifier's egress
+/// relay and upload bound, and the notes recorded.
+struct TrialVerify<'t, B: Backend> {
+    trial: &'t mut Trial<B>,
     step: Option<usize>,
-    out_dir: &Path,
-    timeout: Duration,
-    notes: &mut verifiers::VerifyNotes,
-) -> Result<verifiers::VerifierOutcome, verifiers::VerifierError> {
-    let deadline = Instant::now()
-        .checked_add(timeout)
-        .unwrap_or_else(Instant::now);
-    match step {
-        None => verifiers::verify(sandbox, task, out_dir, deadline, notes).await,
-        Some(index) => verifiers::verify_step(sandbox, task, index, out_dir, deadline, notes).await,
+    /// The port of the egress relay to start in a separate verifier, for a task with an
+    /// allowlist.
+    egress_port: Option<u16>,
+}
+
+impl<B: Backend> SeparateVerifierHooks<SandboxOf<B>> for TrialVerify<'_, B> {
+    fn starting(&mut self) {
+        self.trial.enter(Phase::Environment);
+    }
+
+    fn started(&mut self) {
+        self.trial.enter(Phase::Verifier);
+    }
+
+    fn upload_limit(&self) -> Option<Duration> {
+        Some(COPY_TIMEOUT)
+    }
+
+    async fn before_tests(&mut self, verifier: &SandboxOf<B>) -> Result<(), TrialFailure> {
+        if let Some(port) = self.egress_port {
+            self.trial.egress_separate_verifier(verifier, port).await?;
+        }
+        Ok(())
+    }
+
+    fn tests_ran(&mut self, notes: VerifyNotes) {
+        self.trial.record_notes(notes);
+    }
+}
+
+impl<B: Backend> VerifyDriver<B> for TrialVerify<'_, B> {
+    fn agent_spec(&self) -> EnvironmentSpec {
+        self.trial.environment_spec("")
+    }
+
+    fn session(&self) -> String {
+        self.trial.name().to_owned()
+    }
+
+    fn build_output(&self) -> OutputSink {
+        // Progress lines are for the live view; trial.log keeps the build's own output.
+        let progress = self.trial.observer.output.clone();
+        Arc::new(move |stream: &str, bytes: &[u8]| {
+            if stream != IMAGE_PROGRESS_STREAM {
+                progress(stream, bytes);
+            }
+        })
+    }
+
+    fn separate_spec(&mut self, spec: &mut EnvironmentSpec) {
+        // An allowlist's way out: the trial's proxy, through a relay of this container's own.
+        self.egress_port = self.trial.with_separate_verifier_egress(spec);
+    }
+
+    async fn to_verifier_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+        let (from, to) = (network.agent_baseline, network.verifier_phase);
+        self.trial.switch_network("verifier", from, to).await?;
+        self.trial.egress_phase(EgressPhase::Verifier).await
+    }
+
+    async fn leave_verifier_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+        if self.step.is_none() {
+            // A single-step trial's container has no phase left that needs its baseline.
+            return Ok(());
+        }
+        let (from, to) = (network.verifier_phase, network.agent_baseline);
+        self.trial.switch_network("next step", from, to).await?;
+        self.trial.egress_policy(EgressPhase::Setup).map(drop)
+    }
+
+    fn agent_sandbox(&self) -> Result<SandboxOf<B>, TrialFailure> {
+        self.trial.sandbox()
+    }
+
+    fn shared_notes(&self, step: Option<usize>) -> VerifyNotes {
+        let mut notes = VerifyNotes {
+            agent_toolchain: self.trial.plan.config.verifier.agent_toolchain,
+            ..VerifyNotes::default()
+        };
+        if step.is_none() {
+            // The end-of-trial download of /logs/artifacts rides along with the results.
+            notes.then_download = Some((
+                super::artifacts::CONVENTION_DIR.to_owned(),
+                self.trial.dir.join("artifacts"),
+            ));
+        }
+        notes
     }
 }
 

@@ -15,29 +15,15 @@
 
 use engine::phases::{NetworkPlan, StepStart, StepStartFailure, record_step_failure, start_step};
 use engine::{Backend, PhaseTimeouts, SandboxOf, TrialFailure};
-use serde_json::{Map, json};
+use tasks::records::VerifierResult;
 use tasks::steps_rewards::{aggregate, stop_after_step};
 use tasks::{ExceptionType, Multipliers};
 
-use super::verify::{GradeFailure, Graded};
-use super::{Ending, Episode, StepRecord, grade_details, headline_reward, read_test_output};
-use crate::protocol::{Observation, StepResult};
+use super::verify::GradeFailure;
+use super::{Episode, StepRecord};
+use crate::record::Ending;
 
 impl<B: Backend> Episode<B> {
-    /// What the observations of a multi-step episode say of its steps in `metadata`: the
-    /// current step's name, index (from 0) and the number of steps. Empty for a single-step
-    /// task.
-    pub(super) fn step_metadata(&self) -> Map<String, serde_json::Value> {
-        let mut metadata = Map::new();
-        if let Some(index) = self.current_step() {
-            let steps = &self.task.config.steps;
-            metadata.insert("step".into(), json!(steps[index].name));
-            metadata.insert("step_index".into(), json!(index));
-            metadata.insert("steps_total".into(), json!(steps.len()));
-        }
-        metadata
-    }
-
     /// Starts step `index` for the policy as a trial starts it for its agent
     /// ([`engine::phases::start_step`]): under the step's baseline network, the step's setup
     /// within the task's agent setup deadline; then the step's agent user and agent network.
@@ -64,100 +50,77 @@ impl<B: Backend> Episode<B> {
         Ok(())
     }
 
-    /// After the current step's verification (`graded`): its result recorded; then the next
-    /// step, or the end of the episode with the trial's reward.
-    pub(super) async fn step_evaluated(
+    /// After the current step's verification (`verified`): its result recorded; then the
+    /// next step begun, or the episode ended (its container removed) with the trial's
+    /// verifier result, as a trial's steps end.
+    pub async fn step_verified(
         &mut self,
-        graded: Result<Graded, GradeFailure>,
-        mut obs: Observation,
-    ) -> (StepResult, Option<Ending>) {
+        verified: Result<VerifierResult, GradeFailure>,
+    ) -> AfterStep {
         let task = self.task.clone();
         let index = self.step;
         let step = &task.config.steps[index];
         let mut record = StepRecord::new(&step.name);
-        let mut details = Map::new();
-        match graded {
-            Ok(graded) => {
-                let reward = headline_reward(graded.result.rewards.as_ref());
-                details = grade_details(&graded, reward);
-                let shown =
-                    read_test_output(&self.verification_dir(), self.config.max_output_bytes);
-                obs.output = shown.text;
-                details.insert("truncated".into(), json!(shown.truncated));
-                details.insert("bytes_dropped".into(), json!(shown.dropped));
-                record.verifier_result = Some(graded.result);
-            }
+        match verified {
+            Ok(result) => record.verifier_result = Some(result),
             Err(failure) => {
-                obs = obs.failed(format!(
-                    "the verifier of step {:?} failed: {}",
-                    step.name, failure.message
-                ));
                 let kind = failure.kind.unwrap_or(ExceptionType::EnvironmentError);
                 record_step_failure(&mut record, &TrialFailure::new(kind, failure.message));
             }
         }
-        let step_reward = headline_reward(record.rewards());
-        details.extend(self.step_metadata());
-        details.insert("step_reward".into(), json!(step_reward));
         let stop = stop_after_step(step, &record);
         self.step_results.push(record);
         let mut ending = Ending::default();
-        match (&stop, task.config.steps.get(index + 1)) {
-            (None, Some(next)) => match self.begin_step(index + 1).await {
-                Ok(()) => {
-                    obs.instruction = self.instruction().to_owned();
-                    details.insert("next_step".into(), json!(next.name));
-                    obs.info = details.clone();
-                    obs.metadata = details;
-                    return (self.result(obs, Some(step_reward), false), None);
-                }
+        let mut next_failed = None;
+        match task.config.steps.get(index + 1).filter(|_| stop.is_none()) {
+            Some(next) => match self.begin_step(index + 1).await {
+                Ok(()) => return AfterStep::Next(next.name.clone()),
                 Err(failure) => {
                     // As in a trial: the failed setup is the next step's failure, without
                     // rewards; it stops the steps and leaves no trial reward.
                     let message = format!("step {:?}: {}", next.name, failure.message);
                     let mut failed = StepRecord::new(&next.name);
-                    record_step_failure(
-                        &mut failed,
-                        &TrialFailure::new(failure.kind.clone(), message.clone()),
-                    );
+                    let failure = TrialFailure::new(failure.kind, message.clone());
+                    record_step_failure(&mut failed, &failure);
                     self.step_results.push(failed);
-                    details.insert("stopped".into(), json!(message));
-                    obs = obs.failed(message.clone());
-                    ending.error = Some(message);
+                    ending.error = Some(message.clone());
                     ending.error_type = Some(failure.kind);
+                    next_failed = Some(message);
                 }
             },
-            _ => {
-                if let Some(reason) = &stop {
-                    details.insert("stopped".into(), json!(reason));
-                }
+            None => {
                 ending.verifier =
                     aggregate(task.config.multi_step_reward_strategy, &self.step_results);
-                if let Some(info) = self
-                    .step_results
-                    .last()
-                    .and_then(|s| s.exception_info.clone())
-                {
+                let last = self.step_results.last();
+                if let Some(info) = last.and_then(|s| s.exception_info.clone()) {
                     ending.error = Some(info.exception_message);
                     ending.error_type = Some(info.exception_type);
                 }
             }
         }
-        let reward = headline_reward(ending.verifier.as_ref().and_then(|v| v.rewards.as_ref()));
-        let rewards: Vec<f64> = self
-            .step_results
-            .iter()
-            .map(|s| headline_reward(s.rewards()))
-            .collect();
-        details.insert("step_rewards".into(), json!(rewards));
-        details.insert("trial_reward".into(), json!(reward));
-        obs.info = details.clone();
-        obs.metadata = details;
-        ending.reward = Some(reward);
         ending.step_results = Some(self.step_results.clone());
         self.remove().await;
-        (self.result(obs, Some(reward), true), Some(ending))
+        match next_failed {
+            Some(message) => AfterStep::NextFailed { message, ending },
+            None => AfterStep::Ended {
+                stopped: stop,
+                ending,
+            },
+        }
     }
+}
+
+/// What became of a multi-step episode after a step's verification.
+pub enum AfterStep {
+    /// The next step (named) was begun: the episode goes on.
+    Next(String),
+    /// The next step's setup failed (`message`): the episode ended without a trial reward.
+    NextFailed { message: String, ending: Ending },
+    /// The episode ended after its last step, or one that stops the steps (`stopped`: why).
+    Ended {
+        stopped: Option<String>,
+        ending: Ending,
+    },
 }
 
 /// What an episode does around a step's start.

@@ -1,84 +1,100 @@
 //! One verification of an episode, as a trial verifies: every process of the policy killed,
-//! then the task's tests (a multi-step task's: the current step's). In the agent's container
-//! they run in the verifier jail under the verifier's network ([`engine::phases::run_tests`]).
-//! A verifier with an environment of its own (`[verifier] environment_mode = "separate"`) gets
-//! a fresh container made, run and removed as a trial's is
-//! ([`engine::phases::run_separately`]): it runs its image's own `/tests` and receives only
-//! the declared artifacts collected from the episode's container (and `/logs/artifacts`).
-//! Before the tests, the task's (and the step's) `[[verifier.collect]]` hooks run and its
-//! artifacts, a sidecar's included, are collected exactly as a trial's are
-//! ([`engine::phases::PhasedCollection`]).
+//! the task's (and the step's) `[[verifier.collect]]` hooks run and its artifacts, a
+//! sidecar's included, collected as a trial's are ([`engine::phases::PhasedCollection`]),
+//! then the task's tests (a multi-step task's: the current step's) in the engine's one order
+//! ([`engine::phases::verify`]): in the agent's container, in the verifier jail under the
+//! verifier's network, or in a fresh container of a separate verifier that runs its image's
+//! own `/tests` and receives only the declared artifacts.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use engine::phases::{
-    Collection, Convention, NetworkPlan, PhasedCollection, SeparatePlace, SeparateVerifierHooks,
+    Collection, Convention, NetworkPlan, PhasedCollection, SeparateVerifierHooks, VerifyDriver,
+    VerifyPlace,
 };
-use engine::{Backend, OutputSink, TrialFailure};
+use engine::{Backend, EnvironmentSpec, OutputSink, SandboxOf, TrialFailure};
+use tasks::ExceptionType;
 use tasks::records::VerifierResult;
-use tasks::{ExceptionType, Sandbox};
-use verifiers::{VerifierError, VerifyNotes};
+use verifiers::VerifyNotes;
 
 use super::Episode;
 
 /// A verification that ran to a result.
-pub(super) struct Graded {
+pub struct Graded {
     /// The verifier's result (rewards, exit code, named checks).
-    pub(super) result: VerifierResult,
+    pub result: VerifierResult,
     /// How many processes of the policy were still running as the tests started.
-    pub(super) leftovers: usize,
+    pub leftovers: usize,
 }
 
-/// A verification that gave no result: why, and its exception type when it is known.
+/// A verification that gave no result: why, and its exception type (`None`: the container
+/// no longer answers).
 #[derive(Debug)]
-pub(super) struct GradeFailure {
-    pub(super) message: String,
-    pub(super) kind: Option<ExceptionType>,
+pub struct GradeFailure {
+    pub message: String,
+    pub kind: Option<ExceptionType>,
 }
 
-impl GradeFailure {
-    fn new(message: impl Into<String>, kind: Option<ExceptionType>) -> Self {
+impl From<TrialFailure> for GradeFailure {
+    fn from(failure: TrialFailure) -> Self {
+        let kind = Some(failure.kind);
         Self {
-            message: message.into(),
+            message: failure.message,
             kind,
         }
     }
 }
 
-impl From<TrialFailure> for GradeFailure {
-    fn from(failure: TrialFailure) -> Self {
-        Self::new(failure.message, Some(failure.kind))
-    }
+/// What an episode does around the engine's verification order ([`engine::phases::verify`]):
+/// its container's network kept in step, and the notes kept (a trial's watchdog phases,
+/// upload bound and egress relays are not an episode's).
+struct EpisodeVerify<'e, B: Backend> {
+    episode: &'e mut Episode<B>,
+    notes: VerifyNotes,
 }
 
-impl From<VerifierError> for GradeFailure {
-    fn from(e: VerifierError) -> Self {
-        Self::new(e.to_string(), Some(e.exception_type()))
-    }
-}
-
-/// What an episode does around a verification's order: it keeps the notes (a trial's phase
-/// changes, upload bound and egress relay are not an episode's).
-#[derive(Default)]
-struct Noted(VerifyNotes);
-
-impl<S: Sandbox> SeparateVerifierHooks<S> for Noted {
+impl<B: Backend> SeparateVerifierHooks<SandboxOf<B>> for EpisodeVerify<'_, B> {
     fn tests_ran(&mut self, notes: VerifyNotes) {
-        self.0 = notes;
+        self.notes = notes;
+    }
+}
+
+impl<B: Backend> VerifyDriver<B> for EpisodeVerify<'_, B> {
+    fn agent_spec(&self) -> EnvironmentSpec {
+        self.episode.spec.clone()
+    }
+
+    fn session(&self) -> String {
+        self.episode.spec.trial_name.clone()
+    }
+
+    fn build_output(&self) -> OutputSink {
+        // A separate verifier's build output goes nowhere, as the episode image's does.
+        Arc::new(|_, _| {})
+    }
+
+    async fn to_verifier_network(&mut self, network: &NetworkPlan) -> Result<(), TrialFailure> {
+        self.episode
+            .set_network(network.verifier_phase, "verifier")
+            .await
+    }
+
+    fn agent_sandbox(&self) -> Result<SandboxOf<B>, TrialFailure> {
+        Ok(self.episode.policy.sandbox().clone())
     }
 }
 
 impl<B: Backend> Episode<B> {
     /// The step being verified (`None` for a single-step task).
-    pub(super) fn current_step(&self) -> Option<usize> {
+    pub fn current_step(&self) -> Option<usize> {
         self.task.is_multi_step().then_some(self.step)
     }
 
     /// Where the current verification's outputs go: the episode's directory, or a step's
     /// `steps/<name>/` (as a trial's).
-    pub(super) fn verification_dir(&self) -> PathBuf {
+    pub fn verification_dir(&self) -> PathBuf {
         match self.current_step() {
             Some(index) => self
                 .dir
@@ -88,98 +104,82 @@ impl<B: Backend> Episode<B> {
         }
     }
 
-    /// Kills every process of the policy, then verifies the task (or the current step)
-    /// where a trial would.
-    pub(super) async fn grade(&mut self, backend: &B) -> Result<Graded, GradeFailure> {
+    /// Kills every process of the policy, collects what the verifier needs, then verifies the
+    /// task (or the current step) in the engine's one order ([`engine::phases::verify`]).
+    pub async fn grade(&mut self, backend: &B) -> Result<Graded, GradeFailure> {
         self.policy
             .stop_all()
             .await
-            .map_err(|broken| GradeFailure::new(broken.0, None))?;
+            .map_err(|broken| GradeFailure {
+                message: broken.0,
+                kind: None,
+            })?;
         let task = self.task.clone();
         let step = self.current_step();
         let out_dir = self.verification_dir();
+        let artifacts_dir = out_dir.join("artifacts");
+        self.collect(step, &artifacts_dir).await?;
         let timeout_sec = match step {
             Some(index) => task.config.steps[index].verifier.timeout_sec,
             None => task.config.verifier.timeout_sec,
         };
-        let timeout = Duration::from_secs_f64(timeout_sec.max(1.0));
-        let setup = engine::phases::separate_verifier_setup(
-            &task,
+        let place = VerifyPlace {
             step,
-            self.spec.clone(),
-            &self.spec.trial_name,
-        )?;
-        let step_config = step.map(|index| &task.config.steps[index]);
-        let artifacts_dir = out_dir.join("artifacts");
+            out_dir: &out_dir,
+            artifacts_dir: &artifacts_dir,
+            timeout: Duration::from_secs_f64(timeout_sec.max(1.0)),
+            start_limit: Duration::from_secs_f64(
+                task.config.environment.build_timeout_sec.max(1.0),
+            ),
+        };
+        let log = self.log.clone();
+        let mut driver = EpisodeVerify {
+            episode: self,
+            notes: VerifyNotes::default(),
+        };
+        let verified = engine::phases::verify(backend, &mut driver, &task, place, &log).await;
+        let leftovers = driver.notes.leftover_processes.len();
+        Ok(Graded {
+            result: verified??,
+            leftovers,
+        })
+    }
+
+    /// Collects as a trial collects (hooks on main, then main's artifacts, then the
+    /// sidecars' with main frozen): all a separate verifier sees of the episode, what a step
+    /// leaves before the next one empties /logs/artifacts, and what the hooks write for a
+    /// shared verifier to read. A shared single-step verification with neither hooks nor
+    /// sidecar artifacts reads the container as it is and needs no copy.
+    async fn collect(
+        &self,
+        step: Option<usize>,
+        artifacts_dir: &std::path::Path,
+    ) -> Result<(), GradeFailure> {
+        let config = &self.task.config;
+        let step_config = step.map(|index| &config.steps[index]);
         let log = |line: &str| self.log.line(line);
         let warn = |text: &str| self.log.line(&format!("warning: {text}"));
         let collection = PhasedCollection::of_task(
-            &task.config,
+            config,
             step_config.map_or(&[][..], |s| &s.verifier.collect),
             step_config.map_or(&[][..], |s| &s.artifacts),
             Collection {
-                artifacts_dir: &artifacts_dir,
+                artifacts_dir,
                 convention: Convention::Download,
                 copy_cap: self.spec.limits.download_cap_bytes,
                 log: &log,
             },
             &warn,
         );
-        let specs = collection.specs.clone();
-        // Collected as a trial collects (hooks on main, then main's artifacts, then the
-        // sidecars' with main frozen): all a separate verifier sees of the episode, what a
-        // step leaves before the next one empties /logs/artifacts, and what the hooks write
-        // for a shared verifier to read. A shared single-step verification with neither hooks
-        // nor sidecar artifacts reads the container as it is and needs no copy.
         let hooks_or_sidecars =
             !collection.hooks.is_empty() || collection.specs.iter().any(|s| s.sidecar().is_some());
-        if setup.is_some() || step.is_some() || hooks_or_sidecars {
-            let environment = self.environment.as_ref().ok_or_else(|| {
-                GradeFailure::new(
-                    "the episode's environment is gone",
-                    Some(ExceptionType::EnvironmentError),
-                )
-            })?;
-            collection.run(environment).await?;
+        let separate = engine::phases::is_separate(&self.task, step_config);
+        if !(separate || step.is_some() || hooks_or_sidecars) {
+            return Ok(());
         }
-        let mut noted = Noted::default();
-        let outcome = match setup {
-            Some(setup) => {
-                let place = SeparatePlace {
-                    step,
-                    out_dir: &out_dir,
-                    artifacts_dir: &artifacts_dir,
-                    specs: &specs,
-                    timeout,
-                    start_limit: Duration::from_secs_f64(
-                        task.config.environment.build_timeout_sec.max(1.0),
-                    ),
-                };
-                // Its image's build output goes nowhere, as the episode image's does.
-                let quiet: OutputSink = Arc::new(|_, _| {});
-                let log = &self.log;
-                engine::phases::run_separately(
-                    backend, &task, &setup, place, log, &quiet, &mut noted,
-                )
-                .await?
-            }
-            None => {
-                let phase = NetworkPlan::resolve(&task.config, step_config).verifier_phase;
-                self.set_network(phase, "verifier").await?;
-                engine::phases::run_tests(
-                    self.policy.sandbox(),
-                    &task,
-                    step,
-                    &out_dir,
-                    timeout,
-                    &mut noted.0,
-                )
-                .await?
-            }
-        };
-        Ok(Graded {
-            result: outcome.result,
-            leftovers: noted.0.leftover_processes.len(),
-        })
+        let gone = || TrialFailure::new(ExceptionType::EnvironmentError, "the environment is gone");
+        let environment = self.environment.as_ref().ok_or_else(gone)?;
+        collection.run(environment).await?;
+        Ok(())
     }
 }

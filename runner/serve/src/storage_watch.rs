@@ -14,7 +14,7 @@ use tasks::Sandbox;
 use tokio::sync::Semaphore;
 
 /// A running watch; dropping it stops the watch.
-pub(super) struct StorageWatch {
+pub struct StorageWatch {
     exceeded: Arc<Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -23,7 +23,7 @@ impl StorageWatch {
     /// Watches `sandbox` against `limit_mb` every `interval` (at the soonest: a look waits
     /// for one of the server's `looks`); past it, kills every process of the container but
     /// PID 1 and `own_pids`.
-    pub(super) fn start<S: Sandbox + Clone + 'static>(
+    pub fn start<S: Sandbox + Clone + 'static>(
         sandbox: S,
         limit_mb: u64,
         interval: Duration,
@@ -62,7 +62,7 @@ impl StorageWatch {
     }
 
     /// Why the episode must end, once the limit was passed.
-    pub(super) fn exceeded(&self) -> Option<String> {
+    pub fn exceeded(&self) -> Option<String> {
         self.exceeded.lock().ok().and_then(|slot| slot.clone())
     }
 }
