@@ -243,7 +243,8 @@ impl<B: Backend> Session<B> {
 
     /// Shows a verification that ran in `obs`: the tests' output the verifier brought back
     /// into `out_dir` as its output, and in its `info` the details ([`grade_details`]) with
-    /// whether that output was cut. Returns the reward and the details with the cut's.
+    /// whether that output was cut. Returns the reward and the details (without the cut's,
+    /// which only `info` carries).
     fn show(
         &self,
         obs: &mut Observation,

@@ -317,8 +317,20 @@ fn is_storage_opt_refusal(error: &bollard::errors::Error) -> bool {
     text.contains("storage-opt") || text.contains("storage opt") || text.contains("storageopt")
 }
 
-/// Force-removes a container by id or name; a missing container counts as removed.
+/// Force-removes a container by id or name; a missing container counts as removed. A removal
+/// the engine refused is asked once more: a container that exits while the engine kills it
+/// fails the kill ("Could not kill running container …, cannot remove - … is not running",
+/// seen under load with fuse-overlayfs), and the second removal finds it stopped.
 pub(crate) async fn remove_container(client: &DockerClient, id: &str) -> Result<(), DockerError> {
+    match remove_once(client, id).await {
+        Err(_) => remove_once(client, id)
+            .await
+            .map_err(|e| DockerError::api(format!("removing container {id}"), e)),
+        Ok(()) => Ok(()),
+    }
+}
+
+async fn remove_once(client: &DockerClient, id: &str) -> Result<(), bollard::errors::Error> {
     let options = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
@@ -332,6 +344,6 @@ pub(crate) async fn remove_container(client: &DockerClient, id: &str) -> Result<
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 409, ..
         }) => Ok(()),
-        Err(e) => Err(DockerError::api(format!("removing container {id}"), e)),
+        Err(e) => Err(e),
     }
 }

@@ -18,7 +18,8 @@ pub(crate) struct Removals {
 
 impl Removals {
     /// Starts removing the containers `ids` (by id or name, in order); a failure goes to
-    /// `on_error` (the trial's log), and the job's sweep removes what is left.
+    /// `on_error` (the trial's log, while it is open), and the job's sweep removes what is
+    /// left.
     pub fn remove(
         &self,
         client: &DockerClient,

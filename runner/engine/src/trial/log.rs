@@ -63,6 +63,16 @@ impl TrialLog {
         self.write(out.as_bytes(), false);
     }
 
+    /// Ends the log: every later write is dropped, so the file is final once the trial's
+    /// record is written and hashed into the job's `record_manifest.jsonl`. What could still
+    /// write is the container's removal, which runs in the background after teardown (its
+    /// failure is the job's sweep's to report, as it removes what is left).
+    pub fn close(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.file = None;
+        }
+    }
+
     /// True once command output was dropped at the cap.
     pub fn is_truncated(&self) -> bool {
         self.state.lock().is_ok_and(|s| s.truncated)
@@ -120,5 +130,23 @@ mod tests {
         assert_eq!(text.matches("reached its cap").count(), 1, "{text}");
         assert!(text.ends_with("removed container\n"), "{text}");
         assert!(text.len() < 200 + 200, "{}", text.len());
+    }
+
+    #[test]
+    fn a_closed_log_takes_no_more_lines_or_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trial.log");
+        let log = TrialLog::open(&path, 1 << 20);
+        log.line("outcome: success");
+        let late = log.clone();
+        log.close();
+        late.line("removing abc failed");
+        late.output("runner", b"late output\n");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with("outcome: success\n"), "{text}");
+        assert!(
+            !text.contains("late") && !text.contains("removing"),
+            "{text}"
+        );
     }
 }

@@ -247,6 +247,8 @@ impl<B: Backend> Trial<B> {
             "outcome: {}",
             record::describe_outcome(&self.result)
         ));
+        // The record is written and hashed next: nothing may change trial.log after it.
+        self.log.close();
         FinishedTrial {
             result: self.result,
             wall,

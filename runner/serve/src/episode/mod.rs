@@ -1,9 +1,9 @@
 //! One episode: a fresh container of one task, started as a trial's environment is, driven
 //! by the policy's actions, graded by the task's own verifier, then removed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use engine::phases::{AgentEnvironment, NetworkPlan, TrialLog, ready_environment, switch_network};
 use engine::{Backend, Environment, EnvironmentSpec, ExecObserver, OutputSink, SandboxOf};
@@ -42,7 +42,6 @@ pub struct Episode<B: Backend> {
     log: TrialLog,
     /// The watch of `storage_mb` (none when the driver enforces it, or before `prepare`).
     storage: Option<StorageWatch>,
-    started: Instant,
 }
 
 /// What names an episode: its container's trial name and its record's directory.
@@ -125,7 +124,6 @@ impl<B: Backend> Episode<B> {
             step_results: Vec::new(),
             log,
             storage: None,
-            started: Instant::now(),
         };
         if let Err(e) = episode.prepare().await {
             episode.remove().await;
@@ -186,11 +184,6 @@ impl<B: Backend> Episode<B> {
         spared.map_err(|e| e.to_string())
     }
 
-    /// The episode's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The task.
     pub fn task(&self) -> &Arc<Task> {
         &self.task
@@ -199,11 +192,6 @@ impl<B: Backend> Episode<B> {
     /// The server's settings the episode runs under.
     pub fn config(&self) -> &ServeConfig {
         &self.config
-    }
-
-    /// Time since the episode started.
-    pub fn age(&self) -> Duration {
-        self.started.elapsed()
     }
 
     /// True while its container is there.
