@@ -45,11 +45,9 @@ impl<B: Backend> Trial<B> {
         out_dir: &Path,
     ) -> Result<Result<VerifierResult, TrialFailure>, TrialFailure> {
         let task = self.plan.task.clone();
-        let artifacts_dir = out_dir.join("artifacts");
         let place = VerifyPlace {
             step,
             out_dir,
-            artifacts_dir: &artifacts_dir,
             timeout: self.timeouts.verifier,
             start_limit: self.timeouts.environment_build,
         };
@@ -201,10 +199,6 @@ impl<B: Backend> SeparateVerifierHooks<SandboxOf<B>> for TrialVerify<'_, B> {
 impl<B: Backend> VerifyDriver<B> for TrialVerify<'_, B> {
     fn agent_spec(&self) -> EnvironmentSpec {
         self.trial.environment_spec("")
-    }
-
-    fn session(&self) -> String {
-        self.trial.name().to_owned()
     }
 
     fn build_output(&self) -> OutputSink {

@@ -27,10 +27,10 @@ use crate::failure::TrialFailure;
 pub struct VerifyPlace<'a> {
     /// The step verified (`None`: the task).
     pub step: Option<usize>,
-    /// The trial's, the step's or the episode's directory: the outputs go to `verifier/`.
+    /// The trial's, the step's or the episode's directory: the outputs go to `verifier/`,
+    /// and the artifacts were collected into its `artifacts/` (what a separate verifier
+    /// receives).
     pub out_dir: &'a Path,
-    /// Where the artifacts were collected on the host (what a separate verifier receives).
-    pub artifacts_dir: &'a Path,
     /// The tests' time limit.
     pub timeout: Duration,
     /// A separate verifier's start's limit (a build, maybe): the task's build timeout.
@@ -40,11 +40,10 @@ pub struct VerifyPlace<'a> {
 /// What a trial or an episode does around [`verify`]'s order. A separate verification calls
 /// the [`SeparateVerifierHooks`] too; both kinds end in [`SeparateVerifierHooks::tests_ran`].
 pub trait VerifyDriver<B: Backend>: SeparateVerifierHooks<SandboxOf<B>> {
-    /// The agent environment's spec, from which a separate verifier's container is made.
+    /// The agent environment's spec, from which a separate verifier's container is made
+    /// (its `trial_name`, the trial's or the episode's, names the verifier's
+    /// `<name>__verifier…`).
     fn agent_spec(&self) -> EnvironmentSpec;
-
-    /// The trial's or the episode's name (a separate verifier's is `<name>__verifier…`).
-    fn session(&self) -> String;
 
     /// Where a separate verifier's image build output goes.
     fn build_output(&self) -> OutputSink;
@@ -93,8 +92,9 @@ pub async fn verify<B: Backend, D: VerifyDriver<B>>(
     log: &TrialLog,
 ) -> Result<Result<VerifierResult, TrialFailure>, TrialFailure> {
     let step_config = place.step.map(|index| &task.config.steps[index]);
-    let session = driver.session();
-    let setup = separate_verifier_setup(task, place.step, driver.agent_spec(), &session);
+    let spec = driver.agent_spec();
+    let session = spec.trial_name.clone();
+    let setup = separate_verifier_setup(task, place.step, spec, &session);
     let setup = match setup {
         Ok(setup) => setup,
         Err(failure) => return Ok(Err(failure)),
@@ -103,10 +103,11 @@ pub async fn verify<B: Backend, D: VerifyDriver<B>>(
         driver.separate_spec(&mut setup.spec);
         let step_artifacts = step_config.map_or(&[][..], |step| &step.artifacts);
         let specs = normalized(&task.config.artifacts, step_artifacts);
+        let artifacts_dir = place.out_dir.join("artifacts");
         let separate = SeparatePlace {
             step: place.step,
             out_dir: place.out_dir,
-            artifacts_dir: place.artifacts_dir,
+            artifacts_dir: &artifacts_dir,
             specs: &specs,
             timeout: place.timeout,
             start_limit: place.start_limit,
@@ -142,7 +143,7 @@ pub async fn verify<B: Backend, D: VerifyDriver<B>>(
 /// The tests of `task` (`step` `None`) or of its step `step`, in the agent's container
 /// `sandbox` within `timeout`, their outputs into `out_dir`'s `verifier/` (a trial's or an
 /// episode's directory, or a step's).
-pub(super) async fn run_tests<S: Sandbox>(
+async fn run_tests<S: Sandbox>(
     sandbox: &S,
     task: &Task,
     step: Option<usize>,

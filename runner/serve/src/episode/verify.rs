@@ -66,10 +66,6 @@ impl<B: Backend> VerifyDriver<B> for EpisodeVerify<'_, B> {
         self.episode.spec.clone()
     }
 
-    fn session(&self) -> String {
-        self.episode.spec.trial_name.clone()
-    }
-
     fn build_output(&self) -> OutputSink {
         // A separate verifier's build output goes nowhere, as the episode image's does.
         Arc::new(|_, _| {})
@@ -126,7 +122,6 @@ impl<B: Backend> Episode<B> {
         let place = VerifyPlace {
             step,
             out_dir: &out_dir,
-            artifacts_dir: &artifacts_dir,
             timeout: Duration::from_secs_f64(timeout_sec.max(1.0)),
             start_limit: Duration::from_secs_f64(
                 task.config.environment.build_timeout_sec.max(1.0),
